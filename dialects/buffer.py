@@ -1,0 +1,456 @@
+"""The buffer dialect: per-device programs over memrefs, ready to execute.
+
+A `buffer.program` is a flat schedule.  Storage comes from `buffer.alloc`
+until `plan-memory` replaces every alloc with a `buffer.view` at a fixed byte
+offset of the device's single `buffer.arena` (MLIR's `memref.view` idiom).
+Each op declares which operands it reads and writes (`OperandEffects`), so
+liveness is a property of the IR alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    StringAttr,
+    SymbolNameConstraint,
+    i8,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import (
+    EffectInstance,
+    HasParent,
+    IsolatedFromAbove,
+    MemoryAllocEffect,
+    MemoryEffect,
+    MemoryEffectKind,
+    NoMemoryEffect,
+    NoTerminator,
+    Pure,
+    SymbolOpInterface,
+)
+from xdsl.utils.exceptions import VerifyException
+
+REDUCTIONS = ("sum", "max", "min")
+
+
+def nbytes(t: Attribute) -> int:
+    """Bytes a statically shaped memref occupies (dense, row-major)."""
+    assert isinstance(t, MemRefType)
+    n = 1
+    for d in t.get_shape():
+        n *= d
+    width = t.element_type.bitwidth if isinstance(t.element_type, IntegerType) else t.element_type.bitwidth  # type: ignore[union-attr]
+    return n * max(1, width // 8)
+
+
+class OperandEffects(MemoryEffect):
+    """Reads and writes tied to operands, from the op's `reads()` / `writes()`."""
+
+    @classmethod
+    def get_effects(cls, op: Operation) -> set[EffectInstance]:
+        assert isinstance(op, BufferOp)
+        return {EffectInstance(MemoryEffectKind.READ, v) for v in op.reads()} | {
+            EffectInstance(MemoryEffectKind.WRITE, v) for v in op.writes()
+        }
+
+
+class BufferOp(IRDLOperation):
+    """An op of a schedule: reads some operands, writes others, in program order."""
+
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def reads(self) -> Sequence[SSAValue]:
+        return ()
+
+    def writes(self) -> Sequence[SSAValue]:
+        return ()
+
+
+def _static_memref(t: Attribute, what: str) -> MemRefType:
+    if not isinstance(t, MemRefType) or any(d < 0 for d in t.get_shape()):
+        raise VerifyException(f"{what} must be a statically shaped memref, got {t}")
+    return t
+
+
+# ----------------------------------------------------------------- storage
+
+
+@irdl_op_definition
+class ProgramOp(IRDLOperation):
+    """One device's program for one job; the same program runs on every device of a placement (SPMD)."""
+
+    name = "buffer.program"
+    sym_name = prop_def(SymbolNameConstraint())
+    device = prop_def(StringAttr)
+    body = region_def("single_block")
+    traits = traits_def(IsolatedFromAbove(), SymbolOpInterface(), NoTerminator())
+    assembly_format = "$sym_name `on` $device attr-dict-with-keyword $body"
+
+    def __init__(self, sym_name: str, device: str, ops: Sequence[Operation] = ()):
+        super().__init__(
+            properties={"sym_name": StringAttr(sym_name), "device": StringAttr(device)},
+            regions=[Region(Block(ops))],
+        )
+
+    def verify_(self) -> None:
+        arenas = [op for op in self.body.block.ops if isinstance(op, ArenaOp)]
+        if len(arenas) > 1:
+            raise VerifyException(f"a program has one arena per device, found {len(arenas)}")
+
+
+@irdl_op_definition
+class ArenaOp(BufferOp):
+    """The device's one block of memory; every planned buffer is a view into it."""
+
+    name = "buffer.arena"
+    size = prop_def(IntegerAttr)
+    alignment = prop_def(IntegerAttr)
+    res = result_def(MemRefType)
+    traits = traits_def(MemoryAllocEffect(), HasParent(ProgramOp))
+    assembly_format = "attr-dict `:` type($res)"
+
+    def __init__(self, size: int, alignment: int):
+        super().__init__(
+            properties={"size": IntegerAttr(size, i64), "alignment": IntegerAttr(alignment, i64)},
+            result_types=[MemRefType(i8, [size])],
+        )
+
+    def verify_(self) -> None:
+        align = self.alignment.value.data
+        if align <= 0 or align & (align - 1):
+            raise VerifyException(f"arena alignment must be a power of two, got {align}")
+        if self.res.type != MemRefType(i8, [self.size.value.data]):
+            raise VerifyException(f"arena of {self.size.value.data} bytes must have type memref<{self.size.value.data}xi8>")
+
+
+@irdl_op_definition
+class ViewOp(BufferOp):
+    """A typed buffer at a static byte offset of the arena."""
+
+    name = "buffer.view"
+    arena = operand_def(MemRefType)
+    offset = prop_def(IntegerAttr)
+    res = result_def(MemRefType)
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "$arena attr-dict `:` type($arena) `->` type($res)"
+
+    def __init__(self, arena: SSAValue, offset: int, result_type: MemRefType):
+        super().__init__(operands=[arena], properties={"offset": IntegerAttr(offset, i64)}, result_types=[result_type])
+
+    def verify_(self) -> None:
+        owner = self.arena.owner
+        offset = self.offset.value.data
+        size = nbytes(_static_memref(self.res.type, "view"))
+        if not isinstance(owner, ArenaOp):
+            raise VerifyException("buffer.view must view a buffer.arena")
+        arena_size, align = owner.size.value.data, owner.alignment.value.data
+        if offset < 0 or offset + size > arena_size:
+            raise VerifyException(f"view [{offset}, {offset + size}) is out of the arena's {arena_size} bytes")
+        if offset % align:
+            raise VerifyException(f"view offset {offset} is not a multiple of the arena alignment {align}")
+
+
+@irdl_op_definition
+class AllocOp(BufferOp):
+    """A buffer not yet placed; `plan-memory` turns it into a view."""
+
+    name = "buffer.alloc"
+    res = result_def(MemRefType)
+    traits = traits_def(MemoryAllocEffect())
+    assembly_format = "attr-dict `:` type($res)"
+
+    def __init__(self, result_type: MemRefType):
+        super().__init__(result_types=[result_type])
+
+    def verify_(self) -> None:
+        _static_memref(self.res.type, "alloc")
+
+
+@irdl_op_definition
+class VariableOp(BufferOp):
+    """A model variable, stored by name in the device's variable store outside the arena."""
+
+    name = "buffer.variable"
+    var_name = prop_def(StringAttr, prop_name="name")
+    res = result_def(MemRefType)
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "attr-dict `:` type($res)"
+
+    def __init__(self, name: str, result_type: MemRefType):
+        super().__init__(properties={"name": StringAttr(name)}, result_types=[result_type])
+
+
+@irdl_op_definition
+class ConstantOp(BufferOp):
+    """Read-only data baked into the executable (kept outside the arena)."""
+
+    name = "buffer.constant"
+    value = prop_def(DenseIntOrFPElementsAttr)
+    res = result_def(MemRefType)
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "attr-dict `:` type($res)"
+
+    def verify_(self) -> None:
+        vt, rt = self.value.type, self.res.type
+        assert isinstance(rt, MemRefType)
+        if tuple(vt.get_shape()) != tuple(rt.get_shape()) or vt.element_type != rt.element_type:
+            raise VerifyException(f"constant of type {vt} cannot fill {rt}")
+
+
+# ----------------------------------------------------------------- host transfers
+
+
+@irdl_op_definition
+class InputOp(BufferOp):
+    """Copies the call's argument `index` from the host into `dst`."""
+
+    name = "buffer.input"
+    dst = operand_def(MemRefType)
+    index = prop_def(IntegerAttr)
+    traits = traits_def(OperandEffects())
+    assembly_format = "$dst attr-dict `:` type($dst)"
+
+    def writes(self) -> Sequence[SSAValue]:
+        return (self.dst,)
+
+
+@irdl_op_definition
+class OutputOp(BufferOp):
+    """Copies `src` to the host as the call's result `index`."""
+
+    name = "buffer.output"
+    src = operand_def(MemRefType)
+    index = prop_def(IntegerAttr)
+    traits = traits_def(OperandEffects())
+    assembly_format = "$src attr-dict `:` type($src)"
+
+    def reads(self) -> Sequence[SSAValue]:
+        return (self.src,)
+
+
+# ----------------------------------------------------------------- compute
+
+
+@irdl_op_definition
+class KernelOp(BufferOp):
+    """Runs a named kernel; its attributes are the kernel's parameters (see docs/kernels.md)."""
+
+    name = "buffer.kernel"
+    kernel = prop_def(StringAttr)
+    ins = var_operand_def(MemRefType)
+    outs = var_operand_def(MemRefType)
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    traits = traits_def(OperandEffects())
+    assembly_format = (
+        "$kernel (`ins` `(` $ins^ `:` type($ins) `)`)? `outs` `(` $outs `:` type($outs) `)` attr-dict"
+    )
+
+    def __init__(
+        self,
+        kernel: str,
+        ins: Sequence[SSAValue],
+        outs: Sequence[SSAValue],
+        attributes: dict[str, Attribute] | None = None,
+    ):
+        super().__init__(
+            operands=[ins, outs], properties={"kernel": StringAttr(kernel)}, attributes=attributes or {}
+        )
+
+    def reads(self) -> Sequence[SSAValue]:
+        return tuple(self.ins)
+
+    def writes(self) -> Sequence[SSAValue]:
+        return tuple(self.outs)
+
+    def verify_(self) -> None:
+        if not self.outs:
+            raise VerifyException(f"kernel '{self.kernel.data}' writes no output")
+
+
+@irdl_op_definition
+class CopyOp(BufferOp):
+    name = "buffer.copy"
+    src = operand_def(MemRefType)
+    dst = operand_def(MemRefType)
+    traits = traits_def(OperandEffects())
+    assembly_format = "$src `,` $dst attr-dict `:` type($src) `,` type($dst)"
+
+    def reads(self) -> Sequence[SSAValue]:
+        return (self.src,)
+
+    def writes(self) -> Sequence[SSAValue]:
+        return (self.dst,)
+
+    def verify_(self) -> None:
+        if nbytes(self.src.type) != nbytes(self.dst.type):
+            raise VerifyException(f"copy between buffers of different sizes: {self.src.type} -> {self.dst.type}")
+
+
+# ----------------------------------------------------------------- collectives
+
+
+class CollectiveOp(BufferOp):
+    """Communication among the devices of `group` (ranks in the placement)."""
+
+    src = operand_def(MemRefType)
+    dst = operand_def(MemRefType)
+    group = prop_def(DenseArrayBase)
+    traits = traits_def(OperandEffects())
+    assembly_format = "$src `,` $dst attr-dict `:` type($src) `,` type($dst)"
+
+    def reads(self) -> Sequence[SSAValue]:
+        return (self.src,)
+
+    def writes(self) -> Sequence[SSAValue]:
+        return (self.dst,)
+
+    def group_ranks(self) -> tuple[int, ...]:
+        return tuple(int(r) for r in self.group.get_values())
+
+    def verify_(self) -> None:
+        ranks = self.group_ranks()
+        if not ranks or len(set(ranks)) != len(ranks) or min(ranks) < 0:
+            raise VerifyException(f"group must list distinct non-negative ranks, got {list(ranks)}")
+        reduction = self.properties.get("reduction")
+        if isinstance(reduction, StringAttr) and reduction.data not in REDUCTIONS:
+            raise VerifyException(f"unknown reduction '{reduction.data}', expected one of {', '.join(REDUCTIONS)}")
+        root = self.properties.get("root")
+        if isinstance(root, IntegerAttr) and root.value.data not in ranks:
+            raise VerifyException(f"root {root.value.data} is not in the group {list(ranks)}")
+        self.verify_shapes(len(ranks))
+
+    def verify_shapes(self, n: int) -> None:
+        if self.src.type != self.dst.type:
+            raise VerifyException(f"{self.name} keeps the buffer type: {self.src.type} vs {self.dst.type}")
+
+
+def _shape(t: Attribute) -> tuple[int, ...]:
+    assert isinstance(t, MemRefType)
+    return tuple(t.get_shape())
+
+
+def _scaled(shape: tuple[int, ...], axis: int, factor: int) -> tuple[int, ...]:
+    if not 0 <= axis < len(shape):
+        raise VerifyException(f"axis {axis} out of range for shape {shape}")
+    return shape[:axis] + (shape[axis] * factor,) + shape[axis + 1 :]
+
+
+@irdl_op_definition
+class AllReduceOp(CollectiveOp):
+    name = "buffer.all_reduce"
+    reduction = prop_def(StringAttr)
+
+
+@irdl_op_definition
+class AllGatherOp(CollectiveOp):
+    """dst = concat of every rank's src along `axis`."""
+
+    name = "buffer.all_gather"
+    axis = prop_def(IntegerAttr)
+
+    def verify_shapes(self, n: int) -> None:
+        if _scaled(_shape(self.src.type), self.axis.value.data, n) != _shape(self.dst.type):
+            raise VerifyException(f"all_gather of {self.src.type} over {n} ranks cannot produce {self.dst.type}")
+
+
+@irdl_op_definition
+class ReduceScatterOp(CollectiveOp):
+    """dst = this rank's slice along `axis` of the reduction of every src."""
+
+    name = "buffer.reduce_scatter"
+    axis = prop_def(IntegerAttr)
+    reduction = prop_def(StringAttr)
+
+    def verify_shapes(self, n: int) -> None:
+        if _scaled(_shape(self.dst.type), self.axis.value.data, n) != _shape(self.src.type):
+            raise VerifyException(f"reduce_scatter of {self.src.type} over {n} ranks cannot produce {self.dst.type}")
+
+
+@irdl_op_definition
+class AllToAllOp(CollectiveOp):
+    """Split src along `split_axis`, exchange, concatenate along `concat_axis`."""
+
+    name = "buffer.all_to_all"
+    split_axis = prop_def(IntegerAttr)
+    concat_axis = prop_def(IntegerAttr)
+
+    def verify_shapes(self, n: int) -> None:
+        src, split, cat = _shape(self.src.type), self.split_axis.value.data, self.concat_axis.value.data
+        if not 0 <= split < len(src) or src[split] % n:
+            raise VerifyException(f"all_to_all cannot split {self.src.type} along {split} into {n} parts")
+        expected = list(src)
+        expected[split] //= n
+        expected = list(_scaled(tuple(expected), cat, n))
+        if tuple(expected) != _shape(self.dst.type):
+            raise VerifyException(f"all_to_all of {self.src.type} over {n} ranks cannot produce {self.dst.type}")
+
+
+@irdl_op_definition
+class BroadcastOp(CollectiveOp):
+    name = "buffer.broadcast"
+    root = prop_def(IntegerAttr)
+
+
+@irdl_op_definition
+class ReduceOp(CollectiveOp):
+    name = "buffer.reduce"
+    root = prop_def(IntegerAttr)
+    reduction = prop_def(StringAttr)
+
+
+class PointToPointOp(BufferOp):
+    buf = operand_def(MemRefType)
+    peer = prop_def(IntegerAttr)
+    assembly_format = "$buf attr-dict `:` type($buf)"
+    traits = traits_def(OperandEffects())
+    WRITES: ClassVar[bool]
+
+    def reads(self) -> Sequence[SSAValue]:
+        return () if self.WRITES else (self.buf,)
+
+    def writes(self) -> Sequence[SSAValue]:
+        return (self.buf,) if self.WRITES else ()
+
+
+@irdl_op_definition
+class SendOp(PointToPointOp):
+    name = "buffer.send"
+    WRITES: ClassVar[bool] = False
+
+
+@irdl_op_definition
+class RecvOp(PointToPointOp):
+    name = "buffer.recv"
+    WRITES: ClassVar[bool] = True
+
+
+STORAGE_OPS = (AllocOp, ViewOp, VariableOp, ConstantOp, ArenaOp)
+
+Buffer = Dialect(
+    "buffer",
+    [
+        ProgramOp, ArenaOp, ViewOp, AllocOp, VariableOp, ConstantOp, InputOp, OutputOp, KernelOp, CopyOp,
+        AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp, ReduceOp, SendOp, RecvOp,
+    ],
+    [],
+)  # fmt: skip

@@ -1,0 +1,1120 @@
+"""The job dialect: OneFlow job functions as tensor SSA at the logical level.
+
+Every compute op has one result and one textual form,
+`%r = job.name %a, %b {props} : (types) -> type`, so that readers (and the lark
+grammar) meet a single shape.  Each op's shape rule lives in `infer`, which the
+verifier and the tracing frontend share: a shape error raised while tracing is
+the same message `irflow-opt` prints for bad IR.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar, Self
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BoolAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    FloatAttr,
+    FunctionType,
+    IntegerAttr,
+    IntegerType,
+    Signedness,
+    StringAttr,
+    TensorType,
+    f16,
+    f32,
+    f64,
+    i1,
+    i8,
+    i32,
+    i64,
+)
+from xdsl.dialects.utils import parse_func_op_like, print_func_op_like
+from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import (
+    CallableOpInterface,
+    HasParent,
+    IsolatedFromAbove,
+    IsTerminator,
+    MemoryWriteEffect,
+    Pure,
+    SymbolOpInterface,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr
+
+ui8 = IntegerType(8, Signedness.UNSIGNED)
+FLOAT_TYPES = (f16, f32, f64)
+INT_TYPES = (i8, i32, i64, ui8)
+
+Props = Mapping[str, Attribute]
+Shape = tuple[int, ...]
+
+# ----------------------------------------------------------------- helpers
+
+
+def tensor(shape: Sequence[int], element_type: Attribute) -> TensorType:
+    return TensorType(element_type, list(shape))
+
+
+def shape_of(t: Attribute) -> Shape:
+    assert isinstance(t, TensorType)
+    return tuple(t.get_shape())
+
+
+def dtype_of(t: Attribute) -> Attribute:
+    assert isinstance(t, TensorType)
+    return t.element_type
+
+
+def fmt(t: Attribute) -> str:
+    if isinstance(t, TensorType):
+        dims = "x".join(str(d) for d in t.get_shape())
+        return f"tensor<{dims + 'x' if dims else ''}{t.element_type}>"
+    return str(t)
+
+
+def ints(props: Props, key: str, default: Sequence[int] = ()) -> tuple[int, ...]:
+    attr = props.get(key)
+    if attr is None:
+        return tuple(default)
+    assert isinstance(attr, DenseArrayBase)
+    return tuple(int(v) for v in attr.get_values())
+
+
+def flag(props: Props, key: str) -> bool:
+    attr = props.get(key)
+    return isinstance(attr, IntegerAttr) and bool(attr.value.data)
+
+
+def integer(props: Props, key: str, default: int = 0) -> int:
+    attr = props.get(key)
+    return default if attr is None else int(attr.value.data)  # type: ignore[union-attr]
+
+
+def number(props: Props, key: str, default: float = 0.0) -> float:
+    attr = props.get(key)
+    return default if attr is None else float(attr.value.data)  # type: ignore[union-attr]
+
+
+def i64_array(values: Sequence[int]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, [int(v) for v in values])
+
+
+def f64_array(values: Sequence[float]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(f64, [float(v) for v in values])
+
+
+def to_attr(value: object) -> Attribute:
+    """Python value -> property attribute, so builders read like the IR."""
+    if isinstance(value, Attribute):
+        return value
+    if isinstance(value, bool):
+        return BoolAttr.from_bool(value)
+    if isinstance(value, int):
+        return IntegerAttr(value, i64)
+    if isinstance(value, float):
+        return FloatAttr(value, f64)
+    if isinstance(value, str):
+        return StringAttr(value)
+    if isinstance(value, (tuple, list)):
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return i64_array(value)
+        return f64_array(value)
+    if isinstance(value, dict):
+        return DictionaryAttr({k: to_attr(v) for k, v in value.items()})
+    raise TypeError(f"cannot express {value!r} as an IR attribute")
+
+
+def normalize_axis(axis: int, rank: int, what: str) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise VerifyException(f"{what} {axis} out of range for rank {rank}")
+    return axis % rank if rank else 0
+
+
+def broadcast_shapes(a: Shape, b: Shape) -> Shape:
+    out: list[int] = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and 1 not in (x, y):
+            raise VerifyException(f"shapes {a} and {b} do not broadcast")
+        out.append(max(x, y) if 1 in (x, y) else x)
+    return tuple(reversed(out))
+
+
+def require_float(t: Attribute, what: str) -> None:
+    if dtype_of(t) not in FLOAT_TYPES:
+        raise VerifyException(f"{what} must be a floating-point tensor, got {fmt(t)}")
+
+
+def same_dtype(types: Sequence[Attribute], what: str = "operands") -> Attribute:
+    dtypes = {dtype_of(t) for t in types}
+    if len(dtypes) != 1:
+        raise VerifyException(f"{what} must share one element type, got {', '.join(fmt(t) for t in types)}")
+    return dtypes.pop()
+
+
+def window_out(size: int, kernel: int, stride: int, pad_lo: int, pad_hi: int, dilation: int = 1) -> int:
+    return (size + pad_lo + pad_hi - dilation * (kernel - 1) - 1) // stride + 1
+
+
+# ----------------------------------------------------------------- base ops
+
+
+class JobOp(IRDLOperation):
+    """A compute op: tensors in, at most one tensor out, optional SBP and placement."""
+
+    irdl_options = (ParsePropInAttrDict(),)
+    sbp = opt_prop_def(NdSbpAttr)
+    placement = opt_prop_def(PlacementAttr)
+
+    assembly_format = "operands attr-dict `:` functional-type(operands, results)"
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        raise VerifyException(f"{cls.name} needs its result type given")
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        expected = cls.infer(types, props)
+        if expected != result:
+            raise VerifyException(f"result type {fmt(result)} does not match the inferred {fmt(expected)}")
+
+    @classmethod
+    def make(cls, operands: Sequence[SSAValue], result_type: Attribute | None = None, **props: object) -> Self:
+        """Build with the result type inferred (or checked when given)."""
+        properties = {k: to_attr(v) for k, v in props.items() if v is not None}
+        types = [o.type for o in operands]
+        if result_type is None:
+            result_type = cls.infer(types, properties)
+        else:
+            cls.check(types, properties, result_type)
+        return cls.create(operands=list(operands), result_types=[result_type], properties=properties)
+
+    def verify_(self) -> None:
+        self.check([o.type for o in self.operands], self.properties, self.results[0].type)
+
+
+class NullaryOp(JobOp):
+    """Ops that create a tensor from properties alone (variables, constants)."""
+
+    res = result_def(TensorType)
+    assembly_format = "attr-dict `:` type($res)"
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        if not isinstance(result, TensorType) or any(d < 0 for d in result.get_shape()):
+            raise VerifyException(f"result must be a statically shaped tensor, got {fmt(result)}")
+
+
+class UnaryOp(JobOp):
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        require_float(types[0], "operand")
+        return types[0]
+
+
+class BinaryOp(JobOp):
+    """Elementwise with numpy broadcasting."""
+
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    RESULT_DTYPE: ClassVar[Attribute | None] = None
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        dtype = same_dtype(types)
+        return tensor(broadcast_shapes(shape_of(types[0]), shape_of(types[1])), cls.RESULT_DTYPE or dtype)
+
+
+class GradOp(JobOp):
+    """Elementwise backward `(dy, y_or_x) -> dx` of an activation."""
+
+    dy = operand_def(TensorType)
+    saved = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        if types[0] != types[1]:
+            raise VerifyException(f"gradient and saved value differ: {fmt(types[0])} vs {fmt(types[1])}")
+        return types[0]
+
+
+# ----------------------------------------------------------------- sources
+
+
+@irdl_op_definition
+class VariableOp(NullaryOp):
+    """Model state, persistent across calls and addressed by name (OneFlow get_variable)."""
+
+    name = "job.variable"
+    var_name = prop_def(StringAttr, prop_name="name")
+    initializer = prop_def(DictionaryAttr)
+    trainable = prop_def(BoolAttr, default_value=BoolAttr.from_bool(True))
+
+
+@irdl_op_definition
+class ConstantOp(NullaryOp):
+    name = "job.constant"
+    value = prop_def(DenseIntOrFPElementsAttr)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        value = props["value"]
+        assert isinstance(value, DenseIntOrFPElementsAttr)
+        if value.type != result:
+            raise VerifyException(f"constant of type {fmt(value.type)} cannot produce {fmt(result)}")
+
+
+@irdl_op_definition
+class FillOp(NullaryOp):
+    """A tensor of one value (zeros, ones, the initial loss gradient)."""
+
+    name = "job.fill"
+    value = prop_def(FloatAttr)
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class DropoutMaskOp(NullaryOp):
+    """Seeded keep-mask scaled by 1/(1-rate); dropout is `mul(x, mask)`, so autodiff needs nothing special."""
+
+    name = "job.dropout_mask"
+    rate = prop_def(FloatAttr)
+    seed = prop_def(IntegerAttr)
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        super().check(types, props, result)
+        require_float(result, "dropout mask")
+        if not 0.0 <= number(props, "rate") < 1.0:
+            raise VerifyException(f"dropout rate must be in [0, 1), got {number(props, 'rate')}")
+
+
+# ----------------------------------------------------------------- elementwise
+
+
+def _define(op_name: str, doc: str, base: type[JobOp]) -> type[JobOp]:
+    """Define a field-less op on a shared base (the elementwise families)."""
+    camel = "".join(p.title() for p in op_name.split("_")) + "Op"
+    return irdl_op_definition(type(camel, (base,), {"name": f"job.{op_name}", "__doc__": doc}))
+
+
+NegOp = _define("neg", "-x", UnaryOp)
+ExpOp = _define("exp", "e**x", UnaryOp)
+LogOp = _define("log", "natural logarithm", UnaryOp)
+SqrtOp = _define("sqrt", "square root", UnaryOp)
+RsqrtOp = _define("rsqrt", "1/sqrt(x)", UnaryOp)
+SquareOp = _define("square", "x*x", UnaryOp)
+ReluOp = _define("relu", "max(x, 0)", UnaryOp)
+SigmoidOp = _define("sigmoid", "1/(1+e**-x)", UnaryOp)
+TanhOp = _define("tanh", "hyperbolic tangent", UnaryOp)
+GeluOp = _define("gelu", "x*Phi(x), the exact erf form", UnaryOp)
+AbsOp = _define("abs", "|x|", UnaryOp)
+
+
+class CompareOp(BinaryOp):
+    RESULT_DTYPE: ClassVar[Attribute | None] = i8
+
+
+
+
+AddOp = _define("add", "a + b", BinaryOp)
+SubOp = _define("sub", "a - b", BinaryOp)
+MulOp = _define("mul", "a * b", BinaryOp)
+DivOp = _define("div", "a / b", BinaryOp)
+MaximumOp = _define("maximum", "elementwise max", BinaryOp)
+MinimumOp = _define("minimum", "elementwise min", BinaryOp)
+PowOp = _define("pow", "a ** b", BinaryOp)
+EqualOp = _define("equal", "a == b as int8", CompareOp)
+NotEqualOp = _define("not_equal", "a != b as int8", CompareOp)
+LessOp = _define("less", "a < b as int8", CompareOp)
+LessEqualOp = _define("less_equal", "a <= b as int8", CompareOp)
+GreaterOp = _define("greater", "a > b as int8", CompareOp)
+GreaterEqualOp = _define("greater_equal", "a >= b as int8", CompareOp)
+
+
+
+
+ReluGradOp = _define("relu_grad", "dy * (y > 0)", GradOp)
+SigmoidGradOp = _define("sigmoid_grad", "dy * y * (1 - y)", GradOp)
+TanhGradOp = _define("tanh_grad", "dy * (1 - y*y)", GradOp)
+GeluGradOp = _define("gelu_grad", "dy * gelu'(x)", GradOp)
+
+
+@irdl_op_definition
+class CastOp(JobOp):
+    name = "job.cast"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        if shape_of(types[0]) != shape_of(result):
+            raise VerifyException(f"cast keeps the shape: {fmt(types[0])} -> {fmt(result)}")
+
+
+@irdl_op_definition
+class BiasAddOp(JobOp):
+    name = "job.bias_add"
+    x = operand_def(TensorType)
+    bias = operand_def(TensorType)
+    res = result_def(TensorType)
+    axis = prop_def(IntegerAttr, default_value=IntegerAttr(1, i64))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        x, b = shape_of(types[0]), shape_of(types[1])
+        same_dtype(types)
+        axis = normalize_axis(integer(props, "axis", 1), len(x), "bias_add axis")
+        if len(b) != 1 or b[0] != x[axis]:
+            raise VerifyException(f"bias of shape {b} does not match dimension {axis} of input {x}")
+        return types[0]
+
+
+# ----------------------------------------------------------------- shape ops
+
+
+@irdl_op_definition
+class ReshapeOp(JobOp):
+    name = "job.reshape"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        a, b = shape_of(types[0]), shape_of(result)
+        if _numel(a) != _numel(b) or dtype_of(types[0]) != dtype_of(result):
+            raise VerifyException(f"cannot reshape {fmt(types[0])} to {fmt(result)}")
+
+
+def _numel(shape: Shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+@irdl_op_definition
+class TransposeOp(JobOp):
+    name = "job.transpose"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    perm = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        shape, perm = shape_of(types[0]), ints(props, "perm")
+        if sorted(perm) != list(range(len(shape))):
+            raise VerifyException(f"perm {list(perm)} is not a permutation of the {len(shape)} axes of {shape}")
+        return tensor([shape[p] for p in perm], dtype_of(types[0]))
+
+
+@irdl_op_definition
+class BroadcastToOp(JobOp):
+    name = "job.broadcast_to"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        if broadcast_shapes(shape_of(types[0]), shape_of(result)) != shape_of(result):
+            raise VerifyException(f"cannot broadcast {fmt(types[0])} to {fmt(result)}")
+
+
+@irdl_op_definition
+class ConcatOp(JobOp):
+    name = "job.concat"
+    inputs = var_operand_def(TensorType)
+    res = result_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        if not types:
+            raise VerifyException("concat needs at least one input")
+        dtype = same_dtype(types, "concat inputs")
+        first = shape_of(types[0])
+        axis = normalize_axis(integer(props, "axis"), len(first), "concat axis")
+        total = 0
+        for t in types:
+            s = shape_of(t)
+            if len(s) != len(first) or any(s[i] != first[i] for i in range(len(s)) if i != axis):
+                raise VerifyException(f"concat along axis {axis}: shapes {first} and {s} differ elsewhere")
+            total += s[axis]
+        return tensor(first[:axis] + (total,) + first[axis + 1 :], dtype)
+
+
+def slice_shape(shape: Shape, props: Props) -> Shape:
+    start, stop, step = ints(props, "start"), ints(props, "stop"), ints(props, "step")
+    if not len(start) == len(stop) == len(step) == len(shape):
+        raise VerifyException(f"slice of rank-{len(shape)} tensor needs start/stop/step of that length")
+    out = []
+    for d, a, b, s in zip(shape, start, stop, step):
+        if s <= 0 or not 0 <= a <= b <= d:
+            raise VerifyException(f"slice [{a}:{b}:{s}] is out of range for dimension of size {d}")
+        out.append(len(range(a, b, s)))
+    return tuple(out)
+
+
+@irdl_op_definition
+class SliceOp(JobOp):
+    """Static strided slice; start/stop are normalized to [0, dim] by the frontend."""
+
+    name = "job.slice"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    start = prop_def(DenseArrayBase)
+    stop = prop_def(DenseArrayBase)
+    step = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        return tensor(slice_shape(shape_of(types[0]), props), dtype_of(types[0]))
+
+
+@irdl_op_definition
+class SliceGradOp(JobOp):
+    """Scatter `dy` into zeros of the sliced input's shape."""
+
+    name = "job.slice_grad"
+    dy = operand_def(TensorType)
+    res = result_def(TensorType)
+    start = prop_def(DenseArrayBase)
+    stop = prop_def(DenseArrayBase)
+    step = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        if slice_shape(shape_of(result), props) != shape_of(types[0]):
+            raise VerifyException(f"slice of {fmt(result)} does not have the gradient's shape {fmt(types[0])}")
+
+
+# ----------------------------------------------------------------- linear algebra
+
+
+@irdl_op_definition
+class MatmulOp(JobOp):
+    """(..., m, k) x (..., k, n), either side optionally transposed (OneFlow transpose_a/b)."""
+
+    name = "job.matmul"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    res = result_def(TensorType)
+    transpose_a = prop_def(BoolAttr, default_value=BoolAttr.from_bool(False))
+    transpose_b = prop_def(BoolAttr, default_value=BoolAttr.from_bool(False))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        dtype = same_dtype(types, "matmul operands")
+        a, b = shape_of(types[0]), shape_of(types[1])
+        if len(a) < 2 or len(a) != len(b) or a[:-2] != b[:-2]:
+            raise VerifyException(f"matmul needs rank >= 2 operands with equal batch dims, got {a} x {b}")
+        m, k = (a[-1], a[-2]) if flag(props, "transpose_a") else (a[-2], a[-1])
+        k2, n = (b[-1], b[-2]) if flag(props, "transpose_b") else (b[-2], b[-1])
+        if k != k2:
+            ta = "^T" if flag(props, "transpose_a") else ""
+            tb = "^T" if flag(props, "transpose_b") else ""
+            raise VerifyException(f"matmul contraction mismatch: {a}{ta} x {b}{tb} ({k} != {k2})")
+        return tensor(a[:-2] + (m, n), dtype)
+
+
+# ----------------------------------------------------------------- reductions
+
+
+def reduced_shape(shape: Shape, axes: Sequence[int], keepdims: bool) -> Shape:
+    norm = {normalize_axis(a, len(shape), "reduction axis") for a in axes}
+    if keepdims:
+        return tuple(1 if i in norm else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in norm)
+
+
+class ReduceOp(JobOp):
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    axes = prop_def(DenseArrayBase)
+    keepdims = prop_def(BoolAttr, default_value=BoolAttr.from_bool(False))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        shape = shape_of(types[0])
+        return tensor(reduced_shape(shape, ints(props, "axes"), flag(props, "keepdims")), dtype_of(types[0]))
+
+
+@irdl_op_definition
+class ReduceSumOp(ReduceOp):
+    name = "job.reduce_sum"
+
+
+@irdl_op_definition
+class ReduceMeanOp(ReduceOp):
+    name = "job.reduce_mean"
+
+
+@irdl_op_definition
+class ReduceMaxOp(ReduceOp):
+    name = "job.reduce_max"
+
+
+@irdl_op_definition
+class ReduceMaxGradOp(JobOp):
+    """dx of reduce_max from (dy, x, y): dy split evenly among the maxima."""
+
+    name = "job.reduce_max_grad"
+    dy = operand_def(TensorType)
+    x = operand_def(TensorType)
+    y = operand_def(TensorType)
+    res = result_def(TensorType)
+    axes = prop_def(DenseArrayBase)
+    keepdims = prop_def(BoolAttr, default_value=BoolAttr.from_bool(False))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        reduced = reduced_shape(shape_of(types[1]), ints(props, "axes"), flag(props, "keepdims"))
+        if shape_of(types[0]) != reduced or shape_of(types[2]) != reduced:
+            raise VerifyException(f"reduce_max_grad: dy and y must have the reduced shape {reduced}")
+        return types[1]
+
+
+@irdl_op_definition
+class ArgmaxOp(JobOp):
+    name = "job.argmax"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    axis = prop_def(IntegerAttr, default_value=IntegerAttr(-1, i64))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        shape = shape_of(types[0])
+        return tensor(reduced_shape(shape, [integer(props, "axis", -1)], False), i64)
+
+
+# ----------------------------------------------------------------- nn
+
+
+class SoftmaxLikeOp(JobOp):
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    axis = prop_def(IntegerAttr, default_value=IntegerAttr(-1, i64))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        require_float(types[0], "operand")
+        normalize_axis(integer(props, "axis", -1), len(shape_of(types[0])), "softmax axis")
+        return types[0]
+
+
+@irdl_op_definition
+class SoftmaxOp(SoftmaxLikeOp):
+    name = "job.softmax"
+
+
+@irdl_op_definition
+class LogSoftmaxOp(SoftmaxLikeOp):
+    name = "job.log_softmax"
+
+
+class SoftmaxLikeGradOp(GradOp):
+    axis = prop_def(IntegerAttr, default_value=IntegerAttr(-1, i64))
+
+
+@irdl_op_definition
+class SoftmaxGradOp(SoftmaxLikeGradOp):
+    name = "job.softmax_grad"
+
+
+@irdl_op_definition
+class LogSoftmaxGradOp(SoftmaxLikeGradOp):
+    name = "job.log_softmax_grad"
+
+
+def _check_logits_labels(logits: Attribute, labels: Attribute, sparse: bool) -> Shape:
+    require_float(logits, "logits")
+    s = shape_of(logits)
+    if len(s) != 2:
+        raise VerifyException(f"logits must be (batch, classes), got {fmt(logits)}")
+    if sparse:
+        if shape_of(labels) != s[:1] or dtype_of(labels) not in (i32, i64):
+            raise VerifyException(f"sparse labels must be int32/int64 of shape ({s[0]},), got {fmt(labels)}")
+    elif labels != logits:
+        raise VerifyException(f"dense labels must match logits {fmt(logits)}, got {fmt(labels)}")
+    return s
+
+
+class CrossEntropyOp(JobOp):
+    logits = operand_def(TensorType)
+    labels = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    SPARSE: ClassVar[bool]
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        s = _check_logits_labels(types[0], types[1], cls.SPARSE)
+        return tensor(s[:1], dtype_of(types[0]))
+
+
+@irdl_op_definition
+class SparseSoftmaxCrossEntropyOp(CrossEntropyOp):
+    """Per-sample loss from logits and class indices (OneFlow's sparse_softmax_cross_entropy_with_logits)."""
+
+    name = "job.sparse_softmax_cross_entropy"
+    SPARSE: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class SoftmaxCrossEntropyOp(CrossEntropyOp):
+    name = "job.softmax_cross_entropy"
+    SPARSE: ClassVar[bool] = False
+
+
+class CrossEntropyGradOp(JobOp):
+    dloss = operand_def(TensorType)
+    logits = operand_def(TensorType)
+    labels = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+    SPARSE: ClassVar[bool]
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        s = _check_logits_labels(types[1], types[2], cls.SPARSE)
+        if types[0] != tensor(s[:1], dtype_of(types[1])):
+            raise VerifyException(f"loss gradient must be {fmt(tensor(s[:1], dtype_of(types[1])))}, got {fmt(types[0])}")
+        return types[1]
+
+
+@irdl_op_definition
+class SparseSoftmaxCrossEntropyGradOp(CrossEntropyGradOp):
+    name = "job.sparse_softmax_cross_entropy_grad"
+    SPARSE: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class SoftmaxCrossEntropyGradOp(CrossEntropyGradOp):
+    name = "job.softmax_cross_entropy_grad"
+    SPARSE: ClassVar[bool] = False
+
+
+class WindowOp(JobOp):
+    """Shared NCHW window attributes: strides, explicit pads (top, bottom, left, right)."""
+
+    strides = prop_def(DenseArrayBase)
+    pads = prop_def(DenseArrayBase)
+
+    @classmethod
+    def window(cls, props: Props) -> tuple[Shape, Shape, Shape]:
+        strides, pads, dil = ints(props, "strides"), ints(props, "pads"), ints(props, "dilations", (1, 1))
+        if len(strides) != 2 or min(strides) < 1:
+            raise VerifyException(f"strides must be two positive ints, got {list(strides)}")
+        if len(pads) != 4 or min(pads) < 0:
+            raise VerifyException(f"pads must be four non-negative ints (top, bottom, left, right), got {list(pads)}")
+        if len(dil) != 2 or min(dil) < 1:
+            raise VerifyException(f"dilations must be two positive ints, got {list(dil)}")
+        return strides, pads, dil
+
+
+def _nchw(t: Attribute, what: str) -> Shape:
+    s = shape_of(t)
+    if len(s) != 4:
+        raise VerifyException(f"{what} must be NCHW (rank 4), got {fmt(t)}")
+    require_float(t, what)
+    return s
+
+
+def conv_output(x: Shape, w: Shape, props: Props) -> Shape:
+    strides, pads, dil = WindowOp.window(props)
+    groups = integer(props, "groups", 1)
+    n, c, h, wd = x
+    f, cg, kh, kw = w
+    if groups < 1 or c % groups or f % groups or cg * groups != c:
+        raise VerifyException(
+            f"conv2d: input has {c} channels, weight expects {cg} per group x {groups} groups (weight {w})"
+        )
+    oh = window_out(h, kh, strides[0], pads[0], pads[1], dil[0])
+    ow = window_out(wd, kw, strides[1], pads[2], pads[3], dil[1])
+    if oh < 1 or ow < 1:
+        raise VerifyException(f"conv2d window {kh}x{kw} does not fit the padded input {h}x{wd}")
+    return (n, f, oh, ow)
+
+
+class ConvBase(WindowOp):
+    dilations = prop_def(DenseArrayBase, default_value=i64_array([1, 1]))
+    groups = prop_def(IntegerAttr, default_value=IntegerAttr(1, i64))
+    traits = traits_def(Pure())
+
+
+@irdl_op_definition
+class Conv2DOp(ConvBase):
+    name = "job.conv2d"
+    x = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        dtype = same_dtype(types, "conv2d operands")
+        return tensor(conv_output(_nchw(types[0], "input"), _nchw(types[1], "weight"), props), dtype)
+
+
+@irdl_op_definition
+class Conv2DGradInputOp(ConvBase):
+    """dx from (dy, w); the result type is x's."""
+
+    name = "job.conv2d_grad_input"
+    dy = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        if conv_output(_nchw(result, "input"), _nchw(types[1], "weight"), props) != shape_of(types[0]):
+            raise VerifyException(f"conv2d of {fmt(result)} does not produce the gradient's shape {fmt(types[0])}")
+
+
+@irdl_op_definition
+class Conv2DGradFilterOp(ConvBase):
+    """dw from (dy, x); the result type is the weight's."""
+
+    name = "job.conv2d_grad_filter"
+    dy = operand_def(TensorType)
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        if conv_output(_nchw(types[1], "input"), _nchw(result, "weight"), props) != shape_of(types[0]):
+            raise VerifyException(f"conv2d with weight {fmt(result)} does not produce the gradient's shape {fmt(types[0])}")
+
+
+def pool_output(x: Shape, props: Props) -> Shape:
+    strides, pads, _ = WindowOp.window(props)
+    kernel = ints(props, "kernel")
+    if len(kernel) != 2 or min(kernel) < 1:
+        raise VerifyException(f"pool kernel must be two positive ints, got {list(kernel)}")
+    n, c, h, w = x
+    oh = window_out(h, kernel[0], strides[0], pads[0], pads[1])
+    ow = window_out(w, kernel[1], strides[1], pads[2], pads[3])
+    if oh < 1 or ow < 1:
+        raise VerifyException(f"pool window {kernel[0]}x{kernel[1]} does not fit the padded input {h}x{w}")
+    if pads[0] >= kernel[0] or pads[1] >= kernel[0] or pads[2] >= kernel[1] or pads[3] >= kernel[1]:
+        raise VerifyException(f"pool padding {list(pads)} must be smaller than the window {list(kernel)}")
+    return (n, c, oh, ow)
+
+
+class PoolBase(WindowOp):
+    kernel = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+
+class PoolOp(PoolBase):
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        return tensor(pool_output(_nchw(types[0], "input"), props), dtype_of(types[0]))
+
+
+@irdl_op_definition
+class MaxPool2DOp(PoolOp):
+    name = "job.max_pool2d"
+
+
+@irdl_op_definition
+class AvgPool2DOp(PoolOp):
+    """Average over the window's in-bounds elements (padding excluded, as in TF/OneFlow)."""
+
+    name = "job.avg_pool2d"
+
+
+@irdl_op_definition
+class MaxPool2DGradOp(PoolBase):
+    name = "job.max_pool2d_grad"
+    dy = operand_def(TensorType)
+    x = operand_def(TensorType)
+    y = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        out = pool_output(_nchw(types[1], "input"), props)
+        if shape_of(types[0]) != out or shape_of(types[2]) != out:
+            raise VerifyException(f"max_pool2d_grad: dy and y must have the pooled shape {out}")
+        return types[1]
+
+
+@irdl_op_definition
+class AvgPool2DGradOp(PoolBase):
+    name = "job.avg_pool2d_grad"
+    dy = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        if pool_output(_nchw(result, "input"), props) != shape_of(types[0]):
+            raise VerifyException(f"avg_pool2d of {fmt(result)} does not produce the gradient's shape {fmt(types[0])}")
+
+
+# ----------------------------------------------------------------- training state
+
+
+@irdl_op_definition
+class LearningRateOp(JobOp):
+    """The learning rate at `step` from a schedule dictionary (see passes/optimizer.py)."""
+
+    name = "job.learning_rate"
+    step = operand_def(TensorType)
+    res = result_def(TensorType)
+    schedule = prop_def(DictionaryAttr)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        return tensor((), f32)
+
+
+class UpdateOp(JobOp):
+    """Writes new values into variables; `variable`-fed operands name what is written."""
+
+    traits = traits_def(MemoryWriteEffect())
+    assembly_format = "operands attr-dict `:` type(operands)"
+
+    @classmethod
+    def make(cls, operands: Sequence[SSAValue], result_type: Attribute | None = None, **props: object) -> Self:
+        properties = {k: to_attr(v) for k, v in props.items() if v is not None}
+        cls.check_operands([o.type for o in operands], properties)
+        return cls.create(operands=list(operands), properties=properties)
+
+    @classmethod
+    def check_operands(cls, types: Sequence[Attribute], props: Props) -> None:
+        w = types[0]
+        require_float(w, "updated variable")
+        for t in types[1 : cls.STATE_COUNT + 1]:
+            if t != w:
+                raise VerifyException(f"{cls.name}: {fmt(t)} does not match the variable {fmt(w)}")
+        for t in types[cls.STATE_COUNT + 1 :]:
+            if shape_of(t) != ():
+                raise VerifyException(f"{cls.name}: scalar operands must be rank 0, got {fmt(t)}")
+
+    STATE_COUNT: ClassVar[int]
+
+    def verify_(self) -> None:
+        self.check_operands([o.type for o in self.operands], self.properties)
+        for i in self.WRITTEN_OPERANDS:
+            if not isinstance(self.operands[i].owner, VariableOp):
+                raise VerifyException(f"{self.name}: operand #{i} must come from job.variable")
+
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]]
+
+
+@irdl_op_definition
+class AssignOp(UpdateOp):
+    """variable := value (the train-step counter, moving averages)."""
+
+    name = "job.assign"
+    variable = operand_def(TensorType)
+    value = operand_def(TensorType)
+    STATE_COUNT: ClassVar[int] = 1
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0,)
+
+    @classmethod
+    def check_operands(cls, types: Sequence[Attribute], props: Props) -> None:
+        if types[0] != types[1]:
+            raise VerifyException(f"job.assign: value {fmt(types[1])} does not match the variable {fmt(types[0])}")
+
+
+@irdl_op_definition
+class SgdUpdateOp(UpdateOp):
+    name = "job.sgd_update"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    lr = operand_def(TensorType)
+    weight_decay = prop_def(FloatAttr, default_value=FloatAttr(0.0, f64))
+    STATE_COUNT: ClassVar[int] = 1
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0,)
+
+
+@irdl_op_definition
+class MomentumUpdateOp(UpdateOp):
+    """OneFlow momentum: m = beta*m - lr*(g + wd*w); w += m."""
+
+    name = "job.momentum_update"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    momentum = operand_def(TensorType)
+    lr = operand_def(TensorType)
+    beta = prop_def(FloatAttr)
+    weight_decay = prop_def(FloatAttr, default_value=FloatAttr(0.0, f64))
+    STATE_COUNT: ClassVar[int] = 2
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 2)
+
+
+@irdl_op_definition
+class AdamUpdateOp(UpdateOp):
+    """Adam, or AdamW when weight_decay > 0 (decoupled, as torch.optim.AdamW)."""
+
+    name = "job.adam_update"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    m = operand_def(TensorType)
+    v = operand_def(TensorType)
+    lr = operand_def(TensorType)
+    step = operand_def(TensorType)
+    beta1 = prop_def(FloatAttr)
+    beta2 = prop_def(FloatAttr)
+    epsilon = prop_def(FloatAttr)
+    weight_decay = prop_def(FloatAttr, default_value=FloatAttr(0.0, f64))
+    do_bias_correction = prop_def(BoolAttr, default_value=BoolAttr.from_bool(True))
+    STATE_COUNT: ClassVar[int] = 3
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 2, 3)
+
+
+# ----------------------------------------------------------------- functions
+
+
+@irdl_op_definition
+class FuncOp(IRDLOperation):
+    """One job function: placeholders are block arguments, `job.return` gives the outputs."""
+
+    name = "job.func"
+    body = region_def("single_block")
+    sym_name = prop_def(StringAttr)
+    function_type = prop_def(FunctionType)
+    job_type = prop_def(StringAttr)
+    traits = traits_def(IsolatedFromAbove(), SymbolOpInterface())
+
+    JOB_TYPES: ClassVar[tuple[str, ...]] = ("train", "predict")
+
+    def __init__(self, sym_name: str, job_type: str, inputs: Sequence[Attribute], outputs: Sequence[Attribute]):
+        from xdsl.ir import Block
+
+        super().__init__(
+            regions=[Region(Block(arg_types=inputs))],
+            properties={
+                "sym_name": StringAttr(sym_name),
+                "function_type": FunctionType.from_lists(inputs, outputs),
+                "job_type": StringAttr(job_type),
+            },
+        )
+
+    def verify_(self) -> None:
+        if self.job_type.data not in self.JOB_TYPES:
+            raise VerifyException(f"job_type must be one of {', '.join(self.JOB_TYPES)}, got '{self.job_type.data}'")
+        block = self.body.block
+        arg_types = tuple(a.type for a in block.args)
+        if arg_types != tuple(self.function_type.inputs):
+            raise VerifyException("block arguments do not match the function's input types")
+        last = block.last_op
+        if not isinstance(last, ReturnOp):
+            raise VerifyException("a job.func body must end with job.return")
+        got = tuple(o.type for o in last.operands)
+        if got != tuple(self.function_type.outputs):
+            raise VerifyException(
+                f"job.return types ({', '.join(fmt(t) for t in got)}) do not match the function's results "
+                f"({', '.join(fmt(t) for t in self.function_type.outputs)})"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> FuncOp:
+        name, inputs, outputs, region, extra, _, _ = parse_func_op_like(
+            parser, reserved_attr_names=("sym_name", "function_type")
+        )
+        attrs = dict(extra.data) if extra is not None else {}
+        job_type = attrs.pop("job_type", StringAttr("predict"))
+        op = cls.create(
+            regions=[region],
+            properties={
+                "sym_name": StringAttr(name),
+                "function_type": FunctionType.from_lists(inputs, outputs),
+                "job_type": job_type,
+            },
+            attributes=attrs,
+        )
+        return op
+
+    def print(self, printer: Printer) -> None:
+        print_func_op_like(
+            printer,
+            self.sym_name,
+            self.function_type,
+            self.body,
+            {"job_type": self.job_type, **self.attributes},
+            reserved_attr_names=("sym_name", "function_type"),
+        )
+
+
+@irdl_op_definition
+class ReturnOp(IRDLOperation):
+    name = "job.return"
+    values = var_operand_def(TensorType)
+    traits = traits_def(IsTerminator(), HasParent(FuncOp), Pure())
+    assembly_format = "attr-dict ($values^ `:` type($values))?"
+
+    def __init__(self, values: Sequence[SSAValue]):
+        super().__init__(operands=[values])
+
+
+def variable_of(value: SSAValue) -> VariableOp | None:
+    return value.owner if isinstance(value.owner, VariableOp) else None
+
+
+COMPUTE_OPS: list[type[Operation]] = [
+    VariableOp, ConstantOp, FillOp, DropoutMaskOp,
+    NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SquareOp, ReluOp, SigmoidOp, TanhOp, GeluOp, AbsOp,
+    AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp,
+    EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp,
+    ReluGradOp, SigmoidGradOp, TanhGradOp, GeluGradOp,
+    CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, ConcatOp, SliceOp, SliceGradOp,
+    MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ArgmaxOp,
+    SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
+    SparseSoftmaxCrossEntropyOp, SoftmaxCrossEntropyOp,
+    SparseSoftmaxCrossEntropyGradOp, SoftmaxCrossEntropyGradOp,
+    Conv2DOp, Conv2DGradInputOp, Conv2DGradFilterOp,
+    MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp,
+    LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp,
+]  # fmt: skip
+
+Job = Dialect("job", [FuncOp, ReturnOp, *COMPUTE_OPS], [SbpAttr, NdSbpAttr, PlacementAttr])
