@@ -1012,6 +1012,48 @@ class AdamUpdateOp(UpdateOp):
     WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 2, 3)
 
 
+@irdl_op_definition
+class MinimizeOp(JobOp):
+    """Marks the loss of a train job and carries the optimizer; `autodiff` consumes it.
+
+    A non-scalar loss is minimized through its mean, as OneFlow scales the
+    gradient by the loss's element count.
+    """
+
+    name = "job.minimize"
+    loss = operand_def(TensorType)
+    optimizer = prop_def(DictionaryAttr)
+    traits = traits_def(MemoryWriteEffect())
+    assembly_format = "operands attr-dict `:` type(operands)"
+
+    def verify_(self) -> None:
+        require_float(self.loss.type, "loss")
+
+
+@irdl_op_definition
+class ApplyGradientsOp(JobOp):
+    """(variable, gradient) pairs for the optimizer pass to turn into update ops."""
+
+    name = "job.apply_gradients"
+    operands_ = var_operand_def(TensorType)
+    optimizer = prop_def(DictionaryAttr)
+    traits = traits_def(MemoryWriteEffect())
+    assembly_format = "operands attr-dict `:` type(operands)"
+
+    def pairs(self) -> list[tuple[SSAValue, SSAValue]]:
+        ops = list(self.operands)
+        return list(zip(ops[0::2], ops[1::2]))
+
+    def verify_(self) -> None:
+        if len(self.operands) % 2:
+            raise VerifyException("apply_gradients takes (variable, gradient) pairs")
+        for var, grad in self.pairs():
+            if not isinstance(var.owner, VariableOp):
+                raise VerifyException("apply_gradients: every first operand of a pair must come from job.variable")
+            if var.type != grad.type:
+                raise VerifyException(f"gradient {fmt(grad.type)} does not match its variable {fmt(var.type)}")
+
+
 # ----------------------------------------------------------------- functions
 
 
@@ -1114,7 +1156,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     SparseSoftmaxCrossEntropyGradOp, SoftmaxCrossEntropyGradOp,
     Conv2DOp, Conv2DGradInputOp, Conv2DGradFilterOp,
     MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp,
-    LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp,
+    LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp, MinimizeOp, ApplyGradientsOp,
 ]  # fmt: skip
 
 Job = Dialect("job", [FuncOp, ReturnOp, *COMPUTE_OPS], [SbpAttr, NdSbpAttr, PlacementAttr])

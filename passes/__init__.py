@@ -1,0 +1,45 @@
+"""irflow's passes, registered by name and imported lazily (as xDSL's `get_all_passes`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.passes import ModulePass
+
+
+def _autodiff() -> type[ModulePass]:
+    from irflow.passes.autodiff import AutodiffPass
+
+    return AutodiffPass
+
+
+def _optimizer() -> type[ModulePass]:
+    from irflow.passes.optimizer import OptimizerPass
+
+    return OptimizerPass
+
+
+def _convert_job_to_buffer() -> type[ModulePass]:
+    from irflow.passes.convert_job_to_buffer import ConvertJobToBufferPass
+
+    return ConvertJobToBufferPass
+
+
+def _plan_memory() -> type[ModulePass]:
+    from irflow.passes.plan_memory import PlanMemoryPass
+
+    return PlanMemoryPass
+
+
+def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    return {
+        "autodiff": _autodiff,
+        "optimizer": _optimizer,
+        "convert-job-to-buffer": _convert_job_to_buffer,
+        "plan-memory": _plan_memory,
+    }
+
+
+# What a job goes through from trace to execution; `irflow-opt -p` takes the same names.
+TRAIN_PIPELINE = "autodiff,optimizer,cse,convert-job-to-buffer,plan-memory"
+PREDICT_PIPELINE = "cse,convert-job-to-buffer,plan-memory"

@@ -1,0 +1,60 @@
+"""irflow's exceptions: one small hierarchy, each error carrying where it happened.
+
+`str(error)` is the `file:line:col: error: message` line that compilers print,
+so the CLI and the Python API report problems the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    file: str
+    line: int
+    col: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class IrflowError(Exception):
+    """Base of every error irflow raises on purpose."""
+
+    def __init__(self, message: str, location: SourceLocation | None = None):
+        super().__init__(message)
+        self.message = message
+        self.location = location
+
+    def __str__(self) -> str:
+        if self.location is None:
+            return self.message
+        return f"{self.location}: error: {self.message}"
+
+
+class TraceError(IrflowError, TypeError):
+    """A job function could not be traced: bad annotation, bad op use, shape error."""
+
+
+class CompileError(IrflowError):
+    """A pass or the backend rejected a traced job."""
+
+
+class IRParseError(IrflowError, ValueError):
+    """IR text that does not parse or verify; the location is line and column in the text."""
+
+    def __init__(self, message: str, location: SourceLocation | None = None, source_line: str | None = None):
+        super().__init__(message, location)
+        self.source_line = source_line
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        if self.source_line is not None and self.location is not None:
+            caret = " " * max(self.location.col - 1, 0) + "^"
+            text += f"\n{self.source_line}\n{caret}"
+        return text
+
+
+class ExecutionError(IrflowError, RuntimeError):
+    """Calling a compiled job failed: bad inputs, a failing kernel or callback."""
