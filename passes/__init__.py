@@ -40,6 +40,13 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     }
 
 
+def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    """irflow's passes and xDSL's generic ones (canonicalize, cse, dce, ...), by name."""
+    from xdsl.transforms import get_all_passes as xdsl_passes
+
+    return {**xdsl_passes(), **get_all_passes()}
+
+
 # What a job goes through from trace to execution; `irflow-opt -p` takes the same names.
 TRAIN_PIPELINE = "autodiff,optimizer,cse,convert-job-to-buffer,plan-memory"
 PREDICT_PIPELINE = "cse,convert-job-to-buffer,plan-memory"

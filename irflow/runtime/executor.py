@@ -1,0 +1,154 @@
+"""Compile a planned buffer.program into a flat list of closures over arena views.
+
+Binding happens once: every buffer becomes a fixed view of the arena (or of a
+variable in the store, or of a constant), every kernel a closure over those
+views.  A step then copies the inputs in, runs the closures, and copies the
+outputs out: nothing else is allocated.  The array module `xp` is numpy or
+cupy; kernels see only it, and collectives go through the communicator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    Signedness,
+    StringAttr,
+)
+from xdsl.ir import Attribute, SSAValue
+
+from irflow.dialects import buffer
+from irflow.errors import CompileError, ExecutionError
+from irflow.passes.locations import source_location
+from irflow.runtime import kernels
+from irflow.runtime.variables import VariableStore
+
+ARENA_ALIGNMENT = 256
+
+
+def numpy_dtype(element_type: Attribute) -> np.dtype:
+    if isinstance(element_type, IntegerType):
+        width = element_type.width.data
+        if width == 1:
+            return np.dtype(np.bool_)
+        kind = "u" if element_type.signedness.data == Signedness.UNSIGNED else "i"
+        return np.dtype(f"{kind}{width // 8}")
+    return np.dtype({"f16": np.float16, "f32": np.float32, "f64": np.float64}[str(element_type)])
+
+
+def python_value(attr: Attribute) -> Any:
+    """IR attribute -> the plain value kernels take."""
+    if isinstance(attr, IntegerAttr):
+        value = attr.value.data
+        return bool(value) if isinstance(attr.type, IntegerType) and attr.type.width.data == 1 else int(value)
+    if isinstance(attr, FloatAttr):
+        return float(attr.value.data)
+    if isinstance(attr, StringAttr):
+        return attr.data
+    if isinstance(attr, DenseArrayBase):
+        return tuple(attr.get_values())
+    if isinstance(attr, DictionaryAttr):
+        return {k: python_value(v) for k, v in attr.data.items()}
+    if isinstance(attr, ArrayAttr):
+        return tuple(python_value(a) for a in attr.data)
+    return attr
+
+
+def shape_dtype(t: Attribute) -> tuple[tuple[int, ...], np.dtype]:
+    assert isinstance(t, MemRefType)
+    return tuple(t.get_shape()), numpy_dtype(t.element_type)
+
+
+class Executor:
+    """One device's program, bound to an arena and a variable store, callable once per step."""
+
+    def __init__(self, program: buffer.ProgramOp, store: VariableStore, xp: ModuleType = np):
+        self.xp = xp
+        self.name = program.sym_name.data
+        self.views: dict[SSAValue, Any] = {}
+        self.inputs: list[tuple[int, Any]] = []
+        self.outputs: list[tuple[int, Any]] = []
+        self.steps: list[Callable[[], None]] = []
+        self.arena: Any = None
+        for op in program.body.block.ops:
+            try:
+                self.bind(op, store)
+            except (LookupError, ValueError, TypeError) as e:
+                raise CompileError(f"cannot build '{op.name}' for the {xp.__name__} backend: {e}", source_location(op)) from e
+        self.inputs.sort(key=lambda p: p[0])
+        self.outputs.sort(key=lambda p: p[0])
+
+    def bind(self, op: Any, store: VariableStore) -> None:
+        xp = self.xp
+        if isinstance(op, buffer.ArenaOp):
+            size = op.size.value.data
+            raw = xp.zeros(size + ARENA_ALIGNMENT, dtype=np.uint8)
+            start = (-raw.data.ptr if hasattr(raw.data, "ptr") else -raw.ctypes.data) % ARENA_ALIGNMENT
+            self.arena = raw[start : start + size]
+        elif isinstance(op, buffer.ViewOp):
+            shape, dtype = shape_dtype(op.res.type)
+            offset = op.offset.value.data
+            nbytes = buffer.nbytes(op.res.type)
+            self.views[op.res] = self.arena[offset : offset + nbytes].view(dtype).reshape(shape)
+        elif isinstance(op, buffer.AllocOp):
+            raise CompileError("buffer.alloc left in the program: run plan-memory first", source_location(op))
+        elif isinstance(op, buffer.VariableOp):
+            shape, dtype = shape_dtype(op.res.type)
+            init = op.attributes.get("initializer")
+            trainable = op.attributes.get("trainable")
+            self.views[op.res] = store.ensure(
+                op.var_name.data,
+                shape,
+                dtype,
+                python_value(init) if init is not None else {"kind": "zeros"},
+                python_value(trainable) if trainable is not None else True,
+            )
+        elif isinstance(op, buffer.ConstantOp):
+            shape, dtype = shape_dtype(op.res.type)
+            self.views[op.res] = xp.asarray(_dense_values(op.value, shape, dtype))
+        elif isinstance(op, buffer.InputOp):
+            self.inputs.append((op.index.value.data, self.views[op.dst]))
+        elif isinstance(op, buffer.OutputOp):
+            self.outputs.append((op.index.value.data, self.views[op.src]))
+        elif isinstance(op, buffer.KernelOp):
+            factory = kernels.get_kernel(op.kernel.data)
+            attrs = {k: python_value(v) for k, v in op.attributes.items()}
+            ins = [self.views[v] for v in op.ins]
+            outs = [self.views[v] for v in op.outs]
+            self.steps.append(factory(xp, attrs, ins, outs))
+        elif isinstance(op, buffer.CopyOp):
+            src, dst = self.views[op.src], self.views[op.dst]
+            self.steps.append(lambda src=src, dst=dst: xp.copyto(dst, src.reshape(dst.shape)))
+        else:
+            raise CompileError(
+                f"'{op.name}' needs a multi-device communicator; this executor runs one device",
+                source_location(op),
+            )
+
+    def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        if len(inputs) != len(self.inputs):
+            raise ExecutionError(f"job '{self.name}' takes {len(self.inputs)} inputs, got {len(inputs)}")
+        xp = self.xp
+        for (_, view), value in zip(self.inputs, inputs):
+            view[...] = xp.asarray(value)
+        for step in self.steps:
+            step()
+        if xp is np:
+            return [view.copy() for _, view in self.outputs]
+        return [xp.asnumpy(view) for _, view in self.outputs]
+
+
+def _dense_values(attr: DenseIntOrFPElementsAttr, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    values = np.asarray(attr.get_values(), dtype=dtype)
+    return values.reshape(shape) if values.size == int(np.prod(shape)) else np.broadcast_to(values, shape).copy()

@@ -1,0 +1,124 @@
+"""convert-job-to-buffer: tensors become buffers, job ops become kernels with explicit outputs.
+
+The one-shot bufferization of irflow (MLIR's `one-shot-bufferize` without the
+analysis: every tensor gets a fresh buffer, and `plan-memory` later decides
+which of them share bytes).  The job's op order is the schedule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from irflow.dialects import buffer, job
+from irflow.errors import CompileError
+from irflow.passes.locations import source_location
+
+# Properties that describe distribution, not the computation.
+_NON_KERNEL_PROPS = ("sbp", "placement")
+
+
+def memref_of(t: Attribute) -> MemRefType:
+    assert isinstance(t, TensorType)
+    return MemRefType(t.element_type, t.get_shape())
+
+
+def kernel_attributes(op: Operation) -> dict[str, Attribute]:
+    return {k: v for k, v in op.properties.items() if k not in _NON_KERNEL_PROPS}
+
+
+@dataclass
+class _Lowering:
+    """Lowers one job.func into one buffer.program, op by op, in program order."""
+
+    func: job.FuncOp
+    device: str
+
+    def __post_init__(self) -> None:
+        self.buffers: dict[SSAValue, SSAValue] = {}
+        self.ops: list[Operation] = []
+
+    def emit(self, op: Operation, origin: Operation | None = None) -> Operation:
+        if origin is not None:
+            op.location = origin.location
+        self.ops.append(op)
+        return op
+
+    def alloc(self, value: SSAValue, origin: Operation) -> SSAValue:
+        res = self.emit(buffer.AllocOp(memref_of(value.type)), origin).results[0]
+        res.name_hint = value.name_hint
+        self.buffers[value] = res
+        return res
+
+    def run(self) -> buffer.ProgramOp:
+        for index, arg in enumerate(self.func.body.block.args):
+            dst = self.emit(buffer.AllocOp(memref_of(arg.type))).results[0]
+            dst.name_hint = arg.name_hint
+            self.buffers[arg] = dst
+            self.emit(buffer.InputOp.create(operands=[dst], properties={"index": _i64(index)}))
+        for op in self.func.body.block.ops:
+            self.lower(op)
+        program = buffer.ProgramOp(self.func.sym_name.data, self.device, self.ops)
+        program.attributes["job_type"] = self.func.job_type
+        program.location = self.func.location
+        return program
+
+    def lower(self, op: Operation) -> None:
+        ins = [self.buffers[v] for v in op.operands]
+        if isinstance(op, job.VariableOp):
+            var = buffer.VariableOp(op.var_name.data, memref_of(op.res.type))
+            var.attributes["initializer"] = op.initializer
+            var.attributes["trainable"] = op.trainable
+            self.buffers[op.res] = self.emit(var, op).results[0]
+            self.buffers[op.res].name_hint = op.res.name_hint
+        elif isinstance(op, job.ConstantOp):
+            const = buffer.ConstantOp.create(
+                properties={"value": op.value}, result_types=[memref_of(op.res.type)]
+            )
+            self.buffers[op.res] = self.emit(const, op).results[0]
+        elif isinstance(op, job.ReturnOp):
+            for index, buf in enumerate(ins):
+                self.emit(buffer.OutputOp.create(operands=[buf], properties={"index": _i64(index)}), op)
+        elif isinstance(op, job.AssignOp):
+            self.emit(buffer.CopyOp.create(operands=[ins[1], ins[0]]), op)
+        elif isinstance(op, job.UpdateOp):
+            outs = [ins[i] for i in op.WRITTEN_OPERANDS]
+            self.emit(buffer.KernelOp(_kernel_name(op), ins, outs, kernel_attributes(op)), op)
+        elif isinstance(op, (job.MinimizeOp, job.ApplyGradientsOp)):
+            raise CompileError(
+                f"'{op.name}' must be lowered by the autodiff and optimizer passes before convert-job-to-buffer",
+                source_location(op),
+            )
+        elif isinstance(op, job.JobOp):
+            out = self.alloc(op.results[0], op)
+            self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], kernel_attributes(op)), op)
+        else:
+            raise CompileError(f"convert-job-to-buffer cannot lower '{op.name}'", source_location(op))
+
+
+def _kernel_name(op: Operation) -> str:
+    return op.name.removeprefix("job.")
+
+
+def _i64(value: int) -> Attribute:
+    return job.to_attr(value)
+
+
+@dataclass(frozen=True)
+class ConvertJobToBufferPass(ModulePass):
+    """Lower every job.func to a buffer.program: allocs, kernels with explicit outputs, host transfers."""
+
+    name = "convert-job-to-buffer"
+
+    device: str = "cpu"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for func in [o for o in op.body.block.ops if isinstance(o, job.FuncOp)]:
+            program = _Lowering(func, self.device).run()
+            op.body.block.insert_op_before(program, func)
+            func.detach()
+            func.erase()

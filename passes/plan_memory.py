@@ -1,0 +1,133 @@
+"""plan-memory: one arena per program, every buffer at a fixed offset (static memory planning).
+
+Liveness comes from the IR alone: a buffer lives from the first op that reads
+or writes it to the last (`OperandEffects`), in schedule order.  Buffers whose
+lifetimes are disjoint share bytes (`irflow.memplan`); an elementwise kernel
+whose input dies at that kernel writes its output in place.  The plan is
+recorded in the IR: `arena_size` and `lower_bound` on the program, `lifetime`
+on every view, so `irflow-opt` shows it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+
+from irflow.dialects import buffer
+from irflow.dialects.job import i64_array
+from irflow.memplan import Buffer, lower_bound, plan
+
+# Kernels that read each input element only to write the same output element,
+# so the output may take the memory of an input that dies there.
+ELEMENTWISE_KERNELS = frozenset(
+    "neg exp log sqrt rsqrt square relu sigmoid tanh gelu abs identity "
+    "add sub mul div maximum minimum pow "
+    "relu_grad sigmoid_grad tanh_grad gelu_grad bias_add".split()
+)
+
+
+@dataclass
+class Liveness:
+    """First and last schedule index of every alloc'd buffer, with in-place merges applied."""
+
+    allocs: list[buffer.AllocOp]
+    first: dict[SSAValue, int]
+    last: dict[SSAValue, int]
+    leader: dict[SSAValue, SSAValue]
+
+    @classmethod
+    def of(cls, program: buffer.ProgramOp, in_place: bool) -> Liveness:
+        ops = list(program.body.block.ops)
+        allocs = [op for op in ops if isinstance(op, buffer.AllocOp)]
+        first: dict[SSAValue, int] = {}
+        last: dict[SSAValue, int] = {}
+        for index, op in enumerate(ops):
+            if isinstance(op, buffer.AllocOp):
+                first[op.res] = last[op.res] = index
+            elif isinstance(op, buffer.BufferOp):
+                for v in (*op.reads(), *op.writes()):
+                    if isinstance(v.owner, buffer.AllocOp):
+                        last[v] = index
+        # `first` is the first *use*; an alloc op itself schedules nothing.
+        for index in range(len(ops) - 1, -1, -1):
+            op = ops[index]
+            if isinstance(op, buffer.BufferOp) and not isinstance(op, buffer.AllocOp):
+                for v in (*op.reads(), *op.writes()):
+                    if v in first:
+                        first[v] = index
+        leader = {a.res: a.res for a in allocs}
+        live = cls(allocs, first, last, leader)
+        if in_place:
+            live.merge_in_place(ops)
+        return live
+
+    def find(self, v: SSAValue) -> SSAValue:
+        while self.leader[v] is not v:
+            v = self.leader[v]
+        return v
+
+    def merge_in_place(self, ops: list[Operation]) -> None:
+        for index, op in enumerate(ops):
+            if not isinstance(op, buffer.KernelOp) or op.kernel.data not in ELEMENTWISE_KERNELS:
+                continue
+            out = op.outs[0]
+            if out not in self.leader or self.first[out] != index:
+                continue
+            for src in op.ins:
+                if src in self.leader and src.type == out.type and src is not out:
+                    root = self.find(src)
+                    if self.last[root] == index:
+                        self.leader[out] = root
+                        self.last[root] = self.last[out]
+                        break
+
+    def groups(self) -> dict[SSAValue, list[buffer.AllocOp]]:
+        groups: dict[SSAValue, list[buffer.AllocOp]] = {}
+        for a in self.allocs:
+            groups.setdefault(self.find(a.res), []).append(a)
+        return groups
+
+
+@dataclass(frozen=True)
+class PlanMemoryPass(ModulePass):
+    """Replace every buffer.alloc with a view at a planned offset of one arena per program."""
+
+    name = "plan-memory"
+
+    alignment: int = 64
+    # Seconds the planner may spend improving on its fast default (0: default only).
+    effort: float = 0.0
+    in_place: bool = True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for program in [o for o in op.body.block.ops if isinstance(o, buffer.ProgramOp)]:
+            self.plan_program(program)
+
+    def plan_program(self, program: buffer.ProgramOp) -> None:
+        live = Liveness.of(program, self.in_place)
+        groups = live.groups()
+        roots = list(groups)
+        sizes = [max(buffer.nbytes(a.res.type) for a in groups[r]) for r in roots]
+        buffers = [Buffer(size=s, first=live.first[r], last=live.last[r]) for r, s in zip(roots, sizes)]
+        result = plan(buffers, alignment=self.alignment, budget_s=self.effort or None)
+        arena = buffer.ArenaOp(max(result.size, self.alignment), self.alignment)
+        block = program.body.block
+        if block.first_op is None:
+            block.add_op(arena)
+        else:
+            block.insert_op_before(arena, block.first_op)
+        for root, offset in zip(roots, result.offsets):
+            lifetime = i64_array([live.first[root], live.last[root]])
+            for alloc in groups[root]:
+                view = buffer.ViewOp(arena.res, offset, alloc.res.type)
+                view.attributes["lifetime"] = lifetime
+                view.location = alloc.location
+                view.res.name_hint = alloc.res.name_hint
+                Rewriter.replace_op(alloc, view)
+        program.attributes["arena_size"] = IntegerAttr(arena.size.value.data, i64)
+        program.attributes["lower_bound"] = IntegerAttr(lower_bound(buffers), i64)
