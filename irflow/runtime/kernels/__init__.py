@@ -1,0 +1,11 @@
+"""The kernel library the executor calls: `get_kernel(name)(xp, attrs, ins, outs)` -> run.
+
+See docs/kernels.md for the contract. Importing this package registers every
+kernel; each module holds one theme.
+"""
+
+from . import activation, conv, elementwise, linalg, nn, optimizer, pooling, random, reduction, shape
+from .registry import KERNELS, Array, KernelFactory, Run, get_kernel, register
+
+__all__ = ["KERNELS", "Array", "KernelFactory", "Run", "get_kernel", "register"]
+del activation, conv, elementwise, linalg, nn, optimizer, pooling, random, reduction, shape

@@ -1,0 +1,97 @@
+"""Elementwise kernels: broadcasting binaries, comparisons, unary math, erf, cast, bias_add.
+
+Most are a single ufunc call with `out=`, which numpy and cupy both make safe
+when the memory planner gives the output the same memory as an input; the
+multi-step ones read their inputs completely before writing the output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .erf import ErrorFunction
+from .registry import Array, KernelFactory, Run, register
+from .shapes import expect_shape, normalize_axes
+
+_BINARY = {
+    "add": "add",
+    "sub": "subtract",
+    "mul": "multiply",
+    "div": "divide",
+    "maximum": "maximum",
+    "minimum": "minimum",
+    "pow": "power",
+    # Comparisons write int8 0/1: numpy casts the ufunc's bool result into the int8 out.
+    "equal": "equal",
+    "not_equal": "not_equal",
+    "less": "less",
+    "less_equal": "less_equal",
+    "greater": "greater",
+    "greater_equal": "greater_equal",
+}
+
+_UNARY = {
+    "neg": "negative",
+    "exp": "exp",
+    "log": "log",
+    "sqrt": "sqrt",
+    "square": "square",
+    "abs": "absolute",
+    "tanh": "tanh",
+}
+
+
+def _ufunc_kernel(ufunc: str) -> KernelFactory:
+    def build(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+        (y,) = outs
+        name = ufunc
+        if name == "divide" and np.dtype(y.dtype).kind in "iu":
+            name = "floor_divide"  # integer div rounds down, as Python's // (true division cannot land in ints)
+        return partial(getattr(xp, name), *ins, out=y)
+
+    return build
+
+
+for _name, _ufunc in {**_BINARY, **_UNARY}.items():
+    register(_name)(_ufunc_kernel(_ufunc))
+
+
+@register("rsqrt")
+def rsqrt(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    (x,), (y,) = ins, outs
+
+    def run() -> None:
+        xp.sqrt(x, out=y)
+        xp.reciprocal(y, out=y)
+
+    return run
+
+
+@register("identity", "cast")
+def cast(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """Copy into the out's dtype; float -> int truncates toward zero, as C and OneFlow do."""
+    (x,), (y,) = ins, outs
+    expect_shape("cast", "output", y.shape, x.shape)
+    return partial(xp.copyto, y, x, casting="unsafe")
+
+
+@register("erf")
+def erf(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    (x,), (y,) = ins, outs
+    return partial(ErrorFunction(xp, y.shape, y.dtype).erf, x, y)
+
+
+@register("bias_add")
+def bias_add(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """y = x + bias along `axis` (default 1, the channel of NCHW and the feature of NC)."""
+    (x, bias), (y,) = ins, outs
+    (axis,) = normalize_axes(attrs.get("axis", 1), x.ndim)
+    expect_shape("bias_add", "bias", bias.shape, (x.shape[axis],))
+    # Inserting size-1 axes into a 1-D array is always a view, so this still reads the arena.
+    column = bias.reshape([-1 if i == axis else 1 for i in range(x.ndim)])
+    return partial(xp.add, x, column, out=y)

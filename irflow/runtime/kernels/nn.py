@@ -1,0 +1,193 @@
+"""Softmax, log-softmax, the softmax cross-entropies, and their gradients.
+
+All go through one stable log-sum-exp (max-shifted), so no exp overflows:
+softmax = exp(x - lse), log_softmax = x - lse, cross-entropy = lse - <label, x>.
+Cross-entropy kernels take logits (N, C) and reduce over the class axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .registry import Array, Run, register
+from .shapes import kept_shape, normalize_axes
+
+
+class _LogSumExp:
+    """log(sum(exp(x), axis, keepdims=True)) for arrays of one shape, with scratch of its own."""
+
+    def __init__(self, xp: ModuleType, shape: Sequence[int], dtype: object, axis: int):
+        self._xp, self._axis = xp, axis
+        self._shifted = xp.empty(shape, dtype)
+        self._max = xp.empty(kept_shape(shape, (axis,)), dtype)
+        self._lse = xp.empty(kept_shape(shape, (axis,)), dtype)
+
+    def __call__(self, x: Array) -> Array:
+        """The keepdims log-sum-exp; valid until the next call."""
+        xp, shifted, lse = self._xp, self._shifted, self._lse
+        xp.max(x, axis=self._axis, keepdims=True, out=self._max)
+        xp.subtract(x, self._max, out=shifted)
+        xp.exp(shifted, out=shifted)
+        xp.sum(shifted, axis=self._axis, keepdims=True, out=lse)
+        xp.log(lse, out=lse)
+        xp.add(lse, self._max, out=lse)
+        return lse
+
+
+def _axis(attrs: Mapping[str, Any], ndim: int) -> int:
+    (axis,) = normalize_axes(attrs.get("axis", -1), ndim)
+    return axis
+
+
+@register("softmax")
+def softmax(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    (x,), (y,) = ins, outs
+    lse = _LogSumExp(xp, x.shape, y.dtype, _axis(attrs, x.ndim))
+
+    def run() -> None:
+        xp.subtract(x, lse(x), out=y)
+        xp.exp(y, out=y)
+
+    return run
+
+
+@register("log_softmax")
+def log_softmax(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    (x,), (y,) = ins, outs
+    lse = _LogSumExp(xp, x.shape, y.dtype, _axis(attrs, x.ndim))
+
+    def run() -> None:
+        xp.subtract(x, lse(x), out=y)
+
+    return run
+
+
+@register("softmax_grad")
+def softmax_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """dx = y * (dy - sum(dy * y))."""
+    (dy, y), (dx,) = ins, outs
+    axis = _axis(attrs, y.ndim)
+    t = xp.empty(dx.shape, dx.dtype)
+    dot = xp.empty(kept_shape(dx.shape, (axis,)), dx.dtype)
+
+    def run() -> None:
+        xp.multiply(dy, y, out=t)
+        xp.sum(t, axis=axis, keepdims=True, out=dot)
+        xp.subtract(dy, dot, out=t)
+        xp.multiply(t, y, out=dx)
+
+    return run
+
+
+@register("log_softmax_grad")
+def log_softmax_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """dx = dy - exp(y) * sum(dy)."""
+    (dy, y), (dx,) = ins, outs
+    axis = _axis(attrs, y.ndim)
+    t = xp.empty(dx.shape, dx.dtype)
+    total = xp.empty(kept_shape(dx.shape, (axis,)), dx.dtype)
+
+    def run() -> None:
+        xp.sum(dy, axis=axis, keepdims=True, out=total)
+        xp.exp(y, out=t)
+        xp.multiply(t, total, out=t)
+        xp.subtract(dy, t, out=dx)
+
+    return run
+
+
+class _LabelPicker:
+    """Flat indices n*C + labels[n] of each row's labelled class, rebuilt from the current labels."""
+
+    def __init__(self, xp: ModuleType, logits_shape: Sequence[int]):
+        n, c = logits_shape
+        self._xp = xp
+        self._rows = xp.arange(0, n * c, c, dtype=np.int64)
+        self.index = xp.empty(n, np.int64)
+
+    def __call__(self, labels: Array) -> Array:
+        return self._xp.add(self._rows, labels, out=self.index)
+
+
+@register("sparse_softmax_cross_entropy")
+def sparse_softmax_cross_entropy(
+    xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]
+) -> Run:
+    """loss[n] = lse(logits[n]) - logits[n, labels[n]]."""
+    (logits, labels), (loss,) = ins, outs
+    lse = _LogSumExp(xp, logits.shape, loss.dtype, 1)
+    pick = _LabelPicker(xp, logits.shape)
+    picked = xp.empty(loss.shape, loss.dtype)
+
+    def run() -> None:
+        xp.take(logits, pick(labels), out=picked)
+        xp.subtract(lse(logits)[:, 0], picked, out=loss)
+
+    return run
+
+
+@register("softmax_cross_entropy")
+def softmax_cross_entropy(
+    xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]
+) -> Run:
+    """loss[n] = -sum_c labels[n, c] * log_softmax(logits)[n, c]."""
+    (logits, labels), (loss,) = ins, outs
+    lse = _LogSumExp(xp, logits.shape, loss.dtype, 1)
+    t = xp.empty(logits.shape, loss.dtype)
+
+    def run() -> None:
+        xp.subtract(logits, lse(logits), out=t)
+        xp.multiply(t, labels, out=t)
+        xp.sum(t, axis=1, out=loss)
+        xp.negative(loss, out=loss)
+
+    return run
+
+
+@register("sparse_softmax_cross_entropy_grad")
+def sparse_softmax_cross_entropy_grad(
+    xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]
+) -> Run:
+    """dlogits = (softmax(logits) - onehot(labels)) * dloss[:, None]."""
+    (dloss, logits, labels), (dlogits,) = ins, outs
+    lse = _LogSumExp(xp, logits.shape, dlogits.dtype, 1)
+    pick = _LabelPicker(xp, logits.shape)
+    picked = xp.empty(dloss.shape, dlogits.dtype)
+    scale = dloss[:, None]
+
+    def run() -> None:
+        xp.subtract(logits, lse(logits), out=dlogits)
+        xp.exp(dlogits, out=dlogits)
+        index = pick(labels)
+        xp.take(dlogits, index, out=picked)
+        xp.subtract(picked, 1, out=picked)
+        xp.put(dlogits, index, picked)
+        xp.multiply(dlogits, scale, out=dlogits)
+
+    return run
+
+
+@register("softmax_cross_entropy_grad")
+def softmax_cross_entropy_grad(
+    xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]
+) -> Run:
+    """dlogits = (softmax(logits) * sum(labels) - labels) * dloss[:, None]; labels need not sum to 1."""
+    (dloss, logits, labels), (dlogits,) = ins, outs
+    lse = _LogSumExp(xp, logits.shape, dlogits.dtype, 1)
+    t = xp.empty(logits.shape, dlogits.dtype)
+    mass = xp.empty((logits.shape[0], 1), dlogits.dtype)
+    scale = dloss[:, None]
+
+    def run() -> None:
+        xp.subtract(logits, lse(logits), out=t)
+        xp.exp(t, out=t)
+        xp.sum(labels, axis=1, keepdims=True, out=mass)
+        xp.multiply(t, mass, out=t)
+        xp.subtract(t, labels, out=t)
+        xp.multiply(t, scale, out=dlogits)
+
+    return run

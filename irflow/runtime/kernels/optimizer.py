@@ -1,0 +1,113 @@
+"""Optimizer updates: the variable (and its state) is both an input and the output.
+
+Every update reads an input before writing the output of the same role, so
+outputs may be the very arrays given as inputs, as the executor binds them.
+`lr` and `step` are rank-0 arrays read at run time (a schedule may change them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .registry import Array, Run, register
+
+
+def _decayed_grad(xp: ModuleType, g: Array, w: Array, weight_decay: float, out: Array) -> None:
+    """out = g + weight_decay * w (L2 regularization folded into the gradient)."""
+    if weight_decay:
+        xp.multiply(w, weight_decay, out=out)
+        xp.add(out, g, out=out)
+    else:
+        xp.copyto(out, g)
+
+
+@register("sgd_update")
+def sgd_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """w -= lr * (g + weight_decay * w)."""
+    (w, g, lr), (w_out,) = ins, outs
+    weight_decay = float(attrs.get("weight_decay", 0.0))
+    t = xp.empty(w.shape, w.dtype)
+
+    def run() -> None:
+        _decayed_grad(xp, g, w, weight_decay, t)
+        xp.multiply(t, lr, out=t)
+        xp.subtract(w, t, out=w_out)
+
+    return run
+
+
+@register("momentum_update")
+def momentum_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """OneFlow's momentum: m = beta * m - lr * (g + weight_decay * w); w += m."""
+    (w, g, m, lr), (w_out, m_out) = ins, outs
+    beta = float(attrs["beta"])
+    weight_decay = float(attrs.get("weight_decay", 0.0))
+    t = xp.empty(w.shape, w.dtype)
+
+    def run() -> None:
+        _decayed_grad(xp, g, w, weight_decay, t)
+        xp.multiply(t, lr, out=t)
+        xp.multiply(m, beta, out=m_out)
+        xp.subtract(m_out, t, out=m_out)
+        xp.add(w, m_out, out=w_out)
+
+    return run
+
+
+@register("adam_update")
+def adam_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """torch.optim.Adam, or AdamW when weight_decay > 0 (decoupled: w *= 1 - lr * weight_decay first).
+
+    With `step` the 1-based count of this update: m_hat = m / (1 - beta1**step),
+    w -= lr * m_hat / (sqrt(v / (1 - beta2**step)) + epsilon), grouped as torch
+    groups it (scalar factors in float64, epsilon added after the square root).
+    """
+    (w, g, m, v, lr, step), (w_out, m_out, v_out) = ins, outs
+    beta1, beta2 = float(attrs["beta1"]), float(attrs["beta2"])
+    epsilon = float(attrs["epsilon"])
+    weight_decay = float(attrs.get("weight_decay", 0.0))
+    bias_correction = bool(attrs.get("do_bias_correction", True))
+    t = xp.empty(w.shape, w.dtype)
+    # Scalar factors are computed in float64 and applied in w's dtype, as torch does with Python floats.
+    shape = np.broadcast_shapes(lr.shape, step.shape)
+    exact = xp.empty((3, *shape), np.float64)
+    applied = xp.empty((3, *shape), w.dtype)
+    step_size, root_correction, decay = exact
+    step_size_w, root_correction_w, decay_w = applied
+    decayed = w_out if weight_decay else w
+
+    def run() -> None:
+        if bias_correction:
+            xp.power(beta1, step, out=step_size)
+            xp.subtract(1.0, step_size, out=step_size)
+            xp.divide(lr, step_size, out=step_size)
+            xp.power(beta2, step, out=root_correction)
+            xp.subtract(1.0, root_correction, out=root_correction)
+            xp.sqrt(root_correction, out=root_correction)
+        else:
+            xp.copyto(step_size, lr)
+            root_correction.fill(1.0)
+        xp.multiply(lr, -weight_decay, out=decay)
+        xp.add(decay, 1.0, out=decay)
+        xp.copyto(applied, exact)
+        if weight_decay:
+            xp.multiply(w, decay_w, out=w_out)
+        xp.subtract(g, m, out=t)  # m += (1 - beta1) * (g - m), torch's lerp
+        xp.multiply(t, 1.0 - beta1, out=t)
+        xp.add(m, t, out=m_out)
+        xp.multiply(v, beta2, out=v_out)
+        xp.square(g, out=t)
+        xp.multiply(t, 1.0 - beta2, out=t)
+        xp.add(v_out, t, out=v_out)
+        xp.sqrt(v_out, out=t)
+        xp.divide(t, root_correction_w, out=t)
+        xp.add(t, epsilon, out=t)
+        xp.divide(m_out, t, out=t)
+        xp.multiply(t, step_size_w, out=t)
+        xp.subtract(decayed, t, out=w_out)
+
+    return run

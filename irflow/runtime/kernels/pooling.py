@@ -1,0 +1,119 @@
+"""max_pool2d, avg_pool2d and their gradients, as loops over kernel taps of whole-batch views.
+
+Padding follows TensorFlow/OneFlow 'SAME' semantics: it is -inf for the max
+and excluded from the average's divisor. Each tap is one ufunc over the
+(N, C, oh, ow) output, so a 2x2 pool costs four vectorized passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .registry import Array, Run, register
+from .shapes import expect_shape
+from .window import Window, padded_sink, padded_source
+
+
+def _window(kernel_name: str, attrs: Mapping[str, Any], x_shape: Sequence[int], y_shape: Sequence[int]) -> Window:
+    window = Window.from_attrs({**attrs, "dilations": (1, 1)}, attrs["kernel"], x_shape[-2:])
+    expect_shape(kernel_name, "pooled operand", y_shape, (*x_shape[:2], *window.out_hw))
+    return window
+
+
+def _lowest(dtype: object) -> float:
+    dt = np.dtype(dtype)
+    return float("-inf") if dt.kind == "f" else int(np.iinfo(dt).min)
+
+
+def _inverse_counts(xp: ModuleType, window: Window, dtype: object) -> Array:
+    """1 / (number of unpadded inputs) of each output position, shape (oh, ow)."""
+    counts = [
+        np.array([sum(0 <= o * s + k - pad < size for k in range(kernel)) for o in range(out)])
+        for size, kernel, s, pad, out in zip(
+            window.in_hw, window.kernel, window.strides, window.pads[::2], window.out_hw, strict=True
+        )
+    ]
+    return xp.asarray(1.0 / np.outer(counts[0], counts[1]), dtype=dtype)
+
+
+@register("max_pool2d")
+def max_pool2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    (x,), (y,) = ins, outs
+    window = _window("max_pool2d", attrs, x.shape, y.shape)
+    padded, refresh = padded_source(xp, x, window, _lowest(x.dtype))
+    first, *rest = [window.tap(padded, i, j) for i, j in window.taps()]
+
+    def run() -> None:
+        refresh()
+        xp.copyto(y, first)
+        for tap in rest:
+            xp.maximum(y, tap, out=y)
+
+    return run
+
+
+@register("avg_pool2d")
+def avg_pool2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    (x,), (y,) = ins, outs
+    window = _window("avg_pool2d", attrs, x.shape, y.shape)
+    padded, refresh = padded_source(xp, x, window, 0)
+    first, *rest = [window.tap(padded, i, j) for i, j in window.taps()]
+    inverse_counts = _inverse_counts(xp, window, y.dtype)
+
+    def run() -> None:
+        refresh()
+        xp.copyto(y, first)
+        for tap in rest:
+            xp.add(y, tap, out=y)
+        xp.multiply(y, inverse_counts, out=y)
+
+    return run
+
+
+@register("max_pool2d_grad")
+def max_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """Each window's dy goes to its first maximum in row-major order, as PyTorch's CPU kernel picks it."""
+    (dy, x, y), (dx,) = ins, outs
+    window = _window("max_pool2d_grad", attrs, x.shape, y.shape)
+    padded, refresh = padded_source(xp, x, window, _lowest(x.dtype))
+    sink, land = padded_sink(xp, dx, window)
+    taps = [(window.tap(padded, i, j), window.tap(sink, i, j)) for i, j in window.taps()]
+    hit, open_ = xp.empty(y.shape, bool), xp.empty(y.shape, bool)
+    routed = xp.empty(y.shape, dx.dtype)
+
+    def run() -> None:
+        refresh()
+        sink.fill(0)
+        open_.fill(True)  # windows whose maximum is still unclaimed
+        for source, target in taps:
+            xp.equal(source, y, out=hit)
+            xp.logical_and(hit, open_, out=hit)
+            xp.logical_xor(open_, hit, out=open_)
+            xp.multiply(dy, hit, out=routed)
+            xp.add(target, routed, out=target)
+        land()
+
+    return run
+
+
+@register("avg_pool2d_grad")
+def avg_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    (dy,), (dx,) = ins, outs
+    window = _window("avg_pool2d_grad", attrs, dx.shape, dy.shape)
+    sink, land = padded_sink(xp, dx, window)
+    targets = [window.tap(sink, i, j) for i, j in window.taps()]
+    inverse_counts = _inverse_counts(xp, window, dx.dtype)
+    share = xp.empty(dy.shape, dx.dtype)
+
+    def run() -> None:
+        xp.multiply(dy, inverse_counts, out=share)
+        sink.fill(0)
+        for target in targets:
+            xp.add(target, share, out=target)
+        land()
+
+    return run

@@ -1,0 +1,44 @@
+"""Name -> kernel factory, the table the executor looks every `buffer.kernel` up in.
+
+A kernel is built once, when the executor binds buffers to arena views, and
+run every step: `build(xp, attrs, ins, outs)` returns a zero-argument closure
+that reads the current contents of `ins` and writes `outs` in place.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
+from typing import Any
+
+Array = Any
+"""A numpy or cupy ndarray (kernels see only the API both share)."""
+
+Run = Callable[[], None]
+KernelFactory = Callable[[ModuleType, Mapping[str, Any], Sequence[Array], Sequence[Array]], Run]
+
+KERNELS: dict[str, KernelFactory] = {}
+
+
+def register(*names: str) -> Callable[[KernelFactory], KernelFactory]:
+    """Register a factory under one or more kernel names (a family shares one factory)."""
+
+    def add(factory: KernelFactory) -> KernelFactory:
+        for name in names:
+            if name in KERNELS:
+                raise ValueError(f"kernel {name!r} is registered twice")
+            KERNELS[name] = factory
+        return factory
+
+    return add
+
+
+def get_kernel(name: str) -> KernelFactory:
+    """The factory for `name`; an unknown name raises LookupError with the closest known names."""
+    factory = KERNELS.get(name)
+    if factory is None:
+        close = difflib.get_close_matches(name, KERNELS, n=5, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise LookupError(f"unknown kernel {name!r}{hint} ({len(KERNELS)} kernels are registered)")
+    return factory

@@ -1,0 +1,90 @@
+"""Data movement: reshape, transpose, concat, slice (+ its gradient), broadcast_to, fill.
+
+Views of ins and outs are taken once at build time: a view of an arena view
+keeps reading and writing the arena, so each step is just `copyto`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from types import ModuleType
+from typing import Any
+
+from .registry import Array, Run, register
+from .shapes import expect_shape, normalize_axes
+
+
+@register("reshape")
+def reshape(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    (x,), (y,) = ins, outs
+    if x.size != y.size:
+        raise ValueError(f"reshape: cannot reshape {x.shape} to {y.shape}")
+    return lambda: xp.copyto(y, x.reshape(y.shape))  # a view, unless x is not contiguous
+
+
+@register("transpose")
+def transpose(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    (x,), (y,) = ins, outs
+    view = x.transpose(tuple(attrs["perm"]))
+    expect_shape("transpose", "output", y.shape, view.shape)
+    return partial(xp.copyto, y, view)
+
+
+@register("broadcast_to")
+def broadcast_to(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    (x,), (y,) = ins, outs
+    return partial(xp.copyto, y, x)
+
+
+@register("fill")
+def fill(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """Refill every step: the planner may hand the buffer's memory to others in between."""
+    (y,) = outs
+    return partial(y.fill, attrs["value"])
+
+
+@register("concat")
+def concat(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    (y,) = outs
+    (axis,) = normalize_axes(attrs["axis"], y.ndim)
+    copies = []
+    start = 0
+    for x in ins:
+        index = [slice(None)] * y.ndim
+        index[axis] = slice(start, start + x.shape[axis])
+        copies.append(partial(xp.copyto, y[tuple(index)], x))
+        start += x.shape[axis]
+    expect_shape("concat", "output", y.shape, y.shape[:axis] + (start,) + y.shape[axis + 1 :])
+
+    def run() -> None:
+        for copy in copies:
+            copy()
+
+    return run
+
+
+def _slices(attrs: Mapping[str, Any]) -> tuple[slice, ...]:
+    return tuple(slice(*bounds) for bounds in zip(attrs["start"], attrs["stop"], attrs["step"], strict=True))
+
+
+@register("slice")
+def slice_(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    (x,), (y,) = ins, outs
+    view = x[_slices(attrs)]
+    expect_shape("slice", "output", y.shape, view.shape)
+    return partial(xp.copyto, y, view)
+
+
+@register("slice_grad")
+def slice_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """dx is dy where the slice read, zeros elsewhere."""
+    (dy,), (dx,) = ins, outs
+    view = dx[_slices(attrs)]
+    expect_shape("slice_grad", "gradient", dy.shape, view.shape)
+
+    def run() -> None:
+        dx.fill(0)
+        xp.copyto(view, dy)
+
+    return run
