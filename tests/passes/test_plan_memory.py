@@ -1,0 +1,80 @@
+"""plan-memory: liveness from the IR, no overlap of live buffers, in-place reuse, the plan in the IR."""
+
+import itertools
+
+from irflow.dialects import buffer
+from irflow.runtime.compile import run_pipeline
+
+from ..runtime.conftest import MLP, parse
+
+CHAIN = """
+job.func @chain(%x: tensor<64x64xf32>) -> tensor<64x64xf32> attributes {job_type = "predict"} {
+  %a = job.exp %x : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %b = job.tanh %a : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %c = job.matmul %b, %b : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  %d = job.sigmoid %c : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %e = job.matmul %d, %c : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  job.return %e : tensor<64x64xf32>
+}
+"""
+
+
+def planned(text: str, spec: str = "convert-job-to-buffer,plan-memory"):
+    module = parse(text)
+    run_pipeline(module, spec)
+    return next(op for op in module.walk() if isinstance(op, buffer.ProgramOp))
+
+
+def views(program):
+    return [op for op in program.body.block.ops if isinstance(op, buffer.ViewOp)]
+
+
+def use_span(program, value):
+    ops = list(program.body.block.ops)
+    uses = [i for i, op in enumerate(ops) if isinstance(op, buffer.BufferOp) and value in (*op.reads(), *op.writes())]
+    return min(uses), max(uses)
+
+
+def test_live_buffers_never_share_bytes():
+    for text in (MLP, CHAIN):
+        program = planned(text)
+        spans = {v: use_span(program, v.res) for v in views(program)}
+        for v, w in itertools.combinations(spans, 2):
+            (f1, l1), (f2, l2) = spans[v], spans[w]
+            if f1 <= l2 and f2 <= l1 and v.offset != w.offset:
+                a = (v.offset.value.data, v.offset.value.data + buffer.nbytes(v.res.type))
+                b = (w.offset.value.data, w.offset.value.data + buffer.nbytes(w.res.type))
+                assert a[1] <= b[0] or b[1] <= a[0], f"{v.res.name_hint} and {w.res.name_hint} overlap while live"
+
+
+def test_in_place_reuse_shares_the_input_buffer():
+    program = planned(CHAIN)
+    by_name = {v.res.name_hint: v.offset.value.data for v in views(program)}
+    assert by_name["x"] == by_name["a"] == by_name["b"]  # exp and tanh write over their dying inputs
+    assert by_name["c"] != by_name["d"]  # c is still read after sigmoid
+
+
+def test_without_in_place_reuse_the_arena_is_not_smaller():
+    with_reuse = planned(CHAIN).attributes["arena_size"].value.data
+    without = planned(CHAIN, "convert-job-to-buffer,plan-memory{in-place=false}").attributes["arena_size"].value.data
+    assert with_reuse < without
+
+
+def test_plan_is_recorded_in_the_ir():
+    program = planned(CHAIN)
+    size = program.attributes["arena_size"].value.data
+    bound = program.attributes["lower_bound"].value.data
+    assert 0 < bound <= size
+    arena = next(op for op in program.body.block.ops if isinstance(op, buffer.ArenaOp))
+    assert arena.size.value.data == size
+    assert all("lifetime" in v.attributes for v in views(program))
+
+
+def test_outputs_stay_live_until_copied_out():
+    program = planned(CHAIN)
+    ops = list(program.body.block.ops)
+    out = next(op for op in ops if isinstance(op, buffer.OutputOp))
+    last = ops.index(out)
+    src = out.src.owner
+    # Lifetimes index the schedule as it was before the arena op was prepended.
+    assert src.attributes["lifetime"].get_values()[1] == last - 1

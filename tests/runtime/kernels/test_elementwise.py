@@ -1,0 +1,173 @@
+import math
+import operator
+
+import numpy as np
+import pytest
+
+FLOATS = [np.float32, np.float64]
+TOL = {np.dtype(np.float16): 2e-3, np.dtype(np.float32): 2e-6, np.dtype(np.float64): 1e-13}
+
+BINARY = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "div": operator.truediv,
+    "maximum": max,
+    "minimum": min,
+    "pow": operator.pow,
+}
+COMPARE = {
+    "equal": operator.eq,
+    "not_equal": operator.ne,
+    "less": operator.lt,
+    "less_equal": operator.le,
+    "greater": operator.gt,
+    "greater_equal": operator.ge,
+}
+SHAPES = [((3, 1, 4), (2, 4)), ((5,), ()), ((1,), (2, 3)), ((2, 3), (2, 3))]
+
+
+def elementwise(fn, *arrays: np.ndarray, dtype: object) -> np.ndarray:
+    """Reference: the Python scalar function applied element by element (after broadcasting)."""
+    b = np.broadcast_arrays(*arrays)
+    return np.array([fn(*(v.item() for v in vs)) for vs in zip(*(a.reshape(-1) for a in b))], dtype=dtype).reshape(
+        b[0].shape
+    )
+
+
+@pytest.mark.parametrize("name", BINARY)
+@pytest.mark.parametrize("dtype", [np.float16, *FLOATS])
+@pytest.mark.parametrize("shapes", SHAPES)
+def test_binary(kernel, rng, name, dtype, shapes) -> None:
+    a = rng.uniform(0.5, 2.0, shapes[0]).astype(dtype)
+    b = rng.uniform(0.5, 2.0, shapes[1]).astype(dtype)
+    out_shape = np.broadcast_shapes(a.shape, b.shape)
+    (y,) = kernel(name, [a, b], [(out_shape, dtype)])
+    np.testing.assert_allclose(y, elementwise(BINARY[name], a, b, dtype=dtype), rtol=TOL[np.dtype(dtype)])
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "maximum", "minimum", "pow"])
+def test_binary_integers(kernel, rng, name) -> None:
+    a, b = rng.integers(-5, 6, (4, 3)).astype(np.int32), rng.integers(0, 4, (3,)).astype(np.int32)
+    (y,) = kernel(name, [a, b], [((4, 3), np.int32)])
+    np.testing.assert_array_equal(y, elementwise(BINARY[name], a, b, dtype=np.int32))
+
+
+def test_integer_div_rounds_down(kernel) -> None:
+    a, b = np.array([7, -7, 6], np.int64), np.array([2, 2, -4], np.int64)
+    (y,) = kernel("div", [a, b], [((3,), np.int64)])
+    np.testing.assert_array_equal(y, [3, -4, -2])
+
+
+@pytest.mark.parametrize("name", COMPARE)
+@pytest.mark.parametrize("dtype", [np.int32, *FLOATS])
+def test_comparisons_write_int8(kernel, rng, name, dtype) -> None:
+    a = rng.integers(0, 3, (4, 1, 3)).astype(dtype)
+    b = rng.integers(0, 3, (2, 3)).astype(dtype)
+    (y,) = kernel(name, [a, b], [((4, 2, 3), np.int8)])
+    assert y.dtype == np.int8
+    np.testing.assert_array_equal(y, elementwise(COMPARE[name], a, b, dtype=np.int8))
+
+
+def _sigmoid(v: float) -> float:
+    return 1 / (1 + math.exp(-v)) if v >= 0 else math.exp(v) / (1 + math.exp(v))
+
+
+UNARY = {
+    "neg": (operator.neg, (-3, 3)),
+    "exp": (math.exp, (-5, 5)),
+    "log": (math.log, (0.01, 10)),
+    "sqrt": (math.sqrt, (0.0, 10)),
+    "rsqrt": (lambda v: 1 / math.sqrt(v), (0.01, 10)),
+    "square": (lambda v: v * v, (-3, 3)),
+    "abs": (abs, (-3, 3)),
+    "identity": (lambda v: v, (-3, 3)),
+    "relu": (lambda v: max(v, 0.0), (-3, 3)),
+    "tanh": (math.tanh, (-20, 20)),
+    "sigmoid": (_sigmoid, (-750, 750)),
+    "gelu": (lambda v: v * 0.5 * (1 + math.erf(v / math.sqrt(2))), (-8, 8)),
+    "erf": (math.erf, (-5, 5)),
+}
+
+
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("dtype", [np.float16, *FLOATS])
+@pytest.mark.parametrize("shape", [(2, 1, 257), (1,), ()])
+def test_unary(kernel, rng, name, dtype, shape) -> None:
+    fn, (lo, hi) = UNARY[name]
+    x = rng.uniform(lo, hi, shape).astype(dtype)
+    (y,) = kernel(name, [x], [(shape, dtype)])
+    ref = elementwise(fn, x.astype(np.float64), dtype=np.float64)
+    tol = TOL[np.dtype(dtype)]
+    np.testing.assert_allclose(y.astype(np.float64), ref, rtol=tol, atol=tol * 1e-3)
+
+
+def test_sigmoid_saturates_without_overflow(kernel) -> None:
+    x = np.array([-1000.0, -40.0, 0.0, 40.0, 1000.0])
+    with np.errstate(all="raise"):
+        (y,) = kernel("sigmoid", [x], [((5,), np.float64)])
+    np.testing.assert_allclose(y, [0.0, _sigmoid(-40.0), 0.5, 1.0, 1.0], rtol=1e-15, atol=0)
+
+
+def test_gelu_negative_tail_keeps_relative_accuracy(kernel) -> None:
+    x = np.array([-10.0, -20.0])
+    (y,) = kernel("gelu", [x], [((2,), np.float64)])
+    ref = [v * 0.5 * math.erfc(-v / math.sqrt(2)) for v in x]
+    np.testing.assert_allclose(y, ref, rtol=1e-13)
+
+
+@pytest.mark.parametrize(
+    "src, dst, expected",
+    [
+        (np.float64, np.float32, [1.5, -2.25, 3.0]),
+        (np.float32, np.int32, [1, -2, 3]),  # truncates toward zero
+        (np.int64, np.float64, [1.0, -2.0, 3.0]),
+    ],
+)
+def test_cast(kernel, src, dst, expected) -> None:
+    x = np.array([1.5, -2.25, 3.0]).astype(src) if np.dtype(src).kind == "f" else np.array([1, -2, 3], src)
+    (y,) = kernel("cast", [x], [((3,), dst)])
+    assert y.dtype == dst
+    np.testing.assert_array_equal(y, np.array(expected, dst))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape, axis", [((2, 3, 4, 5), 1), ((6, 7), -1), ((6, 7), 0), ((3,), 0)])
+def test_bias_add(kernel, rng, dtype, shape, axis) -> None:
+    x = rng.standard_normal(shape).astype(dtype)
+    bias = rng.standard_normal(shape[axis]).astype(dtype)
+    (y,) = kernel("bias_add", [x, bias], [(shape, dtype)], axis=axis)
+    ref = np.empty(shape, dtype)
+    for index in np.ndindex(*shape):
+        ref[index] = x[index] + bias[index[axis]]
+    np.testing.assert_allclose(y, ref, rtol=1e-6)
+
+
+def test_bias_add_rejects_a_mismatched_bias(build_kernel) -> None:
+    with pytest.raises(ValueError, match="bias has shape"):
+        build_kernel("bias_add", [np.zeros((2, 3)), np.zeros(2)], [((2, 3), np.float64)], axis=1)
+
+
+ALIASABLE = [(name, 1) for name in UNARY if name not in ("log", "sqrt", "rsqrt")] + [
+    (name, 2) for name in [*BINARY, "relu_grad", "sigmoid_grad", "tanh_grad", "gelu_grad"]
+]
+
+
+@pytest.mark.parametrize("name, arity", ALIASABLE)
+@pytest.mark.parametrize("alias", [0, 1])
+def test_output_may_share_memory_with_an_input(kernel, rng, name, arity, alias) -> None:
+    if alias >= arity:
+        pytest.skip("unary")
+    ins = [rng.uniform(0.2, 1.5, (4, 33)) * rng.choice([-1, 1], (4, 33)) for _ in range(arity)]
+    if name == "pow":
+        ins[0] = np.abs(ins[0])
+    (expected,) = kernel(name, [a.copy() for a in ins], [((4, 33), np.float64)])
+    (got,) = kernel(name, ins, [ins[alias]])
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_bias_add_in_place(kernel, rng) -> None:
+    x, bias = rng.standard_normal((4, 3)), rng.standard_normal(3)
+    expected = x + bias
+    kernel("bias_add", [x, bias], [x], axis=1)
+    np.testing.assert_array_equal(x, expected)
