@@ -108,7 +108,7 @@ def gelu_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
     density = xp.empty(dx.shape, compute_dtype(dx.dtype))
 
     def run() -> None:
-        xp.square(x, out=density)
+        xp.square(x, out=density, dtype=density.dtype)  # float16 x: square in the wider dtype
         xp.multiply(density, -0.5, out=density)
         xp.exp(density, out=density)
         xp.multiply(density, x, out=density)
@@ -129,7 +129,7 @@ class _StandardNormalCdf:
 
     def __call__(self, x: Array) -> Array:
         xp, out = self._xp, self._out
-        xp.multiply(x, -_RSQRT2, out=out)
+        xp.multiply(x, -_RSQRT2, out=out, dtype=out.dtype)  # float16 x: scale in the wider dtype
         self._erf.erfc(out, out)
         xp.multiply(out, 0.5, out=out)
         return out
