@@ -1,0 +1,466 @@
+"""Reverse-mode gradient rules of the job dialect, one per op class.
+
+The table mirrors TensorFlow's `RegisterGradient` / OneFlow's
+`REGISTER_USER_OP_GRAD`: a rule receives the forward op and the gradient of
+its result, and returns one gradient per operand (None where none is wanted or
+none flows).  Rules only build ordinary job ops, through a `GradientBuilder`
+that inserts them at the autodiff pass's insertion point and stamps each with
+the forward op's location.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from irflow.dialects import job
+from irflow.dialects.job import FLOAT_TYPES, dtype_of, flag, integer, ints, shape_of, tensor
+
+Needs = tuple[bool, ...]
+Grads = Sequence[SSAValue | None]
+Rule = Callable[["GradientBuilder", Operation, SSAValue, Needs], Grads]
+
+GRADIENTS: dict[type[Operation], Rule] = {}
+"""Op class -> its gradient rule."""
+
+NO_GRADIENT: frozenset[type[Operation]] = frozenset(
+    {
+        job.VariableOp,  # a leaf: its gradient is collected, not propagated
+        job.ConstantOp,
+        job.FillOp,
+        job.DropoutMaskOp,
+        job.ArgmaxOp,
+        job.EqualOp,
+        job.NotEqualOp,
+        job.LessOp,
+        job.LessEqualOp,
+        job.GreaterOp,
+        job.GreaterEqualOp,
+        job.LearningRateOp,
+    }
+)
+"""Ops whose results carry no gradient: sources, integer-valued and piecewise-constant ops."""
+
+
+def is_float(value: SSAValue) -> bool:
+    return isinstance(value.type, TensorType) and dtype_of(value.type) in FLOAT_TYPES
+
+
+def gradient(*op_classes: type[Operation]) -> Callable[[Rule], Rule]:
+    """Register `rule` as the gradient of each of `op_classes`."""
+
+    def add(rule: Rule) -> Rule:
+        for cls in op_classes:
+            assert cls not in GRADIENTS, f"{cls.name} has two gradient rules"
+            GRADIENTS[cls] = rule
+        return rule
+
+    return add
+
+
+class GradientBuilder:
+    """Builds backward ops before one insertion point, located at the op being differentiated."""
+
+    def __init__(self, point: InsertPoint):
+        self.point = point
+        self.location: Attribute | None = None
+
+    def emit(self, cls: type[job.JobOp], operands: Sequence[SSAValue], result_type: Attribute | None = None,
+             **props: object) -> SSAValue:
+        op = cls.make(operands, result_type, **props)
+        if self.location is not None:
+            op.location = self.location
+        Rewriter.insert_op(op, self.point)
+        return op.results[0]
+
+    # ---------------------------------------------------------------- helpers
+
+    def fill(self, value: float, type: Attribute) -> SSAValue:
+        return self.emit(job.FillOp, [], type, value=float(value))
+
+    def scalar(self, value: float, like: SSAValue) -> SSAValue:
+        """A rank-0 fill of `like`'s element type; binary ops broadcast it."""
+        return self.fill(value, tensor((), dtype_of(like.type)))
+
+    def scale(self, g: SSAValue, factor: float) -> SSAValue:
+        return self.emit(job.MulOp, [g, self.scalar(factor, g)])
+
+    def mask(self, compare: type[job.JobOp], a: SSAValue, b: SSAValue, like: SSAValue) -> SSAValue:
+        """`compare(a, b)` as 0/1 of `like`'s element type (the broadcast shape of a and b)."""
+        bits = self.emit(compare, [a, b])
+        return self.emit(job.CastOp, [bits], tensor(shape_of(bits.type), dtype_of(like.type)))
+
+    def unbroadcast(self, g: SSAValue, target: Attribute) -> SSAValue:
+        """Sum `g` over the axes numpy broadcasting added to reach `target`'s shape."""
+        out, want = shape_of(g.type), shape_of(target)
+        if out == want:
+            return g
+        lead = len(out) - len(want)
+        axes = list(range(lead)) + [lead + i for i, d in enumerate(want) if d == 1 and out[lead + i] != 1]
+        if axes:
+            g = self.emit(job.ReduceSumOp, [g], axes=axes, keepdims=False)
+        if shape_of(g.type) != want:
+            g = self.emit(job.ReshapeOp, [g], target)
+        return g
+
+    def expand(self, g: SSAValue, axes: Sequence[int], keepdims: bool, target: Attribute) -> SSAValue:
+        """Broadcast a reduction's gradient back over the reduced axes of `target`."""
+        shape = shape_of(target)
+        if not keepdims:
+            norm = {a % len(shape) for a in axes} if shape else set()
+            kept = tuple(1 if i in norm else d for i, d in enumerate(shape))
+            g = self.emit(job.ReshapeOp, [g], tensor(kept, dtype_of(g.type)))
+        if shape_of(g.type) != shape:
+            g = self.emit(job.BroadcastToOp, [g], target)
+        return g
+
+
+def _props(op: Operation, *names: str) -> dict[str, Attribute]:
+    return {n: op.properties[n] for n in names if n in op.properties}
+
+
+def _operands(op: Operation) -> tuple[SSAValue, ...]:
+    return tuple(op.operands)
+
+
+def _result(op: Operation) -> SSAValue:
+    return op.results[0]
+
+
+# ----------------------------------------------------------------- elementwise unary
+
+
+@gradient(job.NegOp)
+def _neg(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.NegOp, [dy])]
+
+
+@gradient(job.ExpOp)
+def _exp(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.MulOp, [dy, _result(op)])]
+
+
+@gradient(job.LogOp)
+def _log(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.DivOp, [dy, op.operands[0]])]
+
+
+@gradient(job.SqrtOp)
+def _sqrt(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # d sqrt(x) = 0.5 / y
+    return [b.emit(job.DivOp, [b.scale(dy, 0.5), _result(op)])]
+
+
+@gradient(job.RsqrtOp)
+def _rsqrt(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # d x**-0.5 = -0.5 * y**3
+    y = _result(op)
+    cube = b.emit(job.MulOp, [b.emit(job.SquareOp, [y]), y])
+    return [b.scale(b.emit(job.MulOp, [dy, cube]), -0.5)]
+
+
+@gradient(job.SquareOp)
+def _square(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.scale(b.emit(job.MulOp, [dy, op.operands[0]]), 2.0)]
+
+
+@gradient(job.AbsOp)
+def _abs(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    x = op.operands[0]
+    zero = b.scalar(0.0, x)
+    sign = b.emit(job.SubOp, [b.mask(job.GreaterOp, x, zero, x), b.mask(job.LessOp, x, zero, x)])
+    return [b.emit(job.MulOp, [dy, sign])]
+
+
+def _activation(grad_op: type[job.JobOp], saves_input: bool) -> Rule:
+    """relu/sigmoid/tanh keep their output for the backward op; gelu keeps its input."""
+
+    def rule(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+        return [b.emit(grad_op, [dy, op.operands[0] if saves_input else _result(op)])]
+
+    return rule
+
+
+gradient(job.ReluOp)(_activation(job.ReluGradOp, saves_input=False))
+gradient(job.SigmoidOp)(_activation(job.SigmoidGradOp, saves_input=False))
+gradient(job.TanhOp)(_activation(job.TanhGradOp, saves_input=False))
+gradient(job.GeluOp)(_activation(job.GeluGradOp, saves_input=True))
+
+
+@gradient(job.CastOp)
+def _cast(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.CastOp, [dy], op.operands[0].type)]
+
+
+# ----------------------------------------------------------------- elementwise binary
+
+
+@gradient(job.AddOp)
+def _add(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    x, y = _operands(op)
+    return [b.unbroadcast(dy, x.type) if needs[0] else None, b.unbroadcast(dy, y.type) if needs[1] else None]
+
+
+@gradient(job.SubOp)
+def _sub(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    x, y = _operands(op)
+    return [
+        b.unbroadcast(dy, x.type) if needs[0] else None,
+        b.emit(job.NegOp, [b.unbroadcast(dy, y.type)]) if needs[1] else None,
+    ]
+
+
+@gradient(job.MulOp)
+def _mul(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    x, y = _operands(op)
+    return [
+        b.unbroadcast(b.emit(job.MulOp, [dy, y]), x.type) if needs[0] else None,
+        b.unbroadcast(b.emit(job.MulOp, [dy, x]), y.type) if needs[1] else None,
+    ]
+
+
+@gradient(job.DivOp)
+def _div(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # z = x / y: dx = dy / y, dy_ = -dy * z / y
+    x, y = _operands(op)
+    dx = b.unbroadcast(b.emit(job.DivOp, [dy, y]), x.type) if needs[0] else None
+    dyy = None
+    if needs[1]:
+        t = b.emit(job.DivOp, [b.emit(job.MulOp, [dy, _result(op)]), y])
+        dyy = b.emit(job.NegOp, [b.unbroadcast(t, y.type)])
+    return [dx, dyy]
+
+
+def _select(first: type[job.JobOp], second: type[job.JobOp]) -> Rule:
+    """maximum/minimum: the gradient goes to the operand that won (ties to the first, as OneFlow)."""
+
+    def rule(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+        x, y = _operands(op)
+        grads: list[SSAValue | None] = [None, None]
+        for i, (cmp, target) in enumerate(((first, x), (second, y))):
+            if needs[i]:
+                picked = b.emit(job.MulOp, [dy, b.mask(cmp, x, y, dy)])
+                grads[i] = b.unbroadcast(picked, target.type)
+        return grads
+
+    return rule
+
+
+gradient(job.MaximumOp)(_select(job.GreaterEqualOp, job.LessOp))
+gradient(job.MinimumOp)(_select(job.LessEqualOp, job.GreaterOp))
+
+
+@gradient(job.PowOp)
+def _pow(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # z = x ** y: dx = dy * y * x ** (y - 1), dy_ = dy * z * log(x)
+    x, y = _operands(op)
+    dx = dyy = None
+    if needs[0]:
+        lowered = b.emit(job.PowOp, [x, b.emit(job.SubOp, [y, b.scalar(1.0, y)])])
+        dx = b.unbroadcast(b.emit(job.MulOp, [b.emit(job.MulOp, [dy, y]), lowered]), x.type)
+    if needs[1]:
+        t = b.emit(job.MulOp, [b.emit(job.MulOp, [dy, _result(op)]), b.emit(job.LogOp, [x])])
+        dyy = b.unbroadcast(t, y.type)
+    return [dx, dyy]
+
+
+@gradient(job.BiasAddOp)
+def _bias_add(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    x, bias = _operands(op)
+    rank = len(shape_of(x.type))
+    axis = integer(op.properties, "axis", 1) % rank
+    dbias = None
+    if needs[1]:
+        axes = [i for i in range(rank) if i != axis]
+        dbias = b.emit(job.ReduceSumOp, [dy], axes=axes, keepdims=False) if axes else dy
+    return [dy if needs[0] else None, dbias]
+
+
+# ----------------------------------------------------------------- shape ops
+
+
+@gradient(job.ReshapeOp)
+def _reshape(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.ReshapeOp, [dy], op.operands[0].type)]
+
+
+@gradient(job.TransposeOp)
+def _transpose(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    perm = ints(op.properties, "perm")
+    inverse = [0] * len(perm)
+    for i, p in enumerate(perm):
+        inverse[p] = i
+    return [b.emit(job.TransposeOp, [dy], perm=inverse)]
+
+
+@gradient(job.BroadcastToOp)
+def _broadcast_to(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.unbroadcast(dy, op.operands[0].type)]
+
+
+@gradient(job.ConcatOp)
+def _concat(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    out = shape_of(dy.type)
+    axis = integer(op.properties, "axis") % len(out)
+    grads: list[SSAValue | None] = []
+    offset = 0
+    for x, wanted in zip(op.operands, needs):
+        size = shape_of(x.type)[axis]
+        if wanted:
+            start = [offset if i == axis else 0 for i in range(len(out))]
+            stop = [offset + size if i == axis else d for i, d in enumerate(out)]
+            grads.append(b.emit(job.SliceOp, [dy], start=start, stop=stop, step=[1] * len(out)))
+        else:
+            grads.append(None)
+        offset += size
+    return grads
+
+
+_SLICE = ("start", "stop", "step")
+
+
+@gradient(job.SliceOp)
+def _slice(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.SliceGradOp, [dy], op.operands[0].type, **_props(op, *_SLICE))]
+
+
+@gradient(job.SliceGradOp)
+def _slice_grad(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # slice_grad is the adjoint of slice, so slice is the adjoint of slice_grad.
+    return [b.emit(job.SliceOp, [dy], **_props(op, *_SLICE))]
+
+
+# ----------------------------------------------------------------- linear algebra and reductions
+
+
+@gradient(job.MatmulOp)
+def _matmul(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    x, y = _operands(op)
+    ta, tb = flag(op.properties, "transpose_a"), flag(op.properties, "transpose_b")
+    # (lhs, rhs, transpose_a, transpose_b) of each gradient, for C = op(A) op(B).
+    if not ta and not tb:
+        da, db = (dy, y, False, True), (x, dy, True, False)
+    elif ta and not tb:
+        da, db = (y, dy, False, True), (x, dy, False, False)
+    elif not ta and tb:
+        da, db = (dy, y, False, False), (dy, x, True, False)
+    else:
+        da, db = (y, dy, True, True), (dy, x, True, True)
+    grads: list[SSAValue | None] = []
+    for (lhs, rhs, t_a, t_b), wanted in zip((da, db), needs):
+        grads.append(b.emit(job.MatmulOp, [lhs, rhs], transpose_a=t_a, transpose_b=t_b) if wanted else None)
+    return grads
+
+
+def _reduction_axes(op: Operation) -> tuple[list[int], bool]:
+    rank = len(shape_of(op.operands[0].type))
+    return [a % rank for a in ints(op.properties, "axes")], flag(op.properties, "keepdims")
+
+
+@gradient(job.ReduceSumOp)
+def _reduce_sum(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    axes, keepdims = _reduction_axes(op)
+    return [b.expand(dy, axes, keepdims, op.operands[0].type)]
+
+
+@gradient(job.ReduceMeanOp)
+def _reduce_mean(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    axes, keepdims = _reduction_axes(op)
+    shape = shape_of(op.operands[0].type)
+    count = math.prod(shape[a] for a in set(axes))
+    return [b.expand(b.scale(dy, 1.0 / count), axes, keepdims, op.operands[0].type)]
+
+
+@gradient(job.ReduceMaxOp)
+def _reduce_max(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    x = op.operands[0]
+    return [b.emit(job.ReduceMaxGradOp, [dy, x, _result(op)], **_props(op, "axes", "keepdims"))]
+
+
+# ----------------------------------------------------------------- nn
+
+
+@gradient(job.SoftmaxOp)
+def _softmax(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.SoftmaxGradOp, [dy, _result(op)], **_props(op, "axis"))]
+
+
+@gradient(job.LogSoftmaxOp)
+def _log_softmax(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.LogSoftmaxGradOp, [dy, _result(op)], **_props(op, "axis"))]
+
+
+@gradient(job.SparseSoftmaxCrossEntropyOp)
+def _sparse_ce(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    logits, labels = _operands(op)
+    return [b.emit(job.SparseSoftmaxCrossEntropyGradOp, [dy, logits, labels]), None]
+
+
+@gradient(job.SoftmaxCrossEntropyOp)
+def _ce(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    logits, labels = _operands(op)
+    dlogits = b.emit(job.SoftmaxCrossEntropyGradOp, [dy, logits, labels]) if needs[0] else None
+    dlabels = None
+    if needs[1]:
+        # loss[n] = -sum_c labels[n, c] * log_softmax(logits)[n, c]
+        n = shape_of(logits.type)[0]
+        column = b.emit(job.ReshapeOp, [dy], tensor((n, 1), dtype_of(dy.type)))
+        log_probs = b.emit(job.LogSoftmaxOp, [logits], axis=1)
+        dlabels = b.emit(job.NegOp, [b.emit(job.MulOp, [log_probs, column])])
+    return [dlogits, dlabels]
+
+
+_CONV = ("strides", "pads", "dilations", "groups")
+_POOL = ("kernel", "strides", "pads")
+
+
+@gradient(job.Conv2DOp)
+def _conv2d(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    x, w = _operands(op)
+    props = _props(op, *_CONV)
+    return [
+        b.emit(job.Conv2DGradInputOp, [dy, w], x.type, **props) if needs[0] else None,
+        b.emit(job.Conv2DGradFilterOp, [dy, x], w.type, **props) if needs[1] else None,
+    ]
+
+
+@gradient(job.Conv2DGradInputOp)
+def _conv2d_grad_input(b: GradientBuilder, op: Operation, dg: SSAValue, needs: Needs) -> Grads:
+    # conv2d_grad_input(dy, w) = C(w)^T dy is bilinear: <G, C(w)^T dy> = <conv2d(G, w), dy>.
+    dy, w = _operands(op)
+    props = _props(op, *_CONV)
+    return [
+        b.emit(job.Conv2DOp, [dg, w], **props) if needs[0] else None,
+        b.emit(job.Conv2DGradFilterOp, [dy, dg], w.type, **props) if needs[1] else None,
+    ]
+
+
+@gradient(job.Conv2DGradFilterOp)
+def _conv2d_grad_filter(b: GradientBuilder, op: Operation, dg: SSAValue, needs: Needs) -> Grads:
+    # <G, conv2d_grad_filter(dy, x)> = <dy, conv2d(x, G)>.
+    dy, x = _operands(op)
+    props = _props(op, *_CONV)
+    return [
+        b.emit(job.Conv2DOp, [x, dg], **props) if needs[0] else None,
+        b.emit(job.Conv2DGradInputOp, [dy, dg], x.type, **props) if needs[1] else None,
+    ]
+
+
+@gradient(job.MaxPool2DOp)
+def _max_pool2d(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.MaxPool2DGradOp, [dy, op.operands[0], _result(op)], **_props(op, *_POOL))]
+
+
+@gradient(job.AvgPool2DOp)
+def _avg_pool2d(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.AvgPool2DGradOp, [dy], op.operands[0].type, **_props(op, *_POOL))]
+
+
+@gradient(job.AvgPool2DGradOp)
+def _avg_pool2d_grad(b: GradientBuilder, op: Operation, dg: SSAValue, needs: Needs) -> Grads:
+    # avg_pool2d_grad is the adjoint of avg_pool2d (a fixed linear map).
+    return [b.emit(job.AvgPool2DOp, [dg], **_props(op, *_POOL))]

@@ -1,0 +1,308 @@
+"""The `optimizer` pass: job.apply_gradients -> learning-rate schedule, clipping and update ops.
+
+The optimizer dictionary that job.minimize carries (docs/training.md):
+
+    {kind = "sgd" | "adam" | "adamw",
+     momentum, beta1, beta2, epsilon, do_bias_correction, weight_decay,
+     clip_norm,                                   (optional)
+     lr = {kind = "piecewise_constant", boundaries, values} | {kind = "cosine", base_lr, steps, alpha},
+     warmup = {kind = "linear" | "constant", steps, multiplier}}   (optional)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    DictionaryAttr,
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    i1,
+    i64,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+
+from irflow.dialects import job
+from irflow.dialects.job import FLOAT_TYPES, dtype_of, shape_of, tensor
+from irflow.errors import CompileError, SourceLocation
+from irflow.passes.gradients import GradientBuilder
+from irflow.passes.locations import source_location
+
+TRAIN_STEP = "System-Train-TrainStep"
+"""The non-trainable i64 variable counting finished train steps (OneFlow's name)."""
+
+# Keys each dictionary may hold, with the defaults of the values it may leave out (OneFlow's).
+_OPTIMIZER_KEYS: dict[str, dict[str, object]] = {
+    "sgd": {"momentum": 0.9, "weight_decay": 0.0},
+    "adam": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "do_bias_correction": True, "weight_decay": 0.0},
+    "adamw": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "do_bias_correction": True, "weight_decay": 0.0},
+}
+_COMMON_KEYS = ("kind", "lr", "warmup", "clip_norm")
+_SCHEDULE_KEYS: dict[str, dict[str, object]] = {
+    "piecewise_constant": {"boundaries": None, "values": None},
+    "cosine": {"base_lr": None, "steps": None, "alpha": 0.0},
+}
+_WARMUP_KEYS: dict[str, dict[str, object]] = {
+    "linear": {"steps": None, "multiplier": 0.0},
+    "constant": {"steps": None, "multiplier": None},
+}
+
+
+@dataclass(frozen=True)
+class OptimizerPass(ModulePass):
+    """Lowers job.apply_gradients to a learning-rate schedule and per-variable update ops.
+
+    The train-step counter `System-Train-TrainStep` (a non-trainable i64
+    variable) feeds job.learning_rate; gradients are optionally clipped by
+    their global norm with ordinary job ops; each variable gets
+    job.sgd_update, job.momentum_update or job.adam_update, with optimizer
+    state kept in zero-initialized non-trainable variables named
+    `<var>-momentum`, `<var>-m`, `<var>-v`, so checkpoints save it.  The step
+    counter is incremented with job.assign after the updates (OneFlow's
+    model-update ops; MLIR has no counterpart).
+    """
+
+    name = "optimizer"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for apply in [o for o in op.walk() if isinstance(o, job.ApplyGradientsOp)]:
+            lower_apply_gradients(apply)
+
+
+# ----------------------------------------------------------------- the optimizer dictionary
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    kind: str
+    params: Mapping[str, float | bool]
+    schedule: DictionaryAttr
+    clip_norm: float | None
+
+
+class _Reader:
+    """Reads one dictionary attribute, failing with the key's path and the user's location."""
+
+    def __init__(self, attr: Attribute, path: str, location: SourceLocation | None):
+        self.path, self.location = path, location
+        if not isinstance(attr, DictionaryAttr):
+            self.fail(f"{path} must be a dictionary, got {attr}")
+        self.data: dict[str, Attribute] = dict(attr.data)
+
+    def fail(self, message: str) -> None:
+        raise CompileError(f"optimizer: {message}", self.location)
+
+    def kind(self, choices: Mapping[str, object]) -> str:
+        attr = self.data.get("kind")
+        if not isinstance(attr, StringAttr) or attr.data not in choices:
+            self.fail(f"{self.path}.kind must be one of {', '.join(repr(c) for c in choices)}, got {attr}")
+        return attr.data  # type: ignore[union-attr]
+
+    def only(self, allowed: Sequence[str]) -> None:
+        unknown = sorted(set(self.data) - set(allowed))
+        if unknown:
+            self.fail(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} in {self.path} "
+                      f"(expected {', '.join(allowed)})")
+
+    def value(self, key: str, default: object = None) -> object:
+        attr = self.data.get(key)
+        if attr is None:
+            if default is None:
+                self.fail(f"{self.path} needs '{key}'")
+            return default
+        is_bool = isinstance(attr, IntegerAttr) and attr.type == i1
+        if isinstance(default, bool):
+            if is_bool:
+                return bool(attr.value.data)  # type: ignore[union-attr]
+        elif isinstance(attr, (IntegerAttr, FloatAttr)) and not is_bool:
+            return attr.value.data
+        if isinstance(attr, DenseArrayBase):
+            return list(attr.get_values())
+        self.fail(f"{self.path}.{key} has the wrong kind of value: {attr}")
+        return None
+
+    def number(self, key: str, default: object = None, *, lo: float | None = None, hi: float | None = None,
+               lo_open: bool = False, hi_open: bool = False) -> float:
+        v = self.value(key, default)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.fail(f"{self.path}.{key} must be a number, got {v}")
+        x = float(v)  # type: ignore[arg-type]
+        below = lo is not None and (x <= lo if lo_open else x < lo)
+        above = hi is not None and (x >= hi if hi_open else x > hi)
+        if below or above:
+            left = "(" if lo_open else "["
+            right = ")" if hi_open else "]"
+            self.fail(f"{self.path}.{key} must be in {left}{lo if lo is not None else '-inf'}, "
+                      f"{hi if hi is not None else 'inf'}{right}, got {x}")
+        return x
+
+
+def parse_optimizer(attr: Attribute, location: SourceLocation | None) -> OptimizerConfig:
+    """Validate the optimizer dictionary and fill in defaults."""
+    top = _Reader(attr, "optimizer", location)
+    kind = top.kind(_OPTIMIZER_KEYS)
+    defaults = _OPTIMIZER_KEYS[kind]
+    top.only([*_COMMON_KEYS, *defaults])
+    params: dict[str, float | bool] = {}
+    for key, default in defaults.items():
+        if isinstance(default, bool):
+            params[key] = bool(top.value(key, default))
+        elif key in ("beta1", "beta2", "momentum"):
+            params[key] = top.number(key, default, lo=0.0, hi=1.0, hi_open=True)
+        else:
+            params[key] = top.number(key, default, lo=0.0)
+    clip_norm = top.number("clip_norm", lo=0.0, lo_open=True) if "clip_norm" in top.data else None
+
+    if "lr" not in top.data:
+        top.fail("optimizer needs 'lr', the learning-rate schedule")
+    lr = _Reader(top.data["lr"], "optimizer.lr", location)
+    lr_kind = lr.kind(_SCHEDULE_KEYS)
+    lr.only(["kind", *_SCHEDULE_KEYS[lr_kind]])
+    schedule: dict[str, Attribute] = {"kind": StringAttr(lr_kind)}
+    if lr_kind == "piecewise_constant":
+        boundaries, values = lr.value("boundaries"), lr.value("values")
+        if not isinstance(boundaries, list) or not isinstance(values, list):
+            lr.fail("optimizer.lr.boundaries and values must be arrays")
+        if len(values) != len(boundaries) + 1:  # type: ignore[arg-type]
+            lr.fail(f"piecewise_constant needs one more value than boundaries, got {len(boundaries)} "  # type: ignore[arg-type]
+                    f"boundaries and {len(values)} values")  # type: ignore[arg-type]
+        if any(b >= a for a, b in zip(boundaries[1:], boundaries)):  # type: ignore[index]
+            lr.fail(f"piecewise_constant boundaries must increase, got {boundaries}")
+        schedule["boundaries"] = job.i64_array([int(b) for b in boundaries])  # type: ignore[union-attr]
+        schedule["values"] = job.f64_array([float(v) for v in values])  # type: ignore[union-attr]
+    else:
+        schedule["base_lr"] = FloatAttr(lr.number("base_lr", lo=0.0), job.f64)
+        schedule["steps"] = IntegerAttr(int(lr.number("steps", lo=1.0)), i64)
+        schedule["alpha"] = FloatAttr(lr.number("alpha", 0.0, lo=0.0, hi=1.0), job.f64)
+
+    if "warmup" in top.data:
+        warm = _Reader(top.data["warmup"], "optimizer.warmup", location)
+        warm_kind = warm.kind(_WARMUP_KEYS)
+        warm.only(["kind", *_WARMUP_KEYS[warm_kind]])
+        # OneFlow: a linear warmup starts at `multiplier` in [0, 1); a constant one holds it in (0, 1).
+        multiplier = warm.number("multiplier", _WARMUP_KEYS[warm_kind]["multiplier"], lo=0.0, hi=1.0,
+                                 lo_open=warm_kind == "constant", hi_open=True)
+        schedule["warmup"] = DictionaryAttr({
+            "kind": StringAttr(warm_kind),
+            "steps": IntegerAttr(int(warm.number("steps", lo=0.0)), i64),
+            "multiplier": FloatAttr(multiplier, job.f64),
+        })
+    return OptimizerConfig(kind, params, DictionaryAttr(schedule), clip_norm)
+
+
+# ----------------------------------------------------------------- lowering
+
+
+def _variable(func_block_ops: Sequence[Operation], b: GradientBuilder, name: str, type: Attribute,
+              hint: str | None = None) -> SSAValue:
+    """The job's non-trainable zero-initialized variable `name`, declared here unless it already is."""
+    for op in func_block_ops:
+        if isinstance(op, job.VariableOp) and op.var_name.data == name:
+            if op.results[0].type != type:
+                raise CompileError(f"variable '{name}' is declared as {op.results[0].type}, the optimizer needs {type}",
+                                   source_location(op))
+            return op.results[0]
+    value = b.emit(job.VariableOp, [], type, name=name, trainable=False, initializer={"kind": "zeros"})
+    value.name_hint = hint or _hint(name)
+    return value
+
+
+def _hint(name: str) -> str | None:
+    hint = "".join(c if c.isalnum() or c in "_.$-" else "_" for c in name)
+    return hint if hint and not hint[0].isdigit() else None
+
+
+def _clip_by_global_norm(b: GradientBuilder, grads: list[SSAValue], clip_norm: float) -> list[SSAValue]:
+    """g * clip_norm / max(global_norm, clip_norm), as tf.clip_by_global_norm and OneFlow's clipping."""
+    widest = max((dtype_of(g.type) for g in grads), key=lambda t: FLOAT_TYPES.index(t))
+    total: SSAValue | None = None
+    for g in grads:
+        sq = b.emit(job.SquareOp, [g])
+        rank = len(shape_of(g.type))
+        s = b.emit(job.ReduceSumOp, [sq], axes=list(range(rank))) if rank else sq
+        if dtype_of(s.type) != widest:
+            s = b.emit(job.CastOp, [s], tensor((), widest))
+        total = s if total is None else b.emit(job.AddOp, [total, s])
+    assert total is not None
+    norm = b.emit(job.SqrtOp, [total])
+    limit = b.fill(clip_norm, norm.type)
+    factor = b.emit(job.DivOp, [limit, b.emit(job.MaximumOp, [norm, limit])])
+    factor.name_hint = "clip_factor"
+    clipped = []
+    for g in grads:
+        f = factor if dtype_of(g.type) == widest else b.emit(job.CastOp, [factor], tensor((), dtype_of(g.type)))
+        clipped.append(b.emit(job.MulOp, [g, f]))
+    return clipped
+
+
+def lower_apply_gradients(apply: job.ApplyGradientsOp) -> None:
+    location = source_location(apply)
+    config = parse_optimizer(apply.optimizer, location)
+    block = apply.parent_block()
+    assert block is not None
+    declared = list(block.ops)
+    b = GradientBuilder(InsertPoint.before(apply))
+    b.location = apply.location
+
+    pairs = apply.pairs()
+    seen: set[str] = set()
+    for var, grad in pairs:
+        assert isinstance(var.owner, job.VariableOp)
+        name = var.owner.var_name.data
+        if name in seen:
+            raise CompileError(f"variable '{name}' is given two gradients", location)
+        if dtype_of(var.type) not in FLOAT_TYPES:
+            raise CompileError(f"variable '{name}' of type {var.type} cannot be trained", location)
+        seen.add(name)
+
+    step = _variable(declared, b, TRAIN_STEP, tensor((), i64), hint="train_step")
+    lr = b.emit(job.LearningRateOp, [step], schedule=config.schedule)
+    lr.name_hint = "lr"
+    one = b.emit(job.ConstantOp, [], tensor((), i64),
+                 value=DenseIntOrFPElementsAttr.from_list(tensor((), i64), [1]))
+    next_step = b.emit(job.AddOp, [step, one])
+    next_step.name_hint = "next_step"
+
+    grads = [g for _, g in pairs]
+    if config.clip_norm is not None and grads:
+        grads = _clip_by_global_norm(b, grads, config.clip_norm)
+
+    p = config.params
+    for (var, _), grad in zip(pairs, grads):
+        assert isinstance(var.owner, job.VariableOp)
+        name = var.owner.var_name.data
+        if config.kind == "sgd":
+            if p["momentum"] == 0.0:
+                _update(b, job.SgdUpdateOp, [var, grad, lr], weight_decay=p["weight_decay"])
+            else:
+                m = _variable(declared, b, f"{name}-momentum", var.type)
+                _update(b, job.MomentumUpdateOp, [var, grad, m, lr], beta=p["momentum"],
+                        weight_decay=p["weight_decay"])
+            continue
+        decay = p["weight_decay"]
+        if config.kind == "adam" and decay:
+            # Adam's weight decay is L2 regularization folded into the gradient (torch.optim.Adam);
+            # adam_update's own weight_decay is AdamW's decoupled decay.
+            grad = b.emit(job.AddOp, [grad, b.emit(job.MulOp, [var, b.scalar(float(decay), var)])])
+            decay = 0.0
+        m = _variable(declared, b, f"{name}-m", var.type)
+        v = _variable(declared, b, f"{name}-v", var.type)
+        _update(b, job.AdamUpdateOp, [var, grad, m, v, lr, next_step], beta1=p["beta1"], beta2=p["beta2"],
+                epsilon=p["epsilon"], weight_decay=decay, do_bias_correction=p["do_bias_correction"])
+
+    _update(b, job.AssignOp, [step, next_step])
+    Rewriter.erase_op(apply)
+
+
+def _update(b: GradientBuilder, cls: type[job.UpdateOp], operands: Sequence[SSAValue], **props: object) -> None:
+    op = cls.make(operands, **props)
+    op.location = b.location
+    Rewriter.insert_op(op, b.point)

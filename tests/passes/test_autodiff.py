@@ -1,0 +1,420 @@
+"""autodiff: the backward program's shape, and every gradient rule against central differences.
+
+Numerical checks run a train job (SGD, lr = 1, momentum 0: the gradient is
+w_before - w_after) and a predict job of the same forward program, all in
+float64, through the runtime.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import FileLineColLoc, FunctionType, IntAttr, ModuleOp, StringAttr, f32, f64, i64
+from xdsl.ir import Operation, SSAValue
+from xdsl.parser import Parser
+
+from irflow.context import make_context
+from irflow.dialects import job
+from irflow.dialects.job import tensor, to_attr
+from irflow.errors import CompileError
+from irflow.passes.autodiff import AutodiffPass
+from irflow.passes.gradients import GRADIENTS, NO_GRADIENT
+
+SGD_LR1 = {"kind": "sgd", "momentum": 0.0, "lr": {"kind": "piecewise_constant", "boundaries": [], "values": [1.0]}}
+OPT = (
+    '{optimizer = {kind = "sgd", momentum = 0.0, '
+    'lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 1.0>}}}'
+)
+
+
+def parse(text: str) -> ModuleOp:
+    return Parser(make_context(), text).parse_module()
+
+
+def autodiff(text: str) -> ModuleOp:
+    module = parse(text)
+    AutodiffPass().apply(make_context(), module)
+    module.verify()
+    return module
+
+
+def ops_of(module: ModuleOp, cls: type[Operation]) -> list[Operation]:
+    return [op for op in module.walk() if isinstance(op, cls)]
+
+
+def the(module: ModuleOp, cls: type[Operation]) -> Operation:
+    (op,) = ops_of(module, cls)
+    return op
+
+
+def pair_names(module: ModuleOp) -> list[str]:
+    apply = the(module, job.ApplyGradientsOp)
+    return [var.owner.var_name.data for var, _ in apply.pairs()]
+
+
+# ----------------------------------------------------------------- the backward program
+
+
+LINEAR = f"""
+job.func @train(%x: tensor<4x3xf32>) -> tensor<4x2xf32> attributes {{job_type = "train"}} {{
+  %w = job.variable {{name = "w", initializer = {{kind = "zeros"}}}} : tensor<3x2xf32>
+  %b = job.variable {{name = "b", initializer = {{kind = "zeros"}}}} : tensor<2xf32>
+  %y = job.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32> loc("model.py":7:8)
+  %z = job.bias_add %y, %b : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32> loc("model.py":8:8)
+  job.minimize %z {OPT} : tensor<4x2xf32> loc("model.py":9:4)
+  job.return %z : tensor<4x2xf32>
+}}
+"""
+
+
+def test_minimize_becomes_apply_gradients_before_return():
+    module = autodiff(LINEAR)
+    assert not ops_of(module, job.MinimizeOp)
+    apply = the(module, job.ApplyGradientsOp)
+    assert pair_names(module) == ["w", "b"]
+    assert apply.optimizer == to_attr(SGD_LR1)
+    assert isinstance(apply.next_op, job.ReturnOp)
+    assert apply.location == FileLineColLoc(StringAttr("model.py"), IntAttr(9), IntAttr(4))
+    for var, grad in apply.pairs():
+        assert grad.type == var.type
+
+
+def test_non_scalar_loss_is_seeded_with_its_mean():
+    module = autodiff(LINEAR)
+    seeds = [op for op in ops_of(module, job.FillOp) if op.results[0].type == tensor((4, 2), f32)]
+    (seed,) = seeds
+    assert seed.value.value.data == pytest.approx(1 / 8)
+
+
+def test_gradient_ops_carry_the_forward_location():
+    module = autodiff(LINEAR)
+    apply = the(module, job.ApplyGradientsOp)
+    (w, dw), (b, db) = apply.pairs()
+    assert isinstance(dw.owner, job.MatmulOp) and dw.owner.location.line.data == 7
+    assert isinstance(db.owner, job.ReduceSumOp) and db.owner.location.line.data == 8
+    forward = ops_of(module, job.MatmulOp)[0]
+    assert forward.results[0].name_hint == "y"
+
+
+def test_only_trainable_float_variables_the_loss_depends_on():
+    module = autodiff(f"""
+job.func @train(%x: tensor<4xf32>) -> tensor<f32> attributes {{job_type = "train"}} {{
+  %frozen = job.variable {{name = "frozen", trainable = false, initializer = {{kind = "zeros"}}}} : tensor<4xf32>
+  %unused = job.variable {{name = "unused", initializer = {{kind = "zeros"}}}} : tensor<4xf32>
+  %count = job.variable {{name = "count", initializer = {{kind = "zeros"}}}} : tensor<4xi64>
+  %w = job.variable {{name = "w", initializer = {{kind = "zeros"}}}} : tensor<4xf32>
+  %a = job.mul %x, %frozen : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %c = job.cast %count : (tensor<4xi64>) -> tensor<4xf32>
+  %b = job.mul %a, %c : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %y = job.mul %b, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %l = job.reduce_sum %y {{axes = array<i64: 0>}} : (tensor<4xf32>) -> tensor<f32>
+  job.minimize %l {OPT} : tensor<f32>
+  job.return %l : tensor<f32>
+}}""")
+    assert pair_names(module) == ["w"]
+    # Nothing flows towards the frozen side: its only backward op is the one w needs.
+    assert not any(op.results and op.results[0].type == tensor((4,), i64) for op in module.walk()
+                   if op not in ops_of(module, job.VariableOp))
+
+
+def test_no_gradient_through_argmax_comparisons_and_dropout_masks():
+    module = autodiff(f"""
+job.func @train(%x: tensor<3x4xf32>) -> tensor<f32> attributes {{job_type = "train"}} {{
+  %w = job.variable {{name = "w", initializer = {{kind = "zeros"}}}} : tensor<3x4xf32>
+  %mask = job.dropout_mask {{rate = 0.5 : f64, seed = 1 : i64}} : tensor<3x4xf32>
+  %d = job.mul %w, %mask : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %cmp = job.greater %w, %x : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xi8>
+  %f = job.cast %cmp : (tensor<3x4xi8>) -> tensor<3x4xf32>
+  %am = job.argmax %w : (tensor<3x4xf32>) -> tensor<3xi64>
+  %amf = job.cast %am : (tensor<3xi64>) -> tensor<3xf32>
+  %amr = job.reshape %amf : (tensor<3xf32>) -> tensor<3x1xf32>
+  %e = job.mul %d, %f : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %g = job.mul %e, %amr : (tensor<3x4xf32>, tensor<3x1xf32>) -> tensor<3x4xf32>
+  %l = job.reduce_sum %g {{axes = array<i64: 0, 1>}} : (tensor<3x4xf32>) -> tensor<f32>
+  job.minimize %l {OPT} : tensor<f32>
+  job.return %l : tensor<f32>
+}}""")
+    assert pair_names(module) == ["w"]
+    apply = the(module, job.ApplyGradientsOp)
+    backward = [op for op in module.walk() if op.location is not None and op.parent is apply.parent
+                and list(op.parent.ops).index(op) > list(op.parent.ops).index(ops_of(module, job.ReduceSumOp)[0])]
+    assert not any(isinstance(op, (job.ArgmaxOp, job.GreaterOp, job.DropoutMaskOp)) for op in backward)
+
+
+def test_fan_out_gradients_are_summed_with_add():
+    module = autodiff(f"""
+job.func @train() -> tensor<f32> attributes {{job_type = "train"}} {{
+  %w = job.variable {{name = "w", initializer = {{kind = "zeros"}}}} : tensor<f32>
+  %a = job.exp %w : (tensor<f32>) -> tensor<f32>
+  %b = job.mul %a, %w : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %c = job.add %b, %a : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  job.minimize %c {OPT} : tensor<f32>
+  job.return %c : tensor<f32>
+}}""")
+    (_, dw), = the(module, job.ApplyGradientsOp).pairs()
+    assert isinstance(dw.owner, job.AddOp)
+    assert dw.name_hint == "w_grad"
+    assert sum(isinstance(op, job.AddOp) for op in module.walk()) == 3  # forward add, a's two uses, w's two uses
+
+
+def test_variable_read_twice_gets_one_pair():
+    module = autodiff(f"""
+job.func @train() -> tensor<f32> attributes {{job_type = "train"}} {{
+  %w1 = job.variable {{name = "w", initializer = {{kind = "zeros"}}}} : tensor<f32>
+  %w2 = job.variable {{name = "w", initializer = {{kind = "zeros"}}}} : tensor<f32>
+  %c = job.mul %w1, %w2 : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  job.minimize %c {OPT} : tensor<f32>
+  job.return %c : tensor<f32>
+}}""")
+    assert pair_names(module) == ["w"]
+
+
+def test_missing_gradient_is_a_compile_error_at_the_op():
+    text = f"""
+job.func @train(%labels: tensor<2xi64>) -> tensor<f32> attributes {{job_type = "train"}} {{
+  %w = job.variable {{name = "w", initializer = {{kind = "zeros"}}}} : tensor<2x3xf32>
+  %dy = job.variable {{name = "dy", trainable = false, initializer = {{kind = "zeros"}}}} : tensor<2xf32>
+  %g = job.sparse_softmax_cross_entropy_grad %dy, %w, %labels : (tensor<2xf32>, tensor<2x3xf32>, tensor<2xi64>) -> tensor<2x3xf32> loc("net.py":12:5)
+  %l = job.reduce_sum %g {{axes = array<i64: 0, 1>}} : (tensor<2x3xf32>) -> tensor<f32>
+  job.minimize %l {OPT} : tensor<f32>
+  job.return %l : tensor<f32>
+}}"""
+    with pytest.raises(CompileError) as info:
+        autodiff(text)
+    assert "job.sparse_softmax_cross_entropy_grad" in str(info.value)
+    assert str(info.value).startswith("net.py:12:5: error: no gradient is defined")
+
+
+def test_loss_without_trainable_variables_is_an_error():
+    with pytest.raises(CompileError, match="does not depend on any trainable variable"):
+        autodiff(f"""
+job.func @train(%x: tensor<f32>) -> tensor<f32> attributes {{job_type = "train"}} {{
+  %y = job.exp %x : (tensor<f32>) -> tensor<f32>
+  job.minimize %y {OPT} : tensor<f32> loc("t.py":3:1)
+  job.return %y : tensor<f32>
+}}""")
+
+
+def test_jobs_without_minimize_are_untouched():
+    text = """
+job.func @predict(%x: tensor<2xf32>) -> tensor<2xf32> attributes {job_type = "predict"} {
+  %y = job.exp %x : (tensor<2xf32>) -> tensor<2xf32>
+  job.return %y : tensor<2xf32>
+}"""
+    assert str(autodiff(text)) == str(parse(text))
+
+
+def test_every_op_is_classified():
+    """Each op is differentiable, gradient-free, or one of the few (second-order) ops without a rule."""
+    without_rule = {
+        job.ReluGradOp, job.SigmoidGradOp, job.TanhGradOp, job.GeluGradOp, job.SoftmaxGradOp,
+        job.LogSoftmaxGradOp, job.SparseSoftmaxCrossEntropyGradOp, job.SoftmaxCrossEntropyGradOp,
+        job.ReduceMaxGradOp, job.MaxPool2DGradOp,
+    }
+    effects = {job.AssignOp, job.SgdUpdateOp, job.MomentumUpdateOp, job.AdamUpdateOp, job.MinimizeOp,
+               job.ApplyGradientsOp}
+    for cls in job.COMPUTE_OPS:
+        kinds = [cls in GRADIENTS, cls in NO_GRADIENT, cls in without_rule, cls in effects]
+        assert sum(kinds) == 1, cls.name
+    assert set(GRADIENTS) == {c.cls for c in CASES} - {None}, "every rule has a numeric test"
+
+
+# ----------------------------------------------------------------- numerical checks
+
+
+Emit = Callable[..., SSAValue]
+
+
+@dataclass
+class Case:
+    """One forward op (or a few) over float64 variables; `forward(emit, v)` returns the loss-shaped value."""
+
+    id: str
+    cls: type[Operation] | None
+    variables: dict[str, tuple[int, ...]]
+    forward: Callable[[Emit, dict[str, SSAValue]], SSAValue]
+    positive: tuple[str, ...] = ()
+    inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    eps: float = 1e-6
+    rtol: float = 1e-6
+    atol: float = 1e-7
+    reduce: bool = True  # False: minimize the non-scalar value itself (through its mean)
+
+
+def _unary(cls: type[job.JobOp], positive: bool = False) -> Case:
+    return Case(cls.name[4:], cls, {"a": (2, 3)}, lambda e, v: e(cls, [v["a"]]),
+                positive=("a",) if positive else ())
+
+
+def _binary(cls: type[job.JobOp], b_shape: tuple[int, ...], positive: tuple[str, ...] = ()) -> Case:
+    suffix = "x".join(map(str, b_shape)) or "scalar"
+    return Case(f"{cls.name[4:]}-{suffix}", cls, {"a": (2, 3), "b": b_shape},
+                lambda e, v: e(cls, [v["a"], v["b"]]), positive=positive)
+
+
+def _matmul(ta: bool, tb: bool) -> Case:
+    a = (4, 3) if ta else (3, 4)
+    b = (5, 4) if tb else (4, 5)
+    return Case(f"matmul-{'T' if ta else 'N'}{'T' if tb else 'N'}", job.MatmulOp, {"a": a, "b": b},
+                lambda e, v: e(job.MatmulOp, [v["a"], v["b"]], transpose_a=ta, transpose_b=tb))
+
+
+CONV = {"strides": [1, 1], "pads": [1, 1, 1, 1]}
+CONV_STRIDED = {"strides": [2, 1], "pads": [1, 0, 0, 1], "dilations": [1, 2], "groups": 2}
+LABELS = np.array([2, 0, 3], np.int64)
+
+CASES = [
+    *(_unary(c) for c in (job.NegOp, job.ExpOp, job.SquareOp, job.ReluOp, job.SigmoidOp, job.TanhOp,
+                          job.GeluOp, job.AbsOp)),
+    *(_unary(c, positive=True) for c in (job.LogOp, job.SqrtOp, job.RsqrtOp)),
+    _binary(job.AddOp, (2, 3)),
+    _binary(job.AddOp, (3,)),
+    _binary(job.SubOp, (2, 1)),
+    _binary(job.MulOp, (1, 3)),
+    _binary(job.MulOp, ()),
+    _binary(job.DivOp, (3,), positive=("b",)),
+    _binary(job.MaximumOp, (2, 3)),
+    _binary(job.MaximumOp, (3,)),
+    _binary(job.MinimumOp, (2, 1)),
+    _binary(job.PowOp, (2, 3), positive=("a",)),
+    _binary(job.PowOp, (3,), positive=("a",)),
+    Case("cast", job.CastOp, {"a": (2, 3)},
+         lambda e, v: e(job.CastOp, [e(job.CastOp, [v["a"]], tensor((2, 3), f32))], tensor((2, 3), f64)),
+         eps=1e-2, rtol=1e-4, atol=1e-4),
+    Case("bias_add", job.BiasAddOp, {"x": (2, 3, 4), "b": (3,)},
+         lambda e, v: e(job.BiasAddOp, [v["x"], v["b"]], axis=1)),
+    Case("reshape", job.ReshapeOp, {"a": (2, 3, 2)}, lambda e, v: e(job.ReshapeOp, [v["a"]], tensor((3, 4), f64))),
+    Case("transpose", job.TransposeOp, {"a": (2, 3, 4)}, lambda e, v: e(job.TransposeOp, [v["a"]], perm=[2, 0, 1])),
+    Case("broadcast_to", job.BroadcastToOp, {"a": (3, 1)},
+         lambda e, v: e(job.BroadcastToOp, [v["a"]], tensor((2, 3, 4), f64))),
+    Case("concat", job.ConcatOp, {"a": (2, 3), "b": (2, 2)},
+         lambda e, v: e(job.ConcatOp, [v["a"], v["b"], v["a"]], axis=1)),
+    Case("slice", job.SliceOp, {"a": (4, 5)},
+         lambda e, v: e(job.SliceOp, [v["a"]], start=[1, 0], stop=[4, 5], step=[2, 2])),
+    Case("slice_grad", job.SliceGradOp, {"a": (2, 3)},
+         lambda e, v: e(job.SliceGradOp, [v["a"]], tensor((4, 5), f64), start=[1, 0], stop=[4, 5], step=[2, 2])),
+    *(_matmul(ta, tb) for ta in (False, True) for tb in (False, True)),
+    Case("matmul-batched", job.MatmulOp, {"a": (2, 3, 4), "b": (2, 5, 4)},
+         lambda e, v: e(job.MatmulOp, [v["a"], v["b"]], transpose_b=True)),
+    Case("reduce_sum", job.ReduceSumOp, {"a": (2, 3, 4)}, lambda e, v: e(job.ReduceSumOp, [v["a"]], axes=[1])),
+    Case("reduce_sum-keepdims", job.ReduceSumOp, {"a": (2, 3, 4)},
+         lambda e, v: e(job.ReduceSumOp, [v["a"]], axes=[0, -1], keepdims=True)),
+    Case("reduce_mean", job.ReduceMeanOp, {"a": (2, 3, 4)}, lambda e, v: e(job.ReduceMeanOp, [v["a"]], axes=[0, 2])),
+    Case("reduce_max", job.ReduceMaxOp, {"a": (3, 4)}, lambda e, v: e(job.ReduceMaxOp, [v["a"]], axes=[1])),
+    Case("softmax", job.SoftmaxOp, {"a": (3, 4)}, lambda e, v: e(job.SoftmaxOp, [v["a"]])),
+    Case("log_softmax", job.LogSoftmaxOp, {"a": (3, 4)}, lambda e, v: e(job.LogSoftmaxOp, [v["a"]], axis=0)),
+    Case("sparse_softmax_cross_entropy", job.SparseSoftmaxCrossEntropyOp, {"logits": (3, 4)},
+         lambda e, v: e(job.SparseSoftmaxCrossEntropyOp, [v["logits"], v["labels"]]), inputs={"labels": LABELS}),
+    Case("softmax_cross_entropy", job.SoftmaxCrossEntropyOp, {"logits": (3, 4), "labels": (3, 4)},
+         lambda e, v: e(job.SoftmaxCrossEntropyOp, [v["logits"], v["labels"]]), positive=("labels",)),
+    Case("conv2d", job.Conv2DOp, {"x": (2, 2, 5, 5), "w": (3, 2, 3, 3)},
+         lambda e, v: e(job.Conv2DOp, [v["x"], v["w"]], **CONV)),
+    Case("conv2d-strided-grouped", job.Conv2DOp, {"x": (1, 4, 5, 6), "w": (2, 2, 2, 3)},
+         lambda e, v: e(job.Conv2DOp, [v["x"], v["w"]], **CONV_STRIDED)),
+    Case("conv2d_grad_input", job.Conv2DGradInputOp, {"dy": (1, 3, 4, 4), "w": (3, 2, 3, 3)},
+         lambda e, v: e(job.Conv2DGradInputOp, [v["dy"], v["w"]], tensor((1, 2, 4, 4), f64), **CONV)),
+    Case("conv2d_grad_filter", job.Conv2DGradFilterOp, {"dy": (1, 2, 3, 3), "x": (1, 4, 5, 6)},
+         lambda e, v: e(job.Conv2DGradFilterOp, [v["dy"], v["x"]], tensor((2, 2, 2, 3), f64), **CONV_STRIDED)),
+    Case("max_pool2d", job.MaxPool2DOp, {"x": (1, 2, 4, 5)},
+         lambda e, v: e(job.MaxPool2DOp, [v["x"]], kernel=[2, 2], strides=[2, 2], pads=[0, 0, 0, 1])),
+    Case("avg_pool2d", job.AvgPool2DOp, {"x": (1, 2, 5, 5)},
+         lambda e, v: e(job.AvgPool2DOp, [v["x"]], kernel=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])),
+    Case("avg_pool2d_grad", job.AvgPool2DGradOp, {"dy": (1, 2, 3, 3)},
+         lambda e, v: e(job.AvgPool2DGradOp, [v["dy"]], tensor((1, 2, 5, 5), f64), kernel=[3, 3], strides=[2, 2],
+                        pads=[1, 1, 1, 1])),
+    Case("fan-out", None, {"a": (2, 3)},
+         lambda e, v: e(job.AddOp, [e(job.MulOp, [v["a"], v["a"]]), e(job.ExpOp, [v["a"]])])),
+    Case("non-scalar-loss", None, {"a": (2, 3), "b": (3,)},
+         lambda e, v: e(job.MulOp, [e(job.TanhOp, [v["a"]]), v["b"]]), reduce=False),
+]
+
+
+def build_jobs(case: Case) -> tuple[ModuleOp, dict[str, np.ndarray]]:
+    """A train job minimizing sum(forward * r) (or forward itself, through its mean) and a predict job
+    returning that loss; inputs are the case's integer inputs, then r."""
+    rng = np.random.default_rng(zlib.crc32(case.id.encode()))
+    values = {
+        name: rng.uniform(0.5, 2.0, shape) if name in case.positive else rng.standard_normal(shape)
+        for name, shape in case.variables.items()
+    }
+    return ModuleOp([_build_func(case, job_type) for job_type in ("train", "predict")]), values
+
+
+def _build_func(case: Case, job_type: str) -> job.FuncOp:
+    func = job.FuncOp(job_type, job_type, [tensor(a.shape, i64) for a in case.inputs.values()], [])
+    block = func.body.block
+    ops: list[Operation] = []
+
+    def emit(cls: type[job.JobOp], operands, result_type=None, **props) -> SSAValue:
+        ops.append(cls.make(operands, result_type, **props))
+        return ops[-1].results[0]
+
+    values: dict[str, SSAValue] = dict(zip(case.inputs, block.args))
+    for name, shape in case.variables.items():
+        values[name] = emit(job.VariableOp, [], tensor(shape, f64), name=name, initializer={"kind": "zeros"})
+    loss = case.forward(emit, values)
+    if case.reduce:
+        shape = tuple(loss.type.get_shape())
+        r = block.insert_arg(tensor(shape, f64), len(block.args))
+        loss = emit(job.MulOp, [loss, r])
+        if shape:
+            loss = emit(job.ReduceSumOp, [loss], axes=list(range(len(shape))))
+    block.add_ops(ops)
+    if job_type == "train":
+        block.add_op(job.MinimizeOp.create(operands=[loss], properties={"optimizer": to_attr(SGD_LR1)}))
+    block.add_op(job.ReturnOp([loss]))
+    func.function_type = FunctionType.from_lists([a.type for a in block.args], [loss.type])
+    return func
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_autodiff_builds_verified_ir(case: Case):
+    module, _ = build_jobs(case)
+    module.verify()
+    AutodiffPass().apply(make_context(), module)
+    module.verify()
+    apply = the(module, job.ApplyGradientsOp)
+    expected = [n for n in case.variables if n not in case.inputs]
+    assert pair_names(module) == expected
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_gradient_matches_central_differences(case: Case):
+    from irflow.runtime import VariableStore, compile_job
+
+    module, values = build_jobs(case)
+    store = VariableStore(seed=0)
+    train = compile_job(module, "train", store)
+    loss_of = compile_job(module, "predict", store)
+    rng = np.random.default_rng(1)
+    feed = list(case.inputs.values())
+    if case.reduce:
+        train_func = module.body.block.first_op
+        feed.append(rng.standard_normal(train_func.body.block.args[-1].type.get_shape()))
+
+    def objective() -> float:
+        return float(np.mean(loss_of(feed)[0]))
+
+    store.load(values)
+    numeric = {}
+    for name, value in values.items():
+        grad = np.zeros_like(value)
+        for index in np.ndindex(value.shape):
+            for sign in (1, -1):
+                bumped = value.copy()
+                bumped[index] += sign * case.eps
+                store.load({name: bumped})
+                grad[index] += sign * objective() / (2 * case.eps)
+            store.load({name: value})
+        numeric[name] = grad
+
+    expected_loss = loss_of(feed)[0]
+    (loss,) = train(feed)
+    np.testing.assert_allclose(loss, expected_loss, rtol=1e-12)
+    for name, value in values.items():
+        analytic = value - store[name]
+        np.testing.assert_allclose(analytic, numeric[name], rtol=case.rtol, atol=case.atol, err_msg=name)
