@@ -76,16 +76,16 @@ def adam_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
     shape = np.broadcast_shapes(lr.shape, step.shape)
     exact = xp.empty((3, *shape), np.float64)
     applied = xp.empty((3, *shape), w.dtype)
-    step_size, root_correction, decay = exact
-    step_size_w, root_correction_w, decay_w = applied
+    step_size, root_correction, decay = (exact[i, ...] for i in range(3))  # 0-d views, not scalars
+    step_size_w, root_correction_w, decay_w = (applied[i, ...] for i in range(3))
     decayed = w_out if weight_decay else w
 
     def run() -> None:
         if bias_correction:
-            xp.power(beta1, step, out=step_size)
+            xp.power(beta1, step, out=step_size, dtype=np.float64)  # a float32 step would round beta**step
             xp.subtract(1.0, step_size, out=step_size)
             xp.divide(lr, step_size, out=step_size)
-            xp.power(beta2, step, out=root_correction)
+            xp.power(beta2, step, out=root_correction, dtype=np.float64)
             xp.subtract(1.0, root_correction, out=root_correction)
             xp.sqrt(root_correction, out=root_correction)
         else:

@@ -1,0 +1,88 @@
+import numpy as np
+import pytest
+
+# (x shape, w shape, attrs): SAME-style asymmetric pads on odd sizes, strides, dilations, groups, size-1 dims.
+CASES = [
+    ((2, 3, 7, 7), (4, 3, 3, 3), dict(strides=(1, 1), pads=(1, 1, 1, 1))),
+    ((2, 2, 8, 8), (3, 2, 3, 3), dict(strides=(2, 2), pads=(0, 1, 0, 1))),
+    ((1, 2, 9, 9), (2, 2, 3, 3), dict(strides=(1, 1), pads=(2, 2, 2, 2), dilations=(2, 2))),
+    ((2, 4, 6, 5), (6, 2, 3, 2), dict(strides=(1, 2), pads=(1, 0, 0, 1), groups=2)),
+    ((1, 3, 5, 5), (3, 1, 3, 3), dict(strides=(2, 1), pads=(1, 1, 1, 1), groups=3)),
+    ((2, 3, 10, 7), (2, 3, 2, 3), dict(strides=(3, 1), pads=(0, 2, 1, 1), dilations=(1, 2))),
+    ((3, 1, 5, 5), (2, 1, 5, 5), dict(strides=(1, 1), pads=(0, 0, 0, 0))),
+    ((1, 1, 1, 1), (1, 1, 1, 1), dict(strides=(1, 1), pads=(0, 0, 0, 0))),
+]
+IDS = ["same", "stride2-odd", "dilated", "groups", "depthwise", "rect", "valid-1x1-out", "scalar"]
+
+
+def attrs_of(attrs: dict) -> dict:
+    return {"dilations": (1, 1), "groups": 1, **attrs}
+
+
+def conv_reference(x: np.ndarray, w: np.ndarray, strides, pads, dilations=(1, 1), groups=1) -> np.ndarray:
+    """Direct definition: every output element is one window dot product."""
+    n, c, h, wd = x.shape
+    f, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw) = strides, dilations
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), pads[:2], pads[2:]))
+    oh = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    y = np.zeros((n, f, oh, ow))
+    for o in range(f):
+        g = o // (f // groups)
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp[:, g * cg : (g + 1) * cg, i * sh : i * sh + dh * (kh - 1) + 1 : dh, j * sw : j * sw + dw * (kw - 1) + 1 : dw]
+                y[:, o, i, j] = (patch * w[o]).sum(axis=(1, 2, 3))
+    return y
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", CASES, ids=IDS)
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-5), (np.float64, 1e-12)])
+def test_conv2d_matches_direct_definition(kernel, rng, x_shape, w_shape, attrs, dtype, tol) -> None:
+    x, w = rng.standard_normal(x_shape).astype(dtype), rng.standard_normal(w_shape).astype(dtype)
+    ref = conv_reference(x, w, **attrs)
+    (y,) = kernel("conv2d", [x, w], [(ref.shape, dtype)], **attrs_of(attrs))
+    np.testing.assert_allclose(y, ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", CASES, ids=IDS)
+def test_conv2d_grads_match_finite_differences(kernel, finite_diff, rng, x_shape, w_shape, attrs) -> None:
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    y_shape = conv_reference(x, w, **attrs).shape
+    dy = rng.standard_normal(y_shape)
+    a = attrs_of(attrs)
+    (dx,) = kernel("conv2d_grad_input", [dy, w], [(x_shape, np.float64)], **a)
+    (dw,) = kernel("conv2d_grad_filter", [dy, x], [(w_shape, np.float64)], **a)
+    np.testing.assert_allclose(dx, finite_diff("conv2d", [x, w], 0, (y_shape, np.float64), dy, **a), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(dw, finite_diff("conv2d", [x, w], 1, (y_shape, np.float64), dy, **a), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", CASES[:6], ids=IDS[:6])
+def test_conv2d_matches_torch(kernel, rng, x_shape, w_shape, attrs) -> None:
+    torch = pytest.importorskip("torch")
+    a = attrs_of(attrs)
+    x, w = rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    top, bottom, left, right = a["pads"]
+    ty = torch.nn.functional.conv2d(
+        torch.nn.functional.pad(tx, (left, right, top, bottom)), tw, stride=a["strides"], dilation=a["dilations"], groups=a["groups"]
+    )
+    dy = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    ty.backward(torch.tensor(dy))
+    (y,) = kernel("conv2d", [x, w], [(tuple(ty.shape), np.float32)], **a)
+    (dx,) = kernel("conv2d_grad_input", [dy, w], [(x_shape, np.float32)], **a)
+    (dw,) = kernel("conv2d_grad_filter", [dy, x], [(w_shape, np.float32)], **a)
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_rejects_mismatched_groups(build_kernel) -> None:
+    with pytest.raises(ValueError, match="groups"):
+        build_kernel("conv2d", [np.zeros((1, 4, 5, 5)), np.zeros((2, 3, 3, 3))], [((1, 2, 3, 3), np.float64)], groups=1)
+
+
+def test_conv2d_rejects_a_wrong_output_shape(build_kernel) -> None:
+    with pytest.raises(ValueError, match=r"output has shape \(1, 2, 5, 5\), expected \(1, 2, 3, 3\)"):
+        build_kernel("conv2d", [np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3))], [((1, 2, 5, 5), np.float64)])

@@ -1,0 +1,105 @@
+"""Updates run in place (the variable and its state are both ins and outs) over several steps."""
+
+import math
+
+import numpy as np
+import pytest
+
+SHAPE = (4, 3)
+
+
+def scalar(value: float, dtype=np.float32) -> np.ndarray:
+    return np.array(value, dtype)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sgd(build_kernel, rng, weight_decay, dtype) -> None:
+    w, g, lr = rng.standard_normal(SHAPE).astype(dtype), np.zeros(SHAPE, dtype), scalar(0.0, dtype)
+    step, _ = build_kernel("sgd_update", [w, g, lr], [w], weight_decay=weight_decay)
+    ref = w.astype(np.float64)
+    for k in range(3):
+        g[...], lr[...] = rng.standard_normal(SHAPE), 0.1 / (k + 1)
+        ref = ref - float(lr) * (g + weight_decay * ref)
+        step()
+        np.testing.assert_allclose(w, ref, rtol=1e-6)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_momentum_follows_oneflow(build_kernel, rng, weight_decay) -> None:
+    w, g, m, lr = rng.standard_normal(SHAPE), np.zeros(SHAPE), np.zeros(SHAPE), scalar(0.05, np.float64)
+    step, _ = build_kernel("momentum_update", [w, g, m, lr], [w, m], beta=0.9, weight_decay=weight_decay)
+    ref_w, ref_m = w.copy(), m.copy()
+    for _ in range(4):
+        g[...] = rng.standard_normal(SHAPE)
+        ref_m = 0.9 * ref_m - 0.05 * (g + weight_decay * ref_w)
+        ref_w = ref_w + ref_m
+        step()
+        np.testing.assert_allclose(w, ref_w, rtol=1e-13)
+        np.testing.assert_allclose(m, ref_m, rtol=1e-13)
+
+
+def adam_reference(w, g, m, v, lr, step, beta1, beta2, epsilon, weight_decay, do_bias_correction):
+    """Adam as Kingma & Ba write it, element by element; AdamW's decoupled decay first."""
+    w, m, v = w.copy(), m.copy(), v.copy()
+    for i in np.ndindex(*w.shape):
+        w[i] *= 1 - lr * weight_decay
+        m[i] = beta1 * m[i] + (1 - beta1) * g[i]
+        v[i] = beta2 * v[i] + (1 - beta2) * g[i] ** 2
+        c1, c2 = (1 - beta1**step, 1 - beta2**step) if do_bias_correction else (1.0, 1.0)
+        w[i] -= lr * (m[i] / c1) / (math.sqrt(v[i] / c2) + epsilon)
+    return w, m, v
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.05])
+@pytest.mark.parametrize("do_bias_correction", [True, False])
+@pytest.mark.parametrize("step_dtype", [np.int64, np.float32])
+def test_adam(build_kernel, rng, weight_decay, do_bias_correction, step_dtype) -> None:
+    attrs = dict(beta1=0.9, beta2=0.99, epsilon=1e-8, weight_decay=weight_decay, do_bias_correction=do_bias_correction)
+    w, g = rng.standard_normal(SHAPE), np.zeros(SHAPE)
+    m, v = np.zeros(SHAPE), np.zeros(SHAPE)
+    lr, step_count = scalar(0.01, np.float64), np.array(0, step_dtype)
+    step, _ = build_kernel("adam_update", [w, g, m, v, lr, step_count], [w, m, v], **attrs)
+    ref = (w.copy(), m.copy(), v.copy())
+    for k in range(1, 5):
+        g[...], step_count[...] = rng.standard_normal(SHAPE), k
+        ref = adam_reference(*ref[:1], g, *ref[1:], 0.01, k, **attrs)
+        step()
+        for got, want in zip((w, m, v), ref):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_adam_matches_torch(build_kernel, rng, weight_decay) -> None:
+    torch = pytest.importorskip("torch")
+    w0 = rng.standard_normal((5, 7)).astype(np.float32)
+    grads = rng.standard_normal((6, 5, 7)).astype(np.float32)
+    param = torch.nn.Parameter(torch.tensor(w0))
+    cls = torch.optim.AdamW if weight_decay else torch.optim.Adam
+    opt = cls([param], lr=0.01, betas=(0.9, 0.999), eps=1e-8, weight_decay=weight_decay)
+    w, g, m, v = w0.copy(), np.zeros_like(w0), np.zeros_like(w0), np.zeros_like(w0)
+    lr, count = scalar(0.01), np.array(0, np.int64)
+    attrs = dict(beta1=0.9, beta2=0.999, epsilon=1e-8, weight_decay=weight_decay, do_bias_correction=True)
+    step, _ = build_kernel("adam_update", [w, g, m, v, lr, count], [w, m, v], **attrs)
+    for k, grad in enumerate(grads, start=1):
+        param.grad = torch.tensor(grad)
+        opt.step()
+        g[...], count[...] = grad, k
+        step()
+        np.testing.assert_allclose(w, param.detach().numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_sgd_momentum_matches_torch_sgd(build_kernel, rng) -> None:
+    """torch's momentum buffer is OneFlow's m divided by -lr, so the weights agree at a fixed lr."""
+    torch = pytest.importorskip("torch")
+    w0 = rng.standard_normal((3, 4)).astype(np.float32)
+    param = torch.nn.Parameter(torch.tensor(w0))
+    opt = torch.optim.SGD([param], lr=0.1, momentum=0.9)
+    w, g, m, lr = w0.copy(), np.zeros_like(w0), np.zeros_like(w0), scalar(0.1)
+    step, _ = build_kernel("momentum_update", [w, g, m, lr], [w, m], beta=0.9, weight_decay=0.0)
+    for grad in rng.standard_normal((5, 3, 4)).astype(np.float32):
+        param.grad = torch.tensor(grad)
+        opt.step()
+        g[...] = grad
+        step()
+        np.testing.assert_allclose(w, param.detach().numpy(), rtol=1e-5, atol=1e-6)
