@@ -1,0 +1,149 @@
+// RUN: irflow-opt %s --split-input-file -p autodiff | filecheck %s
+// RUN: irflow-opt %s --split-input-file -p autodiff --print-debuginfo | filecheck %s --check-prefix=LOC
+
+// A dense layer: the backward ops follow the forward ones, job.minimize becomes
+// job.apply_gradients over (variable, gradient) pairs, and every gradient op
+// carries the location of the forward op it differentiates.
+
+job.func @dense(%x: tensor<4x3xf32>) -> tensor<f32> attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3x2xf32>
+  %b = job.variable {name = "b", initializer = {kind = "zeros"}} : tensor<2xf32>
+  %y = job.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32> loc("model.py":5:8)
+  %z = job.bias_add %y, %b : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32> loc("model.py":6:8)
+  %r = job.relu %z : (tensor<4x2xf32>) -> tensor<4x2xf32> loc("model.py":7:8)
+  %l = job.reduce_mean %r {axes = array<i64: 0, 1>} : (tensor<4x2xf32>) -> tensor<f32> loc("model.py":8:8)
+  job.minimize %l {optimizer = {kind = "sgd", momentum = 0.0, lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32> loc("model.py":9:4)
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @dense
+// CHECK:         %l = job.reduce_mean %r
+// CHECK-NEXT:    %l_grad = job.fill {value = 1.000000e+00 : f64} : tensor<f32>
+// CHECK-NEXT:    %[[SCALE:.*]] = job.fill {value = 1.250000e-01 : f64} : tensor<f32>
+// CHECK-NEXT:    %[[MEAN:.*]] = job.mul %l_grad, %[[SCALE]] : (tensor<f32>, tensor<f32>) -> tensor<f32>
+// CHECK-NEXT:    %[[KEPT:.*]] = job.reshape %[[MEAN]] : (tensor<f32>) -> tensor<1x1xf32>
+// CHECK-NEXT:    %r_grad = job.broadcast_to %[[KEPT]] : (tensor<1x1xf32>) -> tensor<4x2xf32>
+// CHECK-NEXT:    %z_grad = job.relu_grad %r_grad, %r : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
+// CHECK-NEXT:    %b_grad = job.reduce_sum %z_grad {axes = array<i64: 0>} : (tensor<4x2xf32>) -> tensor<2xf32>
+// CHECK-NEXT:    %w_grad = job.matmul %x, %z_grad {transpose_a = true} : (tensor<4x3xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
+// CHECK-NEXT:    job.apply_gradients %w, %w_grad, %b, %b_grad {optimizer = {kind = "sgd", momentum = 0.000000e+00 : f64, lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 1.000000e-01>}}} : tensor<3x2xf32>, tensor<3x2xf32>, tensor<2xf32>, tensor<2xf32>
+// CHECK-NEXT:    job.return %l : tensor<f32>
+// CHECK-NOT:     job.minimize
+
+// LOC-LABEL: job.func @dense
+// LOC:         %l_grad = job.fill {{.*}} loc("model.py":9:4)
+// LOC:         %r_grad = job.broadcast_to {{.*}} loc("model.py":8:8)
+// LOC-NEXT:    %z_grad = job.relu_grad {{.*}} loc("model.py":7:8)
+// LOC-NEXT:    %b_grad = job.reduce_sum {{.*}} loc("model.py":6:8)
+// LOC-NEXT:    %w_grad = job.matmul {{.*}} loc("model.py":5:8)
+// LOC-NEXT:    job.apply_gradients {{.*}} loc("model.py":9:4)
+
+// -----
+
+// A non-scalar loss is minimized through its mean: the seed is 1/numel.
+// Broadcast operands get their gradient summed over the broadcast axes.
+
+job.func @broadcast(%x: tensor<2x3xf32>) -> tensor<2x3xf32> attributes {job_type = "train"} {
+  %row = job.variable {name = "row", initializer = {kind = "zeros"}} : tensor<3xf32>
+  %col = job.variable {name = "col", initializer = {kind = "zeros"}} : tensor<2x1xf32>
+  %a = job.mul %x, %row : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %l = job.sub %a, %col : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<2x3xf32>
+  job.return %l : tensor<2x3xf32>
+}
+
+// CHECK-LABEL: job.func @broadcast
+// CHECK:         %l_grad = job.fill {value = 0.16666666666666666 : f64} : tensor<2x3xf32>
+// CHECK-NEXT:    %[[SUM:.*]] = job.reduce_sum %l_grad {axes = array<i64: 1>} : (tensor<2x3xf32>) -> tensor<2xf32>
+// CHECK-NEXT:    %[[KEEP:.*]] = job.reshape %[[SUM]] : (tensor<2xf32>) -> tensor<2x1xf32>
+// CHECK-NEXT:    %col_grad = job.neg %[[KEEP]] : (tensor<2x1xf32>) -> tensor<2x1xf32>
+// CHECK-NEXT:    %[[PROD:.*]] = job.mul %l_grad, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %row_grad = job.reduce_sum %[[PROD]] {axes = array<i64: 0>} : (tensor<2x3xf32>) -> tensor<3xf32>
+// CHECK-NEXT:    job.apply_gradients %row, %row_grad, %col, %col_grad
+
+// -----
+
+// Fan-out: a value used twice gets the sum of both gradients (job.add).
+// Gradients stop at non-trainable variables, integer values, argmax and
+// comparisons.
+
+job.func @fanout(%x: tensor<3x4xf32>) -> tensor<f32> attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3x4xf32>
+  %frozen = job.variable {name = "frozen", trainable = false, initializer = {kind = "zeros"}} : tensor<3x4xf32>
+  %e = job.exp %w : (tensor<3x4xf32>) -> tensor<3x4xf32>
+  %m = job.mul %e, %w : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %f = job.mul %m, %frozen : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
+  %i = job.argmax %w : (tensor<3x4xf32>) -> tensor<3xi64>
+  %c = job.cast %i : (tensor<3xi64>) -> tensor<3xf32>
+  %s = job.reduce_sum %f {axes = array<i64: 1>} : (tensor<3x4xf32>) -> tensor<3xf32>
+  %t = job.add %s, %c : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %l = job.reduce_sum %t {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @fanout
+// CHECK:         %l_grad = job.fill {value = 1.000000e+00 : f64} : tensor<f32>
+// CHECK-NEXT:    %[[K:.*]] = job.reshape %l_grad : (tensor<f32>) -> tensor<1xf32>
+// CHECK-NEXT:    %t_grad = job.broadcast_to %[[K]] : (tensor<1xf32>) -> tensor<3xf32>
+// CHECK-NEXT:    %[[K2:.*]] = job.reshape %t_grad : (tensor<3xf32>) -> tensor<3x1xf32>
+// CHECK-NEXT:    %f_grad = job.broadcast_to %[[K2]] : (tensor<3x1xf32>) -> tensor<3x4xf32>
+// CHECK-NEXT:    %m_grad = job.mul %f_grad, %frozen
+// CHECK-NEXT:    %e_grad = job.mul %m_grad, %w
+// CHECK-NEXT:    %w_grad = job.mul %m_grad, %e
+// CHECK-NEXT:    %[[DEXP:.*]] = job.mul %e_grad, %e
+// CHECK-NEXT:    %w_grad_1 = job.add %w_grad, %[[DEXP]]
+// CHECK-NEXT:    job.apply_gradients %w, %w_grad_1 {{.*}} : tensor<3x4xf32>, tensor<3x4xf32>
+// CHECK-NOT:     job.argmax
+
+// -----
+
+// Shape ops: transpose takes the inverse permutation, concat's gradient is
+// slices, slice's is slice_grad, reshape reshapes back.
+
+job.func @shapes() -> tensor<f32> attributes {job_type = "train"} {
+  %a = job.variable {name = "a", initializer = {kind = "zeros"}} : tensor<2x3x4xf32>
+  %b = job.variable {name = "b", initializer = {kind = "zeros"}} : tensor<3x2xf32>
+  %t = job.transpose %a {perm = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
+  %r = job.reshape %t : (tensor<4x2x3xf32>) -> tensor<8x3xf32>
+  %bt = job.transpose %b {perm = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
+  %c = job.concat %r, %bt {axis = 0 : i64} : (tensor<8x3xf32>, tensor<2x3xf32>) -> tensor<10x3xf32>
+  %s = job.slice %c {start = array<i64: 1, 0>, stop = array<i64: 10, 3>, step = array<i64: 3, 1>} : (tensor<10x3xf32>) -> tensor<3x3xf32>
+  %l = job.reduce_max %s {axes = array<i64: 0, 1>} : (tensor<3x3xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @shapes
+// CHECK:         %s_grad = job.reduce_max_grad %l_grad, %s, %l {axes = array<i64: 0, 1>} : (tensor<f32>, tensor<3x3xf32>, tensor<f32>) -> tensor<3x3xf32>
+// CHECK-NEXT:    %c_grad = job.slice_grad %s_grad {start = array<i64: 1, 0>, stop = array<i64: 10, 3>, step = array<i64: 3, 1>} : (tensor<3x3xf32>) -> tensor<10x3xf32>
+// CHECK-NEXT:    %r_grad = job.slice %c_grad {start = array<i64: 0, 0>, stop = array<i64: 8, 3>, step = array<i64: 1, 1>} : (tensor<10x3xf32>) -> tensor<8x3xf32>
+// CHECK-NEXT:    %bt_grad = job.slice %c_grad {start = array<i64: 8, 0>, stop = array<i64: 10, 3>, step = array<i64: 1, 1>} : (tensor<10x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %b_grad = job.transpose %bt_grad {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+// CHECK-NEXT:    %t_grad = job.reshape %r_grad : (tensor<8x3xf32>) -> tensor<4x2x3xf32>
+// CHECK-NEXT:    %a_grad = job.transpose %t_grad {perm = array<i64: 1, 2, 0>} : (tensor<4x2x3xf32>) -> tensor<2x3x4xf32>
+// CHECK-NEXT:    job.apply_gradients %a, %a_grad, %b, %b_grad
+
+// -----
+
+// A small convnet: conv2d -> conv2d_grad_input / conv2d_grad_filter, pooling
+// -> its grad op, sparse cross-entropy -> its grad op (no gradient for labels).
+
+job.func @convnet(%img: tensor<2x1x6x6xf32>, %labels: tensor<2xi64>) -> tensor<2xf32> attributes {job_type = "train"} {
+  %k = job.variable {name = "k", initializer = {kind = "zeros"}} : tensor<4x1x3x3xf32>
+  %c = job.conv2d %img, %k {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x1x6x6xf32>, tensor<4x1x3x3xf32>) -> tensor<2x4x6x6xf32>
+  %p = job.max_pool2d %c {kernel = array<i64: 3, 3>, strides = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x6x6xf32>) -> tensor<2x4x2x2xf32>
+  %f = job.reshape %p : (tensor<2x4x2x2xf32>) -> tensor<2x16xf32>
+  %xe = job.sparse_softmax_cross_entropy %f, %labels : (tensor<2x16xf32>, tensor<2xi64>) -> tensor<2xf32>
+  job.minimize %xe {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<2xf32>
+  job.return %xe : tensor<2xf32>
+}
+
+// CHECK-LABEL: job.func @convnet
+// CHECK:         %xe_grad = job.fill {value = 5.000000e-01 : f64} : tensor<2xf32>
+// CHECK-NEXT:    %f_grad = job.sparse_softmax_cross_entropy_grad %xe_grad, %f, %labels : (tensor<2xf32>, tensor<2x16xf32>, tensor<2xi64>) -> tensor<2x16xf32>
+// CHECK-NEXT:    %p_grad = job.reshape %f_grad : (tensor<2x16xf32>) -> tensor<2x4x2x2xf32>
+// CHECK-NEXT:    %c_grad = job.max_pool2d_grad %p_grad, %c, %p {kernel = array<i64: 3, 3>, strides = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>}
+// CHECK-NEXT:    %k_grad = job.conv2d_grad_filter %c_grad, %img {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x6x6xf32>, tensor<2x1x6x6xf32>) -> tensor<4x1x3x3xf32>
+// CHECK-NEXT:    job.apply_gradients %k, %k_grad
+// CHECK-NOT:     job.conv2d_grad_input

@@ -1,0 +1,97 @@
+// RUN: irflow-opt %s --split-input-file -p optimizer | filecheck %s
+
+// Plain SGD (momentum = 0): the train-step counter feeds the learning-rate
+// schedule, each variable gets job.sgd_update, and the counter moves last.
+
+job.func @sgd(%g: tensor<3xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "sgd", momentum = 0.0, weight_decay = 0.01, lr = {kind = "piecewise_constant", boundaries = array<i64: 100>, values = array<f64: 0.1, 0.01>}}} : tensor<3xf32>, tensor<3xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @sgd
+// CHECK-NEXT:    %w = job.variable
+// CHECK-NEXT:    %train_step = job.variable {name = "System-Train-TrainStep", trainable = false, initializer = {kind = "zeros"}} : tensor<i64>
+// CHECK-NEXT:    %lr = job.learning_rate %train_step {schedule = {kind = "piecewise_constant", boundaries = array<i64: 100>, values = array<f64: 1.000000e-01, 1.000000e-02>}} : (tensor<i64>) -> tensor<f32>
+// CHECK-NEXT:    %[[ONE:.*]] = job.constant {value = dense<1> : tensor<i64>} : tensor<i64>
+// CHECK-NEXT:    %next_step = job.add %train_step, %[[ONE]] : (tensor<i64>, tensor<i64>) -> tensor<i64>
+// CHECK-NEXT:    job.sgd_update %w, %g, %lr {weight_decay = 1.000000e-02 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+// CHECK-NEXT:    job.assign %train_step, %next_step : tensor<i64>, tensor<i64>
+// CHECK-NEXT:    job.return
+// CHECK-NOT:     job.apply_gradients
+
+// -----
+
+// Momentum: the buffer is a zero-initialized non-trainable variable named
+// <var>-momentum, so checkpoints save it.
+
+job.func @momentum(%g: tensor<3xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "fc-weight", initializer = {kind = "zeros"}} : tensor<3xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "sgd", momentum = 0.9, lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<3xf32>, tensor<3xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @momentum
+// CHECK:         %[[M:.*]] = job.variable {name = "fc-weight-momentum", trainable = false, initializer = {kind = "zeros"}} : tensor<3xf32>
+// CHECK-NEXT:    job.momentum_update %w, %g, %[[M]], %lr {beta = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
+// CHECK-NEXT:    job.assign %train_step, %next_step
+
+// -----
+
+// Adam: m and v variables; the step operand is the 1-based current step.
+// AdamW keeps its decay on the update op (decoupled); Adam's weight decay is
+// L2 regularization added to the gradient.  Cosine decay with a linear warmup.
+
+job.func @adam(%g: tensor<2x2xf32>, %h: tensor<2x2xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<2x2xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "adamw", beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, weight_decay = 0.05, lr = {kind = "cosine", base_lr = 0.001, steps = 1000, alpha = 0.1}, warmup = {kind = "linear", steps = 100, multiplier = 0.0}}} : tensor<2x2xf32>, tensor<2x2xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @adam
+// CHECK:         %lr = job.learning_rate %train_step {schedule = {kind = "cosine", base_lr = 1.000000e-03 : f64, steps = 1000 : i64, alpha = 1.000000e-01 : f64, warmup = {kind = "linear", steps = 100 : i64, multiplier = 0.000000e+00 : f64}}}
+// CHECK:         %next_step = job.add %train_step
+// CHECK-NEXT:    %w-m = job.variable {name = "w-m", trainable = false, initializer = {kind = "zeros"}} : tensor<2x2xf32>
+// CHECK-NEXT:    %w-v = job.variable {name = "w-v", trainable = false, initializer = {kind = "zeros"}} : tensor<2x2xf32>
+// CHECK-NEXT:    job.adam_update %w, %g, %w-m, %w-v, %lr, %next_step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-08 : f64, weight_decay = 5.000000e-02 : f64}
+// CHECK-NEXT:    job.assign %train_step, %next_step
+
+// -----
+
+job.func @adam_l2(%g: tensor<2xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<2xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "adam", weight_decay = 0.05, do_bias_correction = false, lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<2xf32>, tensor<2xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @adam_l2
+// CHECK:         %[[WD:.*]] = job.fill {value = 5.000000e-02 : f64} : tensor<f32>
+// CHECK-NEXT:    %[[DECAY:.*]] = job.mul %w, %[[WD]] : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
+// CHECK-NEXT:    %[[G:.*]] = job.add %g, %[[DECAY]] : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+// CHECK:         job.adam_update %w, %[[G]], %w-m, %w-v, %lr, %next_step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-08 : f64, do_bias_correction = false}
+
+// -----
+
+// Clipping by global norm: g * clip / max(sqrt(sum of squares), clip), from job ops.
+
+job.func @clip(%g1: tensor<2x3xf32>, %g2: tensor<3xf32>) attributes {job_type = "train"} {
+  %w1 = job.variable {name = "w1", initializer = {kind = "zeros"}} : tensor<2x3xf32>
+  %w2 = job.variable {name = "w2", initializer = {kind = "zeros"}} : tensor<3xf32>
+  job.apply_gradients %w1, %g1, %w2, %g2 {optimizer = {kind = "sgd", momentum = 0.0, clip_norm = 5.0, lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @clip
+// CHECK:         %[[SQ1:.*]] = job.square %g1
+// CHECK-NEXT:    %[[S1:.*]] = job.reduce_sum %[[SQ1]] {axes = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<f32>
+// CHECK-NEXT:    %[[SQ2:.*]] = job.square %g2
+// CHECK-NEXT:    %[[S2:.*]] = job.reduce_sum %[[SQ2]] {axes = array<i64: 0>} : (tensor<3xf32>) -> tensor<f32>
+// CHECK-NEXT:    %[[TOTAL:.*]] = job.add %[[S1]], %[[S2]]
+// CHECK-NEXT:    %[[NORM:.*]] = job.sqrt %[[TOTAL]]
+// CHECK-NEXT:    %[[CLIP:.*]] = job.fill {value = 5.000000e+00 : f64} : tensor<f32>
+// CHECK-NEXT:    %[[MAX:.*]] = job.maximum %[[NORM]], %[[CLIP]]
+// CHECK-NEXT:    %clip_factor = job.div %[[CLIP]], %[[MAX]]
+// CHECK-NEXT:    %[[C1:.*]] = job.mul %g1, %clip_factor : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %[[C2:.*]] = job.mul %g2, %clip_factor : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+// CHECK-NEXT:    job.sgd_update %w1, %[[C1]], %lr
+// CHECK-NEXT:    job.sgd_update %w2, %[[C2]], %lr
