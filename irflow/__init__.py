@@ -1,0 +1,66 @@
+"""irflow: OneFlow-style job functions compiled through an MLIR-style IR on xDSL.
+
+Programs read as OneFlow's documentation writes them::
+
+    import irflow as flow
+    import irflow.typing as tp
+
+    @flow.global_function(type="predict")
+    def mlp(images: tp.Numpy.Placeholder((100, 784), dtype=flow.float)) -> tp.Numpy:
+        return flow.layers.dense(images, 10, name="dense")
+
+The names here are gathered from the modules that implement them.
+"""
+
+from irflow import data, typing
+from irflow.errors import CompileError, ExecutionError, IrflowError, TraceError
+from irflow.frontend import checkpoint, layers, math, nn, optimizer, random, scope
+from irflow.frontend.blob import Blob
+from irflow.frontend.checkpoint import get_all_variables, load_variables
+from irflow.frontend.config import FunctionConfig, function_config
+from irflow.frontend.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
+from irflow.frontend.function import global_function
+from irflow.frontend.initializers import (
+    constant_initializer,
+    glorot_normal_initializer,
+    glorot_uniform_initializer,
+    kaiming_initializer,
+    ones_initializer,
+    random_normal_initializer,
+    random_uniform_initializer,
+    truncated_normal,
+    truncated_normal_initializer,
+    variance_scaling_initializer,
+    xavier_normal_initializer,
+    xavier_uniform_initializer,
+    zeros_initializer,
+)
+from irflow.frontend.ops import (
+    cast,
+    concat,
+    constant,
+    constant_like,
+    expand_dims,
+    matmul,
+    ones_like,
+    reshape,
+    slice,
+    squeeze,
+    transpose,
+    zeros_like,
+)
+from irflow.frontend.session import clear_default_session, sync_default_session
+from irflow.frontend.variables import get_variable
+from irflow.frontend.watch import watch
+
+__all__ = [
+    "Blob", "CompileError", "ExecutionError", "FunctionConfig", "IrflowError", "TraceError",
+    "cast", "char", "checkpoint", "clear_default_session", "concat", "constant", "constant_initializer",
+    "constant_like", "data", "double", "expand_dims", "float", "float16", "float32", "float64",
+    "function_config", "get_all_variables", "get_variable", "global_function", "glorot_normal_initializer",
+    "glorot_uniform_initializer", "int8", "int32", "int64", "kaiming_initializer", "layers", "load_variables",
+    "math", "matmul", "nn", "ones_initializer", "ones_like", "optimizer", "random", "random_normal_initializer",
+    "random_uniform_initializer", "reshape", "scope", "slice", "squeeze", "sync_default_session", "transpose",
+    "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "variance_scaling_initializer",
+    "watch", "xavier_normal_initializer", "xavier_uniform_initializer", "zeros_initializer", "zeros_like",
+]  # fmt: skip

@@ -1,0 +1,102 @@
+"""Reading and writing variables: flow.get_all_variables, flow.load_variables, flow.checkpoint.save/get.
+
+All of them first wait for queued calls, so that they see (and replace) the
+values every earlier call has left; they read and write the session's
+VariableStore, never a running job's memory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from irflow import checkpoint_store
+from irflow.errors import ExecutionError
+from irflow.frontend.session import default_session
+from irflow.frontend.tracing import user_location
+
+
+class Variable:
+    """One variable's value as `flow.get_all_variables()` hands it out: `.numpy()` gives a copy."""
+
+    def __init__(self, name: str, array: np.ndarray):
+        self.name = name
+        self._array = array
+
+    def numpy(self) -> np.ndarray:
+        return self._array.copy()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._array.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._array.dtype
+
+    def __repr__(self) -> str:
+        return f"Variable({self.name!r}, shape={self.shape}, dtype={self.dtype})"
+
+
+def get_all_variables() -> dict[str, Variable]:
+    """Every variable the session's jobs have created so far, by name (optimizer state included)."""
+    session = default_session()
+    session.sync()
+    return {name: Variable(name, array) for name, array in session.store.snapshot().items()}
+
+
+def load_variables(value_dict: Mapping[str, Any], ignore_mismatch: bool = False) -> None:
+    """Replace variables' values, all or nothing: names, shapes and dtypes are checked first.
+
+    Values may be arrays or what flow.get_all_variables() returns. A name no job
+    declared is an error unless `ignore_mismatch` (OneFlow skips it silently).
+    """
+    session = default_session()
+    session.sync()
+    arrays: dict[str, np.ndarray] = {}
+    for name, value in value_dict.items():
+        array = value.numpy() if hasattr(value, "numpy") else value
+        if not isinstance(array, np.ndarray):
+            raise ExecutionError(
+                f"flow.load_variables: '{name}' must be a numpy.ndarray, got {type(value).__name__}", user_location()
+            )
+        known = _known(session).get(name)
+        if known is None:
+            if ignore_mismatch:
+                continue
+            names = ", ".join(sorted(_known(session))) or "none yet"
+            raise ExecutionError(
+                f"flow.load_variables: no variable named '{name}' (known: {names})", user_location()
+            )
+        shape, dtype = known
+        if array.shape != shape or array.dtype != dtype:
+            raise ExecutionError(
+                f"flow.load_variables: variable '{name}' is {dtype} {shape}, given {array.dtype} {array.shape}",
+                user_location(),
+            )
+        arrays[name] = np.array(array, copy=True)
+    session.store.load(arrays)
+
+
+def _known(session: Any) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Variables the jobs declared and those the store holds (optimizer state), with shape and dtype."""
+    known = {name: (d.shape, d.dtype.np_dtype) for name, d in session.variables.items()}
+    for name, array in session.store.snapshot().items():
+        known[name] = (array.shape, array.dtype)
+    return known
+
+
+def save(path: str | os.PathLike[str]) -> None:
+    """Write every variable, optimizer state included, as the checkpoint directory `path`."""
+    session = default_session()
+    session.sync()
+    checkpoint_store.save(path, session.store.snapshot(), meta={"seed": session.seed})
+
+
+def get(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
+    """Read the checkpoint at `path` (checksums verified) as a dict for flow.load_variables."""
+    arrays, _ = checkpoint_store.load(path)
+    return arrays

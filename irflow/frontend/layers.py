@@ -1,0 +1,128 @@
+"""flow.layers: dense and conv2d, built from get_variable and flow.nn ops as OneFlow builds them.
+
+Variables are named `<name>-weight` and `<name>-bias`; without a `name`, a
+layer is called "Dense_<i>" / "Conv2d_<i>" by its order in the job, so a train
+job and an eval job that build the same layers share their variables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from irflow.frontend import initializers
+from irflow.frontend.blob import Blob
+from irflow.frontend.nn import bias_add, conv2d as nn_conv2d, pair
+from irflow.frontend.ops import matmul, reshape
+from irflow.frontend.tracing import current, fail
+from irflow.frontend.variables import get_variable
+
+Activation = Callable[..., Blob]
+
+
+def dense(
+    inputs: Blob,
+    units: int,
+    activation: Activation | None = None,
+    use_bias: bool = True,
+    kernel_initializer: dict[str, Any] | None = None,
+    bias_initializer: dict[str, Any] | None = None,
+    kernel_regularizer: object = None,
+    bias_regularizer: object = None,
+    trainable: bool = True,
+    name: str | None = None,
+    model_distribute: object = None,
+) -> Blob:
+    """inputs (..., in) @ weight(units, in)^T + bias(units); inputs of rank > 2 are flattened and restored."""
+    what = "flow.layers.dense"
+    trace = current(what)
+    if inputs.ndim < 2:
+        fail(f"{what}: inputs must have rank >= 2, got {inputs.shape}")
+    if not isinstance(units, int) or units < 1:
+        fail(f"{what}: units must be a positive int, got {units!r}")
+    name = name or trace.unique_name("Dense")
+    in_shape = inputs.shape
+    if inputs.ndim > 2:
+        inputs = reshape(inputs, (-1, in_shape[-1]))
+    weight = get_variable(
+        f"{name}-weight",
+        shape=(units, in_shape[-1]),
+        dtype=inputs.dtype,
+        initializer=kernel_initializer or initializers.constant_initializer(0.0),
+        regularizer=kernel_regularizer,
+        trainable=trainable,
+    )
+    out = matmul(inputs, weight, transpose_b=True, name=f"{name}_matmul")
+    if use_bias:
+        bias = get_variable(
+            f"{name}-bias",
+            shape=(units,),
+            dtype=inputs.dtype,
+            initializer=bias_initializer or initializers.constant_initializer(0.0),
+            regularizer=bias_regularizer,
+            trainable=trainable,
+        )
+        out = bias_add(out, bias, name=f"{name}_bias_add")
+    if callable(activation):
+        out = activation(out, name=f"{name}_activation")
+    if len(in_shape) > 2:
+        out = reshape(out, in_shape[:-1] + (units,))
+    return out
+
+
+def conv2d(
+    inputs: Blob,
+    filters: int,
+    kernel_size: int | Sequence[int] = 1,
+    strides: int | Sequence[int] = 1,
+    padding: str | Sequence[Any] = "VALID",
+    data_format: str = "NCHW",
+    dilation_rate: int | Sequence[int] | None = None,
+    groups: int = 1,
+    activation: Activation | None = None,
+    use_bias: bool = True,
+    kernel_initializer: dict[str, Any] | None = None,
+    bias_initializer: dict[str, Any] | None = None,
+    kernel_regularizer: object = None,
+    bias_regularizer: object = None,
+    trainable: bool = True,
+    name: str | None = None,
+    weight_name: str | None = None,
+    bias_name: str | None = None,
+) -> Blob:
+    """2-D convolution layer; weight (filters, in_channels/groups, kh, kw), or (filters, kh, kw, in/groups) for NHWC."""
+    what = "flow.layers.conv2d"
+    trace = current(what)
+    if inputs.ndim != 4:
+        fail(f"{what}: inputs must be rank 4 ({data_format}), got {inputs.shape}")
+    kh, kw = pair(kernel_size, what, "kernel_size")
+    if not isinstance(groups, int) or groups < 1 or not isinstance(filters, int) or filters % groups:
+        fail(f"{what}: filters ({filters}) must be a positive multiple of groups ({groups})")
+    last = data_format.upper() == "NHWC"
+    channels = inputs.shape[3] if last else inputs.shape[1]
+    if channels % groups:
+        fail(f"{what}: the input's {channels} channels do not split into {groups} groups")
+    name = name or trace.unique_name("Conv2d")
+    shape = (filters, kh, kw, channels // groups) if last else (filters, channels // groups, kh, kw)
+    weight = get_variable(
+        weight_name or f"{name}-weight",
+        shape=shape,
+        dtype=inputs.dtype,
+        initializer=kernel_initializer or initializers.xavier_uniform_initializer(data_format),
+        regularizer=kernel_regularizer,
+        trainable=trainable,
+    )
+    out = nn_conv2d(inputs, weight, strides, padding, data_format, dilation_rate, groups, name=name)
+    if use_bias:
+        bias = get_variable(
+            bias_name or f"{name}-bias",
+            shape=(filters,),
+            dtype=inputs.dtype,
+            initializer=bias_initializer or initializers.constant_initializer(0.0),
+            regularizer=bias_regularizer,
+            trainable=trainable,
+        )
+        out = bias_add(out, bias, data_format, name=f"{name}_bias_add")
+    if callable(activation):
+        out = activation(out, name=f"{name}_activation")
+    return out

@@ -1,0 +1,189 @@
+"""flow.nn: activations, softmax and losses, convolution, pooling, dropout.
+
+Windows follow OneFlow/TensorFlow: `padding` is "VALID", "SAME" (= "SAME_UPPER",
+the odd pad at the end), "SAME_LOWER" (at the start), or explicit per-axis pads
+(an int or a (before, after) pair per axis of `data_format`; batch and channel
+pads must be 0). SAME is resolved here to explicit pads, so the IR only knows
+`pads = [top, bottom, left, right]`. NHWC inputs are transposed to NCHW and back.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from typing import Any
+
+from irflow.dialects import job
+from irflow.frontend.blob import Blob
+from irflow.frontend.math import multiply, relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
+from irflow.frontend.ops import transpose
+from irflow.frontend.tracing import build, current, fail
+
+_NCHW_TO_NHWC = [0, 2, 3, 1]
+_NHWC_TO_NCHW = [0, 3, 1, 2]
+
+
+def softmax(logits: Blob, axis: int | None = None, name: str | None = None) -> Blob:
+    return build(job.SoftmaxOp, [logits], None, name, "flow.nn.softmax", axis=-1 if axis is None else int(axis))
+
+
+def log_softmax(logits: Blob, axis: int | None = None, name: str | None = None) -> Blob:
+    return build(job.LogSoftmaxOp, [logits], None, name, "flow.nn.log_softmax", axis=-1 if axis is None else int(axis))
+
+
+def sparse_softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | None = None) -> Blob:
+    """Per-sample cross entropy of int labels (batch,) against logits (batch, classes)."""
+    return build(job.SparseSoftmaxCrossEntropyOp, [logits, labels], None, name, "flow.nn.sparse_softmax_cross_entropy_with_logits")
+
+
+def softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | None = None) -> Blob:
+    """Per-sample cross entropy of label distributions against logits, both (batch, classes)."""
+    return build(job.SoftmaxCrossEntropyOp, [logits, labels], None, name, "flow.nn.softmax_cross_entropy_with_logits")
+
+
+def bias_add(value: Blob, bias: Blob, data_format: str | None = None, name: str | None = None) -> Blob:
+    """Add a 1-D bias along the channel axis: 1 for "NC..." (and by default), the last for "N...C"."""
+    if data_format is None or data_format.startswith("NC"):
+        axis = 1
+    elif data_format.startswith("N") and data_format.endswith("C"):
+        axis = -1
+    else:
+        fail(f"flow.nn.bias_add: data_format must be like 'NCHW' or 'NHWC', got {data_format!r}")
+    axis = axis if value.ndim > 1 else 0
+    return build(job.BiasAddOp, [value, bias], None, name, "flow.nn.bias_add", axis=axis)
+
+
+def pair(value: int | Sequence[int], what: str, arg: str) -> tuple[int, int]:
+    if isinstance(value, int):
+        return value, value
+    if isinstance(value, (list, tuple)) and len(value) in (1, 2) and all(isinstance(v, int) for v in value):
+        return (value[0], value[-1])
+    fail(f"{what}: {arg} must be an int or a list of two ints, got {value!r}")
+
+
+def _channels_last(data_format: str, what: str) -> bool:
+    if data_format.upper() not in ("NCHW", "NHWC"):
+        fail(f"{what}: data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
+    return data_format.upper() == "NHWC"
+
+
+def window_pads(
+    padding: str | Sequence[Any],
+    size: tuple[int, int],
+    kernel: tuple[int, int],
+    strides: tuple[int, int],
+    dilations: tuple[int, int],
+    channels_last: bool,
+    what: str,
+) -> list[int]:
+    """[top, bottom, left, right] for OneFlow's `padding` argument (SAME resolved as TensorFlow does)."""
+    if isinstance(padding, str):
+        mode = padding.upper()
+        if mode == "VALID":
+            return [0, 0, 0, 0]
+        if mode not in ("SAME", "SAME_UPPER", "SAME_LOWER"):
+            fail(f"{what}: padding must be 'SAME', 'SAME_LOWER', 'SAME_UPPER', 'VALID' or explicit pads, got {padding!r}")
+        pads = []
+        for n, k, s, d in zip(size, kernel, strides, dilations):
+            out = -(-n // s)
+            total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
+            small = total // 2
+            pads += [small, total - small] if mode != "SAME_LOWER" else [total - small, small]
+        return pads
+    if isinstance(padding, (list, tuple)) and len(padding) == 2:
+        per_axis = list(padding)
+    elif isinstance(padding, (list, tuple)) and len(padding) == 4:
+        spatial_axes = (1, 2) if channels_last else (2, 3)
+        for i, p in enumerate(padding):
+            if i not in spatial_axes and p not in (0, (0, 0), [0, 0]):
+                fail(f"{what}: explicit padding {list(padding)} may only pad the two spatial axes")
+        per_axis = [padding[i] for i in spatial_axes]
+    else:
+        fail(f"{what}: padding must be a string or one pad per axis (4 entries), got {padding!r}")
+    pads = []
+    for p in per_axis:
+        lo, hi = pair(p, what, "each pad")
+        if lo < 0 or hi < 0:
+            fail(f"{what}: pads must be non-negative, got {padding!r}")
+        pads += [lo, hi]
+    return pads
+
+
+def conv2d(
+    input: Blob,  # noqa: A002
+    filters: Blob,
+    strides: int | Sequence[int],
+    padding: str | Sequence[Any],
+    data_format: str = "NCHW",
+    dilations: int | Sequence[int] | None = None,
+    groups: int = 1,
+    name: str | None = None,
+) -> Blob:
+    """2-D convolution with weight `filters` (out, in/groups, kh, kw), or (out, kh, kw, in/groups) for NHWC."""
+    what = "flow.nn.conv2d"
+    last = _channels_last(data_format, what)
+    if last:
+        input, filters = transpose(input, _NHWC_TO_NCHW), transpose(filters, _NHWC_TO_NCHW)
+    if input.ndim != 4 or filters.ndim != 4:
+        fail(f"{what}: input and filters must be rank 4, got {input.shape} and {filters.shape}")
+    s = pair(strides, what, "strides")
+    d = pair(dilations if dilations is not None else 1, what, "dilations")
+    kernel = (filters.shape[2], filters.shape[3])
+    pads = window_pads(padding, (input.shape[2], input.shape[3]), kernel, s, d, last, what)
+    out = build(job.Conv2DOp, [input, filters], None, name, what, strides=s, pads=pads, dilations=d, groups=int(groups))
+    return transpose(out, _NCHW_TO_NHWC) if last else out
+
+
+def _pool(op: type[job.JobOp], what: str) -> Any:
+    def pool(
+        input: Blob,  # noqa: A002
+        ksize: int | Sequence[int],
+        strides: int | Sequence[int],
+        padding: str | Sequence[Any],
+        data_format: str = "NCHW",
+        name: str | None = None,
+    ) -> Blob:
+        last = _channels_last(data_format, what)
+        if last:
+            input = transpose(input, _NHWC_TO_NCHW)
+        if input.ndim != 4:
+            fail(f"{what}: input must be rank 4 ({data_format}), got {input.shape}")
+        k, s = pair(ksize, what, "ksize"), pair(strides, what, "strides")
+        pads = window_pads(padding, (input.shape[2], input.shape[3]), k, s, (1, 1), last, what)
+        out = build(op, [input], None, name, what, kernel=k, strides=s, pads=pads)
+        return transpose(out, _NCHW_TO_NHWC) if last else out
+
+    pool.__name__ = what.rsplit(".", 1)[-1]
+    pool.__doc__ = f"{what}(input, ksize, strides, padding, data_format='NCHW'); {op.__doc__ or ''}"
+    return pool
+
+
+max_pool2d = _pool(job.MaxPool2DOp, "flow.nn.max_pool2d")
+avg_pool2d = _pool(job.AvgPool2DOp, "flow.nn.avg_pool2d")
+
+
+def dropout(
+    x: Blob,
+    rate: float,
+    noise_shape: Sequence[int] | None = None,
+    seed: int | None = None,
+    name: str | None = None,
+) -> Blob:
+    """Zero elements with probability `rate` and scale the rest by 1/(1-rate) in train jobs; identity in predict jobs.
+
+    Without a `seed`, the mask's seed is derived from the job and the op's name, so
+    that a program draws the same masks on every run.
+    """
+    what = "flow.nn.dropout"
+    trace = current(what)
+    if noise_shape is not None:
+        fail(f"{what}: noise_shape is not supported (the mask always has the input's shape {x.shape})")
+    if not 0.0 <= rate < 1.0:
+        fail(f"{what}: rate must be in [0, 1), got {rate}")
+    if trace.job_type != "train" or rate == 0.0:
+        return x
+    name = name or trace.unique_name("dropout")
+    if seed is None:
+        seed = zlib.crc32(f"{trace.name}/{name}".encode()) & 0x7FFFFFFF
+    mask = build(job.DropoutMaskOp, [], x.value.type, f"{name}-mask", what, rate=float(rate), seed=int(seed))
+    return multiply(x, mask, name)

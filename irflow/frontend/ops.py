@@ -1,0 +1,181 @@
+"""Array ops at the top of the `flow` namespace: reshape, transpose, matmul, concat, slice, cast, constant."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
+
+from irflow.dialects import job
+from irflow.frontend import dtypes
+from irflow.frontend.blob import Blob
+from irflow.frontend.tracing import build, current, fail
+
+
+def as_blob(value: Any, like: Blob, what: str) -> Blob:
+    """A Blob for `value`: Blobs as they are, numbers and arrays as constants of `like`'s dtype."""
+    if isinstance(value, Blob):
+        return value
+    if isinstance(value, (bool, int, float, np.number)):
+        return fill((), float(value), like.dtype, what)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return constant(np.asarray(value, dtype=like.dtype.np_dtype))
+    fail(f"{what} expects Blobs or numbers, got {type(value).__name__} {value!r}")
+
+
+def operands(x: Any, y: Any, what: str) -> tuple[Blob, Blob]:
+    """Both sides of a binary op as Blobs; a Python number takes the other side's dtype."""
+    if isinstance(x, Blob):
+        return x, as_blob(y, x, what)
+    if isinstance(y, Blob):
+        return as_blob(x, y, what), y
+    fail(f"{what} needs at least one Blob operand, got {x!r} and {y!r}")
+
+
+def fill(shape: Sequence[int], value: float, dtype: dtypes.DType, what: str = "flow.constant") -> Blob:
+    return build(job.FillOp, [], job.tensor(shape, dtype.element_type), what=what, value=float(value))
+
+
+def _dims(shape: object, what: str) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    if not isinstance(shape, (list, tuple)) or not all(isinstance(d, (int, np.integer)) for d in shape):
+        fail(f"{what}: shape must be a list or tuple of ints, got {shape!r}")
+    return tuple(int(d) for d in shape)
+
+
+def reshape(x: Blob, shape: Sequence[int], name: str | None = None) -> Blob:
+    """flow.reshape; one dimension may be -1 and is then inferred from the others."""
+    dims = _dims(shape, "flow.reshape")
+    size = int(np.prod(x.shape, dtype=np.int64))
+    if dims.count(-1) > 1 or any(d < -1 for d in dims):
+        fail(f"flow.reshape: shape {list(dims)} may hold one -1 and otherwise non-negative sizes")
+    if -1 in dims:
+        known = int(np.prod([d for d in dims if d != -1], dtype=np.int64))
+        if known == 0 or size % known:
+            fail(f"flow.reshape: cannot reshape {x.shape} ({size} elements) to {list(dims)}")
+        dims = tuple(size // known if d == -1 else d for d in dims)
+    return build(job.ReshapeOp, [x], job.tensor(dims, x.dtype.element_type), name, "flow.reshape")
+
+
+def transpose(a: Blob, perm: Sequence[int] | None = None, name: str | None = None, **_ignored: Any) -> Blob:
+    """flow.transpose; `perm` defaults to reversing the axes. Negative axes count from the end."""
+    if perm is None:
+        perm = list(reversed(range(a.ndim)))
+    perm = [int(p) + a.ndim if int(p) < 0 else int(p) for p in perm]
+    return build(job.TransposeOp, [a], None, name, "flow.transpose", perm=perm)
+
+
+def matmul(
+    a: Blob,
+    b: Blob,
+    transpose_a: bool = False,
+    transpose_b: bool = False,
+    alpha: float = 1.0,
+    name: str | None = None,
+) -> Blob:
+    """flow.matmul: a @ b with either side optionally transposed; batched when rank > 2."""
+    out = build(
+        job.MatmulOp, [a, b], None, name, "flow.matmul", transpose_a=bool(transpose_a), transpose_b=bool(transpose_b)
+    )
+    if alpha != 1.0:
+        from irflow.frontend.math import multiply
+
+        out = multiply(out, alpha)
+    return out
+
+
+def concat(inputs: Sequence[Blob], axis: int = 0, max_dim_size: int | None = None, name: str | None = None) -> Blob:
+    if not isinstance(inputs, (list, tuple)):
+        fail(f"flow.concat expects a list of Blobs, got {type(inputs).__name__}")
+    if len(inputs) == 1 and isinstance(inputs[0], Blob):
+        return inputs[0]
+    return build(job.ConcatOp, list(inputs), None, name, "flow.concat", axis=int(axis))
+
+
+def slice(x: Blob, begin: Sequence[int | None], size: Sequence[int | None], name: str | None = None) -> Blob:  # noqa: A001
+    """flow.slice: `size[i]` elements from `begin[i]` on axis i; None or -1 means "to the end"."""
+    shape = x.shape
+    if not isinstance(begin, (list, tuple)) or len(begin) != len(shape):
+        fail(f"flow.slice: begin must be a list of {len(shape)} entries (one per axis of {shape}), got {begin!r}")
+    if not isinstance(size, (list, tuple)) or len(size) != len(shape):
+        fail(f"flow.slice: size must be a list of {len(shape)} entries (one per axis of {shape}), got {size!r}")
+    start, stop = [], []
+    for axis, (b, s, d) in enumerate(zip(begin, size, shape)):
+        b = 0 if b is None else int(b)
+        if not -d <= b < max(d, 1):
+            fail(f"flow.slice: begin {b} is out of range for axis {axis} of size {d}")
+        b %= max(d, 1)
+        if s is None or s == -1:
+            e = d
+        elif not 0 < int(s) <= d:
+            fail(f"flow.slice: size {s} is invalid for axis {axis} of size {d}")
+        else:
+            e = min(b + int(s), d)
+        start.append(b)
+        stop.append(e)
+    return build(job.SliceOp, [x], None, name, "flow.slice", start=start, stop=stop, step=[1] * len(shape))
+
+
+def cast(x: Blob, dtype: dtypes.DType, name: str | None = None) -> Blob:
+    dtype = dtypes.as_dtype(dtype)
+    if dtype is x.dtype:
+        return x
+    return build(job.CastOp, [x], job.tensor(x.shape, dtype.element_type), name, "flow.cast")
+
+
+def constant(
+    value: Any,
+    dtype: dtypes.DType | None = None,
+    shape: Sequence[int] | None = None,
+    name: str | None = None,
+) -> Blob:
+    """flow.constant: a scalar broadcast to `shape` (default a scalar), or an array as given."""
+    trace = current("flow.constant")
+    if isinstance(value, (list, tuple, np.ndarray)):
+        array = np.asarray(value)
+        if dtype is None:
+            dtype = dtypes.from_numpy(array.dtype) or trace.config.data_type
+        dtype = dtypes.as_dtype(dtype)
+        if shape is not None and tuple(_dims(shape, "flow.constant")) != array.shape:
+            array = np.broadcast_to(array, _dims(shape, "flow.constant"))
+        array = np.ascontiguousarray(array, dtype=dtype.np_dtype)
+        t = job.tensor(array.shape, dtype.element_type)
+        values = array.reshape(-1).tolist() or [0]
+        attr = DenseIntOrFPElementsAttr.from_list(t, values)
+        return build(job.ConstantOp, [], t, name, "flow.constant", value=attr)
+    if not isinstance(value, (bool, int, float, np.number)):
+        fail(f"flow.constant expects a number or an array, got {type(value).__name__}")
+    dtype = dtypes.as_dtype(dtype) if dtype is not None else trace.config.data_type
+    return fill(_dims(shape, "flow.constant") if shape is not None else (), float(value), dtype)
+
+
+def constant_like(like: Blob, value: float, dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:
+    return fill(like.shape, value, dtypes.as_dtype(dtype) if dtype is not None else like.dtype, "flow.constant_like")
+
+
+def zeros_like(like: Blob, dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:
+    return constant_like(like, 0.0, dtype, name)
+
+
+def ones_like(like: Blob, dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:
+    return constant_like(like, 1.0, dtype, name)
+
+
+def expand_dims(input: Blob, axis: int, name: str | None = None) -> Blob:  # noqa: A002
+    rank = input.ndim + 1
+    if not -rank <= axis < rank:
+        fail(f"flow.expand_dims: axis {axis} is out of range for a result of rank {rank}")
+    axis %= rank
+    return reshape(input, input.shape[:axis] + (1,) + input.shape[axis:], name)
+
+
+def squeeze(input: Blob, axis: Sequence[int] | None = None, name: str | None = None) -> Blob:  # noqa: A002
+    shape = input.shape
+    axes = [i for i, d in enumerate(shape) if d == 1] if axis is None else [a % max(len(shape), 1) for a in axis]
+    for a in axes:
+        if shape[a] != 1:
+            fail(f"flow.squeeze: axis {a} of {shape} has size {shape[a]}, not 1")
+    return reshape(input, [d for i, d in enumerate(shape) if i not in axes], name)

@@ -1,0 +1,97 @@
+"""flow.scope: placement scopes and logical views.
+
+`with flow.scope.placement("gpu", "0:0"):` records `placement` on every op
+traced inside (it may also enclose a job's definition, or be a job's
+`default_placement_scope`). A "gpu" placement on a machine without a usable
+GPU runs on the CPU after one warning per session, as OneFlow falls back.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from types import TracebackType
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import VerifyException
+
+from irflow.dialects.job import JobOp
+from irflow.dialects.sbp import PlacementAttr
+from irflow.frontend import tracing
+from irflow.frontend.tracing import fail
+
+
+class PlacementScope:
+    """The devices of the ops traced inside: `#job.placement<gpu, ["0:0"]>`."""
+
+    def __init__(self, attr: PlacementAttr):
+        self.attr = attr
+
+    def __enter__(self) -> PlacementScope:
+        tracing.placements.append(self.attr)
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        tracing.placements.pop()
+
+    def __repr__(self) -> str:
+        return f"flow.scope.placement({self.attr.device_tag.data!r}, {[r.data for r in self.attr.ranges]})"
+
+
+def placement(
+    device_tag: str, machine_device_ids: str | Sequence[str], hierarchy: Sequence[int] | None = None
+) -> PlacementScope:
+    """OneFlow's placement scope: device_tag "cpu" | "gpu", ids "machine:first-last" (one or a list)."""
+    ranges = [machine_device_ids] if isinstance(machine_device_ids, str) else list(machine_device_ids)
+    if not all(isinstance(r, str) for r in ranges):
+        fail(f"flow.scope.placement: machine_device_ids must be strings like '0:0-3', got {machine_device_ids!r}")
+    attr = PlacementAttr(device_tag, ranges, list(hierarchy or ()))
+    try:
+        attr.verify()
+    except VerifyException as err:
+        fail(f"flow.scope.placement: {err}")
+    return PlacementScope(attr)
+
+
+class LogicalView:
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"flow.scope.{self.name}()"
+
+
+def consistent_view() -> LogicalView:
+    return LogicalView("consistent_view")
+
+
+def mirrored_view() -> LogicalView:
+    return LogicalView("mirrored_view")
+
+
+def device_for(module: ModuleOp, session_warned: bool) -> tuple[str, bool]:
+    """The runtime device for a traced module, and whether the GPU fallback warning has now been given."""
+    wants_gpu = any(
+        isinstance(op, JobOp) and op.placement is not None and op.placement.device_tag.data == "gpu"
+        for op in module.walk()
+    )
+    if not wants_gpu:
+        return "cpu", session_warned
+    if gpu_available():
+        return "gpu", session_warned
+    if not session_warned:
+        warnings.warn(
+            "flow.scope.placement('gpu', ...) but no usable GPU was found: running on the CPU",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return "cpu", True
+
+
+def gpu_available() -> bool:
+    try:
+        import cupy  # type: ignore[import-not-found]
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001  no cupy, no driver, no device: all mean "no GPU"
+        return False

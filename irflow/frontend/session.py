@@ -1,0 +1,205 @@
+"""The default session: the one owner of jobs, variables, the seed and the ordered call queue.
+
+Calls of job functions run one at a time, in call order, on one worker thread
+(OneFlow runs a session's jobs in order too): a synchronous call waits for its
+own turn, an asynchronous one (`tp.Callback`) returns at once with its inputs
+already copied. Callback handlers run in call order. An exception raised by
+a job or a handler is kept and raised again at the next call or sync.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from irflow.errors import ExecutionError, SourceLocation
+
+if TYPE_CHECKING:
+    from irflow.frontend.dtypes import DType
+    from irflow.frontend.function import JobFunction
+
+DEFAULT_SEED = 0
+
+
+@dataclass(frozen=True)
+class VariableDecl:
+    """What the first job to declare a variable said about it; later jobs must agree."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+    initializer: dict[str, Any]
+    trainable: bool
+    job: str
+    location: SourceLocation | None
+
+
+@dataclass
+class Pending:
+    """One asynchronous call: its result once run, and the handler once registered."""
+
+    result: Any = None
+    done: bool = False
+    failed: bool = False
+    handler: Callable[[Any], Any] | None = None
+
+
+@dataclass
+class Session:
+    seed: int = DEFAULT_SEED
+    jobs: dict[str, JobFunction] = field(default_factory=dict)
+    variables: dict[str, VariableDecl] = field(default_factory=dict)
+    gpu_warned: bool = False
+    _store: Any = None
+    _executor: ThreadPoolExecutor | None = None
+    _worker: threading.Thread | None = None
+    _errors: list[BaseException] = field(default_factory=list)
+    _deliveries: deque[Pending] = field(default_factory=deque)
+    _delivering: bool = False
+    _again: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # ------------------------------------------------------------- variables
+
+    @property
+    def store(self) -> Any:
+        """The runtime's VariableStore, made on first use from the session's seed."""
+        if self._store is None:
+            from irflow.runtime import VariableStore
+
+            self._store = VariableStore(seed=self.seed)
+        return self._store
+
+    def set_seed(self, seed: int) -> None:
+        if self._store is not None and list(self._store.names()):
+            raise ExecutionError(
+                f"flow.random.seed({seed}) comes after variables were created with seed {self.seed}; "
+                "set the seed before the first call of a job (or after flow.clear_default_session())"
+            )
+        self.seed = int(seed)
+        self._store = None
+
+    # ------------------------------------------------------------- the queue
+
+    def run(self, task: Callable[[], Any]) -> Any:
+        """Run `task` after every earlier call, and return its result (or raise its error)."""
+        self.raise_pending()
+        if threading.current_thread() is self._worker:
+            return task()  # a handler calling a job: it is already this call's turn
+        return self._submit(task).result()
+
+    def run_async(self, task: Callable[[], Any]) -> Callable[[Callable[[Any], Any]], None]:
+        """Queue `task`; return the function that registers the handler of its result."""
+        self.raise_pending()
+        pending = Pending()
+        with self._lock:
+            self._deliveries.append(pending)
+
+        def work() -> None:
+            try:
+                pending.result = task()
+            except BaseException as err:  # noqa: BLE001  kept for the next call or sync
+                pending.failed = True
+                self._keep(err)
+            pending.done = True
+            self._deliver()
+
+        if threading.current_thread() is self._worker:
+            work()
+        else:
+            self._submit(work)
+
+        def register(handler: Callable[[Any], Any]) -> None:
+            if not callable(handler):
+                raise TypeError(f"a job's callback must be callable, got {type(handler).__name__}")
+            if pending.handler is not None:
+                raise ExecutionError("this call's callback is already registered")
+            pending.handler = handler
+            self._deliver()
+            self.raise_pending()
+
+        return register
+
+    def sync(self) -> None:
+        """Wait for every queued call and every registered handler; raise a kept error."""
+        if self._executor is not None and threading.current_thread() is not self._worker:
+            self._submit(lambda: None).result()
+        self._deliver()
+        self.raise_pending()
+
+    def raise_pending(self) -> None:
+        with self._lock:
+            if not self._errors:
+                return
+            err = self._errors.pop(0)
+        raise err
+
+    def _keep(self, err: BaseException) -> None:
+        with self._lock:
+            self._errors.append(err)
+
+    def _submit(self, task: Callable[[], Any]) -> Future:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="irflow-session")
+            self._executor.submit(self._bind_worker).result()
+        return self._executor.submit(task)
+
+    def _bind_worker(self) -> None:
+        self._worker = threading.current_thread()
+
+    def _deliver(self) -> None:
+        """Run ready handlers in call order; one thread delivers at a time, never holding the lock in a handler."""
+        with self._lock:
+            if self._delivering:
+                self._again = True  # the delivering thread looks once more before it stops
+                return
+            self._delivering = True
+        while True:
+            with self._lock:
+                front = self._deliveries[0] if self._deliveries else None
+                if front is None or not front.done or (front.handler is None and not front.failed):
+                    if self._again:
+                        self._again = False
+                        continue
+                    self._delivering = False
+                    return
+                self._deliveries.popleft()
+            if not front.failed:
+                try:
+                    front.handler(front.result)  # type: ignore[misc]
+                except BaseException as err:  # noqa: BLE001  kept for the next call or sync
+                    self._keep(err)
+
+    def close(self) -> None:
+        """Finish queued calls and stop the worker; kept errors are dropped with the session."""
+        if self._executor is not None:
+            if threading.current_thread() is not self._worker:
+                self._executor.shutdown(wait=True)
+            self._executor = None
+            self._worker = None
+
+
+_default = Session()
+
+
+def default_session() -> Session:
+    return _default
+
+
+def clear_default_session() -> None:
+    """Drop every job, variable and queued result: the next job starts a fresh session."""
+    global _default
+    old = _default
+    _default = Session()
+    old.close()
+    for fn in old.jobs.values():
+        fn.forget()
+
+
+def sync_default_session() -> None:
+    """Wait until every call so far has run and its callback has been called."""
+    _default.sync()

@@ -1,0 +1,85 @@
+"""flow.get_variable: model state addressed by name and shared by every job that names it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from irflow.dialects import job
+from irflow.frontend import dtypes
+from irflow.frontend.blob import Blob
+from irflow.frontend.initializers import constant_initializer
+from irflow.frontend.session import VariableDecl, default_session
+from irflow.frontend.tracing import build, current, fail, user_location
+
+_KINDS = ("constant", "random_uniform", "random_normal", "truncated_normal", "variance_scaling")
+
+
+def get_variable(
+    name: str,
+    shape: Sequence[int] | None = None,
+    dtype: dtypes.DType | None = None,
+    initializer: dict[str, Any] | None = None,
+    regularizer: object = None,
+    trainable: bool | None = None,
+    model_name: str | None = None,
+    random_seed: int | None = None,
+    distribute: object = None,
+    reuse: bool = True,
+) -> Blob:
+    """Create the variable `name` or fetch it: the same name in two jobs is the same variable.
+
+    `dtype` defaults to the job's default_data_type and `initializer` to zeros.
+    Regularizers are not supported: add the penalty to the loss instead.
+    """
+    what = "flow.get_variable"
+    trace = current(what)
+    if not isinstance(name, str) or not name:
+        fail(f"{what}: name must be a non-empty string, got {name!r}")
+    if shape is None:
+        fail(f"{what}('{name}'): shape is required")
+    if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and d > 0 for d in shape):
+        fail(f"{what}('{name}'): shape must be a list or tuple of positive ints, got {shape!r}")
+    if regularizer is not None:
+        fail(f"{what}('{name}'): regularizers are not supported; add the penalty to the loss")
+    shape = tuple(shape)
+    dtype = dtypes.as_dtype(dtype) if dtype is not None else trace.config.data_type
+    init = dict(initializer) if initializer is not None else constant_initializer(0.0)
+    if not isinstance(initializer, (dict, type(None))) or init.get("kind") not in _KINDS:
+        fail(f"{what}('{name}'): initializer must come from flow.*_initializer(), got {initializer!r}")
+    if random_seed is not None:
+        init["seed"] = int(random_seed)
+    trainable = True if trainable is None else bool(trainable)
+
+    if name in trace.variables:
+        blob = trace.variables[name]
+        if not reuse:
+            fail(f"{what}: variable '{name}' is already defined in job '{trace.name}' (reuse=False)")
+        _agree(trace.declared[name], shape, dtype, what)
+        return blob
+    known = default_session().variables.get(name)
+    if known is not None:
+        _agree(known, shape, dtype, what)
+        init, trainable = known.initializer, known.trainable  # the first declaration decides
+    blob = build(
+        job.VariableOp,
+        [],
+        job.tensor(shape, dtype.element_type),
+        name,
+        what,
+        name=name,
+        initializer=init,
+        trainable=trainable,
+    )
+    trace.variables[name] = blob
+    trace.declared[name] = known or VariableDecl(name, shape, dtype, init, trainable, trace.name, user_location())
+    return blob
+
+
+def _agree(known: VariableDecl, shape: tuple[int, ...], dtype: dtypes.DType, what: str) -> None:
+    if known.shape != shape or known.dtype is not dtype:
+        where = f" at {known.location}" if known.location else ""
+        fail(
+            f"{what}: variable '{known.name}' is {dtype.name} {shape} here, but job '{known.job}' "
+            f"declared it {known.dtype.name} {known.shape}{where}; one name is one variable"
+        )

@@ -1,0 +1,77 @@
+"""Annotations of job functions, as OneFlow's `oneflow.typing` (imported as `tp`).
+
+Parameters: `tp.Numpy.Placeholder(shape, dtype=flow.float)` takes one ndarray
+of exactly that shape and dtype (OneFlow's static shape); `tp.ListNumpy.Placeholder`
+a list with one such array per device, and `tp.ListListNumpy.Placeholder` a
+list per device of a list with one array (irflow runs one device here, and its
+IR has static shapes, so the arrays must have the placeholder's exact shape,
+where OneFlow lets mirrored inputs be smaller). A parameter may also be a
+`Tuple[...]` of placeholders; it then receives a tuple of arrays.
+
+Returns: `tp.Numpy` (an ndarray), `tp.ListNumpy` (a list with one ndarray per
+device), `tp.ListListNumpy`, and `Tuple`, `List`, `Dict[str, ...]` of those;
+`tp.Bundle[T]` accepts any nesting of T in lists, tuples and dicts; and
+`tp.Callback[T]` makes the call asynchronous: `job(x)(handler)` calls
+`handler(result)` later.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Sequence
+
+from irflow.frontend import dtypes
+
+T = typing.TypeVar("T")
+
+
+class PlaceholderDef:
+    """A placeholder annotation: a class (so that `Tuple[...]` accepts it) with a shape and a dtype."""
+
+    shape: tuple[int, ...] = ()
+    dtype: dtypes.DType = dtypes.float32
+    kind: str = "numpy"
+
+
+def _placeholder(kind: str, label: str, shape: Sequence[int], dtype: object) -> type[PlaceholderDef]:
+    if not isinstance(shape, (tuple, list)) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise TypeError(f"{label}: shape must be a tuple of non-negative ints, got {shape!r}")
+    dtype = dtypes.as_dtype(dtype, f"{label} dtype")
+    return type(label, (PlaceholderDef,), {"shape": tuple(shape), "dtype": dtype, "kind": kind})
+
+
+class Numpy:
+    """One numpy.ndarray, in or out of a job function."""
+
+    @staticmethod
+    def Placeholder(shape: Sequence[int], dtype: object = dtypes.float32) -> type[PlaceholderDef]:  # noqa: N802
+        return _placeholder("numpy", "Numpy.Placeholder", shape, dtype)
+
+
+class ListNumpy:
+    """A list with one numpy.ndarray per device."""
+
+    @staticmethod
+    def Placeholder(shape: Sequence[int], dtype: object = dtypes.float32) -> type[PlaceholderDef]:  # noqa: N802
+        return _placeholder("list_numpy", "ListNumpy.Placeholder", shape, dtype)
+
+
+class ListListNumpy:
+    """A list per device of a list of numpy.ndarray (OneFlow's tensor lists; one tensor each here)."""
+
+    @staticmethod
+    def Placeholder(shape: Sequence[int], dtype: object = dtypes.float32) -> type[PlaceholderDef]:  # noqa: N802
+        return _placeholder("list_list_numpy", "ListListNumpy.Placeholder", shape, dtype)
+
+
+class Callback(typing.Generic[T]):
+    """`-> tp.Callback[T]`: the call returns at once; `job(x)(handler)` gets T later."""
+
+
+class Bundle(typing.Generic[T]):
+    """One or a collection of T: x, [x], (x,), {"key": x} and any nesting of them."""
+
+
+LEAVES = {Numpy: "numpy", ListNumpy: "list_numpy", ListListNumpy: "list_list_numpy"}
+
+__all__ = ["Numpy", "ListNumpy", "ListListNumpy", "Callback", "Bundle", "PlaceholderDef"]
