@@ -39,6 +39,9 @@ from irflow.passes.locations import source_location
 TRAIN_STEP = "System-Train-TrainStep"
 """The non-trainable i64 variable counting finished train steps (OneFlow's name)."""
 
+ZEROS = {"kind": "constant", "value": 0.0}
+"""The initializer of the step counter and optimizer state (OneFlow's zeros_initializer)."""
+
 # Keys each dictionary may hold, with the defaults of the values it may leave out (OneFlow's).
 _OPTIMIZER_KEYS: dict[str, dict[str, object]] = {
     "sgd": {"momentum": 0.9, "weight_decay": 0.0},
@@ -210,7 +213,7 @@ def _variable(func_block_ops: Sequence[Operation], b: GradientBuilder, name: str
                 raise CompileError(f"variable '{name}' is declared as {op.results[0].type}, the optimizer needs {type}",
                                    source_location(op))
             return op.results[0]
-    value = b.emit(job.VariableOp, [], type, name=name, trainable=False, initializer={"kind": "zeros"})
+    value = b.emit(job.VariableOp, [], type, name=name, trainable=False, initializer=ZEROS)
     value.name_hint = hint or _hint(name)
     return value
 

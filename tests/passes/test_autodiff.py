@@ -355,7 +355,7 @@ def _build_func(case: Case, job_type: str) -> job.FuncOp:
 
     values: dict[str, SSAValue] = dict(zip(case.inputs, block.args))
     for name, shape in case.variables.items():
-        values[name] = emit(job.VariableOp, [], tensor(shape, f64), name=name, initializer={"kind": "zeros"})
+        values[name] = emit(job.VariableOp, [], tensor(shape, f64), name=name, initializer={"kind": "constant", "value": 0.0})
     loss = case.forward(emit, values)
     if case.reduce:
         shape = tuple(loss.type.get_shape())

@@ -20,8 +20,8 @@ PIECEWISE_1 = 'lr = {kind = "piecewise_constant", boundaries = array<i64>, value
 
 TWO_VARIABLES = """
 job.func @train(%x1: tensor<3x4xf64>, %x2: tensor<4xf64>) -> tensor<f64> attributes {{job_type = "train"}} {{
-  %w1 = job.variable {{name = "w1", initializer = {{kind = "zeros"}}}} : tensor<3x4xf64>
-  %w2 = job.variable {{name = "w2", initializer = {{kind = "zeros"}}}} : tensor<4xf64>
+  %w1 = job.variable {{name = "w1", initializer = {{kind = "constant", value = 0.0}}}} : tensor<3x4xf64>
+  %w2 = job.variable {{name = "w2", initializer = {{kind = "constant", value = 0.0}}}} : tensor<4xf64>
   %p1 = job.mul %w1, %x1 : (tensor<3x4xf64>, tensor<3x4xf64>) -> tensor<3x4xf64>
   %s1 = job.reduce_sum %p1 {{axes = array<i64: 0, 1>}} : (tensor<3x4xf64>) -> tensor<f64>
   %p2 = job.mul %w2, %x2 : (tensor<4xf64>, tensor<4xf64>) -> tensor<4xf64>
@@ -73,7 +73,8 @@ def test_momentum_state_is_a_zero_initialized_non_trainable_variable():
     (u1, u2) = ops_of(module, job.MomentumUpdateOp)
     buf = variables(module)["w1-momentum"]
     assert u1.momentum is buf.results[0] and buf.results[0].type == u1.weight.type
-    assert not buf.trainable.value.data and buf.initializer.data["kind"].data == "zeros"
+    assert not buf.trainable.value.data and buf.initializer.data["kind"].data == "constant"
+    assert buf.initializer.data["value"].value.data == 0.0
     assert u1.beta.value.data == 0.8 and u1.weight_decay.value.data == 0.01
 
 
@@ -227,7 +228,7 @@ def reference(kind: str, params: dict, rates: list[float], grads: list[list[np.n
     return w
 
 
-LR_HALF = 'lr = {kind = "piecewise_constant", boundaries = array<i64: 1>, values = array<f64: 0.5, 0.25, 0.125>}'
+LR_HALF = 'lr = {kind = "piecewise_constant", boundaries = array<i64: 1, 2>, values = array<f64: 0.5, 0.25, 0.125>}'
 RATES_HALF = [0.5, 0.5, 0.25, 0.125, 0.125]
 
 TRAINING = {

@@ -6,8 +6,8 @@
 // carries the location of the forward op it differentiates.
 
 job.func @dense(%x: tensor<4x3xf32>) -> tensor<f32> attributes {job_type = "train"} {
-  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3x2xf32>
-  %b = job.variable {name = "b", initializer = {kind = "zeros"}} : tensor<2xf32>
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<3x2xf32>
+  %b = job.variable {name = "b", initializer = {kind = "constant", value = 0.0}} : tensor<2xf32>
   %y = job.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32> loc("model.py":5:8)
   %z = job.bias_add %y, %b : (tensor<4x2xf32>, tensor<2xf32>) -> tensor<4x2xf32> loc("model.py":6:8)
   %r = job.relu %z : (tensor<4x2xf32>) -> tensor<4x2xf32> loc("model.py":7:8)
@@ -44,8 +44,8 @@ job.func @dense(%x: tensor<4x3xf32>) -> tensor<f32> attributes {job_type = "trai
 // Broadcast operands get their gradient summed over the broadcast axes.
 
 job.func @broadcast(%x: tensor<2x3xf32>) -> tensor<2x3xf32> attributes {job_type = "train"} {
-  %row = job.variable {name = "row", initializer = {kind = "zeros"}} : tensor<3xf32>
-  %col = job.variable {name = "col", initializer = {kind = "zeros"}} : tensor<2x1xf32>
+  %row = job.variable {name = "row", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
+  %col = job.variable {name = "col", initializer = {kind = "constant", value = 0.0}} : tensor<2x1xf32>
   %a = job.mul %x, %row : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %l = job.sub %a, %col : (tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
   job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<2x3xf32>
@@ -68,8 +68,8 @@ job.func @broadcast(%x: tensor<2x3xf32>) -> tensor<2x3xf32> attributes {job_type
 // comparisons.
 
 job.func @fanout(%x: tensor<3x4xf32>) -> tensor<f32> attributes {job_type = "train"} {
-  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3x4xf32>
-  %frozen = job.variable {name = "frozen", trainable = false, initializer = {kind = "zeros"}} : tensor<3x4xf32>
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<3x4xf32>
+  %frozen = job.variable {name = "frozen", trainable = false, initializer = {kind = "constant", value = 0.0}} : tensor<3x4xf32>
   %e = job.exp %w : (tensor<3x4xf32>) -> tensor<3x4xf32>
   %m = job.mul %e, %w : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
   %f = job.mul %m, %frozen : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<3x4xf32>
@@ -102,8 +102,8 @@ job.func @fanout(%x: tensor<3x4xf32>) -> tensor<f32> attributes {job_type = "tra
 // slices, slice's is slice_grad, reshape reshapes back.
 
 job.func @shapes() -> tensor<f32> attributes {job_type = "train"} {
-  %a = job.variable {name = "a", initializer = {kind = "zeros"}} : tensor<2x3x4xf32>
-  %b = job.variable {name = "b", initializer = {kind = "zeros"}} : tensor<3x2xf32>
+  %a = job.variable {name = "a", initializer = {kind = "constant", value = 0.0}} : tensor<2x3x4xf32>
+  %b = job.variable {name = "b", initializer = {kind = "constant", value = 0.0}} : tensor<3x2xf32>
   %t = job.transpose %a {perm = array<i64: 2, 0, 1>} : (tensor<2x3x4xf32>) -> tensor<4x2x3xf32>
   %r = job.reshape %t : (tensor<4x2x3xf32>) -> tensor<8x3xf32>
   %bt = job.transpose %b {perm = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
@@ -130,7 +130,7 @@ job.func @shapes() -> tensor<f32> attributes {job_type = "train"} {
 // -> its grad op, sparse cross-entropy -> its grad op (no gradient for labels).
 
 job.func @convnet(%img: tensor<2x1x6x6xf32>, %labels: tensor<2xi64>) -> tensor<2xf32> attributes {job_type = "train"} {
-  %k = job.variable {name = "k", initializer = {kind = "zeros"}} : tensor<4x1x3x3xf32>
+  %k = job.variable {name = "k", initializer = {kind = "constant", value = 0.0}} : tensor<4x1x3x3xf32>
   %c = job.conv2d %img, %k {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x1x6x6xf32>, tensor<4x1x3x3xf32>) -> tensor<2x4x6x6xf32>
   %p = job.max_pool2d %c {kernel = array<i64: 3, 3>, strides = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x6x6xf32>) -> tensor<2x4x2x2xf32>
   %f = job.reshape %p : (tensor<2x4x2x2xf32>) -> tensor<2x16xf32>

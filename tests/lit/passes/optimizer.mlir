@@ -4,14 +4,14 @@
 // schedule, each variable gets job.sgd_update, and the counter moves last.
 
 job.func @sgd(%g: tensor<3xf32>) attributes {job_type = "train"} {
-  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3xf32>
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
   job.apply_gradients %w, %g {optimizer = {kind = "sgd", momentum = 0.0, weight_decay = 0.01, lr = {kind = "piecewise_constant", boundaries = array<i64: 100>, values = array<f64: 0.1, 0.01>}}} : tensor<3xf32>, tensor<3xf32>
   job.return
 }
 
 // CHECK-LABEL: job.func @sgd
 // CHECK-NEXT:    %w = job.variable
-// CHECK-NEXT:    %train_step = job.variable {name = "System-Train-TrainStep", trainable = false, initializer = {kind = "zeros"}} : tensor<i64>
+// CHECK-NEXT:    %train_step = job.variable {name = "System-Train-TrainStep", trainable = false, initializer = {kind = "constant", value = 0.000000e+00 : f64}} : tensor<i64>
 // CHECK-NEXT:    %lr = job.learning_rate %train_step {schedule = {kind = "piecewise_constant", boundaries = array<i64: 100>, values = array<f64: 1.000000e-01, 1.000000e-02>}} : (tensor<i64>) -> tensor<f32>
 // CHECK-NEXT:    %[[ONE:.*]] = job.constant {value = dense<1> : tensor<i64>} : tensor<i64>
 // CHECK-NEXT:    %next_step = job.add %train_step, %[[ONE]] : (tensor<i64>, tensor<i64>) -> tensor<i64>
@@ -22,17 +22,17 @@ job.func @sgd(%g: tensor<3xf32>) attributes {job_type = "train"} {
 
 // -----
 
-// Momentum: the buffer is a zero-initialized non-trainable variable named
+// Momentum: the buffer is a non-trainable variable initialized to zeros, named
 // <var>-momentum, so checkpoints save it.
 
 job.func @momentum(%g: tensor<3xf32>) attributes {job_type = "train"} {
-  %w = job.variable {name = "fc-weight", initializer = {kind = "zeros"}} : tensor<3xf32>
+  %w = job.variable {name = "fc-weight", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
   job.apply_gradients %w, %g {optimizer = {kind = "sgd", momentum = 0.9, lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<3xf32>, tensor<3xf32>
   job.return
 }
 
 // CHECK-LABEL: job.func @momentum
-// CHECK:         %[[M:.*]] = job.variable {name = "fc-weight-momentum", trainable = false, initializer = {kind = "zeros"}} : tensor<3xf32>
+// CHECK:         %[[M:.*]] = job.variable {name = "fc-weight-momentum", trainable = false, initializer = {kind = "constant", value = 0.000000e+00 : f64}} : tensor<3xf32>
 // CHECK-NEXT:    job.momentum_update %w, %g, %[[M]], %lr {beta = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
 // CHECK-NEXT:    job.assign %train_step, %next_step
 
@@ -43,7 +43,7 @@ job.func @momentum(%g: tensor<3xf32>) attributes {job_type = "train"} {
 // L2 regularization added to the gradient.  Cosine decay with a linear warmup.
 
 job.func @adam(%g: tensor<2x2xf32>, %h: tensor<2x2xf32>) attributes {job_type = "train"} {
-  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<2x2xf32>
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<2x2xf32>
   job.apply_gradients %w, %g {optimizer = {kind = "adamw", beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, weight_decay = 0.05, lr = {kind = "cosine", base_lr = 0.001, steps = 1000, alpha = 0.1}, warmup = {kind = "linear", steps = 100, multiplier = 0.0}}} : tensor<2x2xf32>, tensor<2x2xf32>
   job.return
 }
@@ -51,15 +51,15 @@ job.func @adam(%g: tensor<2x2xf32>, %h: tensor<2x2xf32>) attributes {job_type = 
 // CHECK-LABEL: job.func @adam
 // CHECK:         %lr = job.learning_rate %train_step {schedule = {kind = "cosine", base_lr = 1.000000e-03 : f64, steps = 1000 : i64, alpha = 1.000000e-01 : f64, warmup = {kind = "linear", steps = 100 : i64, multiplier = 0.000000e+00 : f64}}}
 // CHECK:         %next_step = job.add %train_step
-// CHECK-NEXT:    %w-m = job.variable {name = "w-m", trainable = false, initializer = {kind = "zeros"}} : tensor<2x2xf32>
-// CHECK-NEXT:    %w-v = job.variable {name = "w-v", trainable = false, initializer = {kind = "zeros"}} : tensor<2x2xf32>
+// CHECK-NEXT:    %w-m = job.variable {name = "w-m", trainable = false, initializer = {kind = "constant", value = 0.000000e+00 : f64}} : tensor<2x2xf32>
+// CHECK-NEXT:    %w-v = job.variable {name = "w-v", trainable = false, initializer = {kind = "constant", value = 0.000000e+00 : f64}} : tensor<2x2xf32>
 // CHECK-NEXT:    job.adam_update %w, %g, %w-m, %w-v, %lr, %next_step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-08 : f64, weight_decay = 5.000000e-02 : f64}
 // CHECK-NEXT:    job.assign %train_step, %next_step
 
 // -----
 
 job.func @adam_l2(%g: tensor<2xf32>) attributes {job_type = "train"} {
-  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<2xf32>
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<2xf32>
   job.apply_gradients %w, %g {optimizer = {kind = "adam", weight_decay = 0.05, do_bias_correction = false, lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<2xf32>, tensor<2xf32>
   job.return
 }
@@ -75,8 +75,8 @@ job.func @adam_l2(%g: tensor<2xf32>) attributes {job_type = "train"} {
 // Clipping by global norm: g * clip / max(sqrt(sum of squares), clip), from job ops.
 
 job.func @clip(%g1: tensor<2x3xf32>, %g2: tensor<3xf32>) attributes {job_type = "train"} {
-  %w1 = job.variable {name = "w1", initializer = {kind = "zeros"}} : tensor<2x3xf32>
-  %w2 = job.variable {name = "w2", initializer = {kind = "zeros"}} : tensor<3xf32>
+  %w1 = job.variable {name = "w1", initializer = {kind = "constant", value = 0.0}} : tensor<2x3xf32>
+  %w2 = job.variable {name = "w2", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
   job.apply_gradients %w1, %g1, %w2, %g2 {optimizer = {kind = "sgd", momentum = 0.0, clip_norm = 5.0, lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>
   job.return
 }
