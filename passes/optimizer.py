@@ -153,7 +153,8 @@ def parse_optimizer(attr: Attribute, location: SourceLocation | None) -> Optimiz
     top = _Reader(attr, "optimizer", location)
     kind = top.kind(_OPTIMIZER_KEYS)
     defaults = _OPTIMIZER_KEYS[kind]
-    top.only([*_COMMON_KEYS, *defaults])
+    # The frontend writes every optimizer key whatever the kind; those of other kinds are ignored.
+    top.only([*_COMMON_KEYS, *dict.fromkeys(k for keys in _OPTIMIZER_KEYS.values() for k in keys)])
     params: dict[str, float | bool] = {}
     for key, default in defaults.items():
         if isinstance(default, bool):
