@@ -18,13 +18,11 @@ import typing
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import FunctionType, ModuleOp
-from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from irflow import typing as tp
@@ -35,6 +33,7 @@ from irflow.frontend.config import FunctionConfig
 from irflow.frontend.scope import device_for
 from irflow.frontend.session import Session, default_session
 from irflow.frontend.tracing import Trace, to_loc, tracing, user_location
+from irflow.textir import print_module
 
 JOB_TYPES = ("train", "predict")
 DUMP_ENV = "IRFLOW_DUMP_IR"
@@ -429,14 +428,14 @@ class JobFunction:
                 from irflow.runtime import compile_job
 
                 device, session.gpu_warned = device_for(self.module, session.gpu_warned)
-                self._exe = compile_job(self.module.clone(), self.job_name, session.store, device=device)
+                self._exe = compile_job(self.module, self.job_name, session.store, device=device)
                 self._dump(os.environ.get(DUMP_ENV))
             return self._exe
 
     def ir(self, stage: str = "job") -> str:
         """The module's text at `stage`: "job" as traced, a pass's name, or "buffer"."""
         if stage == "job" and self._exe is None:
-            return module_text(self.module)
+            return print_module(self.module, debuginfo=True)
         return self.executable().ir(stage)
 
     def _dump(self, directory: str | None) -> None:
@@ -454,12 +453,6 @@ class JobFunction:
 
     def __repr__(self) -> str:
         return f"<irflow job function '{self.job_name}' ({self.job_type})>"
-
-
-def module_text(module: ModuleOp) -> str:
-    stream = StringIO()
-    Printer(stream=stream, print_debuginfo=True).print_op(module)
-    return stream.getvalue() + "\n"
 
 
 def _tensor(leaf: type[tp.PlaceholderDef]) -> Any:

@@ -45,9 +45,8 @@ def placement(
     ranges = [machine_device_ids] if isinstance(machine_device_ids, str) else list(machine_device_ids)
     if not all(isinstance(r, str) for r in ranges):
         fail(f"flow.scope.placement: machine_device_ids must be strings like '0:0-3', got {machine_device_ids!r}")
-    attr = PlacementAttr(device_tag, ranges, list(hierarchy or ()))
     try:
-        attr.verify()
+        attr = PlacementAttr(device_tag, ranges, list(hierarchy or ()))
     except VerifyException as err:
         fail(f"flow.scope.placement: {err}")
     return PlacementScope(attr)
@@ -89,9 +88,6 @@ def device_for(module: ModuleOp, session_warned: bool) -> tuple[str, bool]:
 
 
 def gpu_available() -> bool:
-    try:
-        import cupy  # type: ignore[import-not-found]
+    from irflow.runtime.backend import gpu_module
 
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # noqa: BLE001  no cupy, no driver, no device: all mean "no GPU"
-        return False
+    return gpu_module() is not None
