@@ -945,7 +945,7 @@ class _LarkParser:
             return b._error(f"unexpected end of input, expected {self.expected(set(e.expected))}", _end_position(b.text))
         return b._error(str(e), (getattr(e, "line", 1), getattr(e, "column", 1)))
 
-    def parse(self, text: str, filename: str, ctx: Context, verify: bool) -> ModuleOp:
+    def parse(self, text: str, filename: str, ctx: Context, verify: bool, implicit_module: bool) -> ModuleOp:
         b = self.builder
         b._reset(ctx, text, filename)
         try:
@@ -957,10 +957,13 @@ class _LarkParser:
         if first is not None and first is top.last_op and isinstance(first, ModuleOp):
             top.detach_op(first)
             module = first
-        else:
+        elif implicit_module:
             module = ModuleOp(Region(top))
-        if verify:
-            verify_module(module, b.positions, b._error)
+        else:
+            raise b._error("expected a single builtin.module at the top level", b.positions.get(first))  # type: ignore[arg-type]
+        if verify and (failure := first_verify_failure(module)) is not None:
+            op, e = failure
+            raise b._error(f"'{op.name}' op {e}", b.positions.get(op))
         return module
 
 
@@ -973,17 +976,14 @@ def _end_position(text: str) -> tuple[int, int]:
     return len(lines), len(lines[-1]) + 1
 
 
-def verify_module(
-    module: ModuleOp,
-    positions: dict[Operation, tuple[int, int]],
-    error: Callable[[str, tuple[int, int] | None], IRParseError],
-) -> None:
-    """What `module.verify()` checks, op by op (nested ops first), so a failure names its op's line and column."""
+def first_verify_failure(module: Operation) -> tuple[Operation, VerifyException] | None:
+    """The first op (nested ops first, as `module.verify()` goes) that fails verification, and why."""
     for op in module.walk(region_first=True):
         try:
             verify_op(op)
         except VerifyException as e:
-            raise error(f"'{op.name}' op {e}", positions.get(op)) from None
+            return op, e
+    return None
 
 
 def verify_op(op: Operation) -> None:
@@ -1042,7 +1042,16 @@ def default_context() -> Context:
 
 
 def parse_module(
-    text: str, filename: str = "<string>", *, ctx: Context | None = None, verify: bool = True
+    text: str,
+    filename: str = "<string>",
+    *,
+    ctx: Context | None = None,
+    verify: bool = True,
+    implicit_module: bool = True,
 ) -> ModuleOp:
-    """Parse irflow's text IR into a verified `builtin.module`; raise `IRParseError` on bad input."""
-    return _parser().parse(text, filename, ctx or default_context(), verify)
+    """Parse irflow's text IR into a verified `builtin.module`; raise `IRParseError` on bad input.
+
+    Ops outside a single top-level `builtin.module` are wrapped in one, unless
+    `implicit_module` is False.  `ctx` defaults to `irflow.context.make_context()`.
+    """
+    return _parser().parse(text, filename, ctx or default_context(), verify, implicit_module)
