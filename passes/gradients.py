@@ -464,3 +464,114 @@ def _avg_pool2d(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -
 def _avg_pool2d_grad(b: GradientBuilder, op: Operation, dg: SSAValue, needs: Needs) -> Grads:
     # avg_pool2d_grad is the adjoint of avg_pool2d (a fixed linear map).
     return [b.emit(job.AvgPool2DOp, [dg], **_props(op, *_POOL))]
+
+
+# ----------------------------------------------------------------- second order: gradients of backward ops
+# Each backward op is linear in its incoming gradient, so its gradient with respect to
+# that operand is the same backward op (or its adjoint) applied to the new gradient.
+
+
+def _keep_sum(b: GradientBuilder, x: SSAValue, axis: int) -> SSAValue:
+    return b.emit(job.ReduceSumOp, [x], axes=[axis], keepdims=True)
+
+
+def _axis_of(op: Operation) -> int:
+    return integer(op.properties, "axis", -1) % len(shape_of(op.operands[0].type))
+
+
+@gradient(job.ReluGradOp)
+def _relu_grad(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -> Grads:
+    # dy * (y > 0): piecewise constant in y
+    return [b.emit(job.ReluGradOp, [g, op.operands[1]]) if needs[0] else None, None]
+
+
+@gradient(job.SigmoidGradOp)
+def _sigmoid_grad(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -> Grads:
+    # dy * y * (1 - y): d/dy = dy * (1 - 2y)
+    dy, y = _operands(op)
+    dsaved = None
+    if needs[1]:
+        slope = b.emit(job.SubOp, [b.scalar(1.0, y), b.scale(y, 2.0)])
+        dsaved = b.emit(job.MulOp, [b.emit(job.MulOp, [g, dy]), slope])
+    return [b.emit(job.SigmoidGradOp, [g, y]) if needs[0] else None, dsaved]
+
+
+@gradient(job.TanhGradOp)
+def _tanh_grad(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -> Grads:
+    # dy * (1 - y*y): d/dy = -2 * dy * y
+    dy, y = _operands(op)
+    dsaved = b.scale(b.emit(job.MulOp, [b.emit(job.MulOp, [g, dy]), y]), -2.0) if needs[1] else None
+    return [b.emit(job.TanhGradOp, [g, y]) if needs[0] else None, dsaved]
+
+
+@gradient(job.GeluGradOp)
+def _gelu_grad(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -> Grads:
+    # dy * (Phi(x) + x phi(x)): d/dx = dy * phi(x) * (2 - x*x), phi the standard normal density
+    dy, x = _operands(op)
+    dsaved = None
+    if needs[1]:
+        square = b.emit(job.SquareOp, [x])
+        density = b.scale(b.emit(job.ExpOp, [b.scale(square, -0.5)]), 1.0 / math.sqrt(2.0 * math.pi))
+        slope = b.emit(job.MulOp, [density, b.emit(job.SubOp, [b.scalar(2.0, x), square])])
+        dsaved = b.emit(job.MulOp, [b.emit(job.MulOp, [g, dy]), slope])
+    return [b.emit(job.GeluGradOp, [g, x]) if needs[0] else None, dsaved]
+
+
+@gradient(job.SoftmaxGradOp)
+def _softmax_grad(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -> Grads:
+    # y * (dy - sum(dy * y)): symmetric in dy; d/dy = g * (dy - sum(dy * y)) - dy * sum(g * y)
+    dy, y = _operands(op)
+    axis = _axis_of(op)
+    dsaved = None
+    if needs[1]:
+        centered = b.emit(job.SubOp, [dy, _keep_sum(b, b.emit(job.MulOp, [dy, y]), axis)])
+        cross = b.emit(job.MulOp, [dy, _keep_sum(b, b.emit(job.MulOp, [g, y]), axis)])
+        dsaved = b.emit(job.SubOp, [b.emit(job.MulOp, [g, centered]), cross])
+    return [b.emit(job.SoftmaxGradOp, [g, y], **_props(op, "axis")) if needs[0] else None, dsaved]
+
+
+@gradient(job.LogSoftmaxGradOp)
+def _log_softmax_grad(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -> Grads:
+    # dy - exp(y) * sum(dy): d/ddy = g - sum(g * exp(y)); d/dy = -g * exp(y) * sum(dy)
+    dy, y = _operands(op)
+    axis = _axis_of(op)
+    probs = b.emit(job.ExpOp, [y])
+    ddy = None
+    if needs[0]:
+        ddy = b.emit(job.SubOp, [g, _keep_sum(b, b.emit(job.MulOp, [g, probs]), axis)])
+    dsaved = None
+    if needs[1]:
+        dsaved = b.emit(job.NegOp, [b.emit(job.MulOp, [b.emit(job.MulOp, [g, probs]), _keep_sum(b, dy, axis)])])
+    return [ddy, dsaved]
+
+
+def _cross_entropy_grad(grad_op: type[job.JobOp]) -> Rule:
+    """dlogits = (softmax(logits) * mass - labels) * dloss[:, None], mass = sum(labels) (1 when sparse)."""
+
+    def rule(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -> Grads:
+        dloss, logits, labels = _operands(op)
+        n = shape_of(logits.type)[0]
+        column = b.emit(job.ReshapeOp, [dloss], tensor((n, 1), dtype_of(dloss.type)))
+        grads: list[SSAValue | None] = [None, None, None]
+        if needs[0]:
+            unit = b.emit(grad_op, [b.fill(1.0, dloss.type), logits, labels])
+            grads[0] = b.emit(job.ReduceSumOp, [b.emit(job.MulOp, [g, unit])], axes=[1])
+        if needs[1] or needs[2]:
+            probs = b.emit(job.SoftmaxOp, [logits], axis=1)
+            scaled = b.emit(job.MulOp, [g, column])
+            if needs[1]:
+                if grad_op is job.SoftmaxCrossEntropyGradOp:
+                    scaled_mass = b.emit(job.MulOp, [scaled, _keep_sum(b, labels, 1)])
+                else:
+                    scaled_mass = scaled
+                grads[1] = b.emit(job.SoftmaxGradOp, [scaled_mass, probs], axis=1)
+            if needs[2]:  # dense labels only: integer labels never need a gradient
+                expected = _keep_sum(b, b.emit(job.MulOp, [g, probs]), 1)
+                grads[2] = b.emit(job.MulOp, [b.emit(job.SubOp, [expected, g]), column])
+        return grads
+
+    return rule
+
+
+gradient(job.SparseSoftmaxCrossEntropyGradOp)(_cross_entropy_grad(job.SparseSoftmaxCrossEntropyGradOp))
+gradient(job.SoftmaxCrossEntropyGradOp)(_cross_entropy_grad(job.SoftmaxCrossEntropyGradOp))
