@@ -26,7 +26,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -205,15 +205,15 @@ def parse_optimizer(attr: Attribute, location: SourceLocation | None) -> Optimiz
 # ----------------------------------------------------------------- lowering
 
 
-def _variable(func_block_ops: Sequence[Operation], b: GradientBuilder, name: str, type: Attribute,
+def _variable(declared: Mapping[str, job.VariableOp], b: GradientBuilder, name: str, type: Attribute,
               hint: str | None = None) -> SSAValue:
     """The job's non-trainable zero-initialized variable `name`, declared here unless it already is."""
-    for op in func_block_ops:
-        if isinstance(op, job.VariableOp) and op.var_name.data == name:
-            if op.results[0].type != type:
-                raise CompileError(f"variable '{name}' is declared as {op.results[0].type}, the optimizer needs {type}",
-                                   source_location(op))
-            return op.results[0]
+    op = declared.get(name)
+    if op is not None:
+        if op.results[0].type != type:
+            raise CompileError(f"variable '{name}' is declared as {op.results[0].type}, the optimizer needs {type}",
+                               source_location(op))
+        return op.results[0]
     value = b.emit(job.VariableOp, [], type, name=name, trainable=False, initializer=ZEROS)
     value.name_hint = hint or _hint(name)
     return value
@@ -252,7 +252,7 @@ def lower_apply_gradients(apply: job.ApplyGradientsOp) -> None:
     config = parse_optimizer(apply.optimizer, location)
     block = apply.parent_block()
     assert block is not None
-    declared = list(block.ops)
+    declared = {op.var_name.data: op for op in block.ops if isinstance(op, job.VariableOp)}
     b = GradientBuilder(InsertPoint.before(apply))
     b.location = apply.location
 
