@@ -78,14 +78,21 @@ def load_variables(value_dict: Mapping[str, Any], ignore_mismatch: bool = False)
                 user_location(),
             )
         arrays[name] = np.array(array, copy=True)
-    session.store.load(arrays)
+    store = session.store
+    for name in arrays:
+        if name not in store:  # declared by a job that has not run yet: create it, then overwrite
+            d = session.variables[name]
+            store.ensure(name, d.shape, d.dtype.np_dtype, d.initializer, d.trainable)
+    store.load(arrays)
 
 
 def _known(session: Any) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """Variables the jobs declared and those the store holds (optimizer state), with shape and dtype."""
     known = {name: (d.shape, d.dtype.np_dtype) for name, d in session.variables.items()}
-    for name, array in session.store.snapshot().items():
-        known[name] = (array.shape, array.dtype)
+    store = session.store
+    for name in store.names():
+        value = store.variable(name).value
+        known[name] = (tuple(value.shape), np.dtype(value.dtype))
     return known
 
 

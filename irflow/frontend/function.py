@@ -443,8 +443,8 @@ class JobFunction:
             return
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
-        for i, (stage, text) in enumerate(self._exe.stages.items()):
-            (out / f"{self.job_name}.{i:02d}.{stage}.mlir").write_text(text)
+        for i, stage in enumerate(self._exe.stages):
+            (out / f"{self.job_name}.{i:02d}.{stage}.mlir").write_text(self._exe.ir(stage))
 
     def forget(self) -> None:
         """The session was cleared: drop the executable; calls now raise."""

@@ -62,6 +62,8 @@ class Session:
     _delivering: bool = False
     _again: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _queued: int = 0  # calls submitted to the worker and not finished
+    _running: threading.RLock = field(default_factory=threading.RLock)  # held by whichever thread runs a job
 
     # ------------------------------------------------------------- variables
 
@@ -86,11 +88,25 @@ class Session:
     # ------------------------------------------------------------- the queue
 
     def run(self, task: Callable[[], Any]) -> Any:
-        """Run `task` after every earlier call, and return its result (or raise its error)."""
+        """Run `task` after every earlier call, and return its result (or raise its error).
+
+        With nothing queued, the caller's thread runs it at once: a synchronous
+        call then costs no thread hand-off.
+        """
         self.raise_pending()
         if threading.current_thread() is self._worker:
             return task()  # a handler calling a job: it is already this call's turn
-        return self._submit(task).result()
+        with self._lock:
+            idle = self._queued == 0
+        if idle:
+            with self._running:
+                return task()
+
+        def in_turn() -> Any:
+            self.raise_pending()  # an earlier queued call failed: this one does not run
+            return task()
+
+        return self._submit(in_turn).result()
 
     def run_async(self, task: Callable[[], Any]) -> Callable[[Callable[[Any], Any]], None]:
         """Queue `task`; return the function that registers the handler of its result."""
@@ -127,15 +143,19 @@ class Session:
     def sync(self) -> None:
         """Wait for every queued call and every registered handler; raise a kept error."""
         if self._executor is not None and threading.current_thread() is not self._worker:
-            self._submit(lambda: None).result()
+            self._executor.submit(lambda: None).result()
         self._deliver()
         self.raise_pending()
 
     def raise_pending(self) -> None:
+        """Raise the first kept error; those after it usually follow from it and are counted in a note."""
         with self._lock:
             if not self._errors:
                 return
-            err = self._errors.pop(0)
+            err, later = self._errors[0], len(self._errors) - 1
+            self._errors.clear()
+        if later:
+            err.add_note(f"({later} later queued call(s) or callback(s) failed as well)")
         raise err
 
     def _keep(self, err: BaseException) -> None:
@@ -146,7 +166,18 @@ class Session:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="irflow-session")
             self._executor.submit(self._bind_worker).result()
-        return self._executor.submit(task)
+        with self._lock:
+            self._queued += 1
+
+        def queued() -> Any:
+            try:
+                with self._running:
+                    return task()
+            finally:
+                with self._lock:
+                    self._queued -= 1
+
+        return self._executor.submit(queued)
 
     def _bind_worker(self) -> None:
         self._worker = threading.current_thread()
