@@ -2,10 +2,11 @@
 
 import itertools
 
+import pytest
+
 from irflow.dialects import buffer
 from irflow.runtime.compile import run_pipeline
 
-from ..runtime.conftest import MLP, parse
 
 CHAIN = """
 job.func @chain(%x: tensor<64x64xf32>) -> tensor<64x64xf32> attributes {job_type = "predict"} {
@@ -19,10 +20,16 @@ job.func @chain(%x: tensor<64x64xf32>) -> tensor<64x64xf32> attributes {job_type
 """
 
 
-def planned(text: str, spec: str = "convert-job-to-buffer,plan-memory"):
-    module = parse(text)
-    run_pipeline(module, spec)
-    return next(op for op in module.walk() if isinstance(op, buffer.ProgramOp))
+@pytest.fixture
+def planned(parse_ir):
+    """Text of a job -> its buffer.program after bufferization and planning."""
+
+    def run(text: str, spec: str = "convert-job-to-buffer,plan-memory"):
+        module = parse_ir(text)
+        run_pipeline(module, spec)
+        return next(op for op in module.walk() if isinstance(op, buffer.ProgramOp))
+
+    return run
 
 
 def views(program):
@@ -35,8 +42,8 @@ def use_span(program, value):
     return min(uses), max(uses)
 
 
-def test_live_buffers_never_share_bytes():
-    for text in (MLP, CHAIN):
+def test_live_buffers_never_share_bytes(planned, mlp_text):
+    for text in (mlp_text, CHAIN):
         program = planned(text)
         spans = {v: use_span(program, v.res) for v in views(program)}
         for v, w in itertools.combinations(spans, 2):
@@ -47,20 +54,20 @@ def test_live_buffers_never_share_bytes():
                 assert a[1] <= b[0] or b[1] <= a[0], f"{v.res.name_hint} and {w.res.name_hint} overlap while live"
 
 
-def test_in_place_reuse_shares_the_input_buffer():
+def test_in_place_reuse_shares_the_input_buffer(planned):
     program = planned(CHAIN)
     by_name = {v.res.name_hint: v.offset.value.data for v in views(program)}
     assert by_name["x"] == by_name["a"] == by_name["b"]  # exp and tanh write over their dying inputs
     assert by_name["c"] != by_name["d"]  # c is still read after sigmoid
 
 
-def test_without_in_place_reuse_the_arena_is_not_smaller():
+def test_without_in_place_reuse_the_arena_is_smaller(planned):
     with_reuse = planned(CHAIN).attributes["arena_size"].value.data
     without = planned(CHAIN, "convert-job-to-buffer,plan-memory{in-place=false}").attributes["arena_size"].value.data
     assert with_reuse < without
 
 
-def test_plan_is_recorded_in_the_ir():
+def test_plan_is_recorded_in_the_ir(planned):
     program = planned(CHAIN)
     size = program.attributes["arena_size"].value.data
     bound = program.attributes["lower_bound"].value.data
@@ -70,7 +77,7 @@ def test_plan_is_recorded_in_the_ir():
     assert all("lifetime" in v.attributes for v in views(program))
 
 
-def test_outputs_stay_live_until_copied_out():
+def test_outputs_stay_live_until_copied_out(planned):
     program = planned(CHAIN)
     ops = list(program.body.block.ops)
     out = next(op for op in ops if isinstance(op, buffer.OutputOp))

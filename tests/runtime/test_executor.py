@@ -10,8 +10,6 @@ from irflow.errors import CompileError
 from irflow.runtime import VariableStore, compile_job
 from irflow.runtime import backend
 
-from .conftest import parse
-
 
 def reference_mlp(x, store):
     h = np.maximum(x @ store["d1-weight"].T + store["d1-bias"], 0)

@@ -1,3 +1,5 @@
+"""Fixtures shared across the test tree: small job modules as IR text."""
+
 import pytest
 from xdsl.parser import Parser
 
@@ -21,6 +23,17 @@ job.func @mlp(%x: tensor<8x16xf32>) -> (tensor<8x4xf32>, tensor<8xi64>) attribut
 
 def parse(text: str):
     return Parser(make_context(), text).parse_module()
+
+
+@pytest.fixture
+def parse_ir():
+    """Parse IR text with xDSL's parser (an oracle independent of irflow's own)."""
+    return parse
+
+
+@pytest.fixture
+def mlp_text():
+    return MLP
 
 
 @pytest.fixture
