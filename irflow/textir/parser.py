@@ -13,6 +13,7 @@ ops are wrapped in an implicit one.
 
 from __future__ import annotations
 
+import gc
 import re
 import threading
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
-from lark.lexer import PatternStr
+from lark.lexer import Lexer, PatternStr
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -51,6 +52,7 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     TensorType,
     UnitAttr,
+    UNKNOWN_LOC,
     UnknownLoc,
     VectorType,
     f64,
@@ -213,6 +215,7 @@ class _Builder(Transformer):
             self.loc_cache: dict[str, Attribute] = {}
             self.op_cache: dict[str, OpInfo] = {}
             self.hint_cache: dict[str, str | None] = {}
+            self.int_cache: dict[int, IntAttr] = {}
             self.ftype_cache: dict[tuple[tuple[Attribute, ...], tuple[Attribute, ...]], FunctionType] = {}
         self.ctx = ctx
         self.text = text
@@ -312,7 +315,7 @@ class _Builder(Transformer):
 
     def _create(self, tok: Token, cls: type[Operation], **parts: Any) -> Operation:
         try:
-            op = cls.create(**parts)
+            op = cls.create(location=UNKNOWN_LOC, **parts)
         except (ValueError, TypeError, KeyError, VerifyException) as e:
             raise self._error(f"cannot build '{cls.name}': {e}", tok) from None
         self.positions[op] = (tok.line or 1, tok.column or 1)
@@ -320,7 +323,7 @@ class _Builder(Transformer):
 
     def _finish(self, op: Operation, loc: Token | None) -> None:
         if loc is not None:
-            op.location = self.loc_attr(loc)
+            op.location = self._loc(loc)
         self.current_block.add_op(op)
 
     def _split(self, info: OpInfo, entries: dict[str, Attribute] | None) -> tuple[dict[str, Attribute], dict[str, Attribute]]:
@@ -436,7 +439,7 @@ class _Builder(Transformer):
     ) -> Operation:
         if not region.blocks:
             region.add_block(Block())
-        props = {"sym_name": self.symbol_attr(sym).root_reference} if sym is not None else {}
+        props = {"sym_name": self._symbol(sym).root_reference} if sym is not None else {}
         return self._create(kw, ModuleOp, properties=props, attributes=attrs or {}, regions=[region])
 
     def func_keyword(self, tok: Token) -> Token:
@@ -455,7 +458,7 @@ class _Builder(Transformer):
         if named:
             block = Block()
             for i, (_, type, _, loc) in enumerate(named):
-                block.insert_arg(type, i, self.loc_attr(loc) if loc is not None else None)
+                block.insert_arg(type, i, self._loc(loc) if loc is not None else None)
             self.pending_entry = (block, [a[0] for a in named])
         return list(args)
 
@@ -488,7 +491,7 @@ class _Builder(Transformer):
         inputs = [a[1] for a in named] if named else args
         outputs, res_attrs = results if results is not None else ([], None)
         attrs = dict(attrs or {})
-        name = self.symbol_attr(sym).root_reference
+        name = self._symbol(sym).root_reference
         ftype = FunctionType.from_lists(inputs, outputs)
         info = self._op_class(str(kw), kw)
         reserved = {"sym_name", "function_type"} | ({"sym_visibility"} if kw.type == "FUNC" else set())
@@ -513,7 +516,7 @@ class _Builder(Transformer):
         self, kw: Token, sym: Token, device: Token, attrs: dict[str, Attribute] | None, region: Region
     ) -> Operation:
         info = self._op_class(str(kw), kw)
-        props = {"sym_name": self.symbol_attr(sym).root_reference, "device": self.string_attr(device)}
+        props = {"sym_name": self._symbol(sym).root_reference, "device": self._string(device)}
         return self._create(kw, info.cls, properties=props, attributes=attrs or {}, regions=[region])
 
     def kernel_ins(self, uses: list[Token], types: list[Attribute]) -> tuple[list[Token], list[Attribute]]:
@@ -535,7 +538,7 @@ class _Builder(Transformer):
         props, attrs = self._split(info, entries)
         if "kernel" in (entries or {}) or "operandSegmentSizes" in (entries or {}):
             raise self._error("'kernel' and 'operandSegmentSizes' are given by the syntax, not the dictionary", kw)
-        props = {"kernel": self.string_attr(kernel), **props}
+        props = {"kernel": self._string(kernel), **props}
         props["operandSegmentSizes"] = DenseArrayBase.from_list(i32, [len(inputs), len(outputs)])
         return self._create(kw, info.cls, operands=[*inputs, *outputs], properties=props, attributes=attrs)
 
@@ -554,7 +557,7 @@ class _Builder(Transformer):
             info.cls,
             operands=self._resolve(uses, ftype.inputs.data, kw),
             result_types=ftype.outputs.data,
-            properties={"callee": self.symbol_attr(sym), **props},
+            properties={"callee": self._symbol(sym), **props},
             attributes=attrs,
         )
 
@@ -608,7 +611,7 @@ class _Builder(Transformer):
         region.labels[name] = (block, True)
         region.forward.pop(name, None)
         for i, (arg_tok, type, loc) in enumerate(args or ()):
-            arg = block.insert_arg(type, i, self.loc_attr(loc) if loc is not None else None)
+            arg = block.insert_arg(type, i, self._loc(loc) if loc is not None else None)
             self._define(arg_tok, arg)
         region.blocks.append(block)
         self.current_block = block
@@ -682,7 +685,7 @@ class _Builder(Transformer):
     def bool_attr(self, tok: Token) -> Attribute:
         return IntegerAttr(1 if tok == "true" else 0, i1)
 
-    def string_attr(self, tok: Token) -> StringAttr:
+    def _string(self, tok: Token) -> StringAttr:
         attr = self.attr_cache.get(tok.value)
         if attr is None:
             try:
@@ -805,7 +808,7 @@ class _Builder(Transformer):
             self.attr_cache[tok.value] = attr
         return attr
 
-    def symbol_attr(self, tok: Token) -> SymbolRefAttr:
+    def _symbol(self, tok: Token) -> SymbolRefAttr:
         attr = self.attr_cache.get(tok.value)
         if attr is None:
             parts = [p[1:-1] if p.startswith('"') else p for p in _SYMBOL_PART.findall(tok.value)]
@@ -825,14 +828,26 @@ class _Builder(Transformer):
             attr = self.attr_cache[tok.value] = self._xdsl_attribute(tok, "attribute", lambda p: p.parse_attribute())
         return attr
 
-    def loc_attr(self, tok: Token) -> Attribute:
+    def _int(self, value: int) -> IntAttr:
+        attr = self.int_cache.get(value)
+        if attr is None:
+            attr = self.int_cache[value] = IntAttr(value)
+        return attr
+
+    def _string_of(self, literal: str) -> StringAttr:
+        attr = self.attr_cache.get(literal)
+        if attr is None:
+            attr = self.attr_cache[literal] = StringAttr(unescape(literal))
+        return attr  # type: ignore[return-value]
+
+    def _loc(self, tok: Token) -> Attribute:
         loc = self.loc_cache.get(tok.value)
         if loc is None:
             text = tok.value
             if text == "loc(unknown)":
                 loc = UnknownLoc()
             elif m := _LOC_FILE.fullmatch(text):
-                loc = FileLineColLoc(StringAttr(unescape(m[1])), IntAttr(int(m[2])), IntAttr(int(m[3])))
+                loc = FileLineColLoc(self._string_of(m[1]), self._int(int(m[2])), self._int(int(m[3])))
             else:
                 loc = self._xdsl_attribute(tok, "location", lambda p: p.parse_optional_location())
             self.loc_cache[text] = loc
@@ -854,7 +869,7 @@ class _Builder(Transformer):
             return IntegerType(int(m[2]), _SIGNEDNESS[m[1]])
         return None
 
-    def simple_type(self, tok: Token) -> Attribute:
+    def _simple_type(self, tok: Token) -> Attribute:
         text = tok.value
         t = self.type_cache.get(text)
         if t is None:
@@ -869,18 +884,138 @@ class _Builder(Transformer):
             self.type_cache[text] = t
         return t
 
-    def function_type(self, inputs: list[Attribute] | None, outputs: list[Attribute]) -> FunctionType:
+    def _function_type(self, inputs: list[Attribute] | None, outputs: list[Attribute]) -> FunctionType:
         key = (tuple(inputs or ()), tuple(outputs))
         ft = self.ftype_cache.get(key)
         if ft is None:
             ft = self.ftype_cache[key] = FunctionType.from_lists(*key)
         return ft
 
+    def function_type_token(self, tok: Token) -> FunctionType:
+        ft = self.attr_cache.get(tok.value)
+        if ft is None:
+            inputs: list[Attribute] = []
+            outputs: list[Attribute] = []
+            into, pos, text = inputs, 1, tok.value
+            while m := self.function_type_part.match(text, pos):
+                kind = m.lastgroup
+                if kind == "arrow":
+                    into = outputs
+                elif kind is not None:
+                    col = (tok.column or 1) + m.start(kind)
+                    into.append(self._simple_type(Token(kind, m[kind], tok.start_pos, tok.line, col)))
+                pos = m.end()
+            ft = self.attr_cache[tok.value] = self._function_type(inputs, outputs)
+        return ft  # type: ignore[return-value]
+
     def one_result(self, type: Attribute) -> list[Attribute]:
         return [type]
 
     def result_types(self, types: list[Attribute] | None) -> list[Attribute]:
         return types or []
+
+
+    # grammar callbacks whose work the builder also needs directly
+    def loc_attr(self, tok: Token) -> Attribute:
+        return self._loc(tok)
+
+    def string_attr(self, tok: Token) -> StringAttr:
+        return self._string(tok)
+
+    def symbol_attr(self, tok: Token) -> SymbolRefAttr:
+        return self._symbol(tok)
+
+    def simple_type(self, tok: Token) -> Attribute:
+        return self._simple_type(tok)
+
+    def function_type(self, inputs: list[Attribute] | None, outputs: list[Attribute]) -> FunctionType:
+        return self._function_type(inputs, outputs)
+
+
+# ----------------------------------------------------------------- lexer
+
+# Terminals tried in this order; words and punctuation come last.
+_LEXER_ORDER = (
+    "VALUE", "STRING", "FLOAT", "INT", "SHAPED_TYPE", "DENSE", "DENSE_ARRAY", "LOC",
+    "DIALECT_ATTR", "DIALECT_TYPE", "SYMBOL", "BLOCK_ID", "FUNC_TYPE",
+)  # fmt: skip
+_SKIP = r"(?:\s+|//[^\n]*)*"
+
+
+class _Lexer(Lexer):
+    """All of grammar.lark's terminals as one compiled regex, one match per token.
+
+    A word (`index`, `on`, `a.b`) may be a keyword, a type, an op name or a
+    dictionary key; like lark's contextual lexer, it becomes the first of those
+    the parser accepts in its current state.  A function-type token is only
+    produced where the parser accepts one (`func.func @f(i32) -> i32` reads
+    its argument list as `(` ...).
+    """
+
+    __future_interface__ = 2
+
+    def __init__(self, conf: Any) -> None:
+        terminals = {t.name: t for t in conf.terminals}
+        self.literal = {t.pattern.value: t.name for t in conf.terminals if isinstance(t.pattern, PatternStr)}
+        groups = [f"(?P<{name}>{terminals[name].pattern.to_regexp()})" for name in _LEXER_ORDER]
+        groups += [r"(?P<WORD>[A-Za-z_][\w$.]*)", r"(?P<PUNCT>->|[(){}\[\]<>,:=])"]
+        self.regex = re.compile(_SKIP + "(?:" + "|".join(groups) + ")")
+        self.skip = re.compile(_SKIP)
+        self.builtin_type = re.compile(terminals["BUILTIN_TYPE"].pattern.to_regexp())
+        self.word_kinds: dict[str, tuple[str, ...]] = {}
+
+    def kinds(self, word: str) -> tuple[str, ...]:
+        """The terminals a word could be, most specific first."""
+        kinds = self.word_kinds.get(word)
+        if kinds is None:
+            first = [self.literal[word]] if word in self.literal else []
+            if self.builtin_type.fullmatch(word):
+                first.append("BUILTIN_TYPE")
+            kinds = self.word_kinds[word] = (*first, "OP_NAME" if "." in word else "BARE_ID", "BARE_ID")
+        return kinds
+
+    def lex(self, lexer_state: Any, parser_state: Any) -> Any:
+        text = lexer_state.text
+        if not isinstance(text, str):
+            text = text.text
+        states = parser_state.parse_conf.states
+        literal_paren = self.literal["("]
+        match, count, new = self.regex.match, text.count, str.__new__
+        pos, line, line_start = 0, 1, 0
+        while True:
+            m = match(text, pos)
+            if m is None:
+                start = self.skip.match(text, pos).end()
+                line += count("\n", pos, start)
+                if start >= len(text):
+                    return
+                line_start = text.rfind("\n", 0, start) + 1
+                raise UnexpectedCharacters(
+                    text, start, line, start - line_start + 1, allowed=set(states[parser_state.position])
+                )
+            kind = m.lastgroup
+            start, end = m.span(kind)
+            if start != pos and (n := count("\n", pos, start)):
+                line += n
+                line_start = text.rfind("\n", pos, start) + 1
+            value = m.group(kind)
+            if kind == "WORD":
+                accepted = states[parser_state.position]
+                kinds = self.kinds(value)
+                kind = next((k for k in kinds if k in accepted), kinds[0])
+            elif kind == "PUNCT":
+                kind = self.literal[value]
+            elif kind == "FUNC_TYPE" and kind not in states[parser_state.position]:
+                kind, value, end = literal_paren, "(", start + 1
+            tok = new(Token, value)
+            tok.type, tok.value, tok.start_pos = kind, value, start
+            tok.line, tok.column = line, start - line_start + 1
+            tok.end_line = tok.end_column = tok.end_pos = None
+            yield tok
+            if "\n" in value:
+                line += value.count("\n")
+                line_start = text.rfind("\n", start, end) + 1
+            pos = end
 
 
 # ----------------------------------------------------------------- driver
@@ -894,13 +1029,16 @@ class _LarkParser:
         self.lark = Lark(
             GRAMMAR.read_text(),
             parser="lalr",
-            lexer="contextual",
+            lexer=_Lexer,
             transformer=self.builder,
             maybe_placeholders=True,
             propagate_positions=False,
             cache=True,
         )
         self.human = {t.name: self._describe(t) for t in self.lark.terminals}
+        terminals = {t.name: t.pattern.to_regexp() for t in self.lark.terminals}
+        types = "|".join(f"(?P<{k}>{terminals[k]})" for k in ("SHAPED_TYPE", "DIALECT_TYPE", "BUILTIN_TYPE"))
+        self.builder.function_type_part = re.compile(rf"\s*(?:(?P<arrow>\)\s*->\s*\(?)|[,()]|{types})")
 
     @staticmethod
     def _describe(term: Any) -> str:
@@ -948,10 +1086,17 @@ class _LarkParser:
     def parse(self, text: str, filename: str, ctx: Context, verify: bool, implicit_module: bool) -> ModuleOp:
         b = self.builder
         b._reset(ctx, text, filename)
+        # The parse allocates millions of objects and frees none; generational
+        # collections over the growing heap would make it superlinear.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             self.lark.parse(text)
         except UnexpectedInput as e:
             raise self.convert(e) from None
+        finally:
+            if collecting:
+                gc.enable()
         top = b.region_stack[0].blocks[0]
         first = top.first_op
         if first is not None and first is top.last_op and isinstance(first, ModuleOp):

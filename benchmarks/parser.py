@@ -1,0 +1,121 @@
+"""Parse time of irflow's lark parser against xDSL's own Parser, in one run.
+
+The input is a realistic job module: layers of variables with SBP/placement,
+matmul, bias_add, relu, add, transposes, a reduction and a broadcasting mul,
+every op with properties, tensor types and a `loc("model.py":line:col)`.
+Each size is parsed by both parsers (verification excluded for both; our
+parse + verify is shown too).  Goals: >= 2x faster than xDSL at 10k ops, and
+linear: 100k ops within 12x the time of 10k.
+
+    python benchmarks/parser.py [--sizes 1000,10000,100000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from collections.abc import Callable
+
+from xdsl.parser import Parser
+
+from irflow.context import make_context
+from irflow.textir import parse_module
+
+B, D = 32, 64
+T = f"tensor<{B}x{D}xf32>"
+W = f"tensor<{D}x{D}xf32>"
+V = f"tensor<{D}xf32>"
+TT = f"tensor<{D}x{B}xf32>"
+R = f"tensor<{B}x1xf32>"
+PLACEMENT = '#job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>'
+
+
+def layer(i: int, h: str) -> tuple[list[str], str]:
+    """Ten ops; returns their lines and the layer's output value."""
+    line = 10 + 12 * i
+
+    def loc(k: int) -> str:
+        return f'loc("model.py":{line + k}:{5 + 4 * (k % 3)})'
+
+    init = '{kind = "normal", std = 1.000000e-02 : f64}'
+    out = f"%h{i + 1}"
+    lines = [
+        f'%w{i} = job.variable {{name = "layer{i}-weight", initializer = {init}, '
+        f"sbp = #job.nd_sbp<[broadcast, split(1)]>, placement = {PLACEMENT}}} : {W} {loc(0)}",
+        f'%b{i} = job.variable {{name = "layer{i}-bias", initializer = {{kind = "zeros"}}, '
+        f"sbp = #job.nd_sbp<[broadcast, broadcast]>, placement = {PLACEMENT}}} : {V} {loc(1)}",
+        f"%m{i} = job.matmul {h}, %w{i} {{sbp = #job.nd_sbp<[split(0), split(1)]>}} : ({T}, {W}) -> {T} {loc(2)}",
+        f"%z{i} = job.bias_add %m{i}, %b{i} {{axis = 1 : i64}} : ({T}, {V}) -> {T} {loc(3)}",
+        f"%r{i} = job.relu %z{i} : ({T}) -> {T} {loc(4)}",
+        f"%s{i} = job.add %r{i}, {h} : ({T}, {T}) -> {T} {loc(5)}",
+        f"%t{i} = job.transpose %s{i} {{perm = array<i64: 1, 0>}} : ({T}) -> {TT} {loc(6)}",
+        f"%u{i} = job.transpose %t{i} {{perm = array<i64: 1, 0>}} : ({TT}) -> {T} {loc(7)}",
+        f"%q{i} = job.reduce_sum %u{i} {{axes = array<i64: 1>, keepdims = true}} : ({T}) -> {R} {loc(8)}",
+        f"{out} = job.mul %u{i}, %q{i} : ({T}, {R}) -> {T} {loc(9)}",
+    ]
+    return lines, out
+
+
+def job_module(n_ops: int) -> str:
+    body, h = [], "%h0"
+    for i in range(max(1, n_ops // 10)):
+        lines, h = layer(i, h)
+        body += lines
+    body.append(f"job.return {h} : {T}")
+    text = "\n    ".join(body)
+    return (
+        "builtin.module {\n"
+        f'  job.func @train(%h0: {T} loc("model.py":1:1)) -> {T} attributes {{job_type = "train"}} {{\n'
+        f"    {text}\n"
+        "  }\n"
+        "}\n"
+    )
+
+
+def timed(fn: Callable[[], object], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("--sizes", default="1000,10000,100000")
+    cli.add_argument("--repeat", type=int, default=3, help="best of N for sizes below 100k (100k runs once)")
+    args = cli.parse_args()
+    ctx = make_context()
+
+    # warm both parsers (grammar tables, IRDL definitions, assembly formats)
+    warm = job_module(100)
+    parse_module(warm, ctx=ctx)
+    Parser(ctx, warm).parse_module()
+    assert parse_module(warm, ctx=ctx).is_structurally_equivalent(Parser(ctx, warm).parse_module())
+
+    rows = []
+    print(f"{'ops':>8} {'MB':>6} {'lark':>9} {'lark+verify':>12} {'xDSL':>9} {'speedup':>8}")
+    for n in (int(s) for s in args.sizes.split(",")):
+        text = job_module(n)
+        repeat = 1 if n >= 100_000 else args.repeat
+        ours = timed(lambda: parse_module(text, ctx=ctx, verify=False), repeat)
+        ours_verified = timed(lambda: parse_module(text, ctx=ctx), repeat)
+        theirs = timed(lambda: Parser(ctx, text).parse_module(), repeat)
+        rows.append((n, ours, theirs))
+        print(
+            f"{n:>8} {len(text) / 1e6:>6.2f} {ours:>8.3f}s {ours_verified:>11.3f}s {theirs:>8.3f}s {theirs / ours:>7.1f}x",
+            flush=True,
+        )
+    by_size = {n: (ours, theirs) for n, ours, theirs in rows}
+    if 10_000 in by_size and 100_000 in by_size:
+        growth = by_size[100_000][0] / by_size[10_000][0]
+        print(f"lark 100k/10k time ratio: {growth:.1f}x (linear = 10x, goal <= 12x)")
+    if 10_000 in by_size:
+        print(f"speedup over xDSL at 10k: {by_size[10_000][1] / by_size[10_000][0]:.1f}x (goal >= 2x)")
+
+
+if __name__ == "__main__":
+    main()
