@@ -76,25 +76,37 @@ def avg_pool2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
 
 @register("max_pool2d_grad")
 def max_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """Each window's dy goes to its first maximum in row-major order, as PyTorch's CPU kernel picks it."""
+    """Each window's dy goes to its first maximum in row-major order, as PyTorch's CPU kernel picks it.
+
+    Taps run in that order; `unclaimed` marks windows whose maximum no earlier tap took.
+    When windows do not overlap, each tap writes its share straight into dx.
+    """
     (dy, x, y), (dx,) = ins, outs
     window = _window("max_pool2d_grad", attrs, x.shape, y.shape)
     padded, refresh = padded_source(xp, x, window, _lowest(x.dtype))
     sink, land = padded_sink(xp, dx, window)
     taps = [(window.tap(padded, i, j), window.tap(sink, i, j)) for i, j in window.taps()]
-    hit, open_ = xp.empty(y.shape, bool), xp.empty(y.shape, bool)
+    last = len(taps) - 1
+    overlapping = any(s < k for s, k in zip(window.strides, window.kernel, strict=True))
+    hit, unclaimed = xp.empty(y.shape, bool), xp.empty(y.shape, bool)
     routed = xp.empty(y.shape, dx.dtype)
 
     def run() -> None:
         refresh()
         sink.fill(0)
-        open_.fill(True)  # windows whose maximum is still unclaimed
-        for source, target in taps:
+        for index, (source, target) in enumerate(taps):
             xp.equal(source, y, out=hit)
-            xp.logical_and(hit, open_, out=hit)
-            xp.logical_xor(open_, hit, out=open_)
-            xp.multiply(dy, hit, out=routed)
-            xp.add(target, routed, out=target)
+            if index:
+                xp.logical_and(hit, unclaimed, out=hit)
+            if index == 0:
+                xp.logical_not(hit, out=unclaimed)
+            elif index < last:
+                xp.logical_xor(unclaimed, hit, out=unclaimed)
+            if overlapping:
+                xp.multiply(dy, hit, out=routed)
+                xp.add(target, routed, out=target)
+            else:
+                xp.multiply(dy, hit, out=target)
         land()
 
     return run
