@@ -48,36 +48,43 @@ def get_all_variables() -> dict[str, Variable]:
     return {name: Variable(name, array) for name, array in session.store.snapshot().items()}
 
 
-def load_variables(value_dict: Mapping[str, Any], ignore_mismatch: bool = False) -> None:
-    """Replace variables' values, all or nothing: names, shapes and dtypes are checked first.
+def load_variables(value_dict: Mapping[str, Any], ignore_mismatch: bool = True) -> None:
+    """Replace variables' values, all or nothing: every shape and dtype is checked before any is set.
 
-    Values may be arrays or what flow.get_all_variables() returns. A name no job
-    declared is an error unless `ignore_mismatch` (OneFlow skips it silently).
+    Values may be arrays or what flow.get_all_variables() returns. As in OneFlow,
+    names the session does not know (a train checkpoint's optimizer state, loaded
+    for evaluation) are skipped unless `ignore_mismatch=False`, which also
+    requires a value for every variable the session knows.
     """
     session = default_session()
     session.sync()
+    known = _known(session)
     arrays: dict[str, np.ndarray] = {}
+    unknown = []
     for name, value in value_dict.items():
         array = value.numpy() if hasattr(value, "numpy") else value
         if not isinstance(array, np.ndarray):
             raise ExecutionError(
                 f"flow.load_variables: '{name}' must be a numpy.ndarray, got {type(value).__name__}", user_location()
             )
-        known = _known(session).get(name)
-        if known is None:
-            if ignore_mismatch:
-                continue
-            names = ", ".join(sorted(_known(session))) or "none yet"
-            raise ExecutionError(
-                f"flow.load_variables: no variable named '{name}' (known: {names})", user_location()
-            )
-        shape, dtype = known
+        if name not in known:
+            unknown.append(name)
+            continue
+        shape, dtype = known[name]
         if array.shape != shape or array.dtype != dtype:
             raise ExecutionError(
                 f"flow.load_variables: variable '{name}' is {dtype} {shape}, given {array.dtype} {array.shape}",
                 user_location(),
             )
         arrays[name] = np.array(array, copy=True)
+    if not ignore_mismatch:
+        missing = sorted(set(known) - set(arrays))
+        if unknown or missing:
+            raise ExecutionError(
+                f"flow.load_variables: unknown names {sorted(unknown)}, no value for {missing} "
+                f"(known: {', '.join(sorted(known)) or 'none yet'})",
+                user_location(),
+            )
     store = session.store
     for name in arrays:
         if name not in store:  # declared by a job that has not run yet: create it, then overwrite

@@ -354,17 +354,19 @@ class JobFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         session = self._live_session()
-        try:
-            bound = self._signature.bind(*args, **kwargs)
-        except TypeError as err:
-            raise TypeError(
-                f"{self.job_name}() takes {len(self._params)} argument(s) "
-                f"({', '.join(n for n, _ in self._params)}): {err}"
-            ) from None
+        if kwargs or len(args) != len(self._params):
+            try:
+                bound = self._signature.bind(*args, **kwargs)
+            except TypeError as err:
+                raise TypeError(
+                    f"{self.job_name}() takes {len(self._params)} argument(s) "
+                    f"({', '.join(n for n, _ in self._params)}): {err}"
+                ) from None
+            args = tuple(bound.arguments[name] for name, _ in self._params)
         copy = self.is_callback  # the caller may reuse its arrays as soon as an async call returns
         flat: list[np.ndarray] = []
-        for name, spec in self._params:
-            self._check(name, spec, bound.arguments[name], flat, copy)
+        for (name, spec), value in zip(self._params, args):
+            self._check(name, spec, value, flat, copy)
         if self.is_callback:
             return session.run_async(lambda: self._run(flat))
         return session.run(lambda: self._run(flat))
@@ -406,7 +408,7 @@ class JobFunction:
         flat.append(np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array))
 
     def _run(self, inputs: list[np.ndarray]) -> Any:
-        outputs = self.executable()(inputs)
+        outputs = (self._exe or self.executable())(inputs)
         for (handler, kind), array in zip(self._watchers, outputs[self.output_count :]):
             handler(leaf_value(kind, array))
         return _rebuild(self._out, outputs[: self.output_count])

@@ -17,6 +17,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects.job import JobOp
 from irflow.dialects.sbp import PlacementAttr
+from irflow.passes.locations import source_location
 from irflow.frontend import tracing
 from irflow.frontend.tracing import fail
 
@@ -70,19 +71,22 @@ def mirrored_view() -> LogicalView:
 
 def device_for(module: ModuleOp, session_warned: bool) -> tuple[str, bool]:
     """The runtime device for a traced module, and whether the GPU fallback warning has now been given."""
-    wants_gpu = any(
-        isinstance(op, JobOp) and op.placement is not None and op.placement.device_tag.data == "gpu"
+    gpu_ops = [
+        op
         for op in module.walk()
-    )
-    if not wants_gpu:
+        if isinstance(op, JobOp) and op.placement is not None and op.placement.device_tag.data == "gpu"
+    ]
+    if not gpu_ops:
         return "cpu", session_warned
     if gpu_available():
         return "gpu", session_warned
     if not session_warned:
-        warnings.warn(
+        where = source_location(gpu_ops[0])
+        warnings.warn_explicit(
             "flow.scope.placement('gpu', ...) but no usable GPU was found: running on the CPU",
             RuntimeWarning,
-            stacklevel=4,
+            where.file if where else "irflow",
+            where.line if where else 0,
         )
     return "cpu", True
 
