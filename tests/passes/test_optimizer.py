@@ -281,3 +281,31 @@ def test_train_steps_match_numpy(name: str):
     assert int(store[TRAIN_STEP]) == len(rates)
     state = {"momentum": ["w1-momentum"], "adam": ["w1-m", "w1-v"], "adamw": ["w1-m", "w1-v"]}.get(kind, [])
     assert all(n in store for n in state)
+
+
+def test_declared_state_and_step_counter_are_reused():
+    module = Parser(make_context(), f"""
+job.func @train(%g: tensor<3xf32>) attributes {{job_type = "train"}} {{
+  %w = job.variable {{name = "w", initializer = {{kind = "constant", value = 0.0}}}} : tensor<3xf32>
+  %m = job.variable {{name = "w-momentum", trainable = false, initializer = {{kind = "constant", value = 0.0}}}} : tensor<3xf32>
+  %s = job.variable {{name = "{TRAIN_STEP}", trainable = false, initializer = {{kind = "constant", value = 0.0}}}} : tensor<i64>
+  job.apply_gradients %w, %g {{optimizer = {{kind = "sgd", {PIECEWISE_1}}}}} : tensor<3xf32>, tensor<3xf32>
+  job.return
+}}""").parse_module()
+    OptimizerPass().apply(make_context(), module)
+    module.verify()
+    assert len(ops_of(module, job.VariableOp)) == 3
+    (update,) = ops_of(module, job.MomentumUpdateOp)
+    assert update.momentum.name_hint == "m"
+
+
+def test_declared_state_of_another_type_is_an_error():
+    module = Parser(make_context(), f"""
+job.func @train(%g: tensor<3xf32>) attributes {{job_type = "train"}} {{
+  %w = job.variable {{name = "w", initializer = {{kind = "constant", value = 0.0}}}} : tensor<3xf32>
+  %m = job.variable {{name = "w-m", trainable = false, initializer = {{kind = "constant", value = 0.0}}}} : tensor<4xf32> loc("t.py":2:1)
+  job.apply_gradients %w, %g {{optimizer = {{kind = "adam", {PIECEWISE_1}}}}} : tensor<3xf32>, tensor<3xf32>
+  job.return
+}}""").parse_module()
+    with pytest.raises(CompileError, match=r"t.py:2:1: error: variable 'w-m' is declared as tensor<4xf32>"):
+        OptimizerPass().apply(make_context(), module)

@@ -1,5 +1,6 @@
 // RUN: irflow-opt %s --split-input-file -p autodiff | filecheck %s
 // RUN: irflow-opt %s --split-input-file -p autodiff --print-debuginfo | filecheck %s --check-prefix=LOC
+// RUN: irflow-opt %s --split-input-file -p autodiff | irflow-opt --split-input-file | filecheck %s
 
 // A dense layer: the backward ops follow the forward ones, job.minimize becomes
 // job.apply_gradients over (variable, gradient) pairs, and every gradient op

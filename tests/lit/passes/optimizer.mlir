@@ -1,4 +1,5 @@
 // RUN: irflow-opt %s --split-input-file -p optimizer | filecheck %s
+// RUN: irflow-opt %s --split-input-file -p optimizer | irflow-opt --split-input-file | filecheck %s
 
 // Plain SGD (momentum = 0): the train-step counter feeds the learning-rate
 // schedule, each variable gets job.sgd_update, and the counter moves last.
