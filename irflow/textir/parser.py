@@ -939,7 +939,7 @@ _LEXER_ORDER = (
     "VALUE", "STRING", "FLOAT", "INT", "SHAPED_TYPE", "DENSE", "DENSE_ARRAY", "LOC",
     "DIALECT_ATTR", "DIALECT_TYPE", "SYMBOL", "BLOCK_ID", "FUNC_TYPE",
 )  # fmt: skip
-_SKIP = r"(?:\s+|//[^\n]*)*"
+_SKIP = r"(?:\s++|//[^\n]*+)*+"  # possessive: never give back part of a comment
 
 
 class _Lexer(Lexer):
@@ -1060,7 +1060,7 @@ class _LarkParser:
         elif _TYPE_START & names:
             words.append("a type")
             names -= _TYPE_START
-        words += sorted({self.human.get(n, n) for n in names} - set(words))
+        words += sorted({self.human.get(n) or _HUMAN.get(n, n) for n in names} - set(words))
         if len(words) > 8:
             words = words[:8] + ["..."]
         return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]

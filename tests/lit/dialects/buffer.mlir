@@ -1,0 +1,91 @@
+// RUN: IRFLOW_ROUNDTRIP
+// RUN: irflow-opt %s --split-input-file --verify-roundtrip | filecheck %s
+// RUN: IRFLOW_GENERIC_ROUNDTRIP
+
+// Every buffer op in its custom form: printed, parsed back (from the generic
+// form too) and printed again to the same text.
+
+// Storage: the arena and views into it, allocs not yet planned, variables, constants.
+
+buffer.program @storage on "cpu" attributes {job_type = "predict"} {
+  %arena = buffer.arena {size = 1024 : i64, alignment = 64 : i64} : memref<1024xi8>
+  %v = buffer.view %arena {offset = 64 : i64} : memref<1024xi8> -> memref<4x8xf32>
+  %a = buffer.alloc : memref<4x8xf32>
+  %w = buffer.variable {name = "w"} : memref<4x8xf32>
+  %c = buffer.constant {value = dense<[1, 2, 3]> : tensor<3xi32>} : memref<3xi32>
+}
+
+// CHECK-LABEL: buffer.program @storage on "cpu" attributes {job_type = "predict"} {
+// CHECK-NEXT:    %arena = buffer.arena {size = 1024 : i64, alignment = 64 : i64} : memref<1024xi8>
+// CHECK-NEXT:    %v = buffer.view %arena {offset = 64 : i64} : memref<1024xi8> -> memref<4x8xf32>
+// CHECK-NEXT:    %a = buffer.alloc : memref<4x8xf32>
+// CHECK-NEXT:    %w = buffer.variable {name = "w"} : memref<4x8xf32>
+// CHECK-NEXT:    %c = buffer.constant {value = dense<[1, 2, 3]> : tensor<3xi32>} : memref<3xi32>
+// CHECK-NEXT:  }
+
+// -----
+
+// Host transfers, kernels with and without inputs, copies.
+
+buffer.program @compute on "cpu" {
+  %x = buffer.alloc : memref<4x8xf32>
+  buffer.input %x {index = 0 : i64} : memref<4x8xf32>
+  %w = buffer.variable {name = "w"} : memref<8x2xf32>
+  %y = buffer.alloc : memref<4x2xf32>
+  buffer.kernel "matmul" ins(%x, %w : memref<4x8xf32>, memref<8x2xf32>) outs(%y : memref<4x2xf32>) {transpose_a = false, transpose_b = false}
+  %z = buffer.alloc : memref<4x2xf32>
+  buffer.kernel "fill" outs(%z : memref<4x2xf32>) {value = 0.0 : f32}
+  buffer.copy %y, %z : memref<4x2xf32>, memref<4x2xf32>
+  buffer.output %z {index = 0 : i64} : memref<4x2xf32>
+}
+
+// CHECK-LABEL: buffer.program @compute on "cpu" {
+// CHECK-NEXT:    %x = buffer.alloc : memref<4x8xf32>
+// CHECK-NEXT:    buffer.input %x {index = 0 : i64} : memref<4x8xf32>
+// CHECK-NEXT:    %w = buffer.variable {name = "w"} : memref<8x2xf32>
+// CHECK-NEXT:    %y = buffer.alloc : memref<4x2xf32>
+// CHECK-NEXT:    buffer.kernel "matmul" ins(%x, %w : memref<4x8xf32>, memref<8x2xf32>) outs(%y : memref<4x2xf32>) {transpose_a = false, transpose_b = false}
+// CHECK-NEXT:    %z = buffer.alloc : memref<4x2xf32>
+// CHECK-NEXT:    buffer.kernel "fill" outs(%z : memref<4x2xf32>) {value = 0.000000e+00 : f32}
+// CHECK-NEXT:    buffer.copy %y, %z : memref<4x2xf32>, memref<4x2xf32>
+// CHECK-NEXT:    buffer.output %z {index = 0 : i64} : memref<4x2xf32>
+// CHECK-NEXT:  }
+// The kernel name is a property; the segment sizes split the operands into ins and outs.
+// CHECK-GENERIC: "buffer.kernel"(%x, %w, %y) <{kernel = "matmul", operandSegmentSizes = array<i32: 2, 1>}> {transpose_a = false, transpose_b = false} : (memref<4x8xf32>, memref<8x2xf32>, memref<4x2xf32>) -> ()
+// CHECK-GENERIC: "buffer.kernel"(%z) <{kernel = "fill", operandSegmentSizes = array<i32: 0, 1>}> {value = 0.000000e+00 : f32} : (memref<4x2xf32>) -> ()
+
+// -----
+
+// Collectives over a group of ranks, and point-to-point transfers.
+
+buffer.program @collectives on "gpu" {
+  %a = buffer.alloc : memref<4x8xf32>
+  %b = buffer.alloc : memref<4x8xf32>
+  %g = buffer.alloc : memref<8x8xf32>
+  %s = buffer.alloc : memref<2x8xf32>
+  %t = buffer.alloc : memref<8x4xf32>
+  buffer.all_reduce %a, %b {group = array<i64: 0, 1>, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
+  buffer.all_gather %a, %g {group = array<i64: 0, 1>, axis = 0 : i64} : memref<4x8xf32>, memref<8x8xf32>
+  buffer.reduce_scatter %a, %s {group = array<i64: 0, 1>, axis = 0 : i64, reduction = "max"} : memref<4x8xf32>, memref<2x8xf32>
+  buffer.all_to_all %a, %t {group = array<i64: 0, 1>, split_axis = 1 : i64, concat_axis = 0 : i64} : memref<4x8xf32>, memref<8x4xf32>
+  buffer.broadcast %a, %b {group = array<i64: 0, 1>, root = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
+  buffer.reduce %a, %b {group = array<i64: 0, 1>, root = 1 : i64, reduction = "min"} : memref<4x8xf32>, memref<4x8xf32>
+  buffer.send %a {peer = 1 : i64} : memref<4x8xf32>
+  buffer.recv %b {peer = 0 : i64} : memref<4x8xf32> loc("model.py":9:2)
+}
+
+// CHECK-LABEL: buffer.program @collectives on "gpu" {
+// CHECK-NEXT:    %a = buffer.alloc : memref<4x8xf32>
+// CHECK-NEXT:    %b = buffer.alloc : memref<4x8xf32>
+// CHECK-NEXT:    %g = buffer.alloc : memref<8x8xf32>
+// CHECK-NEXT:    %s = buffer.alloc : memref<2x8xf32>
+// CHECK-NEXT:    %t = buffer.alloc : memref<8x4xf32>
+// CHECK-NEXT:    buffer.all_reduce %a, %b {group = array<i64: 0, 1>, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    buffer.all_gather %a, %g {group = array<i64: 0, 1>, axis = 0 : i64} : memref<4x8xf32>, memref<8x8xf32>
+// CHECK-NEXT:    buffer.reduce_scatter %a, %s {group = array<i64: 0, 1>, axis = 0 : i64, reduction = "max"} : memref<4x8xf32>, memref<2x8xf32>
+// CHECK-NEXT:    buffer.all_to_all %a, %t {group = array<i64: 0, 1>, split_axis = 1 : i64, concat_axis = 0 : i64} : memref<4x8xf32>, memref<8x4xf32>
+// CHECK-NEXT:    buffer.broadcast %a, %b {group = array<i64: 0, 1>, root = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    buffer.reduce %a, %b {group = array<i64: 0, 1>, root = 1 : i64, reduction = "min"} : memref<4x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    buffer.send %a {peer = 1 : i64} : memref<4x8xf32>
+// CHECK-NEXT:    buffer.recv %b {peer = 0 : i64} : memref<4x8xf32>
+// CHECK-NEXT:  }

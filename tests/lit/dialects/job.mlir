@@ -1,0 +1,264 @@
+// RUN: IRFLOW_ROUNDTRIP
+// RUN: irflow-opt %s --split-input-file --verify-roundtrip | filecheck %s
+// RUN: irflow-opt %s --split-input-file --print-debuginfo | filecheck %s --check-prefix=LOC
+// RUN: IRFLOW_GENERIC_ROUNDTRIP
+
+// Every job op and attribute in its custom form: printed, parsed back (from the
+// generic form too) and printed again to the same text.
+
+// Sources: variables (with SBP and placement), constants, fills, dropout masks.
+
+job.func @sources() -> (tensor<4x8xf32>, tensor<1x2xf32>, tensor<4x8xf32>, tensor<4x8xf32>) attributes {job_type = "predict"} {
+  %w = job.variable {name = "w", initializer = {kind = "normal", mean = 0.0, std = 0.01}, trainable = false, sbp = #job.nd_sbp<[split(0)]>, placement = #job.placement<cpu, ["0:0-1"]>} : tensor<4x8xf32>
+  %c = job.constant {value = dense<[[1.0, 2.0]]> : tensor<1x2xf32>} : tensor<1x2xf32>
+  %f = job.fill {value = 0.5 : f32, sbp = #job.nd_sbp<[broadcast, partial_sum]>, placement = #job.placement<gpu, ["0:0-1", "1:0-1"], hierarchy = [2, 2]>} : tensor<4x8xf32>
+  %d = job.dropout_mask {rate = 0.25 : f64, seed = 7 : i64} : tensor<4x8xf32>
+  job.return %w, %c, %f, %d : tensor<4x8xf32>, tensor<1x2xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// CHECK-LABEL: job.func @sources() -> (tensor<4x8xf32>, tensor<1x2xf32>, tensor<4x8xf32>, tensor<4x8xf32>) attributes {job_type = "predict"} {
+// CHECK-NEXT:    %w = job.variable {name = "w", initializer = {kind = "normal", mean = 0.000000e+00 : f64, std = 1.000000e-02 : f64}, trainable = false, sbp = #job.nd_sbp<[split(0)]>, placement = #job.placement<cpu, ["0:0-1"]>} : tensor<4x8xf32>
+// CHECK-NEXT:    %c = job.constant {value = dense<{{\[\[}}1.000000e+00, 2.000000e+00{{\]\]}}> : tensor<1x2xf32>} : tensor<1x2xf32>
+// CHECK-NEXT:    %f = job.fill {value = 5.000000e-01 : f32, sbp = #job.nd_sbp<[broadcast, partial_sum]>, placement = #job.placement<gpu, ["0:0-1", "1:0-1"], hierarchy = [2, 2]>} : tensor<4x8xf32>
+// CHECK-NEXT:    %d = job.dropout_mask {rate = 2.500000e-01 : f64, seed = 7 : i64} : tensor<4x8xf32>
+// CHECK-NEXT:    job.return %w, %c, %f, %d : tensor<4x8xf32>, tensor<1x2xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+// CHECK-NEXT:  }
+
+// -----
+
+// Elementwise: unary, binary with broadcasting, comparisons, activation gradients.
+
+job.func @elementwise(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %0 = job.neg %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = job.exp %0 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = job.log %1 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = job.sqrt %2 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %4 = job.rsqrt %3 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %5 = job.square %4 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %6 = job.relu %5 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %7 = job.sigmoid %6 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %8 = job.tanh %7 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %9 = job.gelu %8 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %10 = job.abs %9 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %add = job.add %10, %b {sbp = #job.nd_sbp<[split(1)]>} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %sub = job.sub %add, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %mul = job.mul %sub, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %div = job.div %mul, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %max = job.maximum %div, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %min = job.minimum %max, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %pow = job.pow %min, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %eq = job.equal %pow, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi8>
+  %ne = job.not_equal %pow, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi8>
+  %lt = job.less %pow, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi8>
+  %le = job.less_equal %pow, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi8>
+  %gt = job.greater %pow, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi8>
+  %ge = job.greater_equal %pow, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi8>
+  %rg = job.relu_grad %pow, %6 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %sg = job.sigmoid_grad %rg, %7 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %tg = job.tanh_grad %sg, %8 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %gg = job.gelu_grad %tg, %8 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  job.return %gg : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: job.func @elementwise(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %0 = job.neg %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %1 = job.exp %0 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %2 = job.log %1 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %3 = job.sqrt %2 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %4 = job.rsqrt %3 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %5 = job.square %4 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %6 = job.relu %5 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %7 = job.sigmoid %6 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %8 = job.tanh %7 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %9 = job.gelu %8 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %10 = job.abs %9 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %add = job.add %10, %b {sbp = #job.nd_sbp<[split(1)]>} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %sub = job.sub %add, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %mul = job.mul %sub, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %div = job.div %mul, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %max = job.maximum %div, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %min = job.minimum %max, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %pow = job.pow %min, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %eq = job.equal %pow, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi8>
+// CHECK-NEXT:    %ne = job.not_equal %pow, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi8>
+// CHECK-NEXT:    %lt = job.less %pow, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi8>
+// CHECK-NEXT:    %le = job.less_equal %pow, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi8>
+// CHECK-NEXT:    %gt = job.greater %pow, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi8>
+// CHECK-NEXT:    %ge = job.greater_equal %pow, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi8>
+// CHECK-NEXT:    %rg = job.relu_grad %pow, %6 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %sg = job.sigmoid_grad %rg, %7 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %tg = job.tanh_grad %sg, %8 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %gg = job.gelu_grad %tg, %8 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    job.return %gg : tensor<4x8xf32>
+// CHECK-NEXT:  }
+
+// -----
+
+// Casts and shape ops.
+
+job.func @shapes(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %h = job.cast %x : (tensor<4x8xf32>) -> tensor<4x8xf16>
+  %ba = job.bias_add %x, %b {axis = 1 : i64} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %r = job.reshape %ba : (tensor<4x8xf32>) -> tensor<32xf32>
+  %t = job.transpose %x {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %bc = job.broadcast_to %b : (tensor<8xf32>) -> tensor<4x8xf32>
+  %cat = job.concat %x, %bc {axis = 0 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  %s = job.slice %x {start = array<i64: 0, 0>, stop = array<i64: 2, 8>, step = array<i64: 1, 2>} : (tensor<4x8xf32>) -> tensor<2x4xf32>
+  %sg = job.slice_grad %s {start = array<i64: 0, 0>, stop = array<i64: 2, 8>, step = array<i64: 1, 2>} : (tensor<2x4xf32>) -> tensor<4x8xf32>
+  job.return %sg : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: job.func @shapes(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %h = job.cast %x : (tensor<4x8xf32>) -> tensor<4x8xf16>
+// CHECK-NEXT:    %ba = job.bias_add %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %r = job.reshape %ba : (tensor<4x8xf32>) -> tensor<32xf32>
+// CHECK-NEXT:    %t = job.transpose %x {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+// CHECK-NEXT:    %bc = job.broadcast_to %b : (tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %cat = job.concat %x, %bc {axis = 0 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+// CHECK-NEXT:    %s = job.slice %x {start = array<i64: 0, 0>, stop = array<i64: 2, 8>, step = array<i64: 1, 2>} : (tensor<4x8xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT:    %sg = job.slice_grad %s {start = array<i64: 0, 0>, stop = array<i64: 2, 8>, step = array<i64: 1, 2>} : (tensor<2x4xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    job.return %sg : tensor<4x8xf32>
+// CHECK-NEXT:  }
+
+// -----
+
+// Matmul, reductions and arg-max.
+
+job.func @linalg(%a: tensor<4x8xf32>, %b: tensor<16x8xf32>) -> (tensor<4x16xf32>, tensor<4xi64>) {
+  %mm = job.matmul %a, %b {transpose_b = true, sbp = #job.nd_sbp<[split(0), broadcast]>} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %sum = job.reduce_sum %a {axes = array<i64: 1>, keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %mean = job.reduce_mean %a {axes = array<i64: 0, 1>} : (tensor<4x8xf32>) -> tensor<f32>
+  %max = job.reduce_max %a {axes = array<i64: 1>, keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %mg = job.reduce_max_grad %sum, %a, %max {axes = array<i64: 1>, keepdims = true} : (tensor<4x1xf32>, tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %am = job.argmax %a {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4xi64>
+  job.return %mm, %am : tensor<4x16xf32>, tensor<4xi64>
+}
+
+// CHECK-LABEL: job.func @linalg(%a: tensor<4x8xf32>, %b: tensor<16x8xf32>) -> (tensor<4x16xf32>, tensor<4xi64>) attributes {job_type = "predict"} {
+// CHECK-NEXT:    %mm = job.matmul %a, %b {transpose_b = true, sbp = #job.nd_sbp<[split(0), broadcast]>} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT:    %sum = job.reduce_sum %a {axes = array<i64: 1>, keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+// CHECK-NEXT:    %mean = job.reduce_mean %a {axes = array<i64: 0, 1>} : (tensor<4x8xf32>) -> tensor<f32>
+// CHECK-NEXT:    %max = job.reduce_max %a {axes = array<i64: 1>, keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+// CHECK-NEXT:    %mg = job.reduce_max_grad %sum, %a, %max {axes = array<i64: 1>, keepdims = true} : (tensor<4x1xf32>, tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %am = job.argmax %a {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4xi64>
+// CHECK-NEXT:    job.return %mm, %am : tensor<4x16xf32>, tensor<4xi64>
+// CHECK-NEXT:  }
+// Properties left at their default are elided in the custom form, explicit in the generic one.
+// CHECK-GENERIC: "job.matmul"(%a, %b) <{transpose_b = true, sbp = #job.nd_sbp<[split(0), broadcast]>, transpose_a = false}> : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+
+// -----
+
+// Softmax family and cross-entropy losses with their gradients.
+
+job.func @losses(%logits: tensor<4x10xf32>, %labels: tensor<4xi32>, %dense: tensor<4x10xf32>) -> tensor<4x10xf32> {
+  %sm = job.softmax %logits : (tensor<4x10xf32>) -> tensor<4x10xf32>
+  %lsm = job.log_softmax %logits {axis = 1 : i64} : (tensor<4x10xf32>) -> tensor<4x10xf32>
+  %smg = job.softmax_grad %logits, %sm : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4x10xf32>
+  %lsmg = job.log_softmax_grad %logits, %lsm : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4x10xf32>
+  %l = job.sparse_softmax_cross_entropy %logits, %labels : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<4xf32>
+  %ld = job.softmax_cross_entropy %logits, %dense : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4xf32>
+  %g = job.sparse_softmax_cross_entropy_grad %l, %logits, %labels : (tensor<4xf32>, tensor<4x10xf32>, tensor<4xi32>) -> tensor<4x10xf32>
+  %gd = job.softmax_cross_entropy_grad %ld, %logits, %dense : (tensor<4xf32>, tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4x10xf32>
+  job.return %gd : tensor<4x10xf32>
+}
+
+// CHECK-LABEL: job.func @losses(%logits: tensor<4x10xf32>, %labels: tensor<4xi32>, %dense: tensor<4x10xf32>) -> tensor<4x10xf32> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %sm = job.softmax %logits : (tensor<4x10xf32>) -> tensor<4x10xf32>
+// CHECK-NEXT:    %lsm = job.log_softmax %logits {axis = 1 : i64} : (tensor<4x10xf32>) -> tensor<4x10xf32>
+// CHECK-NEXT:    %smg = job.softmax_grad %logits, %sm : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4x10xf32>
+// CHECK-NEXT:    %lsmg = job.log_softmax_grad %logits, %lsm : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4x10xf32>
+// CHECK-NEXT:    %l = job.sparse_softmax_cross_entropy %logits, %labels : (tensor<4x10xf32>, tensor<4xi32>) -> tensor<4xf32>
+// CHECK-NEXT:    %ld = job.softmax_cross_entropy %logits, %dense : (tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4xf32>
+// CHECK-NEXT:    %g = job.sparse_softmax_cross_entropy_grad %l, %logits, %labels : (tensor<4xf32>, tensor<4x10xf32>, tensor<4xi32>) -> tensor<4x10xf32>
+// CHECK-NEXT:    %gd = job.softmax_cross_entropy_grad %ld, %logits, %dense : (tensor<4xf32>, tensor<4x10xf32>, tensor<4x10xf32>) -> tensor<4x10xf32>
+// CHECK-NEXT:    job.return %gd : tensor<4x10xf32>
+// CHECK-NEXT:  }
+
+// -----
+
+// Convolution and pooling with their gradients.
+
+job.func @conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32> {
+  %y = job.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %dx = job.conv2d_grad_input %y, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  %dw = job.conv2d_grad_filter %y, %x {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<4x3x3x3xf32>
+  %mp = job.max_pool2d %y {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+  %ap = job.avg_pool2d %y {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+  %mpg = job.max_pool2d_grad %mp, %y, %mp {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x8x8xf32>
+  %apg = job.avg_pool2d_grad %ap {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x4x4xf32>) -> tensor<2x4x8x8xf32>
+  job.return %apg : tensor<2x4x8x8xf32>
+}
+
+// CHECK-LABEL: job.func @conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %y = job.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+// CHECK-NEXT:    %dx = job.conv2d_grad_input %y, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+// CHECK-NEXT:    %dw = job.conv2d_grad_filter %y, %x {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<4x3x3x3xf32>
+// CHECK-NEXT:    %mp = job.max_pool2d %y {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+// CHECK-NEXT:    %ap = job.avg_pool2d %y {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+// CHECK-NEXT:    %mpg = job.max_pool2d_grad %mp, %y, %mp {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x8x8xf32>
+// CHECK-NEXT:    %apg = job.avg_pool2d_grad %ap {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x4x4xf32>) -> tensor<2x4x8x8xf32>
+// CHECK-NEXT:    job.return %apg : tensor<2x4x8x8xf32>
+// CHECK-NEXT:  }
+
+// -----
+
+// Training state: learning rate, assignments, optimizer updates, minimize and apply_gradients.
+
+job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3xf32>
+  %m = job.variable {name = "w-momentum", initializer = {kind = "zeros"}, trainable = false} : tensor<3xf32>
+  %v = job.variable {name = "w-velocity", initializer = {kind = "zeros"}, trainable = false} : tensor<3xf32>
+  %step = job.variable {name = "step", initializer = {kind = "constant", value = 0.0}, trainable = false} : tensor<i64>
+  %lr = job.learning_rate %step {schedule = {kind = "piecewise_constant", boundaries = array<i64: 100>, values = array<f64: 0.1, 0.01>}} : (tensor<i64>) -> tensor<f32>
+  %one = job.fill {value = 1.0 : f64} : tensor<i64>
+  %next = job.add %step, %one : (tensor<i64>, tensor<i64>) -> tensor<i64>
+  job.assign %step, %next : tensor<i64>, tensor<i64>
+  job.sgd_update %w, %g, %lr {weight_decay = 0.01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+  job.momentum_update %w, %g, %m, %lr {beta = 0.9 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
+  job.adam_update %w, %g, %m, %v, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-08 : f64, do_bias_correction = false} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+  job.minimize %loss {optimizer = {kind = "sgd", lr = 0.1}} : tensor<f32>
+  job.apply_gradients %w, %g {optimizer = {kind = "sgd", lr = 0.1}} : tensor<3xf32>, tensor<3xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>) attributes {job_type = "train"} {
+// CHECK-NEXT:    %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3xf32>
+// CHECK-NEXT:    %m = job.variable {name = "w-momentum", initializer = {kind = "zeros"}, trainable = false} : tensor<3xf32>
+// CHECK-NEXT:    %v = job.variable {name = "w-velocity", initializer = {kind = "zeros"}, trainable = false} : tensor<3xf32>
+// CHECK-NEXT:    %step = job.variable {name = "step", initializer = {kind = "constant", value = 0.000000e+00 : f64}, trainable = false} : tensor<i64>
+// CHECK-NEXT:    %lr = job.learning_rate %step {schedule = {kind = "piecewise_constant", boundaries = array<i64: 100>, values = array<f64: 1.000000e-01, 1.000000e-02>}} : (tensor<i64>) -> tensor<f32>
+// CHECK-NEXT:    %one = job.fill {value = 1.000000e+00 : f64} : tensor<i64>
+// CHECK-NEXT:    %next = job.add %step, %one : (tensor<i64>, tensor<i64>) -> tensor<i64>
+// CHECK-NEXT:    job.assign %step, %next : tensor<i64>, tensor<i64>
+// CHECK-NEXT:    job.sgd_update %w, %g, %lr {weight_decay = 1.000000e-02 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+// CHECK-NEXT:    job.momentum_update %w, %g, %m, %lr {beta = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
+// CHECK-NEXT:    job.adam_update %w, %g, %m, %v, %lr, %step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-08 : f64, do_bias_correction = false} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+// CHECK-NEXT:    job.minimize %loss {optimizer = {kind = "sgd", lr = 1.000000e-01 : f64}} : tensor<f32>
+// CHECK-NEXT:    job.apply_gradients %w, %g {optimizer = {kind = "sgd", lr = 1.000000e-01 : f64}} : tensor<3xf32>, tensor<3xf32>
+// CHECK-NEXT:    job.return
+// CHECK-NEXT:  }
+// CHECK-GENERIC:      "job.func"() <{sym_name = "train", function_type = (tensor<3xf32>, tensor<f32>) -> (), job_type = "train"}> ({
+// CHECK-GENERIC-NEXT: ^bb0(%g: tensor<3xf32>, %loss: tensor<f32>):
+// CHECK-GENERIC-NEXT:   %w = "job.variable"() <{name = "w", initializer = {kind = "zeros"}, trainable = true}> : () -> tensor<3xf32>
+// CHECK-GENERIC:        "job.adam_update"(%w, %g, %m, %v, %lr, %step) <{beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-08 : f64, do_bias_correction = false, weight_decay = 0.000000e+00 : f64}>
+
+// -----
+
+// Locations on ops and on arguments; every SBP component form.
+
+job.func @located(%x: tensor<4x8xf32> loc("model.py":3:1)) -> tensor<4x8xf32> {
+  %a = job.relu %x {sbp = #job.nd_sbp<[split(1), partial_sum(max)]>, placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>} : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("model.py":4:8)
+  %b = job.tanh %a {sbp = #job.nd_sbp<[partial_sum(min)]>} : (tensor<4x8xf32>) -> tensor<4x8xf32> loc(unknown)
+  job.return %b : tensor<4x8xf32> loc("model.py":5:4)
+}
+
+// CHECK-LABEL: job.func @located(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %a = job.relu %x {sbp = #job.nd_sbp<[split(1), partial_sum(max)]>, placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %b = job.tanh %a {sbp = #job.nd_sbp<[partial_sum(min)]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    job.return %b : tensor<4x8xf32>
+// CHECK-NEXT:  }
+// LOC-LABEL: job.func @located(%x: tensor<4x8xf32> loc("model.py":3:1))
+// LOC-NEXT:    %a = job.relu %x {{.*}} : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("model.py":4:8)
+// LOC-NEXT:    %b = job.tanh %a {{.*}} loc(unknown)
+// LOC-NEXT:    job.return %b : tensor<4x8xf32> loc("model.py":5:4)
+// LOC-NEXT:  } loc(unknown)
