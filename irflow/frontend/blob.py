@@ -50,6 +50,7 @@ class Blob:
         fail(f"the truth value of Blob '{self.name}' is unknown while a job is defined; use flow.math ops instead")
 
     __hash__ = object.__hash__  # Blobs compare elementwise, yet stay usable as dict keys by identity
+    __array_ufunc__ = None  # `np.float32(2) * blob` defers to Blob.__rmul__ instead of making an object array
 
     # -- arithmetic: each operator is the flow.math function of the same name
     def __add__(self, other: Any) -> Blob:

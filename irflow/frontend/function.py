@@ -196,7 +196,7 @@ def _collect(spec: Out, value: Any, blobs: list[Blob], path: str) -> Any:
             return ("leaf", len(blobs) - 1, spec.leaf)
         if isinstance(value, (list, tuple)):
             items = [_collect(spec, v, blobs, f"{path}[{i}]") for i, v in enumerate(value)]
-            return (type(value).__name__, items)
+            return ("tuple" if isinstance(value, tuple) else "list", items)
         if isinstance(value, dict):
             return ("dict", [(k, _collect(spec, v, blobs, f"{path}[{k!r}]")) for k, v in value.items()])
         raise _Mismatch(path, "a Blob or a list, tuple or dict of them", value)

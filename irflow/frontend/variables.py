@@ -44,9 +44,9 @@ def get_variable(
         fail(f"{what}('{name}'): regularizers are not supported; add the penalty to the loss")
     shape = tuple(shape)
     dtype = dtypes.as_dtype(dtype) if dtype is not None else trace.config.data_type
-    init = dict(initializer) if initializer is not None else constant_initializer(0.0)
-    if not isinstance(initializer, (dict, type(None))) or init.get("kind") not in _KINDS:
+    if initializer is not None and (not isinstance(initializer, dict) or initializer.get("kind") not in _KINDS):
         fail(f"{what}('{name}'): initializer must come from flow.*_initializer(), got {initializer!r}")
+    init = dict(initializer) if initializer is not None else constant_initializer(0.0)
     if random_seed is not None:
         init["seed"] = int(random_seed)
     trainable = True if trainable is None else bool(trainable)
