@@ -327,6 +327,8 @@ class JobFunction:
         if loc is not None:
             ret.location = loc
             trace.func.location = loc
+            for arg in trace.block.args:
+                arg.location = loc
         trace.block.add_op(ret)
         trace.func.properties["function_type"] = FunctionType.from_lists(
             [a.type for a in trace.block.args], [v.type for v in values]
