@@ -265,6 +265,20 @@ class JobFunction:
     # ------------------------------------------------------------- tracing
 
     def _trace(self) -> None:
+        returns, spec = self._read_signature()
+        leaves = [leaf for _, spec in self._params for leaf in _leaves(spec)]
+        trace = Trace(self.job_name, self.job_type, self.config, [_tensor(leaf) for leaf in leaves])
+        with tracing(trace), (self.config.placement_scope or contextlib.nullcontext()):
+            result = self._func(*self._arguments(trace))
+        blobs = self._returned_blobs(returns, spec, result, trace)
+        self.output_count = len(blobs)
+        self._watchers = [(handler, kind) for _, handler, kind in trace.watches]
+        self._finish(trace, [b.value for b in blobs] + [b.value for b, _, _ in trace.watches])
+        assert self._session is not None
+        self._session.variables.update(trace.declared)
+
+    def _read_signature(self) -> tuple[Any, Out | None]:
+        """Parameters as placeholder specs; the return annotation (inside tp.Callback) and its spec."""
         func, where = self._func, self._where
         try:
             hints = typing.get_type_hints(func)
@@ -276,59 +290,49 @@ class JobFunction:
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 star = "*" if p.kind is p.VAR_POSITIONAL else "**"
                 raise TraceError(
-                    f"job function '{func.__name__}' cannot take {star}{p.name}: "
-                    "every parameter must be a placeholder", where
+                    f"job function '{func.__name__}' cannot take {star}{p.name}: every parameter must be a placeholder",
+                    where,
                 )
             self._params.append((p.name, _param_spec(hints.get(p.name, p.annotation), p.name, where)))
         returns = hints.get("return", self._signature.return_annotation)
-        self.is_callback = typing.get_origin(returns) is tp.Callback
         if returns is tp.Callback:
             raise TraceError("tp.Callback needs the type of its result, e.g. -> tp.Callback[tp.Numpy]", where)
-        spec = (
-            None
-            if returns is inspect.Signature.empty
-            else _out_spec(typing.get_args(returns)[0] if self.is_callback else returns, where)
-        )
+        self.is_callback = typing.get_origin(returns) is tp.Callback
+        if self.is_callback:
+            returns = typing.get_args(returns)[0]
+        return returns, None if returns is inspect.Signature.empty else _out_spec(returns, where)
 
-        leaves = [(name, leaf) for name, spec_ in self._params for leaf in _leaves(spec_)]
-        trace = Trace(
-            self.job_name, self.job_type, self.config, [_tensor(leaf) for _, leaf in leaves]
-        )
-        args = self._arguments(trace)
-        with tracing(trace), (self.config.placement_scope or contextlib.nullcontext()):
-            result = func(*args)
-
-        blobs: list[Blob] = []
-        if spec is None:
+    def _returned_blobs(self, returns: Any, spec: Out | None, result: Any, trace: Trace) -> list[Blob]:
+        """Check what the function returned against its annotation; the Blobs become the job's outputs."""
+        name, where = self._func.__name__, self._where
+        self._out: Any = ("none",)
+        if spec is None or spec.kind == "none":
             if result is not None:
+                why = "has no return annotation" if spec is None else "is annotated -> None"
                 raise TraceError(
-                    f"job function '{func.__name__}' returns {_what(result)} but has no return annotation; "
-                    "annotate it, e.g. -> tp.Numpy", where
+                    f"job function '{name}' returns {_what(result)} but {why}; annotate it, e.g. -> tp.Numpy", where
                 )
-            self._out: Any = ("none",)
-        elif spec.kind == "none":
-            if result is not None:
-                raise TraceError(f"job function '{func.__name__}' is annotated -> None but returns {_what(result)}", where)
-            self._out = ("none",)
-        else:
-            try:
-                self._out = _collect(spec, result, blobs, "")
-            except _Mismatch as err:
-                raise TraceError(f"job function '{func.__name__}' returns a value that does not match its "
-                                 f"annotation {_describe(returns)}: {err}", where) from None
+            return []
+        blobs: list[Blob] = []
+        try:
+            self._out = _collect(spec, result, blobs, "")
+        except _Mismatch as err:
+            raise TraceError(
+                f"job function '{name}' returns a value that does not match its annotation {_describe(returns)}: {err}",
+                where,
+            ) from None
         for blob in blobs:
             if blob.trace is not trace:
-                raise TraceError(f"job function '{func.__name__}' returns Blob '{blob.name}' of another job", where)
-        self.output_count = len(blobs)
-        self._watchers = [(handler, kind) for _, handler, kind in trace.watches]
-        values = [b.value for b in blobs] + [b.value for b, _, _ in trace.watches]
+                raise TraceError(f"job function '{name}' returns Blob '{blob.name}' of another job", where)
+        return blobs
+
+    def _finish(self, trace: Trace, values: list[Any]) -> None:
+        """Close the body with job.return, fix the function type, verify."""
         ret = ReturnOp(values)
-        loc = to_loc(where)
+        loc = to_loc(self._where)
         if loc is not None:
-            ret.location = loc
-            trace.func.location = loc
-            for arg in trace.block.args:
-                arg.location = loc
+            for located in (ret, trace.func, *trace.block.args):
+                located.location = loc
         trace.block.add_op(ret)
         trace.func.properties["function_type"] = FunctionType.from_lists(
             [a.type for a in trace.block.args], [v.type for v in values]
@@ -336,11 +340,8 @@ class JobFunction:
         try:
             trace.module.verify()
         except VerifyException as err:
-            raise TraceError(f"job '{self.job_name}' does not verify: {err}", where) from None
+            raise TraceError(f"job '{self.job_name}' does not verify: {err}", self._where) from None
         self.module: ModuleOp = trace.module
-        self._input_leaves = leaves
-        assert self._session is not None
-        self._session.variables.update(trace.declared)
 
     def _arguments(self, trace: Trace) -> list[Any]:
         block_args = iter(trace.block.args)
