@@ -10,6 +10,7 @@ ours (MLIR's diagnostics do the same with the op's location).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -41,20 +42,15 @@ _OWN_DIRS = tuple(
 
 def _is_own(frame: FrameType) -> bool:
     filename = frame.f_code.co_filename
-    return (
-        filename.startswith(_OWN_DIRS)
-        or filename.startswith("<frozen ")
-        or filename == contextlib.__file__  # `with flow.scope.placement(...)` enters through contextlib
-    )
+    return filename.startswith(_OWN_DIRS) or filename.startswith("<frozen ")
 
 
 def frame_location(frame: FrameType) -> SourceLocation:
     """file:line:col of the instruction `frame` is executing; columns are 1-based as in MLIR."""
     line, col = frame.f_lineno, 0
-    positions = list(frame.f_code.co_positions())
-    index = frame.f_lasti // 2
-    if 0 <= index < len(positions):
-        start_line, _, start_col, _ = positions[index]
+    position = next(itertools.islice(frame.f_code.co_positions(), frame.f_lasti // 2, None), None)
+    if position is not None:
+        start_line, _, start_col, _ = position
         if start_line is not None:
             line = start_line
         if start_col is not None:
