@@ -5,7 +5,8 @@ or writes it to the last (`OperandEffects`), in schedule order.  Buffers whose
 lifetimes are disjoint share bytes (`irflow.memplan`); an elementwise kernel
 whose input dies at that kernel writes its output in place.  The plan is
 recorded in the IR: `arena_size` and `lower_bound` on the program, `lifetime`
-on every view, so `irflow-opt` shows it.
+on every view, so `irflow-opt` shows it.  With `reorder`, the schedule is
+first rearranged so buffers die sooner (passes/memory_schedule.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from xdsl.rewriter import Rewriter
 from irflow.dialects import buffer
 from irflow.dialects.job import i64_array
 from irflow.memplan import Buffer, lower_bound, plan
+from irflow.passes.memory_schedule import shorten_lifetimes
 
 # Kernels that read each input element only to write the same output element,
 # so the output may take the memory of an input that dies there.
@@ -103,12 +105,20 @@ class PlanMemoryPass(ModulePass):
     # Seconds the planner may spend improving on its fast default (0: default only).
     effort: float = 0.0
     in_place: bool = True
+    # Reorder the schedule (within its dependences) so that buffers die sooner.
+    reorder: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for program in [o for o in op.body.block.ops if isinstance(o, buffer.ProgramOp)]:
             self.plan_program(program)
 
     def plan_program(self, program: buffer.ProgramOp) -> None:
+        if self.reorder:
+            block = program.body.block
+            order = shorten_lifetimes(list(block.ops))
+            for o in order:
+                o.detach()
+            block.add_ops(order)
         live = Liveness.of(program, self.in_place)
         groups = live.groups()
         roots = list(groups)

@@ -1,0 +1,105 @@
+"""Train steps against PyTorch: same initial weights, same batches, same optimizer.
+
+The OneFlow quick-start MLP and a LeNet (conv 5x5 SAME, max-pool, dense) must
+give PyTorch's loss at every step and its parameters after several steps
+(rtol 1e-4 in float32) under SGD with momentum and under Adam.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import irflow as flow
+import irflow.typing as tp
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+BATCH, STEPS = 16, 4
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    flow.clear_default_session()
+    torch.manual_seed(0)
+    yield
+    flow.clear_default_session()
+
+
+def make_optimizers(kind: str):
+    if kind == "momentum":
+        ours = flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.05]), momentum=0.9)
+        return ours, lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9)
+    ours = flow.optimizer.Adam(flow.optimizer.PiecewiseConstantScheduler([], [1e-3]))
+    return ours, lambda params: torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
+
+
+def mlp_job(optimizer):
+    @flow.global_function(type="train")
+    def train(
+        images: tp.Numpy.Placeholder((BATCH, 784), dtype=flow.float),
+        labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32),
+    ) -> tp.Numpy:
+        hidden = flow.layers.dense(images, 64, activation=flow.nn.relu, name="dense1")
+        logits = flow.layers.dense(hidden, 10, name="dense2")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        optimizer.minimize(loss)
+        return loss
+
+    model = nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 10))
+    names = {"0.weight": "dense1-weight", "0.bias": "dense1-bias", "2.weight": "dense2-weight", "2.bias": "dense2-bias"}
+    return train, model, names, (BATCH, 784)
+
+
+def lenet_job(optimizer):
+    @flow.global_function(type="train")
+    def train(
+        images: tp.Numpy.Placeholder((BATCH, 1, 28, 28), dtype=flow.float),
+        labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32),
+    ) -> tp.Numpy:
+        conv1 = flow.layers.conv2d(images, 8, 5, padding="SAME", activation=flow.nn.relu, name="conv1")
+        pool1 = flow.nn.max_pool2d(conv1, ksize=2, strides=2, padding="SAME", data_format="NCHW")
+        conv2 = flow.layers.conv2d(pool1, 16, 5, padding="SAME", activation=flow.nn.relu, name="conv2")
+        pool2 = flow.nn.max_pool2d(conv2, ksize=2, strides=2, padding="SAME", data_format="NCHW")
+        flat = flow.reshape(pool2, [BATCH, -1])
+        hidden = flow.layers.dense(flat, 32, activation=flow.nn.relu, name="dense1")
+        logits = flow.layers.dense(hidden, 10, name="dense2")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        optimizer.minimize(loss)
+        return loss
+
+    model = nn.Sequential(
+        nn.Conv2d(1, 8, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(16 * 7 * 7, 32), nn.ReLU(), nn.Linear(32, 10),
+    )  # fmt: skip
+    names = {
+        "0.weight": "conv1-weight", "0.bias": "conv1-bias", "3.weight": "conv2-weight", "3.bias": "conv2-bias",
+        "7.weight": "dense1-weight", "7.bias": "dense1-bias", "9.weight": "dense2-weight", "9.bias": "dense2-bias",
+    }  # fmt: skip
+    return train, model, names, (BATCH, 1, 28, 28)
+
+
+@pytest.mark.parametrize("optimizer_kind", ["momentum", "adam"])
+@pytest.mark.parametrize("build", [mlp_job, lenet_job], ids=["mlp", "lenet"])
+def test_train_steps_match_pytorch(build, optimizer_kind):
+    ours_opt, torch_opt = make_optimizers(optimizer_kind)
+    train, model, names, image_shape = build(ours_opt)
+    flow.load_variables({ours: p.detach().numpy().copy() for theirs, p in model.named_parameters() for ours in [names[theirs]]})
+    opt = torch_opt(model.parameters())
+    rng = np.random.default_rng(0)
+    for step in range(STEPS):
+        images = rng.random(image_shape, dtype=np.float32)
+        labels = rng.integers(0, 10, BATCH)
+        loss = train(images, labels.astype(np.int32))
+        opt.zero_grad()
+        torch_loss = nn.functional.cross_entropy(model(torch.from_numpy(images)), torch.from_numpy(labels))
+        torch_loss.backward()
+        opt.step()
+        np.testing.assert_allclose(loss.mean(), torch_loss.item(), rtol=1e-4, err_msg=f"loss at step {step}")
+    variables = flow.get_all_variables()
+    for theirs, p in model.named_parameters():
+        np.testing.assert_allclose(
+            variables[names[theirs]].numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=names[theirs]
+        )
