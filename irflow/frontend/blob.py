@@ -49,6 +49,12 @@ class Blob:
 
         fail(f"the truth value of Blob '{self.name}' is unknown while a job is defined; use flow.math ops instead")
 
+    def __getitem__(self, index: Any) -> Blob:
+        """Basic indexing with ints and slices of positive step (`x[:, 1:3]`, `x[0]`), as a static slice."""
+        from irflow.frontend.ops import reshape, static_slice
+
+        return static_slice(self, index, reshape)
+
     __hash__ = object.__hash__  # Blobs compare elementwise, yet stay usable as dict keys by identity
     __array_ufunc__ = None  # `np.float32(2) * blob` defers to Blob.__rmul__ instead of making an object array
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -117,6 +118,38 @@ def slice(x: Blob, begin: Sequence[int | None], size: Sequence[int | None], name
         start.append(b)
         stop.append(e)
     return build(job.SliceOp, [x], None, name, "flow.slice", start=start, stop=stop, step=[1] * len(shape))
+
+
+def static_slice(x: Blob, index: Any, reshape_fn: Any) -> Blob:
+    """x[index] for ints, slices with a positive step and one Ellipsis."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    if items.count(Ellipsis) > 1:
+        fail("a Blob index may hold one Ellipsis")
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at : at + 1] = [builtins.slice(None)] * (x.ndim - len(items) + 1)
+    if len(items) > x.ndim:
+        fail(f"too many indices ({len(items)}) for a Blob of shape {x.shape}")
+    items += [builtins.slice(None)] * (x.ndim - len(items))
+    start, stop, step, dropped = [], [], [], []
+    for axis, (item, d) in enumerate(zip(items, x.shape)):
+        if isinstance(item, (int, np.integer)):
+            if not -d <= item < d:
+                fail(f"index {item} is out of range for axis {axis} of size {d}")
+            item = builtins.slice(int(item) % d, int(item) % d + 1)
+            dropped.append(axis)
+        if not isinstance(item, builtins.slice):
+            fail(f"a Blob index takes ints and slices, got {item!r}")
+        a, b, s = item.indices(d)
+        if s <= 0:
+            fail(f"slices of a Blob need a positive step, got {item!r}")
+        start.append(a)
+        stop.append(max(a, b))
+        step.append(s)
+    out = build(job.SliceOp, [x], None, None, "Blob[...]", start=start, stop=stop, step=step)
+    if dropped:
+        out = reshape_fn(out, [n for axis, n in enumerate(out.shape) if axis not in dropped])
+    return out
 
 
 def cast(x: Blob, dtype: dtypes.DType, name: str | None = None) -> Blob:

@@ -374,3 +374,12 @@ def test_conv2d_layer():
     np.testing.assert_array_equal(b, 0.5)
     expected = np.maximum(conv_ref(x, w, (1, 1), (1, 1, 1, 1), groups=2) + b[None, :, None, None], 0)
     np.testing.assert_allclose(out, expected, rtol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "index",
+    [np.s_[1], np.s_[:, 1:3], np.s_[..., ::2], np.s_[-1, :, 1:], np.s_[0, 2, 3], np.s_[1:, ..., -2]],
+)
+def test_blob_indexing(index):
+    a = rand((2, 3, 4), flow.float32)
+    np.testing.assert_array_equal(run(lambda x: x[index] * 1, [a]), a[index])
