@@ -61,10 +61,19 @@ def test_in_place_reuse_shares_the_input_buffer(planned):
     assert by_name["c"] != by_name["d"]  # c is still read after sigmoid
 
 
-def test_without_in_place_reuse_the_arena_is_smaller(planned):
-    with_reuse = planned(CHAIN).attributes["arena_size"].value.data
-    without = planned(CHAIN, "convert-job-to-buffer,plan-memory{in-place=false}").attributes["arena_size"].value.data
-    assert with_reuse < without
+ELEMENTWISE = """
+job.func @elementwise(%x: tensor<64x64xf32>) -> tensor<64x64xf32> attributes {job_type = "predict"} {
+  %a = job.exp %x : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %b = job.tanh %a : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  job.return %b : tensor<64x64xf32>
+}
+"""
+
+
+def test_in_place_reuse_halves_an_elementwise_chain(planned):
+    with_reuse = planned(ELEMENTWISE).attributes["arena_size"].value.data
+    without = planned(ELEMENTWISE, "convert-job-to-buffer,plan-memory{in-place=false}").attributes["arena_size"].value.data
+    assert with_reuse == 64 * 64 * 4 and without == 2 * with_reuse
 
 
 def test_plan_is_recorded_in_the_ir(planned):
@@ -90,7 +99,7 @@ def test_outputs_stay_live_until_copied_out(planned):
 BRANCHES = """
 job.func @branches(%x: tensor<32x32xf32>) -> (tensor<32xf32>, tensor<32xf32>) attributes {job_type = "predict"} {
   %p = job.exp %x : (tensor<32x32xf32>) -> tensor<32x32xf32>
-  %q = job.tanh %x : (tensor<32x32xf32>) -> tensor<32x32xf32>
+  %q = job.matmul %x, %x : (tensor<32x32xf32>, tensor<32x32xf32>) -> tensor<32x32xf32>
   %s = job.reduce_sum %p {axes = array<i64: 1>} : (tensor<32x32xf32>) -> tensor<32xf32>
   %t = job.reduce_sum %q {axes = array<i64: 1>} : (tensor<32x32xf32>) -> tensor<32xf32>
   job.return %s, %t : tensor<32xf32>, tensor<32xf32>
@@ -101,7 +110,7 @@ job.func @branches(%x: tensor<32x32xf32>) -> (tensor<32xf32>, tensor<32xf32>) at
 def test_reordering_lets_branches_die_sooner(planned):
     traced = planned(BRANCHES).attributes["arena_size"].value.data
     reordered = planned(BRANCHES, "convert-job-to-buffer,plan-memory{reorder=true}").attributes["arena_size"].value.data
-    assert reordered < traced
+    assert (traced, reordered) == (3 * 4096, 2 * 4096 + 128)
 
 
 def test_reordered_programs_compute_the_same(mlp_module, parse_ir):
@@ -115,7 +124,7 @@ def test_reordered_programs_compute_the_same(mlp_module, parse_ir):
     reordered = compile_job(parse_ir(BRANCHES), "branches", VariableStore(), pipeline=spec)([x])
     for a, b in zip(plain, reordered):
         np.testing.assert_array_equal(a, b)
-    np.testing.assert_allclose(plain[0], np.exp(x).sum(1), rtol=1e-5)
+    np.testing.assert_allclose(plain[1], (x @ x).sum(1), rtol=1e-4, atol=1e-4)
     store = VariableStore()
     ref = compile_job(mlp_module, "mlp", store)
     again = compile_job(mlp_module, "mlp", store, pipeline="cse," + spec)
