@@ -42,3 +42,14 @@ def get_kernel(name: str) -> KernelFactory:
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise LookupError(f"unknown kernel {name!r}{hint} ({len(KERNELS)} kernels are registered)")
     return factory
+
+
+def sequence(steps: Sequence[Run]) -> Run:
+    """One run performing `steps` in order: kernels bind their views into partials at build time."""
+    steps = tuple(steps)
+
+    def run() -> None:
+        for step in steps:
+            step()
+
+    return run

@@ -11,7 +11,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
-from .registry import Array, Run, register
+from .registry import Array, Run, register, sequence
 from .shapes import expect_shape, normalize_axes
 
 
@@ -56,12 +56,7 @@ def concat(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
         copies.append(partial(xp.copyto, y[tuple(index)], x))
         start += x.shape[axis]
     expect_shape("concat", "output", y.shape, y.shape[:axis] + (start,) + y.shape[axis + 1 :])
-
-    def run() -> None:
-        for copy in copies:
-            copy()
-
-    return run
+    return sequence(copies)
 
 
 def _slices(attrs: Mapping[str, Any]) -> tuple[slice, ...]:

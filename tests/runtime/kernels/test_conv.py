@@ -86,3 +86,30 @@ def test_conv2d_rejects_mismatched_groups(build_kernel) -> None:
 def test_conv2d_rejects_a_wrong_output_shape(build_kernel) -> None:
     with pytest.raises(ValueError, match=r"output has shape \(1, 2, 5, 5\), expected \(1, 2, 3, 3\)"):
         build_kernel("conv2d", [np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3))], [((1, 2, 5, 5), np.float64)])
+
+
+@pytest.mark.parametrize("x_shape, w_shape, attrs", [CASES[0], CASES[2], CASES[3]], ids=["channels-last", "channel-major", "groups"])
+def test_batch_chunks_agree_with_one_chunk(kernel, rng, monkeypatch, x_shape, w_shape, attrs) -> None:
+    """Chunks of two images over a batch of five: full chunks, a short last one, filter grads summed across."""
+    from irflow.runtime.kernels import conv
+
+    x_shape = (5, *x_shape[1:])
+    a = attrs_of(attrs)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    y_shape = conv_reference(x[:1], w, **attrs).shape[1:]
+    dy = rng.standard_normal((5, *y_shape))
+    expected = [
+        kernel("conv2d", [x, w], [((5, *y_shape), np.float64)], **a)[0],
+        kernel("conv2d_grad_input", [dy, w], [(x_shape, np.float64)], **a)[0],
+        kernel("conv2d_grad_filter", [dy, x], [(w_shape, np.float64)], **a)[0],
+    ]
+    image_bytes = int(np.prod(y_shape[1:])) * int(np.prod(w_shape[1:])) * x_shape[1] // w_shape[1] * 8
+    monkeypatch.setattr(conv, "_CHUNK_BYTES", 2 * image_bytes)
+    assert len(conv._Conv(a, x_shape, w_shape, 8).chunks) == 3
+    got = [
+        kernel("conv2d", [x, w], [((5, *y_shape), np.float64)], **a)[0],
+        kernel("conv2d_grad_input", [dy, w], [(x_shape, np.float64)], **a)[0],
+        kernel("conv2d_grad_filter", [dy, x], [(w_shape, np.float64)], **a)[0],
+    ]
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
