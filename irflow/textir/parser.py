@@ -250,10 +250,10 @@ class _Builder(Transformer):
         try:
             attr = parse(parser)
             if attr is None or parser.pos != len(text):
-                raise self._error(f"invalid {what} '{_clip(text)}'", tok, min(parser.pos, len(tok)))
+                raise self._error(f"invalid {what} '{_clip(text)}'", tok)
             return attr
         except ParseError as e:
-            raise self._error(f"invalid {what} '{_clip(text)}': {e.msg}", tok, min(e.span.start, len(tok))) from None
+            raise self._error(f"invalid {what} '{_clip(text)}': {e.msg}", tok) from None
         except VerifyException as e:
             raise self._error(f"invalid {what} '{tok}': {e}", tok) from None
 
@@ -991,7 +991,7 @@ class _Lexer(Lexer):
                     return
                 line_start = text.rfind("\n", 0, start) + 1
                 raise UnexpectedCharacters(
-                    text, start, line, start - line_start + 1, allowed=set(states[parser_state.position])
+                    text, start, line, start - line_start + 1, allowed={s for s in states[parser_state.position] if s.isupper()}
                 )
             kind = m.lastgroup
             start, end = m.span(kind)
