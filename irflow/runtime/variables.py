@@ -45,7 +45,7 @@ class VariableStore:
                 )
             return var.value
         rng = np.random.default_rng([self.seed, zlib.crc32(name.encode())])
-        host = np.ascontiguousarray(sample(initializer, tuple(shape), np.dtype(dtype), rng), dtype=dtype)
+        host = np.array(sample(initializer, tuple(shape), np.dtype(dtype), rng), dtype=dtype, order="C")
         if host.shape != tuple(shape):
             raise ValueError(f"initializer {dict(initializer)} of '{name}' gave shape {host.shape}, not {tuple(shape)}")
         self._vars[name] = Variable(self.xp.asarray(host), dict(initializer), trainable)
