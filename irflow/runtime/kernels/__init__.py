@@ -4,8 +4,8 @@ See docs/kernels.md for the contract. Importing this package registers every
 kernel; each module holds one theme.
 """
 
-from . import activation, conv, elementwise, linalg, nn, optimizer, pooling, random, reduction, shape
+from . import activation, conv, elementwise, linalg, nn, optimizer, pooling, random, reduction, schedule, shape
 from .registry import KERNELS, Array, KernelFactory, Run, get_kernel, register
 
 __all__ = ["KERNELS", "Array", "KernelFactory", "Run", "get_kernel", "register"]
-del activation, conv, elementwise, linalg, nn, optimizer, pooling, random, reduction, shape
+del activation, conv, elementwise, linalg, nn, optimizer, pooling, random, reduction, schedule, shape
