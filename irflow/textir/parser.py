@@ -259,15 +259,17 @@ class _Builder(Transformer):
 
     # -- values and blocks
 
-    def _define(self, tok: Token, value: SSAValue) -> None:
-        name = tok[1:]
+    def _define(self, tok: Token, value: SSAValue, key: str | None = None) -> None:
+        """Bind `%name` (or `key`, `name#i` for a result group `%name:n`) in the innermost scope."""
+        name = tok[1:] if key is None else key
         for scope in self.scopes:
             if name in scope:
                 raise self._error(f"redefinition of value %{name}", tok)
         self.scopes[-1][name] = value
         hint = self.hint_cache.get(name, False)
         if hint is False:
-            hint = self.hint_cache[name] = SSAValue.extract_valid_name(name) if SSAValue.is_valid_name(name) else None
+            base = name.partition("#")[0]
+            hint = self.hint_cache[name] = SSAValue.extract_valid_name(base) if SSAValue.is_valid_name(base) else None
         if hint is not None:
             value.name_hint = hint
 
@@ -284,11 +286,19 @@ class _Builder(Transformer):
                 if value is not None:
                     break
             else:
-                raise self._error(f"use of undefined value %{name}", tok)
+                value = self._lookup(name.removesuffix("#0")) if name.endswith("#0") else None
+                if value is None:
+                    raise self._error(f"use of undefined value %{name}", tok)
             if value.type != expected:
                 raise self._error(f"value %{name} has type {value.type}, but is used as {expected}", tok)
             values.append(value)
         return values
+
+    def _lookup(self, name: str) -> SSAValue | None:
+        for scope in reversed(self.scopes):
+            if (value := scope.get(name)) is not None:
+                return value
+        return None
 
     def _block_named(self, tok: Token) -> tuple[Block, bool]:
         region = self.region_stack[-1]
@@ -346,10 +356,14 @@ class _Builder(Transformer):
 
     def op_with_results(self, names: tuple[Token, ...], op: Operation, loc: Token | None) -> None:
         self.result_names.pop()
-        if len(op.results) != len(names):
-            raise self._error(f"'{op.name}' has {len(op.results)} results, but {len(names)} names are bound", names[0])
-        for tok, value in zip(names, op.results):
-            self._define(tok, value)
+        slots: list[tuple[Token, str]] = []
+        for tok in names:
+            base, _, count = tok[1:].partition(":")
+            slots += [(tok, f"{base}#{i}") for i in range(int(count))] if count else [(tok, base)]
+        if len(op.results) != len(slots):
+            raise self._error(f"'{op.name}' has {len(op.results)} results, but {len(slots)} names are bound", names[0])
+        for (tok, key), value in zip(slots, op.results):
+            self._define(tok, value, key)
         self._finish(op, loc)
 
     def op_without_results(self, op: Operation, loc: Token | None) -> None:
@@ -961,7 +975,11 @@ class _Lexer(Lexer):
         groups += [r"(?P<WORD>[A-Za-z_][\w$.]*)", r"(?P<PUNCT>->|[(){}\[\]<>,:=])"]
         self.regex = re.compile(_SKIP + "(?:" + "|".join(groups) + ")")
         self.skip = re.compile(_SKIP)
-        self.builtin_type = re.compile(terminals["BUILTIN_TYPE"].pattern.to_regexp())
+        self.word_terminals = [
+            (t.name, re.compile(t.pattern.to_regexp()))
+            for t in conf.terminals
+            if not isinstance(t.pattern, PatternStr) and t.name not in ("OP_NAME", "BARE_ID")
+        ]
         self.word_kinds: dict[str, tuple[str, ...]] = {}
 
     def kinds(self, word: str) -> tuple[str, ...]:
@@ -969,8 +987,7 @@ class _Lexer(Lexer):
         kinds = self.word_kinds.get(word)
         if kinds is None:
             first = [self.literal[word]] if word in self.literal else []
-            if self.builtin_type.fullmatch(word):
-                first.append("BUILTIN_TYPE")
+            first += [name for name, regex in self.word_terminals if regex.fullmatch(word)]
             kinds = self.word_kinds[word] = (*first, "OP_NAME" if "." in word else "BARE_ID", "BARE_ID")
         return kinds
 

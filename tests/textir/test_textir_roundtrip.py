@@ -1,0 +1,179 @@
+"""Round trips and the differential test against xDSL's own parser.
+
+Every lit input (except the invalid-IR files) is split into its `// -----`
+chunks; each chunk must parse with irflow's lark parser to the module xDSL's
+Parser builds, print identically in every form, and survive
+print -> parse -> print unchanged.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+from xdsl.context import Context
+from xdsl.dialects.arith import Arith
+from xdsl.dialects.builtin import Builtin, ModuleOp
+from xdsl.dialects.cf import Cf
+from xdsl.dialects.func import Func
+from xdsl.dialects.test import Test
+from xdsl.parser import Parser
+
+from irflow.context import make_context
+from irflow.dialects.buffer import Buffer
+from irflow.dialects.job import Job
+from irflow.textir import parse_module, print_module
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LIT = ROOT / "tests" / "lit"
+FORMS = [
+    pytest.param({}, id="custom"),
+    pytest.param({"generic": True}, id="generic"),
+    pytest.param({"debuginfo": True}, id="custom-loc"),
+    pytest.param({"generic": True, "debuginfo": True}, id="generic-loc"),
+]
+
+
+def lit_chunks() -> list[pytest.param]:
+    params = []
+    for path in sorted(LIT.rglob("*.mlir")):
+        text = path.read_text()
+        if "--verify-diagnostics" in text:
+            continue
+        for i, chunk in enumerate(text.split("// -----")):
+            if any(not line.strip().startswith("//") for line in chunk.splitlines() if line.strip()):
+                params.append(pytest.param(chunk, id=f"{path.relative_to(LIT)}#{i}"))
+    return params
+
+
+def wide_context() -> Context:
+    """irflow's dialects plus a few of xDSL's, for generic ops, blocks and successors."""
+    ctx = Context()
+    for dialect in (Builtin, Func, Job, Buffer, Arith, Cf, Test):
+        ctx.load_dialect(dialect)
+    return ctx
+
+
+def assert_round_trip(module: ModuleOp, ctx: Context, **form: bool) -> None:
+    text = print_module(module, **form)
+    again = parse_module(text, ctx=ctx)
+    assert print_module(again, **form) == text
+    assert again.is_structurally_equivalent(module)
+
+
+def assert_same_as_xdsl(text: str, ctx: Context, forms: list[dict[str, bool]]) -> ModuleOp:
+    ours = parse_module(text, ctx=ctx)
+    theirs = Parser(ctx, text).parse_module()
+    assert ours.is_structurally_equivalent(theirs)
+    for form in forms:
+        assert print_module(ours, **form) == print_module(theirs, **form)
+    return ours
+
+
+@pytest.mark.parametrize("chunk", lit_chunks())
+def test_lit_inputs_match_xdsl_and_round_trip(chunk: str) -> None:
+    ctx = make_context()
+    module = assert_same_as_xdsl(chunk, ctx, [p.values[0] for p in FORMS])
+    for param in FORMS:
+        assert_round_trip(module, ctx, **param.values[0])
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_generated_job_module_round_trips(form: dict[str, bool]) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from parser import job_module  # benchmarks/parser.py
+    finally:
+        sys.path.pop(0)
+    ctx = make_context()
+    module = assert_same_as_xdsl(job_module(200), ctx, [form])
+    assert_round_trip(module, ctx, **form)
+
+
+BUILTIN_ATTRIBUTES = r"""
+"test.op"() {a = 1 : i8, b = -3 : i64, c = 0x1F : i32, d = 1.5 : f16, e = 0x7FC00000 : f32, f = true,
+  g = false, h = unit, i = [1, "s", [2.5]], j = {k = @sym, l = @a::@b::@"c d"}, m = i32,
+  n = (i32, f32) -> (), o = dense<[true, false]> : tensor<2xi1>, p = dense<2> : tensor<2x2xi32>,
+  q = dense<> : tensor<0xf32>, r = array<f64: 1.5, -2.0>, s = array<i8>, t = "esc\09\22\\\0A", u = index,
+  v = none, w = memref<2x3xf32, strided<[3, 1]>>, x = tensor<?x4xf32>, y = tensor<*xf32>, z = ui8,
+  aa = si16, bb = bf16, cc = -0.0, dd = 1.0e+10 : f64, ee = dense<[[1, 2], [3, 4]]> : tensor<2x2xi64>,
+  ff = loc("a":1:2), gg = vector<4xf32>, "quoted key" = 1, hh = 0x7F800000 : f32, ii = 255 : ui8,
+  jj = dense<[1.5, -2.0]> : vector<2xf64>, kk = dense<"0x0000803F"> : tensor<1xf32>,
+  ll = array<i1: true, false>, mm = #job.sbp<split(1)>, nn = !test.type<"x">} : () -> ()
+"""
+
+FUNCTIONS = """
+func.func private @decl(i32, f32) -> (i64, i1) attributes {foo = "bar"}
+func.func @g(%a: i32 {my.attr = 1 : i32}, %b: f32 loc("x.py":1:2)) -> (i32 {res.attr}, f32) {
+  %r:2 = func.call @g(%a, %b) : (i32, f32) -> (i32, f32)
+  func.return %r#0, %r#1 : i32, f32
+}
+job.func @j() -> tensor<f32> attributes {job_type = "train", note = "kept"} {
+  %f = job.fill {value = 1.0 : f32} : tensor<f32>
+  job.return %f : tensor<f32>
+}
+builtin.module @inner attributes {a.b = 1 : i64} {
+}
+"""
+
+BLOCKS = """
+"func.func"() <{sym_name = "h", function_type = (i1, i32) -> i32}> ({
+^bb0(%c: i1, %x: i32):
+  "cf.cond_br"(%c, %x) [^bb1, ^bb2] <{operandSegmentSizes = array<i32: 1, 1, 0>}> : (i1, i32) -> ()
+^bb1(%y: i32 loc("f.py":3:1)):
+  %z = "arith.addi"(%y, %y) <{overflowFlags = #arith.overflow<none>}> : (i32, i32) -> i32
+  "cf.br"() [^bb2] : () -> ()
+^bb2:
+  %r = "test.op"() ({
+    %q = "test.op"(%x) : (i32) -> i32
+    "test.termop"() [^bb1] : () -> ()
+  ^bb1:
+    "test.termop"() : () -> ()
+  }, {
+  }) : () -> i32
+  "func.return"(%r) : (i32) -> ()
+}) : () -> ()
+"""
+
+
+@pytest.mark.parametrize(
+    "text, forms",
+    [
+        pytest.param(BUILTIN_ATTRIBUTES, FORMS, id="builtin-attributes"),
+        pytest.param(FUNCTIONS, FORMS, id="functions"),
+        # xDSL prints cf and arith in custom forms this parser does not read: compare generic forms only
+        pytest.param(BLOCKS, FORMS[1::2], id="blocks-and-successors"),
+    ],
+)
+def test_constructs_match_xdsl(text: str, forms: list) -> None:
+    ctx = wide_context()
+    module = assert_same_as_xdsl(text, ctx, [p.values[0] for p in forms])
+    for param in forms:
+        assert_round_trip(module, ctx, **param.values[0])
+
+
+def test_ops_outside_a_module_get_an_implicit_one() -> None:
+    module = parse_module('%f = job.fill {value = 1.0 : f32} : tensor<2xf32>\n')
+    assert isinstance(module, ModuleOp)
+    assert [op.name for op in module.ops] == ["job.fill"]
+    assert parse_module("builtin.module {\n}\n").ops.first is None
+    assert parse_module("").ops.first is None
+
+
+def test_strings_keep_any_unicode() -> None:
+    module = parse_module('job.func @f() attributes {note = "héllo \\"wörld\\"\\0A"} {\n  job.return\n}\n')
+    func = module.ops.first
+    assert func is not None and func.attributes["note"].data == 'héllo "wörld"\n'  # type: ignore[attr-defined]
+    assert parse_module(print_module(module)).is_structurally_equivalent(module)
+
+
+def test_names_and_locations_survive() -> None:
+    text = (
+        'job.func @f(%x_1: tensor<2xf32> loc("a.py":1:2)) -> tensor<2xf32> {\n'
+        '  %y.z = job.relu %x_1 : (tensor<2xf32>) -> tensor<2xf32> loc("a.py":3:4)\n'
+        "  job.return %y.z : tensor<2xf32>\n}\n"
+    )
+    printed = print_module(parse_module(text), debuginfo=True)
+    assert '%x: tensor<2xf32> loc("a.py":1:2)' in printed
+    assert '%y.z = job.relu %x : (tensor<2xf32>) -> tensor<2xf32> loc("a.py":3:4)' in printed
