@@ -184,6 +184,7 @@ _HUMAN = {
     "BUILTIN_TYPE": "a type",
     "SHAPED_TYPE": "a type",
     "DIALECT_TYPE": "a type",
+    "FUNC_TYPE": "a function type",
     "DIALECT_ATTR": "an attribute",
     "DENSE": "a dense<...> attribute",
     "DENSE_ARRAY": "an array<...> attribute",
@@ -193,7 +194,7 @@ _HUMAN = {
 }
 _OP_START = {"OP_NAME", "MODULE", "FUNC", "JOB_FUNC", "PROGRAM", "KERNEL", "CALL"}
 _ATTR_START = {"INT", "FLOAT", "TRUE", "FALSE", "DENSE", "DENSE_ARRAY", "SYMBOL", "UNIT", "DIALECT_ATTR", "LOC"}
-_TYPE_START = {"BUILTIN_TYPE", "SHAPED_TYPE", "DIALECT_TYPE"}
+_TYPE_START = {"BUILTIN_TYPE", "SHAPED_TYPE", "DIALECT_TYPE", "FUNC_TYPE"}
 
 
 @v_args(inline=True)
@@ -379,8 +380,7 @@ class _Builder(Transformer):
         attrs: dict[str, Attribute] | None,
         ftype: FunctionType,
     ) -> Operation:
-        op_name = unescape(name)
-        info = self._op_class(op_name, name)
+        info = self._op_class(unescape(name), name)
         props = dict(props or {})
         attrs = dict(attrs or {})
         if issubclass(info.cls, IRDLOperation):
@@ -398,6 +398,10 @@ class _Builder(Transformer):
             successors=successors or (),
             regions=regions or (),
         )
+
+    def generic_name(self, tok: Token) -> Token:
+        self._op_class(unescape(tok), tok)
+        return tok
 
     def successors(self, *toks: Token) -> list[Block]:
         return [self._block_named(t)[0] for t in toks]
@@ -1076,7 +1080,7 @@ class _LarkParser:
             names -= _ATTR_START | _TYPE_START | {"STRING", "LSQB", "LBRACE", "LPAR"}
         elif _TYPE_START & names:
             words.append("a type")
-            names -= _TYPE_START
+            names -= _TYPE_START | {"LPAR"}  # a '(' there starts a function type
         words += sorted({self.human.get(n) or _HUMAN.get(n, n) for n in names} - set(words))
         if len(words) > 8:
             words = words[:8] + ["..."]

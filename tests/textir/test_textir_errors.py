@@ -1,0 +1,148 @@
+"""Bad IR text is an IRParseError that names the problem, its line and column, and shows the line."""
+
+from __future__ import annotations
+
+import pytest
+
+from irflow.errors import IRParseError
+from irflow.textir import parse_module
+
+FILL = "%a = job.fill {value = 1.0 : f32} : tensor<4xf32>\n"
+
+
+def error_of(text: str) -> IRParseError:
+    with pytest.raises(IRParseError) as info:
+        parse_module(text, "in.mlir")
+    return info.value
+
+
+@pytest.mark.parametrize(
+    "text, line, col, message",
+    [
+        pytest.param(
+            FILL + "%b = job.relu %a : (tensor<4xf32> -> tensor<4xf32>\n", 2, 35, "expected ')', got '->'", id="syntax"
+        ),
+        pytest.param("%a = job.fill {value = } : tensor<4xf32>\n", 1, 24, "expected an attribute value", id="attr-value"),
+        pytest.param("%a = job.fill {value = 1.0 : f32} : tensor<4xf32\n", 1, 37, "expected a type, got 'tensor'", id="lexing"),
+        pytest.param(FILL + "%b = job.relu %a : (tensor<4xf32>) -> ", 2, 39, "got end of input", id="eof"),
+        pytest.param("%a = job.frob : tensor<4xf32>\n", 1, 6, "unknown operation 'job.frob'", id="unknown-op"),
+        pytest.param('%a = "job.frob"() : () -> ()\n', 1, 6, "unknown operation 'job.frob'", id="unknown-generic-op"),
+        pytest.param(
+            "%a = job.fill {value = 1.0 : f32} : !job.tensor\n", 1, 37, "invalid type '!job.tensor'", id="unknown-type"
+        ),
+        pytest.param(
+            "%a = job.fill {value = 1.0 : f32} : tensor<4xfoo>\n", 1, 37, "invalid type 'tensor<4xfoo>'", id="bad-type"
+        ),
+        pytest.param(
+            "%a = job.fill {value = 1.0 : f32, s = #job.bogus<1>} : tensor<4xf32>\n",
+            1,
+            39,
+            "invalid attribute '#job.bogus<1>'",
+            id="unknown-attribute",
+        ),
+        pytest.param(
+            "%a = job.fill {value = 1.0 : f32, sbp = #job.nd_sbp<[splat(0)]>} : tensor<4xf32>\n",
+            1,
+            41,
+            "unknown SBP kind 'splat'",
+            id="bad-sbp",
+        ),
+        pytest.param("%b = job.relu %a : (tensor<4xf32>) -> tensor<4xf32>\n", 1, 15, "use of undefined value %a", id="undefined"),
+        pytest.param(FILL + FILL, 2, 1, "redefinition of value %a", id="redefined"),
+        pytest.param(
+            FILL + "%b = job.relu %a : (tensor<4xf64>) -> tensor<4xf64>\n",
+            2,
+            15,
+            "value %a has type tensor<4xf32>, but is used as tensor<4xf64>",
+            id="operand-type",
+        ),
+        pytest.param(
+            FILL + "%b = job.relu %a : (tensor<4xf32>) -> tensor<8xf32>\n",
+            2,
+            6,
+            "'job.relu' op result type tensor<8xf32> does not match the inferred tensor<4xf32>",
+            id="verifier",
+        ),
+        pytest.param(
+            FILL + "%b, %c = job.relu %a : (tensor<4xf32>) -> tensor<4xf32>\n",
+            2,
+            1,
+            "'job.relu' has 1 results, but 2 names are bound",
+            id="result-count",
+        ),
+        pytest.param(FILL + "%b = job.relu %a : tensor<4xf32>\n", 2, 6, "expects a function type", id="wrong-form"),
+        pytest.param("%a = job.fill {value = 1 : i8, value = 2 : i8} : tensor<4xf32>\n", 1, 32, "duplicate key 'value'", id="dup-key"),
+        pytest.param('"test.x"() : () -> ()\n"cf.br"() [^missing] : () -> ()\n', 1, 1, "unknown operation 'test.x'", id="first-error-wins"),
+        pytest.param("%a = job.fill {value = 300 : i8} : tensor<4xf32>\n", 1, 24, "out of range for type i8", id="int-range"),
+        pytest.param("%a = job.fill {value = 1.5 : i32} : tensor<4xf32>\n", 1, 24, "a float cannot have type i32", id="float-int"),
+        pytest.param(
+            "%c = job.constant {value = dense<[1.0, 2.0]> : tensor<3xf32>} : tensor<3xf32>\n",
+            1,
+            28,
+            "shape mismatch in dense literal",
+            id="dense-shape",
+        ),
+        pytest.param('%a = job.fill {value = "\\0"} : tensor<4xf32>\n', 1, 24, "unexpected character", id="bad-escape"),
+        pytest.param(
+            "job.func @f(%x: tensor<2xf32>, tensor<2xf32>) {\n  job.return\n}\n",
+            1,
+            13,
+            "all arguments to be named or all to be unnamed",
+            id="mixed-args",
+        ),
+        pytest.param(
+            'builtin.module {\n  "test.op"() ({\n    "test.op"() [^bb9] : () -> ()\n  }) : () -> ()\n}\n',
+            2,
+            3,
+            "unknown operation 'test.op'",
+            id="unknown-op-before-its-regions",
+        ),
+        pytest.param(
+            "job.func @f() {\n  job.relu\n}\n", 2, 3, "expects a function type", id="custom-op-missing-parts"
+        ),
+    ],
+)
+def test_error_names_problem_and_position(text: str, line: int, col: int, message: str) -> None:
+    e = error_of(text)
+    assert message in e.message
+    assert (e.location.file, e.location.line, e.location.col) == ("in.mlir", line, col), str(e)
+    rendered = str(e).splitlines()
+    assert rendered[0] == f"in.mlir:{line}:{col}: error: {e.message}"
+    assert rendered[1] == text.splitlines()[line - 1]
+    assert rendered[2] == " " * (col - 1) + "^"
+
+
+def test_syntax_errors_speak_in_words_not_token_names() -> None:
+    e = error_of(FILL + "%b = job.relu %a (tensor<4xf32>) -> tensor<4xf32>\n")
+    assert "LPAR" not in e.message and "__ANON" not in e.message and "RBRACE" not in e.message
+    assert "expected" in e.message
+
+
+def test_verifier_failure_inside_a_function_points_at_the_op() -> None:
+    text = (
+        "job.func @f(%a: tensor<4x8xf32>) -> tensor<4x8xf32> {\n"
+        "  %m = job.matmul %a, %a : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>\n"
+        "  job.return %m : tensor<4x8xf32>\n"
+        "}\n"
+    )
+    e = error_of(text)
+    assert (e.location.line, e.location.col) == (2, 8)
+    assert e.message.startswith("'job.matmul' op matmul contraction mismatch")
+
+
+def test_structural_failure_is_reported_at_the_op() -> None:
+    e = error_of("job.func @f(%a: tensor<4xf32>) {\n  %r = job.relu %a : (tensor<4xf32>) -> tensor<4xf32>\n}\n")
+    assert (e.location.line, e.location.col) == (2, 8)
+    assert "terminates block" in e.message
+
+
+def test_verification_can_be_skipped() -> None:
+    text = FILL + "%b = job.relu %a : (tensor<4xf32>) -> tensor<8xf32>\n"
+    module = parse_module(text, verify=False)
+    assert [op.name for op in module.ops] == ["job.fill", "job.relu"]
+
+
+def test_implicit_module_can_be_refused() -> None:
+    with pytest.raises(IRParseError, match="single builtin.module"):
+        parse_module(FILL, implicit_module=False)
+    assert parse_module("builtin.module {\n" + FILL + "}\n", implicit_module=False) is not None
