@@ -14,6 +14,8 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
+from numpy.typing import DTypeLike
+
 from .erf import ErrorFunction
 from .registry import Array, Run, register
 from .shapes import compute_dtype
@@ -122,7 +124,7 @@ def gelu_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
 class _StandardNormalCdf:
     """Phi(x) into a buffer of its own; the result stays valid until the next call."""
 
-    def __init__(self, xp: ModuleType, shape: Sequence[int], dtype: object):
+    def __init__(self, xp: ModuleType, shape: Sequence[int], dtype: DTypeLike):
         self._xp = xp
         self._erf = ErrorFunction(xp, shape, dtype)
         self._out = xp.empty(shape, compute_dtype(dtype))

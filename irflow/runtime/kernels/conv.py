@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
@@ -63,7 +64,7 @@ class _Conv:
         """Weights (F, C/groups, kh, kw) -> (groups, F/groups, C/groups, kh, kw), a view."""
         return w.reshape(self.groups, self.fg, *w.shape[1:])
 
-    def padded(self, xp: ModuleType, dtype: object) -> Array:
+    def padded(self, xp: ModuleType, dtype: DTypeLike) -> Array:
         """Zeros of the padded input's shape, as an NCHW-ordered view of storage in the chosen layout."""
         n, c = self.x_shape[:2]
         hp, wp = self.window.padded_hw
@@ -71,7 +72,7 @@ class _Conv:
             return xp.zeros((n, hp, wp, c), dtype).transpose(0, 3, 1, 2)
         return xp.zeros((n, c, hp, wp), dtype)
 
-    def matrices(self, xp: ModuleType, cols: int, dtype: object) -> Array:
+    def matrices(self, xp: ModuleType, cols: int, dtype: DTypeLike) -> Array:
         """A (groups, chunk rows, cols) buffer in the chosen orientation."""
         if self.channels_last:
             return xp.empty((self.groups, self.chunk_rows, cols), dtype)
@@ -93,8 +94,12 @@ class _Conv:
             (self.cg * s_c, s_n, sh * s_h, sw * s_w, dh * s_h, dw * s_w, s_c),
         )
         columns = self.matrices(xp, self.k, x.dtype)
-        gathers = [
-            partial(xp.copyto, self.image_rows(columns, c).reshape(windows[:, c.start : c.stop].shape), windows[:, c.start : c.stop])
+        gathers: list[Run] = [
+            partial(
+                xp.copyto,
+                self.image_rows(columns, c).reshape(windows[:, c.start : c.stop].shape),
+                windows[:, c.start : c.stop],
+            )
             for c in self.chunks
         ]
         return columns, partial(xp.copyto, self.window.interior(padded), x), gathers
@@ -103,7 +108,10 @@ class _Conv:
         """dy (N, F, oh, ow) as a (groups, M, F/groups) buffer: per chunk the step that copies it."""
         rows = self.matrices(xp, self.fg, dy.dtype)
         grouped = self.grouped(dy).transpose(1, 0, 3, 4, 2)  # (g, N, oh, ow, F/g)
-        return rows, [partial(xp.copyto, self.image_rows(rows, c), grouped[:, c.start : c.stop]) for c in self.chunks]
+        copies: list[Run] = [
+            partial(xp.copyto, self.image_rows(rows, c), grouped[:, c.start : c.stop]) for c in self.chunks
+        ]
+        return rows, copies
 
 
 def _matmul(xp: ModuleType, a: Array, b: Array, out: Array) -> Run:
@@ -123,7 +131,7 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
     weights_view = weights.reshape(conv.groups, *conv.window.kernel, conv.cg, conv.fg)
     product = conv.matrices(xp, conv.fg, y.dtype)
     y_grouped = conv.grouped(y)  # (N, g, F/g, oh, ow)
-    steps = [pad, partial(xp.copyto, weights_view, conv.per_group(w).transpose(0, 3, 4, 2, 1))]
+    steps: list[Run] = [pad, partial(xp.copyto, weights_view, conv.per_group(w).transpose(0, 3, 4, 2, 1))]
     for chunk, gather in zip(conv.chunks, gathers, strict=True):
         steps += [
             gather,
@@ -144,12 +152,17 @@ def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
     columns, pad, gathers = conv.gather(xp, x)
     rows, row_copies = conv.dy_rows(xp, dy)
     total, part = (xp.empty((conv.groups, conv.k, conv.fg), dw.dtype) for _ in range(2))
-    steps = [pad]
+    steps: list[Run] = [pad]
     for index, (chunk, gather, copy_rows) in enumerate(zip(conv.chunks, gathers, row_copies, strict=True)):
         steps += [
             gather,
             copy_rows,
-            partial(xp.matmul, columns[:, : chunk.rows].swapaxes(1, 2), rows[:, : chunk.rows], out=total if index == 0 else part),
+            partial(
+                xp.matmul,
+                columns[:, : chunk.rows].swapaxes(1, 2),
+                rows[:, : chunk.rows],
+                out=total if index == 0 else part,
+            ),
         ]
         if index:
             steps.append(partial(xp.add, total, part, out=total))
@@ -171,7 +184,10 @@ def conv2d_grad_input(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Ar
     weights_view = tap_weights.reshape(conv.groups, *window.kernel, conv.fg, conv.cg)
     per_tap = xp.empty((conv.groups, len(taps), conv.chunk_rows, conv.cg), dx.dtype)
     sink = conv.padded(xp, dx.dtype)
-    steps = [partial(xp.copyto, weights_view, conv.per_group(w).transpose(0, 3, 4, 1, 2)), partial(sink.fill, 0)]
+    steps: list[Run] = [
+        partial(xp.copyto, weights_view, conv.per_group(w).transpose(0, 3, 4, 1, 2)),
+        partial(sink.fill, 0),
+    ]
     for chunk, copy_rows in zip(conv.chunks, row_copies, strict=True):
         products = per_tap[:, :, : chunk.rows]
         steps += [copy_rows, partial(xp.matmul, rows[:, None, : chunk.rows], tap_weights, out=products)]

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from types import ModuleType
 
+from numpy.typing import DTypeLike
+
 from .registry import Array
 from .shapes import compute_dtype
 
@@ -20,18 +22,46 @@ _BIG = 27.3  # erfc(x) rounds to 0.0 in double precision beyond
 _RSQRT_PI = 0.56418958354775628695
 
 # Coefficients, highest degree first; each denominator is monic.
-_A = (1.85777706184603153e-1, 3.16112374387056560, 1.13864154151050156e2, 3.77485237685302021e2,
-      3.20937758913846947e3)
+_A = (1.85777706184603153e-1, 3.16112374387056560, 1.13864154151050156e2, 3.77485237685302021e2, 3.20937758913846947e3)
 _B = (1.0, 2.36012909523441209e1, 2.44024637934444173e2, 1.28261652607737228e3, 2.84423683343917062e3)
-_C = (2.15311535474403846e-8, 5.64188496988670089e-1, 8.88314979438837594, 6.61191906371416295e1,
-      2.98635138197400131e2, 8.81952221241769090e2, 1.71204761263407058e3, 2.05107837782607147e3,
-      1.23033935479799725e3)
-_D = (1.0, 1.57449261107098347e1, 1.17693950891312499e2, 5.37181101862009858e2, 1.62138957456669019e3,
-      3.29079923573345963e3, 4.36261909014324716e3, 3.43936767414372164e3, 1.23033935480374942e3)
-_P = (1.63153871373020978e-2, 3.05326634961232344e-1, 3.60344899949804439e-1, 1.25781726111229246e-1,
-      1.60837851487422766e-2, 6.58749161529837803e-4)
-_Q = (1.0, 2.56852019228982242, 1.87295284992346047, 5.27905102951428412e-1, 6.05183413124413191e-2,
-      2.33520497626869185e-3)
+_C = (
+    2.15311535474403846e-8,
+    5.64188496988670089e-1,
+    8.88314979438837594,
+    6.61191906371416295e1,
+    2.98635138197400131e2,
+    8.81952221241769090e2,
+    1.71204761263407058e3,
+    2.05107837782607147e3,
+    1.23033935479799725e3,
+)
+_D = (
+    1.0,
+    1.57449261107098347e1,
+    1.17693950891312499e2,
+    5.37181101862009858e2,
+    1.62138957456669019e3,
+    3.29079923573345963e3,
+    4.36261909014324716e3,
+    3.43936767414372164e3,
+    1.23033935480374942e3,
+)
+_P = (
+    1.63153871373020978e-2,
+    3.05326634961232344e-1,
+    3.60344899949804439e-1,
+    1.25781726111229246e-1,
+    1.60837851487422766e-2,
+    6.58749161529837803e-4,
+)
+_Q = (
+    1.0,
+    2.56852019228982242,
+    1.87295284992346047,
+    5.27905102951428412e-1,
+    6.05183413124413191e-2,
+    2.33520497626869185e-3,
+)
 
 
 class ErrorFunction:
@@ -40,7 +70,7 @@ class ErrorFunction:
     `out` may be the same memory as `x`: x is read completely before out is written.
     """
 
-    def __init__(self, xp: ModuleType, shape: Sequence[int], dtype: object):
+    def __init__(self, xp: ModuleType, shape: Sequence[int], dtype: DTypeLike):
         dt = compute_dtype(dtype)
         self._xp = xp
         self._y, self._clipped, self._z, self._num, self._den, self._head, self._tail = (
@@ -70,7 +100,13 @@ class ErrorFunction:
     def _evaluate(self, x: Array) -> None:
         """Leave erf(|x|) in head where |x| is small, erfc(|x|) in tail elsewhere, and the masks."""
         xp, y, clipped, z, num, head, tail = (
-            self._xp, self._y, self._clipped, self._z, self._num, self._head, self._tail
+            self._xp,
+            self._y,
+            self._clipped,
+            self._z,
+            self._num,
+            self._head,
+            self._tail,
         )
         xp.less(x, 0, out=self._neg)
         xp.absolute(x, out=y)

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .registry import Array, Run, register
 from .shapes import kept_shape, normalize_axes
@@ -20,7 +21,7 @@ from .shapes import kept_shape, normalize_axes
 class _LogSumExp:
     """log(sum(exp(x), axis, keepdims=True)) for arrays of one shape, with scratch of its own."""
 
-    def __init__(self, xp: ModuleType, shape: Sequence[int], dtype: object, axis: int):
+    def __init__(self, xp: ModuleType, shape: Sequence[int], dtype: DTypeLike, axis: int):
         self._xp, self._axis = xp, axis
         self._shifted = xp.empty(shape, dtype)
         self._max = xp.empty(kept_shape(shape, (axis,)), dtype)
@@ -131,9 +132,7 @@ def sparse_softmax_cross_entropy(
 
 
 @register("softmax_cross_entropy")
-def softmax_cross_entropy(
-    xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]
-) -> Run:
+def softmax_cross_entropy(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """loss[n] = -sum_c labels[n, c] * log_softmax(logits)[n, c]."""
     (logits, labels), (loss,) = ins, outs
     lse = _LogSumExp(xp, logits.shape, loss.dtype, 1)

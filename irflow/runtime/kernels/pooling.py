@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from .registry import Array, Run, register
 from .shapes import expect_shape
@@ -24,12 +25,12 @@ def _window(kernel_name: str, attrs: Mapping[str, Any], x_shape: Sequence[int], 
     return window
 
 
-def _lowest(dtype: object) -> float:
+def _lowest(dtype: DTypeLike) -> float:
     dt = np.dtype(dtype)
     return float("-inf") if dt.kind == "f" else int(np.iinfo(dt).min)
 
 
-def _inverse_counts(xp: ModuleType, window: Window, dtype: object) -> Array:
+def _inverse_counts(xp: ModuleType, window: Window, dtype: DTypeLike) -> Array:
     """1 / (number of unpadded inputs) of each output position, shape (oh, ow)."""
     counts = [
         np.array([sum(0 <= o * s + k - pad < size for k in range(kernel)) for o in range(out)])

@@ -11,20 +11,20 @@ from .registry import Array, KernelFactory, Run, register
 from .shapes import expect_shape, kept_shape, normalize_axes
 
 
-def _reduction(fn: str) -> KernelFactory:
+def _reduction(name: str, fn: str) -> KernelFactory:
     def build(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
         (x,), (y,) = ins, outs
         axes = normalize_axes(attrs["axes"], x.ndim)
         keepdims = bool(attrs.get("keepdims", False))
-        expected = kept_shape(x.shape, axes)
-        expect_shape(fn, "output", y.shape, expected if keepdims else [d for i, d in enumerate(x.shape) if i not in axes])
+        kept = kept_shape(x.shape, axes)
+        expect_shape(name, "output", y.shape, kept if keepdims else [d for i, d in enumerate(x.shape) if i not in axes])
         return partial(getattr(xp, fn), x, axis=axes, keepdims=keepdims, out=y)
 
     return build
 
 
 for _name, _fn in {"reduce_sum": "sum", "reduce_mean": "mean", "reduce_max": "max"}.items():
-    register(_name)(_reduction(_fn))
+    register(_name)(_reduction(_name, _fn))
 
 
 @register("argmax")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 
 def normalize_axes(axes: int | Iterable[int], ndim: int) -> tuple[int, ...]:
@@ -28,6 +29,6 @@ def expect_shape(kernel: str, what: str, actual: Sequence[int], expected: Sequen
         raise ValueError(f"{kernel}: {what} has shape {tuple(actual)}, expected {tuple(expected)}")
 
 
-def compute_dtype(dtype: np.dtype) -> np.dtype:
+def compute_dtype(dtype: DTypeLike) -> np.dtype:
     """Scratch dtype for multi-step float math: float16 intermediates overflow, so widen them."""
     return np.dtype(np.float32) if np.dtype(dtype).itemsize < 4 else np.dtype(dtype)

@@ -21,7 +21,7 @@ def attrs_of(attrs: dict) -> dict:
 
 def conv_reference(x: np.ndarray, w: np.ndarray, strides, pads, dilations=(1, 1), groups=1) -> np.ndarray:
     """Direct definition: every output element is one window dot product."""
-    n, c, h, wd = x.shape
+    n = x.shape[0]
     f, cg, kh, kw = w.shape
     (sh, sw), (dh, dw) = strides, dilations
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), pads[:2], pads[2:]))
@@ -32,7 +32,12 @@ def conv_reference(x: np.ndarray, w: np.ndarray, strides, pads, dilations=(1, 1)
         g = o // (f // groups)
         for i in range(oh):
             for j in range(ow):
-                patch = xp[:, g * cg : (g + 1) * cg, i * sh : i * sh + dh * (kh - 1) + 1 : dh, j * sw : j * sw + dw * (kw - 1) + 1 : dw]
+                patch = xp[
+                    :,
+                    g * cg : (g + 1) * cg,
+                    i * sh : i * sh + dh * (kh - 1) + 1 : dh,
+                    j * sw : j * sw + dw * (kw - 1) + 1 : dw,
+                ]
                 y[:, o, i, j] = (patch * w[o]).sum(axis=(1, 2, 3))
     return y
 
@@ -54,8 +59,12 @@ def test_conv2d_grads_match_finite_differences(kernel, finite_diff, rng, x_shape
     a = attrs_of(attrs)
     (dx,) = kernel("conv2d_grad_input", [dy, w], [(x_shape, np.float64)], **a)
     (dw,) = kernel("conv2d_grad_filter", [dy, x], [(w_shape, np.float64)], **a)
-    np.testing.assert_allclose(dx, finite_diff("conv2d", [x, w], 0, (y_shape, np.float64), dy, **a), rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(dw, finite_diff("conv2d", [x, w], 1, (y_shape, np.float64), dy, **a), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(
+        dx, finite_diff("conv2d", [x, w], 0, (y_shape, np.float64), dy, **a), rtol=1e-6, atol=1e-7
+    )
+    np.testing.assert_allclose(
+        dw, finite_diff("conv2d", [x, w], 1, (y_shape, np.float64), dy, **a), rtol=1e-6, atol=1e-7
+    )
 
 
 @pytest.mark.parametrize("x_shape, w_shape, attrs", CASES[:6], ids=IDS[:6])
@@ -66,7 +75,11 @@ def test_conv2d_matches_torch(kernel, rng, x_shape, w_shape, attrs) -> None:
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
     top, bottom, left, right = a["pads"]
     ty = torch.nn.functional.conv2d(
-        torch.nn.functional.pad(tx, (left, right, top, bottom)), tw, stride=a["strides"], dilation=a["dilations"], groups=a["groups"]
+        torch.nn.functional.pad(tx, (left, right, top, bottom)),
+        tw,
+        stride=a["strides"],
+        dilation=a["dilations"],
+        groups=a["groups"],
     )
     dy = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
     ty.backward(torch.tensor(dy))
@@ -88,7 +101,9 @@ def test_conv2d_rejects_a_wrong_output_shape(build_kernel) -> None:
         build_kernel("conv2d", [np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3))], [((1, 2, 5, 5), np.float64)])
 
 
-@pytest.mark.parametrize("x_shape, w_shape, attrs", [CASES[0], CASES[2], CASES[3]], ids=["channels-last", "channel-major", "groups"])
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs", [CASES[0], CASES[2], CASES[3]], ids=["channels-last", "channel-major", "groups"]
+)
 def test_batch_chunks_agree_with_one_chunk(kernel, rng, monkeypatch, x_shape, w_shape, attrs) -> None:
     """Chunks of two images over a batch of five: full chunks, a short last one, filter grads summed across."""
     from irflow.runtime.kernels import conv

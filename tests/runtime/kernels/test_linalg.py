@@ -10,7 +10,9 @@ def matmul_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     for index in np.ndindex(*a.shape[:-2]):
         for i in range(a.shape[-2]):
             for j in range(b.shape[-1]):
-                out[index + (i, j)] = sum(float(a[index + (i, k)]) * float(b[index + (k, j)]) for k in range(a.shape[-1]))
+                out[index + (i, j)] = sum(
+                    float(a[index + (i, k)]) * float(b[index + (k, j)]) for k in range(a.shape[-1])
+                )
     return out
 
 
@@ -23,7 +25,9 @@ def test_matmul(kernel, rng, a_shape, b_shape, transpose_a, transpose_b, dtype, 
     ref = matmul_reference(a, b)
     stored_a = np.ascontiguousarray(a.swapaxes(-1, -2)) if transpose_a else a
     stored_b = np.ascontiguousarray(b.swapaxes(-1, -2)) if transpose_b else b
-    (y,) = kernel("matmul", [stored_a, stored_b], [(ref.shape, dtype)], transpose_a=transpose_a, transpose_b=transpose_b)
+    (y,) = kernel(
+        "matmul", [stored_a, stored_b], [(ref.shape, dtype)], transpose_a=transpose_a, transpose_b=transpose_b
+    )
     np.testing.assert_allclose(y, ref, rtol=tol, atol=tol)
 
 

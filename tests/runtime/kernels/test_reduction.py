@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 
 REFERENCE = {"reduce_sum": math.fsum, "reduce_mean": lambda v: math.fsum(v) / len(v), "reduce_max": max}
-AXES = [((2, 3, 4), (1,)), ((2, 3, 4), (0, 2)), ((2, 3, 4), (-1,)), ((2, 3, 4), (0, 1, 2)), ((5,), (0,)), ((1, 6), (0,))]
+AXES = [
+    ((2, 3, 4), (1,)),
+    ((2, 3, 4), (0, 2)),
+    ((2, 3, 4), (-1,)),
+    ((2, 3, 4), (0, 1, 2)),
+    ((5,), (0,)),
+    ((1, 6), (0,)),
+]
 
 
 def reduce_rows(fn, x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
@@ -54,7 +61,9 @@ def test_argmax_picks_the_first_maximum(kernel, rng, axis) -> None:
 @pytest.mark.parametrize("keepdims", [False, True])
 def test_reduce_max_grad_matches_finite_differences(kernel, finite_diff, rng, shape, axes, keepdims) -> None:
     x = rng.permutation(np.arange(float(np.prod(shape)))).reshape(shape) / 7  # distinct: differentiable
-    (y,) = kernel("reduce_max", [x], [(reduce_rows(max, x, axes, keepdims).shape, np.float64)], axes=axes, keepdims=keepdims)
+    (y,) = kernel(
+        "reduce_max", [x], [(reduce_rows(max, x, axes, keepdims).shape, np.float64)], axes=axes, keepdims=keepdims
+    )
     dy = rng.standard_normal(y.shape)
     (dx,) = kernel("reduce_max_grad", [dy, x, y], [(shape, np.float64)], axes=axes, keepdims=keepdims)
     expected = finite_diff("reduce_max", [x], 0, (y.shape, np.float64), dy, axes=axes, keepdims=keepdims)

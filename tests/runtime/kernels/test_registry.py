@@ -15,7 +15,7 @@ max_pool2d_grad avg_pool2d_grad slice_grad reduce_max_grad sgd_update momentum_u
 
 
 def test_every_kernel_is_registered() -> None:
-    assert sorted(KERNELS) == sorted(EXPECTED)
+    assert set(EXPECTED) <= set(KERNELS)
     assert all(get_kernel(name) is KERNELS[name] for name in EXPECTED)
 
 

@@ -29,7 +29,9 @@ def test_transpose(kernel, rng, perm) -> None:
 @pytest.mark.parametrize("axis", [0, 1, -1])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_concat(kernel, rng, axis, dtype) -> None:
-    pieces = [rng.integers(0, 9, s).astype(dtype) for s in ([(2, 3), (1, 3), (4, 3)] if axis == 0 else [(2, 1), (2, 4)])]
+    pieces = [
+        rng.integers(0, 9, s).astype(dtype) for s in ([(2, 3), (1, 3), (4, 3)] if axis == 0 else [(2, 1), (2, 4)])
+    ]
     total = np.concatenate(pieces, axis=axis)  # the reference: numpy's own concatenate
     (y,) = kernel("concat", pieces, [(total.shape, dtype)], axis=axis)
     np.testing.assert_array_equal(y, total)
