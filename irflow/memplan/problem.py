@@ -1,0 +1,126 @@
+"""The planning problem: buffers with inclusive lifetimes, plans, the lower bound, the validator.
+
+Every public entry point goes through `as_arrays`, so bad input is rejected the
+same way (a `ValueError` naming the buffer index) wherever it enters.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """`size` bytes live from step `first` to step `last`, both inclusive."""
+
+    size: int
+    first: int
+    last: int
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Byte offsets in input order and the arena size, max(offset + size) (0 for no buffers)."""
+
+    offsets: tuple[int, ...]
+    size: int
+
+
+def as_arrays(buffers: Sequence[Buffer]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(size, first, last) as int64 arrays, after rejecting negative sizes and last < first."""
+    n = len(buffers)
+    size = np.fromiter((b.size for b in buffers), np.int64, n)
+    first = np.fromiter((b.first for b in buffers), np.int64, n)
+    last = np.fromiter((b.last for b in buffers), np.int64, n)
+    bad = np.flatnonzero(size < 0)
+    if len(bad):
+        raise ValueError(f"buffer {bad[0]}: negative size {size[bad[0]]}")
+    bad = np.flatnonzero(last < first)
+    if len(bad):
+        i = bad[0]
+        raise ValueError(f"buffer {i}: last step {last[i]} is before first step {first[i]}")
+    return size, first, last
+
+
+def check_alignment(alignment: int) -> None:
+    if alignment <= 0:
+        raise ValueError(f"alignment must be positive, got {alignment}")
+
+
+def load_profile(size: np.ndarray, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Step boundaries and the summed live size from each boundary to the next.
+
+    A buffer adds its size at `first` and drops it at `last + 1`; at equal steps
+    drops sort first, so buffers that merely touch are not counted together.
+    """
+    steps = np.concatenate([first, last + 1])
+    delta = np.concatenate([size, -size])
+    order = np.lexsort((delta, steps))
+    load = np.cumsum(delta[order])
+    steps = steps[order]
+    # Keep the load after the last event at each step.
+    keep = np.append(steps[1:] != steps[:-1], True)
+    return steps[keep], load[keep]
+
+
+def lower_bound(buffers: Sequence[Buffer]) -> int:
+    """Max over time of the summed sizes of live buffers: no plan's arena is smaller."""
+    size, first, last = as_arrays(buffers)
+    if not len(size):
+        return 0
+    return int(load_profile(size, first, last)[1].max())
+
+
+def validate(buffers: Sequence[Buffer], plan: Plan, alignment: int = 1) -> None:
+    """Raise ValueError unless `plan` is a valid placement of `buffers`.
+
+    Valid: one non-negative offset per buffer, each a multiple of `alignment`,
+    every buffer inside `plan.size`, and no two buffers with overlapping
+    lifetimes overlapping in bytes.  A sweep over time keeps the live buffers
+    sorted by offset, so each arrival is checked against its two neighbours
+    only: O(n log n) comparisons.
+    """
+    check_alignment(alignment)
+    size, first, last = as_arrays(buffers)
+    n = len(size)
+    if len(plan.offsets) != n:
+        raise ValueError(f"plan has {len(plan.offsets)} offsets for {n} buffers")
+    offset = np.fromiter(plan.offsets, np.int64, n)
+    for i in np.flatnonzero((offset < 0) | (offset % alignment != 0)):
+        raise ValueError(f"buffer {i}: offset {offset[i]} is not a non-negative multiple of {alignment}")
+    for i in np.flatnonzero(offset + size > plan.size):
+        raise ValueError(f"buffer {i}: [{offset[i]}, {offset[i] + size[i]}) ends past the arena size {plan.size}")
+    # Zero-byte buffers occupy no bytes, so they conflict with nothing.
+    idx = np.flatnonzero(size > 0)
+    # Arrivals at `first`, departures at `last + 1`; at equal steps departures go first.
+    steps = np.concatenate([first[idx], last[idx] + 1])
+    kind = np.concatenate([np.ones(len(idx), np.int64), np.zeros(len(idx), np.int64)])
+    order = np.lexsort((kind, steps))
+    who = np.concatenate([idx, idx])[order].tolist()
+    arrive = kind[order].tolist()
+    off = offset.tolist()
+    end = (offset + size).tolist()
+    live: list[tuple[int, int]] = []  # (offset, buffer), sorted
+    for i, is_arrival in zip(who, arrive):
+        key = (off[i], i)
+        k = bisect_left(live, key)
+        if not is_arrival:
+            del live[k]
+            continue
+        if k and end[live[k - 1][1]] > off[i]:
+            _conflict(live[k - 1][1], i, off, end, first, last)
+        if k < len(live) and live[k][0] < end[i]:
+            _conflict(i, live[k][1], off, end, first, last)
+        live.insert(k, key)
+
+
+def _conflict(i: int, j: int, off: list[int], end: list[int], first: np.ndarray, last: np.ndarray) -> None:
+    i, j = sorted((i, j))
+    raise ValueError(
+        f"buffers {i} and {j} overlap: buffer {i} bytes [{off[i]}, {end[i]}) steps [{first[i]}, {last[i]}], "
+        f"buffer {j} bytes [{off[j]}, {end[j]}) steps [{first[j]}, {last[j]}]"
+    )
