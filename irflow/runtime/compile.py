@@ -21,6 +21,7 @@ from irflow.errors import CompileError, IrflowError
 from irflow.passes import PREDICT_PIPELINE, TRAIN_PIPELINE, available_passes
 from irflow.runtime.backend import array_module
 from irflow.runtime.executor import Executor, shape_dtype
+from irflow.runtime.memory_plan import MemoryPlan
 from irflow.runtime.variables import VariableStore
 
 
@@ -37,6 +38,10 @@ class Executable:
 
     def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         return self.executor(inputs)
+
+    def memory_plan(self) -> MemoryPlan:
+        """Where every buffer of a step lives in the arena, and how close that is to the lower bound."""
+        return MemoryPlan.of(self.program)
 
     def ir(self, stage: str = "buffer") -> str:
         from irflow.textir import print_module

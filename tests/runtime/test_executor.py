@@ -166,3 +166,19 @@ def test_real_gpu_matches_cpu(mlp_module):
 def test_alloc_without_plan_is_rejected(mlp_module):
     with pytest.raises(CompileError, match="plan-memory"):
         compile_job(mlp_module, "mlp", VariableStore(), pipeline="convert-job-to-buffer")
+
+
+def test_memory_plan_report_and_picture(mlp_module, tmp_path):
+    import xml.etree.ElementTree as ET
+
+    plan = compile_job(mlp_module, "mlp", VariableStore()).memory_plan()
+    assert plan.program == "mlp" and plan.lower_bound <= plan.arena_size
+    assert {b.name.split(" ")[0] for b in plan.buffers} >= {"x", "h", "hb", "r", "o", "s", "a"}
+    for b in plan.buffers:
+        assert b.offset + b.size <= plan.arena_size and b.first <= b.last
+    table = plan.table()
+    assert "lower bound" in table and "hb" in table
+    plan.plot(tmp_path / "plan.svg")
+    root = ET.parse(tmp_path / "plan.svg").getroot()
+    assert root.tag.endswith("svg")
+    assert len([e for e in root.iter() if e.tag.endswith("rect")]) >= len({(b.offset, b.first) for b in plan.buffers})

@@ -1,0 +1,93 @@
+"""A planned program's memory, read back from the IR: a table for people, a picture for the eye.
+
+Everything comes from what `plan-memory` recorded (`arena_size`,
+`lower_bound`, each view's `offset` and `lifetime`), so the same report works
+on a live executable and on IR text read by `irflow-opt --emit=memory-plan`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from xdsl.dialects.builtin import FileLineColLoc
+from xdsl.ir import SSAValue
+
+from irflow.dialects import buffer
+from irflow.memplan import Buffer, Plan, plot_plan
+
+
+@dataclass(frozen=True)
+class PlannedBuffer:
+    name: str
+    size: int
+    first: int
+    last: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    program: str
+    arena_size: int
+    lower_bound: int
+    buffers: tuple[PlannedBuffer, ...]
+
+    @classmethod
+    def of(cls, program: buffer.ProgramOp) -> MemoryPlan:
+        if "arena_size" not in program.attributes:
+            raise ValueError(f"program '{program.sym_name.data}' has no memory plan: run plan-memory first")
+        writers = _first_writers(program)
+        planned = []
+        for op in program.body.block.ops:
+            if isinstance(op, buffer.ViewOp):
+                first, last = op.attributes["lifetime"].get_values()  # type: ignore[union-attr]
+                planned.append(
+                    PlannedBuffer(writers.get(op.res, op.res.name_hint or "?"), buffer.nbytes(op.res.type),
+                                  int(first), int(last), op.offset.value.data)
+                )  # fmt: skip
+        return cls(
+            program.sym_name.data,
+            _int_attr(program, "arena_size"),
+            _int_attr(program, "lower_bound"),
+            tuple(planned),
+        )
+
+    @property
+    def ratio(self) -> float:
+        return self.arena_size / self.lower_bound if self.lower_bound else 1.0
+
+    def table(self) -> str:
+        rows = [f"memory plan of @{self.program}: arena {self.arena_size} bytes, lower bound {self.lower_bound} "
+                f"bytes, ratio {self.ratio:.4f}",
+                f"{'buffer':<40}{'bytes':>12}{'offset':>12}{'lifetime':>14}"]  # fmt: skip
+        for b in self.buffers:
+            rows.append(f"{b.name:<40}{b.size:>12}{b.offset:>12}{f'[{b.first}, {b.last}]':>14}")
+        return "\n".join(rows) + "\n"
+
+    def plot(self, path: str | Path) -> None:
+        """An SVG: time across, bytes up, one rectangle per buffer (in-place partners drawn once)."""
+        distinct = {(b.offset, b.first, b.last): b for b in self.buffers}
+        buffers = [Buffer(size=b.size, first=b.first, last=b.last) for b in distinct.values()]
+        offsets = tuple(b.offset for b in distinct.values())
+        plot_plan(buffers, Plan(offsets=offsets, size=self.arena_size), path)
+
+
+def _int_attr(program: buffer.ProgramOp, key: str) -> int:
+    return program.attributes[key].value.data  # type: ignore[union-attr]
+
+
+def _first_writers(program: buffer.ProgramOp) -> dict[SSAValue, str]:
+    """Name each buffer after what first writes it, with the user's line where known."""
+    names: dict[SSAValue, str] = {}
+    for op in program.body.block.ops:
+        if not isinstance(op, buffer.BufferOp):
+            continue
+        for v in op.writes():
+            if v in names:
+                continue
+            what = op.kernel.data if isinstance(op, buffer.KernelOp) else op.name.removeprefix("buffer.")
+            loc = op.location
+            where = f" ({Path(loc.filename.data).name}:{loc.line.data})" if isinstance(loc, FileLineColLoc) else ""
+            names[v] = f"{v.name_hint or what}{where}"
+    return names
