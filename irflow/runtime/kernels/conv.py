@@ -184,16 +184,19 @@ def conv2d_grad_input(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Ar
     weights_view = tap_weights.reshape(conv.groups, *window.kernel, conv.fg, conv.cg)
     per_tap = xp.empty((conv.groups, len(taps), conv.chunk_rows, conv.cg), dx.dtype)
     sink = conv.padded(xp, dx.dtype)
-    steps: list[Run] = [
-        partial(xp.copyto, weights_view, conv.per_group(w).transpose(0, 3, 4, 1, 2)),
-        partial(sink.fill, 0),
-    ]
+    interior = window.interior(sink)
+    steps: list[Run] = [partial(xp.copyto, weights_view, conv.per_group(w).transpose(0, 3, 4, 1, 2))]
     for chunk, copy_rows in zip(conv.chunks, row_copies, strict=True):
         products = per_tap[:, :, : chunk.rows]
-        steps += [copy_rows, partial(xp.matmul, rows[:, None, : chunk.rows], tap_weights, out=products)]
+        images = slice(chunk.start, chunk.stop)  # zeroed, accumulated and landed while in cache
+        steps += [
+            partial(sink[images].fill, 0),
+            copy_rows,
+            partial(xp.matmul, rows[:, None, : chunk.rows], tap_weights, out=products),
+        ]
         for t, (i, j) in enumerate(taps):
-            target = conv.grouped(window.tap(sink, i, j)[chunk.start : chunk.stop])  # (images, g, C/g, oh, ow)
+            target = conv.grouped(window.tap(sink, i, j)[images])  # (images, g, C/g, oh, ow)
             part = conv.image_rows(products[:, t], chunk).transpose(1, 0, 4, 2, 3)
             steps.append(partial(xp.add, target, part, out=target))
-    steps.append(partial(xp.copyto, dx, window.interior(sink)))
+        steps.append(partial(xp.copyto, dx[images], interior[images]))
     return sequence(steps)
