@@ -8,13 +8,14 @@ and excluded from the average's divisor. Each tap is one ufunc over the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import partial
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 from numpy.typing import DTypeLike
 
-from .registry import Array, Run, register
+from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
 from .window import Window, padded_sink, padded_source
 
@@ -41,20 +42,18 @@ def _inverse_counts(xp: ModuleType, window: Window, dtype: DTypeLike) -> Array:
     return xp.asarray(1.0 / np.outer(counts[0], counts[1]), dtype=dtype)
 
 
+def _fold(xp: ModuleType, combine: Any, y: Array, taps: Sequence[Array]) -> list[Run]:
+    """Steps folding the taps into y with a binary ufunc: y = tap0, then y = combine(y, tap) for the rest."""
+    first, *rest = taps
+    return [partial(xp.copyto, y, first), *(partial(combine, y, tap, out=y) for tap in rest)]
+
+
 @register("max_pool2d")
 def max_pool2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     (x,), (y,) = ins, outs
     window = _window("max_pool2d", attrs, x.shape, y.shape)
     padded, refresh = padded_source(xp, x, window, _lowest(x.dtype))
-    first, *rest = [window.tap(padded, i, j) for i, j in window.taps()]
-
-    def run() -> None:
-        refresh()
-        xp.copyto(y, first)
-        for tap in rest:
-            xp.maximum(y, tap, out=y)
-
-    return run
+    return sequence([refresh, *_fold(xp, xp.maximum, y, [window.tap(padded, i, j) for i, j in window.taps()])])
 
 
 @register("avg_pool2d")
@@ -62,17 +61,8 @@ def avg_pool2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
     (x,), (y,) = ins, outs
     window = _window("avg_pool2d", attrs, x.shape, y.shape)
     padded, refresh = padded_source(xp, x, window, 0)
-    first, *rest = [window.tap(padded, i, j) for i, j in window.taps()]
-    inverse_counts = _inverse_counts(xp, window, y.dtype)
-
-    def run() -> None:
-        refresh()
-        xp.copyto(y, first)
-        for tap in rest:
-            xp.add(y, tap, out=y)
-        xp.multiply(y, inverse_counts, out=y)
-
-    return run
+    total = _fold(xp, xp.add, y, [window.tap(padded, i, j) for i, j in window.taps()])
+    return sequence([refresh, *total, partial(xp.multiply, y, _inverse_counts(xp, window, y.dtype), out=y)])
 
 
 @register("max_pool2d_grad")

@@ -26,6 +26,8 @@ def _pair(values: Sequence[int], what: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Window:
+    """Where each output of a 2-D window op reads: kernel size, strides, pads, dilations, input size."""
+
     kernel: tuple[int, int]
     strides: tuple[int, int]
     pads: tuple[int, int, int, int]  # top, bottom, left, right
