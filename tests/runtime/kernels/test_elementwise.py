@@ -148,7 +148,7 @@ def test_bias_add_rejects_a_mismatched_bias(build_kernel) -> None:
         build_kernel("bias_add", [np.zeros((2, 3)), np.zeros(2)], [((2, 3), np.float64)], axis=1)
 
 
-ALIASABLE = [(name, 1, 0) for name in UNARY if name not in ("log", "sqrt", "rsqrt")] + [
+ALIASABLE = [(name, 1, 0) for name in UNARY] + [
     (name, 2, alias) for name in [*BINARY, "relu_grad", "sigmoid_grad", "tanh_grad", "gelu_grad"] for alias in (0, 1)
 ]
 
@@ -156,7 +156,7 @@ ALIASABLE = [(name, 1, 0) for name in UNARY if name not in ("log", "sqrt", "rsqr
 @pytest.mark.parametrize("name, arity, alias", ALIASABLE)
 def test_output_may_share_memory_with_an_input(kernel, rng, name, arity, alias) -> None:
     ins = [rng.uniform(0.2, 1.5, (4, 33)) * rng.choice([-1, 1], (4, 33)) for _ in range(arity)]
-    if name == "pow":
+    if name in ("pow", "log", "sqrt", "rsqrt"):
         ins[0] = np.abs(ins[0])
     (expected,) = kernel(name, [a.copy() for a in ins], [((4, 33), np.float64)])
     (got,) = kernel(name, ins, [ins[alias]])
