@@ -168,3 +168,9 @@ def test_bias_add_in_place(kernel, rng) -> None:
     expected = x + bias
     kernel("bias_add", [x, bias], [x], axis=1)
     np.testing.assert_array_equal(x, expected)
+
+
+def test_every_kernel_plan_memory_runs_in_place_is_alias_tested() -> None:
+    from irflow.passes.plan_memory import ELEMENTWISE_KERNELS
+
+    assert ELEMENTWISE_KERNELS <= {name for name, _, _ in ALIASABLE} | {"bias_add"}
