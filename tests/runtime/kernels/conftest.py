@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -11,6 +12,29 @@ import pytest
 from irflow.runtime.kernels import Run, get_kernel
 
 OutSpec = np.ndarray | tuple[Sequence[int], Any]
+
+
+# The module-level names kernels may use: those numpy and cupy both have.
+SHARED_API = frozenset(
+    """
+    add subtract multiply divide floor_divide maximum minimum power negative absolute reciprocal square sqrt exp log tanh
+    equal not_equal less less_equal greater greater_equal logical_and logical_or logical_xor logical_not
+    sum mean max min argmax matmul einsum take put take_along_axis copyto clip trunc where
+    empty zeros ones full arange asarray broadcast_to shares_memory may_share_memory lib random
+    """.split()
+)
+
+
+class _SharedApi(types.ModuleType):
+    """numpy restricted to SHARED_API, so that CPU test runs catch numpy-only calls that would fail on cupy."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in SHARED_API:
+            raise AttributeError(f"xp.{name} is not in the API numpy and cupy share")
+        return getattr(np, name)
+
+
+XP = _SharedApi("numpy")
 
 
 def _out(spec: OutSpec) -> np.ndarray:
@@ -24,7 +48,7 @@ def _out(spec: OutSpec) -> np.ndarray:
 
 def build(name: str, ins: Sequence[np.ndarray], outs: Sequence[OutSpec], **attrs: Any) -> tuple[Run, list[np.ndarray]]:
     out_arrays = [_out(spec) for spec in outs]
-    return get_kernel(name)(np, attrs, list(ins), out_arrays), out_arrays
+    return get_kernel(name)(XP, attrs, list(ins), out_arrays), out_arrays
 
 
 def run(name: str, ins: Sequence[np.ndarray], outs: Sequence[OutSpec], **attrs: Any) -> list[np.ndarray]:
