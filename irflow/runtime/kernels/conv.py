@@ -82,6 +82,12 @@ class _Conv:
         """A chunk's rows of a (groups, M, X) matrix as (groups, images, oh, ow, X), a view."""
         return matrix[:, : chunk.rows].reshape(self.groups, chunk.stop - chunk.start, *self.y_shape[2:], -1)
 
+    def weight_matrix(self, xp: ModuleType, w: Array) -> tuple[Array, Run]:
+        """A (groups, K, F/groups) buffer for w, and the step that copies w into it."""
+        weights = xp.empty((self.groups, self.k, self.fg), w.dtype)
+        target = weights.reshape(self.groups, *self.window.kernel, self.cg, self.fg)
+        return weights, partial(xp.copyto, target, self.per_group(w).transpose(0, 3, 4, 2, 1))
+
     def gather(self, xp: ModuleType, x: Array) -> tuple[Array, Run, list[Run]]:
         """The columns buffer, the step that pads x into place, and per chunk the step that gathers it."""
         padded = self.padded(xp, x.dtype)
@@ -127,11 +133,10 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
     conv = _Conv(attrs, x.shape, w.shape, np.dtype(y.dtype).itemsize)
     expect_shape("conv2d", "output", y.shape, conv.y_shape)
     columns, pad, gathers = conv.gather(xp, x)
-    weights = xp.empty((conv.groups, conv.k, conv.fg), w.dtype)
-    weights_view = weights.reshape(conv.groups, *conv.window.kernel, conv.cg, conv.fg)
+    weights, copy_weights = conv.weight_matrix(xp, w)
     product = conv.matrices(xp, conv.fg, y.dtype)
     y_grouped = conv.grouped(y)  # (N, g, F/g, oh, ow)
-    steps: list[Run] = [pad, partial(xp.copyto, weights_view, conv.per_group(w).transpose(0, 3, 4, 2, 1))]
+    steps: list[Run] = [pad, copy_weights]
     for chunk, gather in zip(conv.chunks, gathers, strict=True):
         steps += [
             gather,
