@@ -12,10 +12,13 @@ Programs read as OneFlow's documentation writes them::
 The names here are gathered from the modules that implement them.
 """
 
+import types as _types
+
 from irflow import data, typing
 from irflow.errors import CompileError, ExecutionError, IrflowError, TraceError
 from irflow.frontend import checkpoint, layers, math, nn, optimizer, random, scope
 from irflow.frontend.blob import Blob
+from irflow.frontend.checkpoint import CheckPoint as _CheckPoint
 from irflow.frontend.checkpoint import get_all_variables, load_variables
 from irflow.frontend.config import FunctionConfig, function_config
 from irflow.frontend.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
@@ -53,6 +56,8 @@ from irflow.frontend.session import clear_default_session, sync_default_session
 from irflow.frontend.variables import get_variable
 from irflow.frontend.watch import watch
 
+train = _types.SimpleNamespace(CheckPoint=_CheckPoint)  # OneFlow's older checkpoint API
+
 __all__ = [
     "Blob", "CompileError", "ExecutionError", "FunctionConfig", "IrflowError", "TraceError",
     "cast", "char", "checkpoint", "clear_default_session", "concat", "constant", "constant_initializer",
@@ -60,7 +65,7 @@ __all__ = [
     "function_config", "get_all_variables", "get_variable", "global_function", "glorot_normal_initializer",
     "glorot_uniform_initializer", "int8", "int32", "int64", "kaiming_initializer", "layers", "load_variables",
     "math", "matmul", "nn", "ones_initializer", "ones_like", "optimizer", "random", "random_normal_initializer",
-    "random_uniform_initializer", "reshape", "scope", "slice", "squeeze", "sync_default_session", "transpose",
+    "random_uniform_initializer", "reshape", "scope", "slice", "squeeze", "sync_default_session", "train", "transpose",
     "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "variance_scaling_initializer",
     "watch", "xavier_normal_initializer", "xavier_uniform_initializer", "zeros_initializer", "zeros_like",
 ]  # fmt: skip

@@ -114,3 +114,16 @@ def get(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
     """Read the checkpoint at `path` (checksums verified) as a dict for flow.load_variables."""
     arrays, _ = checkpoint_store.load(path)
     return arrays
+
+
+class CheckPoint:
+    """OneFlow's older `flow.train.CheckPoint()`, as the documentation's programs use it."""
+
+    def init(self) -> None:
+        """Variables start from their initializers when their first job is compiled: nothing to do here."""
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        save(path)
+
+    def load(self, path: str | os.PathLike[str]) -> None:
+        load_variables(get(path))

@@ -498,3 +498,15 @@ def test_lenet_train_steps_lower_the_loss():
         (images, labels), _ = flow.data.load_mnist(100)
         losses = [float(namespace["train_job"](images[0], labels[0]).mean()) for _ in range(3)]
     assert losses[-1] < losses[0]
+
+
+def test_older_checkpoint_api(tmp_path):
+    f = make_initialized_job()
+    check_point = flow.train.CheckPoint()
+    check_point.init()
+    x = f32(3, 4)
+    before = f(x)
+    check_point.save(str(tmp_path / "old"))
+    flow.load_variables({"d-weight": np.zeros((5, 4), np.float32)})
+    check_point.load(str(tmp_path / "old"))
+    np.testing.assert_array_equal(f(x), before)
