@@ -682,7 +682,7 @@ class _Builder(Transformer):
                         attr = FloatAttr(float(value), type)
                 else:
                     raise self._error(f"an integer cannot have type {type}", tok)
-            except (VerifyException, OverflowError) as e:
+            except (VerifyException, OverflowError, ValueError, NotImplementedError) as e:
                 raise self._error(str(e), tok) from None
             self.attr_cache[key] = attr
         return attr
@@ -691,12 +691,12 @@ class _Builder(Transformer):
         key = (tok.value, type)
         attr = self.attr_cache.get(key)
         if attr is None:
-            if type is None:
-                attr = FloatAttr(float(tok), f64)
-            elif isinstance(type, AnyFloat):
-                attr = FloatAttr(float(tok), type)
-            else:
+            if not isinstance(type, AnyFloat | None):
                 raise self._error(f"a float cannot have type {type}", tok)
+            try:
+                attr = FloatAttr(float(tok), type or f64)
+            except (OverflowError, VerifyException) as e:
+                raise self._error(f"{tok} does not fit {type}: {e}", tok) from None
             self.attr_cache[key] = attr
         return attr
 
@@ -801,7 +801,7 @@ class _Builder(Transformer):
             data = [int(v) for v in values]
         try:
             return DenseIntOrFPElementsAttr.from_list(type, data)  # type: ignore[arg-type]
-        except (VerifyException, ValueError, OverflowError) as e:
+        except (VerifyException, ValueError, OverflowError, NotImplementedError) as e:
             raise self._error(f"invalid dense literal: {e}", tok) from None
 
     def dense_array_attr(self, tok: Token) -> Attribute:
@@ -821,7 +821,7 @@ class _Builder(Transformer):
                     attr = DenseArrayBase.from_list(elem, values)
                 else:
                     attr = DenseArrayBase.from_list(elem, [float(v) for v in items])
-            except (ValueError, VerifyException) as e:
+            except (ValueError, VerifyException, OverflowError, NotImplementedError) as e:
                 raise self._error(f"invalid dense array '{tok}': {e}", tok) from None
             self.attr_cache[tok.value] = attr
         return attr
@@ -985,6 +985,7 @@ class _Lexer(Lexer):
             if not isinstance(t.pattern, PatternStr) and t.name not in ("OP_NAME", "BARE_ID")
         ]
         self.word_kinds: dict[str, tuple[str, ...]] = {}
+        self.last: Token | None = None  # where to blame an error raised outside the grammar
 
     def kinds(self, word: str) -> tuple[str, ...]:
         """The terminals a word could be, most specific first."""
@@ -1003,6 +1004,7 @@ class _Lexer(Lexer):
         literal_paren = self.literal["("]
         match, count, new = self.regex.match, text.count, str.__new__
         pos, line, line_start = 0, 1, 0
+        self.last = None
         while True:
             m = match(text, pos)
             if m is None:
@@ -1032,6 +1034,7 @@ class _Lexer(Lexer):
             tok.type, tok.value, tok.start_pos = kind, value, start
             tok.line, tok.column = line, start - line_start + 1
             tok.end_line = tok.end_column = tok.end_pos = None
+            self.last = tok
             yield tok
             if "\n" in value:
                 line += value.count("\n")
@@ -1115,6 +1118,12 @@ class _LarkParser:
             self.lark.parse(text)
         except UnexpectedInput as e:
             raise self.convert(e) from None
+        except IRParseError:
+            raise
+        except Exception as e:
+            # xDSL refusing a construct the grammar accepts (say, an i640 array): still a parse error
+            where = self.lark.parser.lexer.last
+            raise b._error(f"invalid IR: {type(e).__name__}: {e}", where) from None
         finally:
             if collecting:
                 gc.enable()
@@ -1142,13 +1151,19 @@ def _end_position(text: str) -> tuple[int, int]:
     return len(lines), len(lines[-1]) + 1
 
 
-def first_verify_failure(module: Operation) -> tuple[Operation, VerifyException] | None:
-    """The first op (nested ops first, as `module.verify()` goes) that fails verification, and why."""
+def first_verify_failure(module: Operation) -> tuple[Operation, Exception] | None:
+    """The first op (nested ops first, as `module.verify()` goes) that fails verification, and why.
+
+    A verifier that crashes on IR it did not expect (an assertion, a KeyError)
+    counts as a failure too: bad input must never surface as a traceback.
+    """
     for op in module.walk(region_first=True):
         try:
             verify_op(op)
         except VerifyException as e:
             return op, e
+        except Exception as e:
+            return op, VerifyException(f"failed to verify ({type(e).__name__}: {e})")
     return None
 
 
