@@ -104,17 +104,17 @@ def validate(buffers: Sequence[Buffer], plan: Plan, alignment: int = 1) -> None:
     arrive = kind[order].tolist()
     off = offset.tolist()
     end = (offset + size).tolist()
-    live: list[tuple[int, int]] = []  # (offset, buffer), sorted
+    live: list[int] = []  # offset * n + buffer of the live buffers, sorted: ints bisect fast
     for i, is_arrival in zip(who, arrive):
-        key = (off[i], i)
+        key = off[i] * n + i
         k = bisect_left(live, key)
         if not is_arrival:
             del live[k]
             continue
-        if k and end[live[k - 1][1]] > off[i]:
-            _conflict(live[k - 1][1], i, off, end, first, last)
-        if k < len(live) and live[k][0] < end[i]:
-            _conflict(i, live[k][1], off, end, first, last)
+        if k and end[live[k - 1] % n] > off[i]:
+            _conflict(live[k - 1] % n, i, off, end, first, last)
+        if k < len(live) and live[k] // n < end[i]:
+            _conflict(i, live[k] % n, off, end, first, last)
         live.insert(k, key)
 
 

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from irflow.memplan.skyline import step_load
+
 _INF = 1 << 62
 ABORTED = "aborted"
 # Dead ends allowed per run in the first round of `improve`, doubled every round.  On the
@@ -43,10 +45,7 @@ class Search:
 
     def __init__(self, first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int) -> None:
         self.size, self.steps = size, steps
-        load = np.zeros(steps + 1, np.int64)
-        np.add.at(load, first, size)
-        np.add.at(load, last + 1, -size)
-        self.load = np.cumsum(load)[:steps]
+        self.load = step_load(first, last, size, steps)
         self.first, self.last, self.sizes = first.tolist(), last.tolist(), size.tolist()
         by_first = np.argsort(first, kind="stable")
         self.by_first, self.firsts = by_first.tolist(), first[by_first].tolist()

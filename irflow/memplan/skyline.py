@@ -35,6 +35,25 @@ def compress(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.searchsorted(steps, first), np.searchsorted(steps, last), len(steps)
 
 
+def step_load(first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int) -> np.ndarray:
+    """Summed size of the buffers live at each (compressed) step."""
+    load = np.zeros(steps + 1, np.int64)
+    np.add.at(load, first, size)
+    np.add.at(load, last + 1, -size)
+    return np.cumsum(load)[:steps]
+
+
+def _soonest(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> list[int]:
+    """For each step a, the earliest last step of the listed buffers that start at a or later.
+
+    Where it is past b, nothing unplaced fits [a, b] and the segment needs no query.  Placed
+    buffers count as lasting forever, and placements only make the true value grow, so a
+    value computed earlier still makes a safe skip.
+    """
+    suffix = np.minimum.accumulate(lasts[::-1])[::-1]
+    return np.append(suffix, _INF)[np.searchsorted(by_first, np.arange(steps))].tolist()
+
+
 def skyline_pack(first: np.ndarray, last: np.ndarray, size: np.ndarray, rank: np.ndarray, steps: int) -> list[int]:
     """Offsets for buffers with lifetimes [first, last] over steps 0..steps-1.
 
@@ -48,6 +67,7 @@ def skyline_pack(first: np.ndarray, last: np.ndarray, size: np.ndarray, rank: np
     ranks = rank[order]
     firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
     first_l, last_l, size_l = first.tolist(), last.tolist(), size.tolist()
+    soonest = _soonest(by_first, lasts, steps)
     # Segments: end_of[a] = b and height[a] for a segment [a, b]; start_of[b] = a.  end_of is -1
     # where no segment starts, which also invalidates stale heap entries.
     end_of = [-1] * steps
@@ -64,18 +84,19 @@ def skyline_pack(first: np.ndarray, last: np.ndarray, size: np.ndarray, rank: np
         if end_of[a] != b or height[a] != h:
             continue
         while True:  # find a buffer for [a, b] at h, raising the segment until one fits
-            lo = bisect_left(firsts_l, a)
-            hi = bisect_right(firsts_l, b, lo)
             j = -1
-            if hi - lo <= _SCAN:
-                best = _INF
-                for k in range(lo, hi):
-                    if lasts_l[k] <= b and ranks_l[k] < best:
-                        best, j = ranks_l[k], k
-            else:
-                fits = np.flatnonzero(lasts[lo:hi] <= b)
-                if len(fits):
-                    j = lo + int(fits[ranks[lo + fits].argmin()])
+            if soonest[a] <= b:
+                lo = bisect_left(firsts_l, a)
+                hi = bisect_right(firsts_l, b, lo)
+                if hi - lo <= _SCAN:
+                    best = _INF
+                    for k in range(lo, hi):
+                        if lasts_l[k] <= b and ranks_l[k] < best:
+                            best, j = ranks_l[k], k
+                else:
+                    fits = (lasts[lo:hi] <= b).nonzero()[0]
+                    if len(fits):
+                        j = lo + int(fits[ranks[lo + fits].argmin()])
             if j >= 0:
                 break
             left = height[start_of[a - 1]] if a else _INF
@@ -117,4 +138,5 @@ def skyline_pack(first: np.ndarray, last: np.ndarray, size: np.ndarray, rank: np
             by_first, lasts, ranks, order = by_first[keep], lasts[keep], ranks[keep], order[keep]
             firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
             dead, compact_at = 0, max(64, len(firsts_l) // 4)
+            soonest = _soonest(by_first, lasts, steps)
     return offsets

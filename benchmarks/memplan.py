@@ -1,0 +1,121 @@
+"""Static memory planning: irflow's planner against the planners compilers ship.
+
+For every instance, prints the lower bound (LB: peak live bytes) and, per
+planner, arena / LB and the planning time.  Instances: the shared real
+profiles and the MiniMalloc challenging set (`<repo>/../shared/benchmarks/
+memplan`), irflow's own train jobs (`job_profiles`), and generated instances
+of 1k, 10k and 100k buffers (`irflow.memplan.instances`).  Planners:
+
+- irflow: `plan` with default settings, and with `budget_s` (default 1 s);
+- greedy by size, first fit (TFLite Micro, XLA), best fit in input order
+  (TFLite arena, IREE), no reuse: `memplan_baselines.py`.
+
+Sizes are planned at alignment 1, then the real profiles again at 64 (ratios
+still against the unaligned LB).  Every plan is checked with `validate`.  The
+quadratic baselines are skipped above `--baseline-max` buffers (they take
+about 25 s each at 100k).
+
+    python benchmarks/memplan.py [--budget 1] [--sizes 1000,10000,100000] [--profiles DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from memplan_baselines import best_fit_in_order, greedy_by_size, no_reuse
+
+from irflow.memplan import Buffer, lower_bound, plan, validate
+from irflow.memplan.instances import mixed, read_profile, tiled, training
+from irflow.memplan.problem import Plan, as_arrays
+
+REAL = ["resnet50", "pangu_2.6B", "G_1", "S_1", "Y_1"]
+CHALLENGING = [f"mm_{c}" for c in "ABCDEFGHIJK"]
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "memplan"
+Baseline = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+BASELINES: dict[str, Baseline] = {
+    "greedy by size": greedy_by_size,
+    "best fit in order": best_fit_in_order,
+    "no reuse": no_reuse,
+}
+
+
+def job_profiles() -> list[tuple[str, list[Buffer]]]:
+    """(name, buffers) of irflow's own train jobs (MLP, LeNet) as plan-memory sees them.
+
+    Empty for now: the buffer lifetimes of the MLP and LeNet train steps are
+    to be added here by the engineer who owns those jobs; each entry then runs
+    through the same table as the shared profiles.
+    """
+    return []
+
+
+def run_irflow(buffers: list[Buffer], alignment: int, budget: float | None) -> tuple[int, float]:
+    began = time.perf_counter()
+    result = plan(buffers, alignment=alignment, budget_s=budget)
+    took = time.perf_counter() - began
+    validate(buffers, result, alignment)
+    return result.size, took
+
+
+def run_baseline(baseline: Baseline, buffers: list[Buffer], alignment: int) -> tuple[int, float]:
+    size, first, last = as_arrays(buffers)
+    began = time.perf_counter()
+    offsets = alignment * baseline(-(-size // alignment), first, last)
+    took = time.perf_counter() - began
+    result = Plan(tuple(offsets.tolist()), int((offsets + size).max(initial=0)))
+    validate(buffers, result, alignment)
+    return result.size, took
+
+
+def row(name: str, buffers: list[Buffer], alignment: int, budget: float | None, baseline_max: int) -> str:
+    lb = lower_bound(buffers)
+    cells = [name, f"{len(buffers):,}", f"{lb:,}"]
+    runs = [run_irflow(buffers, alignment, None)]
+    if budget is not None:
+        runs.append(run_irflow(buffers, alignment, budget))
+    for baseline in BASELINES.values():
+        quadratic = baseline is not no_reuse
+        runs.append(None if quadratic and len(buffers) > baseline_max else run_baseline(baseline, buffers, alignment))
+    for run in runs:
+        cells.append("-" if run is None else f"{run[0] / lb:.4f} {run[1]:.2f}s")
+    return "| " + " | ".join(cells) + " |"
+
+
+def table(title: str, instances: list[tuple[str, list[Buffer]]], alignment: int, args: argparse.Namespace) -> None:
+    heads = ["instance", "n", "LB (B)", "irflow"]
+    if args.budget is not None:
+        heads.append(f"irflow {args.budget:g}s")
+    heads += list(BASELINES)
+    print(f"\n{title} (alignment {alignment}; arena / LB and planning time)\n")
+    print("| " + " | ".join(heads) + " |")
+    print("|" + "---|" * len(heads))
+    for name, buffers in instances:
+        print(row(name, buffers, alignment, args.budget, args.baseline_max), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=1.0, help="budget_s of the second irflow run (<0: skip it)")
+    parser.add_argument("--sizes", default="1000,10000,100000", help="sizes of the generated instances")
+    parser.add_argument("--profiles", type=Path, default=SHARED, help="directory of the shared CSV profiles")
+    parser.add_argument("--baseline-max", type=int, default=70_000, help="largest n for the O(n^2) baselines")
+    args = parser.parse_args()
+    if args.budget < 0:
+        args.budget = None
+    real = [(name, read_profile(args.profiles / f"{name}.csv")) for name in REAL + CHALLENGING if args.profiles.is_dir()]
+    if not real:
+        print(f"no shared profiles at {args.profiles}")
+    generated = [
+        (f"{gen.__name__} {n // 1000}k", gen(n)) for gen in (tiled, training, mixed) for n in map(int, args.sizes.split(","))
+    ]
+    table("Real profiles, MiniMalloc set, irflow jobs", real + job_profiles(), 1, args)
+    table("Generated", generated, 1, args)
+    table("Real profiles", [r for r in real if r[0] in REAL], 64, args)
+
+
+if __name__ == "__main__":
+    main()

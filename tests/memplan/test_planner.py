@@ -1,0 +1,110 @@
+"""`plan`: validity, alignment, determinism, optimality on small inputs, real-profile quality."""
+
+import random
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from irflow.memplan import Buffer, lower_bound, plan, validate
+from irflow.memplan.instances import mixed, tiled, training
+
+B = Buffer
+# Greedy by size puts 50 and 40 at 0, 30 on 40, then 20 must clear both 50 and 30: 90 bytes.
+FIVE = [B(10, 0, 1), B(20, 1, 2), B(30, 2, 3), B(40, 3, 4), B(50, 0, 1)]
+
+
+def planned(buffers, alignment=1, budget_s=None):
+    result = plan(buffers, alignment=alignment, budget_s=budget_s)
+    validate(buffers, result, alignment)
+    assert result.size >= lower_bound(buffers)
+    return result
+
+
+def test_small_case_reaches_the_lower_bound():
+    assert lower_bound(FIVE) == 80
+    assert planned(FIVE).size == 80
+    assert planned(FIVE, budget_s=1).size == 80
+
+
+def test_empty_and_zero_sized():
+    assert planned([]).size == 0 and planned([]).offsets == ()
+    result = planned([B(0, 0, 5), B(8, 1, 2), B(0, 2, 2)], alignment=64)
+    assert result.offsets == (0, 0, 0) and result.size == 8
+
+
+@pytest.mark.parametrize("alignment", [1, 48, 64, 4096])
+def test_alignment(alignment):
+    buffers = mixed(300, seed=alignment)
+    result = planned(buffers, alignment)
+    assert all(o % alignment == 0 for o in result.offsets)
+    # Sizes are padded for placement only: the arena ends at the top buffer's last byte.
+    assert result.size == max(o + b.size for o, b in zip(result.offsets, buffers))
+
+
+def test_unaligned_sizes_share_an_aligned_arena():
+    result = planned([B(10, 0, 3), B(10, 1, 2)], alignment=64)
+    assert sorted(result.offsets) == [0, 64] and result.size == 74
+
+
+@pytest.mark.parametrize("make", [tiled, training, mixed])
+def test_generated_instances(make):
+    buffers = make(3000, seed=5)
+    first, second = planned(buffers, 64), planned(buffers, 64)
+    assert first == second  # deterministic
+
+
+def test_budget_never_worse_and_deterministic_when_finished():
+    buffers = tiled(40, seed=2)
+    default = planned(buffers)
+    improved = planned(buffers, budget_s=10)
+    assert improved.size <= default.size
+    assert improved.size == lower_bound(buffers) == 1 << 20  # a tiling: the optimum is the LB
+    assert planned(buffers, budget_s=10) == improved
+
+
+def test_budget_stops_at_the_lower_bound():
+    began = time.perf_counter()
+    assert planned(FIVE, budget_s=30).size == 80
+    assert time.perf_counter() - began < 5
+
+
+def test_brute_force_optimum_on_tiny_instances(optimum):
+    rng = random.Random(1234)
+    for _ in range(150):
+        n = rng.randint(1, 6)
+        buffers = []
+        for _ in range(n):
+            first = rng.randint(0, 5)
+            buffers.append(B(rng.choice([0, 1, 2, 3, 5, 8, 13, 21]), first, first + rng.randint(0, 3)))
+        assert planned(buffers, budget_s=5).size == optimum(buffers), buffers
+
+
+buffer_lists = st.lists(
+    st.builds(
+        lambda size, first, length: B(size, first, first + length),
+        st.integers(0, 300),
+        st.integers(-20, 40),
+        st.integers(0, 15),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(buffer_lists, st.sampled_from([1, 3, 64]))
+def test_any_input_gives_a_valid_plan(buffers, alignment):
+    default = planned(buffers, alignment)
+    assert planned(buffers, alignment, budget_s=0.05).size <= default.size
+
+
+@pytest.mark.parametrize("alignment", [1, 64])
+def test_resnet50_within_one_percent(profile, alignment):
+    buffers = profile("resnet50")
+    assert planned(buffers, alignment).size <= 1.01 * lower_bound(buffers)
+
+
+def test_search_solves_a_challenging_instance(profile):
+    buffers = profile("mm_B")
+    assert planned(buffers, budget_s=10).size == lower_bound(buffers)

@@ -1,0 +1,53 @@
+"""The exact search (irflow/memplan/search.py) on its own, started from a poor plan."""
+
+import random
+import time
+
+import numpy as np
+
+from irflow.memplan import Buffer
+from irflow.memplan.orderings import ORDERINGS
+from irflow.memplan.search import ABORTED, INFEASIBLE, Search, improve
+from irflow.memplan.skyline import compress
+
+
+def search_of(buffers):
+    size = np.array([b.size for b in buffers])
+    first = np.array([b.first for b in buffers])
+    last = np.array([b.last for b in buffers])
+    cfirst, clast, steps = compress(first, last)
+    ranks = [order(size, first, last) for order in ORDERINGS.values()]
+    return Search(cfirst, clast, size, steps), ranks
+
+
+def test_capacity_decisions():
+    # Optimum 80 (the lower bound); 79 is infeasible, which the search proves.
+    search, ranks = search_of([Buffer(s, f, l) for s, f, l in [(10, 0, 1), (20, 1, 2), (30, 2, 3), (40, 3, 4), (50, 0, 1)]])
+    found = search.run(80, ranks[0].tolist(), 100, time.perf_counter() + 10)
+    assert isinstance(found, np.ndarray) and (found + search.size).max() <= 80
+    assert search.run(79, ranks[0].tolist(), 1000, time.perf_counter() + 10) is INFEASIBLE
+
+
+def test_runs_stop_at_their_dead_end_limit():
+    # Fitting in 22 (the lower bound) takes backtracking under this order.
+    shape = [(9, 1, 3), (5, 2, 4), (6, 4, 5), (7, 0, 1), (5, 3, 4), (6, 0, 2)]
+    search, ranks = search_of([Buffer(s, f, l) for s, f, l in shape])
+    rank = ranks[0].tolist()
+    assert search.run(22, rank, 0, time.perf_counter() + 10) is ABORTED
+    found = search.run(22, rank, 100, time.perf_counter() + 10)
+    assert (found + search.size).max() == 22
+
+
+def test_improve_reaches_the_brute_force_optimum(optimum):
+    rng = random.Random(99)
+    for _ in range(120):
+        n = rng.randint(1, 6)
+        buffers = []
+        for _ in range(n):
+            first = rng.randint(0, 4)
+            buffers.append(Buffer(rng.randint(1, 12), first, first + rng.randint(0, 3)))
+        search, ranks = search_of(buffers)
+        # Start from no reuse at all: everything found is the search's own work.
+        stacked = np.concatenate([[0], np.cumsum(search.size)[:-1]])
+        _, height = improve(search, ranks, stacked, int(search.size.sum()), int(search.load.max()), time.perf_counter() + 10)
+        assert height == optimum(buffers), buffers
