@@ -223,8 +223,8 @@ class NullaryOp(JobOp):
 
     @classmethod
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
-        if not isinstance(result, TensorType) or any(d < 0 for d in result.get_shape()):
-            raise VerifyException(f"result must be a statically shaped tensor, got {fmt(result)}")
+        if not isinstance(result, TensorType) or any(d <= 0 for d in result.get_shape()):
+            raise VerifyException(f"result must be a statically shaped tensor without empty dimensions, got {fmt(result)}")
 
 
 class UnaryOp(JobOp):
@@ -916,17 +916,27 @@ class LearningRateOp(JobOp):
         return tensor((), f32)
 
 
-class UpdateOp(JobOp):
-    """Writes new values into variables; `variable`-fed operands name what is written."""
+class EffectOp(JobOp):
+    """An op with no result that changes state (variables) or marks the program (the loss)."""
 
     traits = traits_def(MemoryWriteEffect())
     assembly_format = "operands attr-dict `:` type(operands)"
 
     @classmethod
     def make(cls, operands: Sequence[SSAValue], result_type: Attribute | None = None, **props: object) -> Self:
+        if result_type is not None:
+            raise VerifyException(f"{cls.name} has no result")
         properties = {k: to_attr(v) for k, v in props.items() if v is not None}
-        cls.check_operands([o.type for o in operands], properties)
-        return cls.create(operands=list(operands), properties=properties)
+        op = cls.create(operands=list(operands), properties=properties)
+        op.verify_()
+        return op
+
+    def verify_(self) -> None:
+        pass
+
+
+class UpdateOp(EffectOp):
+    """Writes new values into variables; `variable`-fed operands name what is written."""
 
     @classmethod
     def check_operands(cls, types: Sequence[Attribute], props: Props) -> None:
@@ -1013,7 +1023,7 @@ class AdamUpdateOp(UpdateOp):
 
 
 @irdl_op_definition
-class MinimizeOp(JobOp):
+class MinimizeOp(EffectOp):
     """Marks the loss of a train job and carries the optimizer; `autodiff` consumes it.
 
     A non-scalar loss is minimized through its mean, as OneFlow scales the
@@ -1023,22 +1033,18 @@ class MinimizeOp(JobOp):
     name = "job.minimize"
     loss = operand_def(TensorType)
     optimizer = prop_def(DictionaryAttr)
-    traits = traits_def(MemoryWriteEffect())
-    assembly_format = "operands attr-dict `:` type(operands)"
 
     def verify_(self) -> None:
         require_float(self.loss.type, "loss")
 
 
 @irdl_op_definition
-class ApplyGradientsOp(JobOp):
+class ApplyGradientsOp(EffectOp):
     """(variable, gradient) pairs for the optimizer pass to turn into update ops."""
 
     name = "job.apply_gradients"
     operands_ = var_operand_def(TensorType)
     optimizer = prop_def(DictionaryAttr)
-    traits = traits_def(MemoryWriteEffect())
-    assembly_format = "operands attr-dict `:` type(operands)"
 
     def pairs(self) -> list[tuple[SSAValue, SSAValue]]:
         ops = list(self.operands)
@@ -1089,6 +1095,9 @@ class FuncOp(IRDLOperation):
         arg_types = tuple(a.type for a in block.args)
         if arg_types != tuple(self.function_type.inputs):
             raise VerifyException("block arguments do not match the function's input types")
+        for t in arg_types:
+            if any(d <= 0 for d in shape_of(t)):
+                raise VerifyException(f"placeholders need static, non-empty shapes, got {fmt(t)}")
         last = block.last_op
         if not isinstance(last, ReturnOp):
             raise VerifyException("a job.func body must end with job.return")

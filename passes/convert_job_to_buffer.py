@@ -40,6 +40,9 @@ class _Lowering:
 
     def __post_init__(self) -> None:
         self.buffers: dict[SSAValue, SSAValue] = {}
+        # A variable's value as read before an update overwrote it, for reads after the update.
+        self.snapshots: dict[SSAValue, SSAValue] = {}
+        self.position = {op: i for i, op in enumerate(self.func.body.block.ops)}
         self.ops: list[Operation] = []
 
     def emit(self, op: Operation, origin: Operation | None = None) -> Operation:
@@ -67,8 +70,33 @@ class _Lowering:
         program.location = self.func.location
         return program
 
+    def operand_buffers(self, op: Operation) -> list[SSAValue]:
+        written = op.WRITTEN_OPERANDS if isinstance(op, job.UpdateOp) else ()
+        return [
+            self.buffers[v] if i in written else self.snapshots.get(v, self.buffers[v])
+            for i, v in enumerate(op.operands)
+        ]
+
+    def snapshot_before_update(self, op: job.UpdateOp) -> None:
+        """SSA says a variable's value is the one it had when read: keep it for reads after the update."""
+        here = self.position[op]
+        for i in op.WRITTEN_OPERANDS:
+            v = op.operands[i]
+            later_reads = any(
+                self.position[use.operation] > here
+                and not (isinstance(use.operation, job.UpdateOp) and use.index in use.operation.WRITTEN_OPERANDS)
+                for use in v.uses
+            )
+            if later_reads and v not in self.snapshots:
+                copy = self.emit(buffer.AllocOp(memref_of(v.type)), op).results[0]
+                copy.name_hint = f"{v.name_hint}_before_update" if v.name_hint else None
+                self.emit(buffer.CopyOp.create(operands=[self.buffers[v], copy]), op)
+                self.snapshots[v] = copy
+
     def lower(self, op: Operation) -> None:
-        ins = [self.buffers[v] for v in op.operands]
+        if isinstance(op, job.UpdateOp):
+            self.snapshot_before_update(op)
+        ins = self.operand_buffers(op)
         if isinstance(op, job.VariableOp):
             var = buffer.VariableOp(op.var_name.data, memref_of(op.res.type))
             var.attributes["initializer"] = op.initializer

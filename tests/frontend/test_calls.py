@@ -237,7 +237,7 @@ def test_sync_and_async_calls_stay_in_order():
         v = flow.get_variable("count", shape=(1,), initializer=flow.zeros_initializer())
         loss = flow.math.reduce_sum(v * x)
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [1.0]), momentum=0).minimize(loss)
-        return v * 1  # the value this step saw
+        return v  # the value this step saw, not the updated one
 
     @flow.global_function()
     def read() -> tp.Numpy:

@@ -36,3 +36,22 @@ job.func @step(%g: tensor<3xf32>) attributes {job_type = "train"} {
 // CHECK-LABEL: buffer.program @step
 // CHECK:         buffer.kernel "fill" outs(%lr : memref<f32>) {value = 5.000000e-01 : f64}
 // CHECK-NEXT:    buffer.kernel "sgd_update" ins(%w, %g, %lr : memref<3xf32>, memref<3xf32>, memref<f32>) outs(%w : memref<3xf32>) {weight_decay = 0.000000e+00 : f64}
+
+// -----
+
+// A variable read after its update still means the value the step started
+// from: the lowering snapshots it before the update writes the variable.
+
+job.func @returns_variable(%g: tensor<3xf32>) -> tensor<3xf32> attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3xf32>
+  %lr = job.fill {value = 0.5 : f64} : tensor<f32>
+  job.sgd_update %w, %g, %lr : tensor<3xf32>, tensor<3xf32>, tensor<f32>
+  job.return %w : tensor<3xf32>
+}
+
+// CHECK-LABEL: buffer.program @returns_variable
+// CHECK:         buffer.kernel "fill"
+// CHECK-NEXT:    %[[SNAP:[a-z_0-9]+]] = buffer.alloc : memref<3xf32>
+// CHECK-NEXT:    buffer.copy %w, %[[SNAP]] : memref<3xf32>, memref<3xf32>
+// CHECK-NEXT:    buffer.kernel "sgd_update" ins(%w, %g, %lr : {{.*}}) outs(%w : memref<3xf32>)
+// CHECK-NEXT:    buffer.output %[[SNAP]] {index = 0 : i64} : memref<3xf32>
