@@ -9,17 +9,19 @@ What prunes:
 
 - capacity: at every step, skyline + unplaced live bytes <= cap; only raises
   can break it, so it is checked there;
-- uncovered steps: steps of the segment that no fitting buffer covers stay
-  empty up to the raise height at least;
+- valleys: a segment lower than both neighbours stays empty, up to the lower
+  neighbour at least, at every step no buffer fitting inside it covers (the
+  buffers that do cover it reach over a neighbour), which MiniMalloc's
+  section floors see only after the fact;
 - symmetry: a buffer already tried at this height is not tried there again
   deeper down (nor its identical twins), and a raise is skipped when some
   fitting buffer would fit under it (dropping that buffer gives a solution
   found in an earlier branch).
 
 `improve` drives it: binary search on the capacity between the best known
-lower and upper bounds, several candidate orders per capacity (restarts),
-node limits doubling per round; deterministic given that it finishes, so more
-time can only give a better plan.
+lower and upper bounds, several candidate orders per capacity (restarts), a
+dead-end limit per run doubling per round; deterministic given that it
+finishes, so more time can only give a better plan.
 """
 
 from __future__ import annotations
@@ -32,12 +34,57 @@ import numpy as np
 
 from irflow.memplan.skyline import step_load
 
-_INF = 1 << 62
 ABORTED = "aborted"
+INFEASIBLE = "infeasible"
+_INF = 1 << 62
 # Dead ends allowed per run in the first round of `improve`, doubled every round.  On the
 # MiniMalloc set, 1k-4k beat both shorter runs (too little repair) and longer ones (stuck).
 _FIRST_FAIL_LIMIT = 1024
-INFEASIBLE = "infeasible"
+
+
+class _State:
+    """What a search path changes, with the undo records to take it back."""
+
+    def __init__(self, load: np.ndarray, n: int) -> None:
+        self.sky = np.zeros(len(load), np.int64)  # top of the placed buffers at each step
+        self.free = load.copy()  # live bytes of the unplaced buffers at each step
+        self.level = np.where(load > 0, 0, _INF)  # the skyline where something is left to place
+        self.unplaced = [True] * n
+        self.unplaced_mask = np.ones(n, bool)
+        self.banned = [-1] * n  # per group: the height at which it was already tried
+        self.trail: list[tuple] = []
+        self.placed = 0
+
+    def place(self, c: int, x: int, y: int, h: int, size: int) -> None:
+        self.trail.append(("place", c, x, y, self.sky[x:y].copy(), self.level[x:y].copy(), size))
+        self.sky[x:y] = h + size
+        self.free[x:y] -= size
+        self.level[x:y] = np.where(self.free[x:y] > 0, h + size, _INF)
+        self.unplaced[c] = self.unplaced_mask[c] = False
+        self.placed += 1
+
+    def lift(self, a: int, b: int, to: int) -> None:
+        self.trail.append(("lift", a, b, self.sky[a:b].copy(), self.level[a:b].copy()))
+        self.sky[a:b] = self.level[a:b] = to
+
+    def ban(self, groups: list[int], h: int) -> None:
+        self.trail.append(("ban", groups, [self.banned[g] for g in groups]))
+        for g in groups:
+            self.banned[g] = h
+
+    def undo(self, mark: int) -> None:
+        while len(self.trail) > mark:
+            record = self.trail.pop()
+            if record[0] == "ban":
+                for g, old in zip(record[1], record[2]):
+                    self.banned[g] = old
+            elif record[0] == "lift":
+                _, a, b, self.sky[a:b], self.level[a:b] = record
+            else:
+                _, c, x, y, self.sky[x:y], self.level[x:y], size = record
+                self.free[x:y] += size
+                self.unplaced[c] = self.unplaced_mask[c] = True
+                self.placed -= 1
 
 
 class Search:
@@ -46,6 +93,7 @@ class Search:
     def __init__(self, first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int) -> None:
         self.size, self.steps = size, steps
         self.load = step_load(first, last, size, steps)
+        self.first_at, self.last_at = first, last
         self.first, self.last, self.sizes = first.tolist(), last.tolist(), size.tolist()
         by_first = np.argsort(first, kind="stable")
         self.by_first, self.firsts = by_first.tolist(), first[by_first].tolist()
@@ -63,68 +111,45 @@ class Search:
         """Offsets with every top <= cap, INFEASIBLE (proved), or ABORTED (too many dead ends, or time)."""
         if self.load.max(initial=0) > cap:
             return INFEASIBLE
-        first, last, size, group = self.first, self.last, self.sizes, self.group
-        n = len(size)
-        sky = np.zeros(self.steps, np.int64)
-        free = self.load.copy()  # live bytes of unplaced buffers
-        level = np.where(free > 0, sky, _INF)  # skyline where something is left to place
-        unplaced = [True] * n
-        banned = [-1] * n  # per group: a height at which it was already tried
+        n = len(self.sizes)
+        st = _State(self.load, n)
         offsets = [0] * n
-        trail: list[tuple] = []  # undo records
         stack: list[list] = []  # choice points: [h, a, b, raise_to, branches, next branch, trail length]
-        fails = placed = 0
-        while placed < n:
+        fails = 0
+        while st.placed < n:
             if fails & 63 == 63 and time.perf_counter() > deadline:
                 return ABORTED
-            stack.append(self._expand(cap, rank, level, free, unplaced, banned) + [0, len(trail)])
+            stack.append(self._expand(cap, rank, st) + [0, len(st.trail)])
             while True:  # take the next open branch, backtracking as needed
                 if not stack:
                     return INFEASIBLE
                 cp = stack[-1]
                 h, a, b, raise_to, branches, k, mark = cp
-                if len(trail) > mark:
+                if len(st.trail) > mark:
                     fails += 1
                     if fails > fail_limit:
                         return ABORTED
-                    while len(trail) > mark:
-                        placed -= _undo(trail.pop(), sky, free, level, unplaced, banned)
+                    st.undo(mark)
                 if k == len(branches):
                     stack.pop()
                     continue
                 cp[5] = k + 1
                 c = branches[k]
                 if c < 0:
-                    trail.append(("raise", a, b + 1, sky[a : b + 1].copy(), level[a : b + 1].copy()))
-                    sky[a : b + 1] = level[a : b + 1] = raise_to
+                    st.lift(a, b + 1, raise_to)
                     break
-                tried = [group[d] for d in branches[:k] if d >= 0]
+                tried = [self.group[d] for d in branches[:k] if d >= 0]
                 if tried:
-                    trail.append(("ban", tried, [banned[g] for g in tried]))
-                    for g in tried:
-                        banned[g] = h
-                x, y, top = first[c], last[c] + 1, h + size[c]
-                trail.append(("place", c, x, y, sky[x:y].copy(), level[x:y].copy(), size[c]))
-                sky[x:y] = top
-                free[x:y] -= size[c]
-                level[x:y] = np.where(free[x:y] > 0, top, _INF)
-                unplaced[c] = False
+                    st.ban(tried, h)
+                st.place(c, self.first[c], self.last[c] + 1, h, self.sizes[c])
                 offsets[c] = h
-                placed += 1
                 break
         return np.array(offsets, np.int64)
 
-    def _expand(
-        self,
-        cap: int,
-        rank: Sequence[int],
-        level: np.ndarray,
-        free: np.ndarray,
-        unplaced: list[bool],
-        banned: list[int],
-    ) -> list:
+    def _expand(self, cap: int, rank: Sequence[int], st: _State) -> list:
         """[h, a, b, raise height, branches] for the lowest segment; a branch is a buffer, or -1 to raise."""
         first, last, size, group, twin = self.first, self.last, self.sizes, self.group, self.twin
+        level, free, unplaced = st.level, st.free, st.unplaced
         a = int(level.argmin())
         h = int(level[a])
         above = level[a:] != h
@@ -133,46 +158,45 @@ class Search:
         left = int(level[a - 1]) if a else _INF
         right = int(level[b + 1]) if b + 1 < self.steps else _INF
         raise_to = min(left, right)
+        if not self._valleys_fit(cap, st):
+            return [h, a, b, raise_to, []]
         lo = bisect_left(self.firsts, a)
         fit = [c for c in self.by_first[lo : bisect_right(self.firsts, b, lo)] if unplaced[c] and last[c] <= b]
-        can_raise = raise_to < _INF
-        if can_raise:
-            # Steps no fitting buffer covers stay empty up to raise_to at least.
-            reach = a
-            for c in fit:
-                if first[c] > reach and free[reach : first[c]].max() + raise_to > cap:
-                    return [h, a, b, raise_to, []]
-                reach = max(reach, last[c] + 1)
-            if reach <= b and free[reach : b + 1].max() + raise_to > cap:
-                return [h, a, b, raise_to, []]
-            # A raise is dominated when some fitting buffer fits under it.
-            can_raise = not any(size[c] <= raise_to - h for c in fit) and free[a : b + 1].max() + raise_to <= cap
-        cands = [c for c in fit if banned[group[c]] != h and (twin[c] < 0 or not unplaced[twin[c]])]
-        # Buffers flush with the segment's left end first (exact fits before them), then by rank.
-        cands.sort(key=lambda c: (first[c] != a, last[c] != b, rank[c]))
-        return [h, a, b, raise_to, cands + [-1] if can_raise else cands]
+        # A raise is dominated when some fitting buffer fits under it.
+        can_raise = (
+            raise_to < _INF
+            and not any(size[c] <= raise_to - h for c in fit)
+            and free[a : b + 1].max() + raise_to <= cap
+        )
+        cands = sorted(
+            (c for c in fit if st.banned[group[c]] != h and (twin[c] < 0 or not unplaced[twin[c]])),
+            key=rank.__getitem__,
+        )
+        # Exact fits first, then buffers flush with the left end, then with the right end, then the rest.
+        flush: list[list[int]] = [[], [], [], []]
+        for c in cands:
+            flush[2 * (first[c] != a) + (last[c] != b)].append(c)
+        branches = flush[0] + flush[1] + flush[2] + flush[3]
+        return [h, a, b, raise_to, branches + [-1] if can_raise else branches]
 
-
-def _undo(
-    record: tuple, sky: np.ndarray, free: np.ndarray, level: np.ndarray, unplaced: list[bool], banned: list[int]
-) -> int:
-    """Revert one trail record; returns 1 if it un-placed a buffer."""
-    kind = record[0]
-    if kind == "ban":
-        for g, old in zip(record[1], record[2]):
-            banned[g] = old
-        return 0
-    if kind == "raise":
-        _, a, b, old_sky, old_level = record
-        sky[a:b] = old_sky
-        level[a:b] = old_level
-        return 0
-    _, c, x, y, old_sky, old_level, s = record
-    sky[x:y] = old_sky
-    level[x:y] = old_level
-    free[x:y] += s
-    unplaced[c] = True
-    return 1
+    def _valleys_fit(self, cap: int, st: _State) -> bool:
+        """Whether the steps of valley segments that no buffer inside covers fit when lifted."""
+        level, steps = st.level, self.steps
+        change = np.flatnonzero(level[1:] != level[:-1]) + 1
+        starts = np.concatenate([[0], change])
+        height = level[starts]
+        lifted = np.minimum(np.append(_INF, height[:-1]), np.append(height[1:], _INF))
+        valley = (height < lifted) & (height < _INF)
+        segment = np.zeros(steps, np.int64)
+        segment[change] = 1
+        segment = np.cumsum(segment)
+        first, last = self.first_at[st.unplaced_mask], self.last_at[st.unplaced_mask]
+        inside = segment[first] == segment[last]
+        cover = np.zeros(steps + 1, np.int64)
+        np.add.at(cover, first[inside], 1)
+        np.add.at(cover, last[inside] + 1, -1)
+        bare = valley[segment] & (np.cumsum(cover[:steps]) == 0)
+        return not bare.any() or int((lifted[segment][bare] + st.free[bare]).max()) <= cap
 
 
 def improve(
@@ -182,15 +206,16 @@ def improve(
 
     Each round tries the lower bound itself, then binary-searches the
     capacity between it and the best height, every capacity with each rank in
-    turn; a round's dead-end limit is twice the last one's.  A run that finishes
-    without a solution proves its capacity infeasible and raises the bound.
+    turn; a round's dead-end limit is twice the last one's.  A run that
+    finishes without a solution proves its capacity infeasible and raises the
+    bound.
     """
-    ranks = [rank.tolist() for rank in ranks]
+    orders = [rank.tolist() for rank in ranks]
     limit = _FIRST_FAIL_LIMIT
     while height > lower and time.perf_counter() < deadline:
         low, cap = lower, lower
         while low < height and time.perf_counter() < deadline:
-            for rank in ranks:
+            for rank in orders:
                 found = search.run(cap, rank, limit, deadline)
                 if found is not ABORTED:
                     break
