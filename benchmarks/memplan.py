@@ -44,13 +44,21 @@ BASELINES: dict[str, Baseline] = {
 
 
 def job_profiles() -> list[tuple[str, list[Buffer]]]:
-    """(name, buffers) of irflow's own train jobs (MLP, LeNet) as plan-memory sees them.
+    """(name, buffers) of irflow's own MLP and LeNet train steps (batch 100) as plan-memory sees them.
 
-    Empty for now: the buffer lifetimes of the MLP and LeNet train steps are
-    to be added here by the engineer who owns those jobs; each entry then runs
-    through the same table as the shared profiles.
+    One buffer per group of in-place partners, with the lifetimes the pass
+    computed over the compiled schedule.
     """
-    return []
+    from train_step import BATCH, irflow_jobs
+
+    profiles = []
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, BATCH).astype(np.int32)
+    for job, shape in zip(irflow_jobs(), [(BATCH, 784), (BATCH, 1, 28, 28)]):
+        job(rng.random(shape, dtype=np.float32), labels)
+        buffers, _ = job.memory_plan().planned()
+        profiles.append((f"irflow {job.job_name}", buffers))
+    return profiles
 
 
 def run_irflow(buffers: list[Buffer], alignment: int, budget: float | None) -> tuple[int, float]:

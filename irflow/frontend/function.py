@@ -443,6 +443,10 @@ class JobFunction:
             return print_module(self.module, debuginfo=True)
         return self.executable().ir(stage)
 
+    def memory_plan(self) -> Any:
+        """The step's arena as planned (`.table()`, `.plot(path)`, `.ratio` to the lower bound)."""
+        return self.executable().memory_plan()
+
     def _dump(self, directory: str | None) -> None:
         if not directory:
             return

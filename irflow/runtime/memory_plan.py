@@ -65,12 +65,15 @@ class MemoryPlan:
             rows.append(f"{b.name:<40}{b.size:>12}{b.offset:>12}{f'[{b.first}, {b.last}]':>14}")
         return "\n".join(rows) + "\n"
 
+    def planned(self) -> tuple[list[Buffer], Plan]:
+        """The planner's view: one buffer per group of in-place partners, and where it went."""
+        distinct = list({(b.offset, b.first, b.last): b for b in self.buffers}.values())
+        buffers = [Buffer(size=b.size, first=b.first, last=b.last) for b in distinct]
+        return buffers, Plan(offsets=tuple(b.offset for b in distinct), size=self.arena_size)
+
     def plot(self, path: str | Path) -> None:
         """An SVG: time across, bytes up, one rectangle per buffer (in-place partners drawn once)."""
-        distinct = {(b.offset, b.first, b.last): b for b in self.buffers}
-        buffers = [Buffer(size=b.size, first=b.first, last=b.last) for b in distinct.values()]
-        offsets = tuple(b.offset for b in distinct.values())
-        plot_plan(buffers, Plan(offsets=offsets, size=self.arena_size), path)
+        plot_plan(*self.planned(), path)
 
 
 def _int_attr(program: buffer.ProgramOp, key: str) -> int:
