@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 from lark.lexer import Lexer, PatternStr
 from xdsl.context import Context
@@ -174,6 +174,8 @@ class _Unsupported(Exception):
 
 _HUMAN = {
     "VALUE": "an SSA value",
+    "VALUES": "SSA values",
+    "RESULTS": "result names and '='",
     "OP_NAME": "an operation name",
     "BARE_ID": "an attribute name",
     "BLOCK_ID": "a block label",
@@ -197,7 +199,6 @@ _ATTR_START = {"INT", "FLOAT", "TRUE", "FALSE", "DENSE", "DENSE_ARRAY", "SYMBOL"
 _TYPE_START = {"BUILTIN_TYPE", "SHAPED_TYPE", "DIALECT_TYPE", "FUNC_TYPE"}
 
 
-@v_args(inline=True)
 class _Builder(Transformer):
     """The reduce callbacks: they build ops, regions, types and attributes as the text is read."""
 
@@ -226,7 +227,6 @@ class _Builder(Transformer):
         self.region_stack = [_Region([top], keep_entry=True)]
         self.current_block = top
         self.scopes: list[dict[str, SSAValue]] = [{}]
-        self.result_names: list[Sequence[Token] | None] = [None]
         self.pending_entry: tuple[Block, list[Token]] | None = None
 
     # -- errors
@@ -260,12 +260,14 @@ class _Builder(Transformer):
 
     # -- values and blocks
 
-    def _define(self, tok: Token, value: SSAValue, key: str | None = None) -> None:
-        """Bind `%name` (or `key`, `name#i` for a result group `%name:n`) in the innermost scope."""
-        name = tok[1:] if key is None else key
+    def _define(self, name: str, value: SSAValue, tok: Token, index: int = 0) -> None:
+        """Bind `name` (`x`, or `x#i` for a result group `%x:n`) in the innermost scope.
+
+        `tok` holds the definition, as the `index`-th name of a list token.
+        """
         for scope in self.scopes:
             if name in scope:
-                raise self._error(f"redefinition of value %{name}", tok)
+                raise self._error(f"redefinition of value %{name}", *_nth_value(tok, index))
         self.scopes[-1][name] = value
         hint = self.hint_cache.get(name, False)
         if hint is False:
@@ -274,14 +276,14 @@ class _Builder(Transformer):
         if hint is not None:
             value.name_hint = hint
 
-    def _resolve(self, uses: Sequence[Token] | None, types: Sequence[Attribute], at: Token) -> list[SSAValue]:
-        uses = uses or ()
-        if len(uses) != len(types):
-            raise self._error(f"{len(uses)} operands but {len(types)} operand types", at)
+    def _resolve(self, uses: Token | None, types: Sequence[Attribute], at: Token) -> list[SSAValue]:
+        """The values a `%a, %b#1` token names, checked against the types the op declares for them."""
+        names = [part.strip()[1:] for part in uses.value.split(",")] if uses is not None else []
+        if len(names) != len(types):
+            raise self._error(f"{len(names)} operands but {len(types)} operand types", at)
         values = []
         scopes = self.scopes
-        for tok, expected in zip(uses, types):
-            name = tok[1:]
+        for i, (name, expected) in enumerate(zip(names, types)):
             for scope in reversed(scopes):
                 value = scope.get(name)
                 if value is not None:
@@ -289,9 +291,12 @@ class _Builder(Transformer):
             else:
                 value = self._lookup(name.removesuffix("#0")) if name.endswith("#0") else None
                 if value is None:
-                    raise self._error(f"use of undefined value %{name}", tok)
+                    raise self._error(f"use of undefined value %{name}", *_nth_value(uses, i))  # type: ignore[arg-type]
             if value.type != expected:
-                raise self._error(f"value %{name} has type {value.type}, but is used as {expected}", tok)
+                raise self._error(
+                    f"value %{name} has type {value.type}, but is used as {expected}",
+                    *_nth_value(uses, i),  # type: ignore[arg-type]
+                )
             values.append(value)
         return values
 
@@ -345,41 +350,31 @@ class _Builder(Transformer):
             (props if k in info.props_in_dict else attrs)[k] = v
         return props, attrs
 
-    def start(self, _ops: None) -> None:
+    def start(self, children: list[Any]) -> None:
         return None
 
-    def ops(self, *_: None) -> None:
+    def ops(self, children: list[Any]) -> None:
         return None
 
-    def results(self, *toks: Token) -> tuple[Token, ...]:
-        self.result_names.append(toks)
-        return toks
-
-    def op_with_results(self, names: tuple[Token, ...], op: Operation, loc: Token | None) -> None:
-        self.result_names.pop()
-        slots: list[tuple[Token, str]] = []
-        for tok in names:
-            base, _, count = tok[1:].partition(":")
-            slots += [(tok, f"{base}#{i}") for i in range(int(count))] if count else [(tok, base)]
+    def op_with_results(self, children: list[Any]) -> None:
+        """`%a, %b:2 = op`: one token, whose names bind the op's results in order."""
+        results, op, loc = children
+        slots: list[tuple[str, int]] = []
+        for i, part in enumerate(results.value[:-1].split(",")):
+            base, _, count = part.strip()[1:].partition(":")
+            slots += [(f"{base}#{k}", i) for k in range(int(count))] if count else [(base, i)]
         if len(op.results) != len(slots):
-            raise self._error(f"'{op.name}' has {len(op.results)} results, but {len(slots)} names are bound", names[0])
-        for (tok, key), value in zip(slots, op.results):
-            self._define(tok, value, key)
+            raise self._error(f"'{op.name}' has {len(op.results)} results, but {len(slots)} names are bound", results)
+        for (name, i), value in zip(slots, op.results):
+            self._define(name, value, results, i)
         self._finish(op, loc)
 
-    def op_without_results(self, op: Operation, loc: Token | None) -> None:
+    def op_without_results(self, children: list[Any]) -> None:
+        op, loc = children
         self._finish(op, loc)
 
-    def generic_op(
-        self,
-        name: Token,
-        uses: list[Token] | None,
-        successors: list[Block] | None,
-        props: dict[str, Attribute] | None,
-        regions: list[Region] | None,
-        attrs: dict[str, Attribute] | None,
-        ftype: FunctionType,
-    ) -> Operation:
+    def generic_op(self, children: list[Any]) -> Operation:
+        name, uses, successors, props, regions, attrs, ftype = children
         info = self._op_class(unescape(name), name)
         props = dict(props or {})
         attrs = dict(attrs or {})
@@ -399,33 +394,31 @@ class _Builder(Transformer):
             regions=regions or (),
         )
 
-    def generic_name(self, tok: Token) -> Token:
+    def generic_name(self, children: list[Any]) -> Token:
+        tok, = children
         self._op_class(unescape(tok), tok)
         return tok
 
-    def successors(self, *toks: Token) -> list[Block]:
+    def successors(self, children: list[Any]) -> list[Block]:
+        toks = children
         return [self._block_named(t)[0] for t in toks]
 
-    def properties(self, d: dict[str, Attribute]) -> dict[str, Attribute]:
+    def properties(self, children: list[Any]) -> dict[str, Attribute]:
+        d, = children
         return d
 
-    def regions(self, *regions: Region) -> list[Region]:
+    def regions(self, children: list[Any]) -> list[Region]:
+        regions = children
         return list(regions)
 
-    def plain_op(
-        self,
-        name: Token,
-        uses: list[Token] | None,
-        entries: dict[str, Attribute] | None,
-        types: list[Attribute] | None,
-        arrow: list[Attribute] | None,
-    ) -> Operation:
+    def plain_op(self, children: list[Any]) -> Operation:
+        name, uses, entries, types, arrow = children
         info = self._op_class(str(name), name)
         form = info.form
         types = types or []
         if form is None:
             raise self._error(f"'{name}' has no custom syntax this parser reads; write it in the generic form", name)
-        n_uses = len(uses or ())
+        n_uses = 0 if uses is None else uses.value.count(",") + 1
         if form == FUNCTIONAL:
             if arrow is not None or len(types) != 1 or not isinstance(types[0], FunctionType):
                 raise self._error(f"'{name}' expects a function type (operand types) -> result type after ':'", name)
@@ -438,7 +431,7 @@ class _Builder(Transformer):
             raise self._error(f"unexpected '->' in '{name}'", name)
         elif form == RESULT_TYPES:
             if n_uses:
-                raise self._error(f"'{name}' takes no operands", uses[0])  # type: ignore[index]
+                raise self._error(f"'{name}' takes no operands", uses)
             operand_types, result_types = (), types
         else:
             operand_types, result_types = types, ()
@@ -452,24 +445,27 @@ class _Builder(Transformer):
             attributes=attrs,
         )
 
-    def module_op(
-        self, kw: Token, sym: Token | None, attrs: dict[str, Attribute] | None, region: Region
-    ) -> Operation:
+    def module_op(self, children: list[Any]) -> Operation:
+        kw, sym, attrs, region = children
         if not region.blocks:
             region.add_block(Block())
         props = {"sym_name": self._symbol(sym).root_reference} if sym is not None else {}
         return self._create(kw, ModuleOp, properties=props, attributes=attrs or {}, regions=[region])
 
-    def func_keyword(self, tok: Token) -> Token:
+    def func_keyword(self, children: list[Any]) -> Token:
+        tok, = children
         return tok
 
-    def named_arg(self, name: Token, type: Attribute, attrs: dict[str, Attribute] | None, loc: Token | None):
+    def named_arg(self, children: list[Any]):
+        name, type, attrs, loc = children
         return (name, type, attrs or {}, loc)
 
-    def type_arg(self, type: Attribute) -> Attribute:
+    def type_arg(self, children: list[Any]) -> Attribute:
+        type, = children
         return type
 
-    def func_args(self, *args: Any) -> list[Any]:
+    def func_args(self, children: list[Any]) -> list[Any]:
+        args = children
         named = [a for a in args if isinstance(a, tuple)]
         if named and len(named) != len(args):
             raise self._error("expected all arguments to be named or all to be unnamed", named[0][0])
@@ -480,29 +476,24 @@ class _Builder(Transformer):
             self.pending_entry = (block, [a[0] for a in named])
         return list(args)
 
-    def single_result(self, type: Attribute) -> tuple[list[Attribute], None]:
+    def single_result(self, children: list[Any]) -> tuple[list[Attribute], None]:
+        type, = children
         return [type], None
 
-    def result_list(self, *results: tuple[Attribute, dict[str, Attribute] | None] | None):
+    def result_list(self, children: list[Any]):
+        results = children
         results = tuple(r for r in results if r is not None)
         types = [t for t, _ in results]
         if any(a for _, a in results):
             return types, ArrayAttr(DictionaryAttr(a or {}) for _, a in results)
         return types, None
 
-    def func_result(self, type: Attribute, attrs: dict[str, Attribute] | None):
+    def func_result(self, children: list[Any]):
+        type, attrs = children
         return type, attrs
 
-    def func_op(
-        self,
-        kw: Token,
-        visibility: Token | None,
-        sym: Token,
-        args: list[Any] | None,
-        results: tuple[list[Attribute], ArrayAttr | None] | None,
-        attrs: dict[str, Attribute] | None,
-        region: Region | None,
-    ) -> Operation:
+    def func_op(self, children: list[Any]) -> Operation:
+        kw, visibility, sym, args, results, attrs, region = children
         self.pending_entry = None  # a declaration leaves its arguments unused
         args = args or []
         named = [a for a in args if isinstance(a, tuple)]
@@ -530,27 +521,20 @@ class _Builder(Transformer):
             kw, info.cls, properties=props, attributes=attrs, regions=[region if region is not None else Region()]
         )
 
-    def program_op(
-        self, kw: Token, sym: Token, device: Token, attrs: dict[str, Attribute] | None, region: Region
-    ) -> Operation:
+    def program_op(self, children: list[Any]) -> Operation:
+        kw, sym, device, attrs, region = children
         info = self._op_class(str(kw), kw)
         props = {"sym_name": self._symbol(sym).root_reference, "device": self._string(device)}
         return self._create(kw, info.cls, properties=props, attributes=attrs or {}, regions=[region])
 
-    def kernel_ins(self, uses: list[Token], types: list[Attribute]) -> tuple[list[Token], list[Attribute]]:
+    def kernel_ins(self, children: list[Any]) -> tuple[Token, list[Attribute]]:
+        uses, types = children
         return uses, types
 
-    def kernel_op(
-        self,
-        kw: Token,
-        kernel: Token,
-        ins: tuple[list[Token], list[Attribute]] | None,
-        out_uses: list[Token] | None,
-        out_types: list[Attribute] | None,
-        entries: dict[str, Attribute] | None,
-    ) -> Operation:
+    def kernel_op(self, children: list[Any]) -> Operation:
+        kw, kernel, ins, out_uses, out_types, entries = children
         info = self._op_class(str(kw), kw)
-        in_uses, in_types = ins if ins is not None else ([], [])
+        in_uses, in_types = ins if ins is not None else (None, [])
         inputs = self._resolve(in_uses, in_types, kw)
         outputs = self._resolve(out_uses, out_types or [], kw)
         props, attrs = self._split(info, entries)
@@ -560,14 +544,8 @@ class _Builder(Transformer):
         props["operandSegmentSizes"] = DenseArrayBase.from_list(i32, [len(inputs), len(outputs)])
         return self._create(kw, info.cls, operands=[*inputs, *outputs], properties=props, attributes=attrs)
 
-    def call_op(
-        self,
-        kw: Token,
-        sym: Token,
-        uses: list[Token] | None,
-        entries: dict[str, Attribute] | None,
-        ftype: FunctionType,
-    ) -> Operation:
+    def call_op(self, children: list[Any]) -> Operation:
+        kw, sym, uses, entries, ftype = children
         info = self._op_class(str(kw), kw)
         props, attrs = self._split(info, entries)
         return self._create(
@@ -579,30 +557,29 @@ class _Builder(Transformer):
             attributes=attrs,
         )
 
-    def uses(self, *toks: Token) -> list[Token]:
-        return list(toks)
+    def uses(self, children: list[Any]) -> Token:
+        tok, = children
+        return tok
 
     # -- regions and blocks
 
-    def region_open(self) -> None:
+    def region_open(self, children: list[Any]) -> None:
         pending, self.pending_entry = self.pending_entry, None
         scope: dict[str, SSAValue] = {}
         self.scopes.append(scope)
         if pending is not None:
             block, names = pending
             for tok, arg in zip(names, block.args):
-                self._define(tok, arg)
+                self._define(tok[1:], arg, tok)
             self.region_stack.append(_Region([block], keep_entry=True))
         else:
             block = Block()
             self.region_stack.append(_Region([block], keep_entry=False))
-        self.result_names.append(None)
         self.current_block = block
 
-    def region(self, *_: Any) -> Region:
+    def region(self, children: list[Any]) -> Region:
         state = self.region_stack.pop()
         self.scopes.pop()
-        self.result_names.pop()
         if state.forward:
             name, tok = next(iter(state.forward.items()))
             raise self._error(f"block ^{name} is used but never defined in this region", tok)
@@ -612,13 +589,14 @@ class _Builder(Transformer):
         self.current_block = self.region_stack[-1].blocks[-1]
         return Region(blocks)
 
-    def blocks(self, *_: Any) -> None:
+    def blocks(self, children: list[Any]) -> None:
         return None
 
-    def block(self, *_: Any) -> None:
+    def block(self, children: list[Any]) -> None:
         return None
 
-    def block_label(self, tok: Token, args: list[tuple[Token, Attribute, Token | None]] | None) -> None:
+    def block_label(self, children: list[Any]) -> None:
+        tok, args = children
         region = self.region_stack[-1]
         if region.keep_entry and len(region.blocks) == 1 and region.blocks[0].first_op is None and self.region_stack[0] is not region:
             raise self._error("the entry block of a region with named arguments cannot have a label", tok)
@@ -630,19 +608,22 @@ class _Builder(Transformer):
         region.forward.pop(name, None)
         for i, (arg_tok, type, loc) in enumerate(args or ()):
             arg = block.insert_arg(type, i, self._loc(loc) if loc is not None else None)
-            self._define(arg_tok, arg)
+            self._define(arg_tok[1:], arg, arg_tok)
         region.blocks.append(block)
         self.current_block = block
 
-    def block_args(self, *args: Any) -> list[Any]:
+    def block_args(self, children: list[Any]) -> list[Any]:
+        args = children
         return [a for a in args if a is not None]
 
-    def block_arg(self, tok: Token, type: Attribute, loc: Token | None):
+    def block_arg(self, children: list[Any]):
+        tok, type, loc = children
         return tok, type, loc
 
     # -- attributes
 
-    def attr_dict(self, *entries: tuple[str, Attribute, Token] | None) -> dict[str, Attribute]:
+    def attr_dict(self, children: list[Any]) -> dict[str, Attribute]:
+        entries = children
         d: dict[str, Attribute] = {}
         for entry in entries:
             if entry is None:
@@ -653,16 +634,20 @@ class _Builder(Transformer):
             d[key] = value
         return d
 
-    def entry(self, key: tuple[str, Token], value: Attribute) -> tuple[str, Attribute, Token]:
+    def entry(self, children: list[Any]) -> tuple[str, Attribute, Token]:
+        key, value = children
         return key[0], value, key[1]
 
-    def unit_entry(self, key: tuple[str, Token]) -> tuple[str, Attribute, Token]:
+    def unit_entry(self, children: list[Any]) -> tuple[str, Attribute, Token]:
+        key, = children
         return key[0], UnitAttr(), key[1]
 
-    def attr_key(self, tok: Token) -> tuple[str, Token]:
+    def attr_key(self, children: list[Any]) -> tuple[str, Token]:
+        tok, = children
         return (unescape(tok) if tok.type == "STRING" else str(tok)), tok
 
-    def int_attr(self, tok: Token, type: Attribute | None) -> Attribute:
+    def int_attr(self, children: list[Any]) -> Attribute:
+        tok, type = children
         key = (tok.value, type)
         attr = self.attr_cache.get(key)
         if attr is None:
@@ -687,7 +672,8 @@ class _Builder(Transformer):
             self.attr_cache[key] = attr
         return attr
 
-    def float_attr(self, tok: Token, type: Attribute | None) -> Attribute:
+    def float_attr(self, children: list[Any]) -> Attribute:
+        tok, type = children
         key = (tok.value, type)
         attr = self.attr_cache.get(key)
         if attr is None:
@@ -700,7 +686,8 @@ class _Builder(Transformer):
             self.attr_cache[key] = attr
         return attr
 
-    def bool_attr(self, tok: Token) -> Attribute:
+    def bool_attr(self, children: list[Any]) -> Attribute:
+        tok, = children
         return IntegerAttr(1 if tok == "true" else 0, i1)
 
     def _string(self, tok: Token) -> StringAttr:
@@ -712,13 +699,16 @@ class _Builder(Transformer):
                 raise self._error("string is not valid UTF-8", tok) from None
         return attr  # type: ignore[return-value]
 
-    def array_attr(self, *items: Attribute | None) -> Attribute:
+    def array_attr(self, children: list[Any]) -> Attribute:
+        items = children
         return ArrayAttr(tuple(i for i in items if i is not None))
 
-    def dict_attr(self, d: dict[str, Attribute]) -> Attribute:
+    def dict_attr(self, children: list[Any]) -> Attribute:
+        d, = children
         return DictionaryAttr(d)
 
-    def dense_attr(self, tok: Token, type: Attribute) -> Attribute:
+    def dense_attr(self, children: list[Any]) -> Attribute:
+        tok, type = children
         key = (tok.value, type)
         attr = self.attr_cache.get(key)
         if attr is None:
@@ -804,7 +794,8 @@ class _Builder(Transformer):
         except (VerifyException, ValueError, OverflowError, NotImplementedError) as e:
             raise self._error(f"invalid dense literal: {e}", tok) from None
 
-    def dense_array_attr(self, tok: Token) -> Attribute:
+    def dense_array_attr(self, children: list[Any]) -> Attribute:
+        tok, = children
         attr = self.attr_cache.get(tok.value)
         if attr is None:
             body = tok.value[6:-1]
@@ -834,13 +825,15 @@ class _Builder(Transformer):
             attr = self.attr_cache[tok.value] = SymbolRefAttr(parts[0], parts[1:])
         return attr  # type: ignore[return-value]
 
-    def unit_attr(self, _tok: Token) -> Attribute:
+    def unit_attr(self, children: list[Any]) -> Attribute:
         return UnitAttr()
 
-    def type_attr(self, type: Attribute) -> Attribute:
+    def type_attr(self, children: list[Any]) -> Attribute:
+        type, = children
         return type
 
-    def dialect_attr(self, tok: Token) -> Attribute:
+    def dialect_attr(self, children: list[Any]) -> Attribute:
+        tok, = children
         attr = self.attr_cache.get(tok.value)
         if attr is None:
             attr = self.attr_cache[tok.value] = self._xdsl_attribute(tok, "attribute", lambda p: p.parse_attribute())
@@ -873,7 +866,8 @@ class _Builder(Transformer):
 
     # -- types
 
-    def types(self, *types: Attribute) -> list[Attribute]:
+    def types(self, children: list[Any]) -> list[Attribute]:
+        types = children
         return list(types)
 
     def _scalar_type(self, text: str) -> Attribute | None:
@@ -909,7 +903,8 @@ class _Builder(Transformer):
             ft = self.ftype_cache[key] = FunctionType.from_lists(*key)
         return ft
 
-    def function_type_token(self, tok: Token) -> FunctionType:
+    def function_type_token(self, children: list[Any]) -> FunctionType:
+        tok, = children
         ft = self.attr_cache.get(tok.value)
         if ft is None:
             inputs: list[Attribute] = []
@@ -926,27 +921,34 @@ class _Builder(Transformer):
             ft = self.attr_cache[tok.value] = self._function_type(inputs, outputs)
         return ft  # type: ignore[return-value]
 
-    def one_result(self, type: Attribute) -> list[Attribute]:
+    def one_result(self, children: list[Any]) -> list[Attribute]:
+        type, = children
         return [type]
 
-    def result_types(self, types: list[Attribute] | None) -> list[Attribute]:
+    def result_types(self, children: list[Any]) -> list[Attribute]:
+        types, = children
         return types or []
 
 
     # grammar callbacks whose work the builder also needs directly
-    def loc_attr(self, tok: Token) -> Attribute:
+    def loc_attr(self, children: list[Any]) -> Attribute:
+        tok, = children
         return self._loc(tok)
 
-    def string_attr(self, tok: Token) -> StringAttr:
+    def string_attr(self, children: list[Any]) -> StringAttr:
+        tok, = children
         return self._string(tok)
 
-    def symbol_attr(self, tok: Token) -> SymbolRefAttr:
+    def symbol_attr(self, children: list[Any]) -> SymbolRefAttr:
+        tok, = children
         return self._symbol(tok)
 
-    def simple_type(self, tok: Token) -> Attribute:
+    def simple_type(self, children: list[Any]) -> Attribute:
+        tok, = children
         return self._simple_type(tok)
 
-    def function_type(self, inputs: list[Attribute] | None, outputs: list[Attribute]) -> FunctionType:
+    def function_type(self, children: list[Any]) -> FunctionType:
+        inputs, outputs = children
         return self._function_type(inputs, outputs)
 
 
@@ -954,7 +956,7 @@ class _Builder(Transformer):
 
 # Terminals tried in this order; words and punctuation come last.
 _LEXER_ORDER = (
-    "VALUE", "STRING", "FLOAT", "INT", "SHAPED_TYPE", "DENSE", "DENSE_ARRAY", "LOC",
+    "RESULTS", "VALUES", "STRING", "FLOAT", "INT", "SHAPED_TYPE", "DENSE", "DENSE_ARRAY", "LOC",
     "DIALECT_ATTR", "DIALECT_TYPE", "SYMBOL", "BLOCK_ID", "FUNC_TYPE",
 )  # fmt: skip
 _SKIP = r"(?:\s++|//[^\n]*+)*+"  # possessive: never give back part of a comment
@@ -985,6 +987,11 @@ class _Lexer(Lexer):
             if not isinstance(t.pattern, PatternStr) and t.name not in ("OP_NAME", "BARE_ID")
         ]
         self.word_kinds: dict[str, tuple[str, ...]] = {}
+        # where a list of values is not accepted, the same text starts a shorter token
+        self.shorter = {
+            "RESULTS": [(k, re.compile(terminals[k].pattern.to_regexp())) for k in ("VALUES", "VALUE")],
+            "VALUES": [("VALUE", re.compile(terminals["VALUE"].pattern.to_regexp()))],
+        }
         self.last: Token | None = None  # where to blame an error raised outside the grammar
 
     def kinds(self, word: str) -> tuple[str, ...]:
@@ -1030,6 +1037,11 @@ class _Lexer(Lexer):
                 kind = self.literal[value]
             elif kind == "FUNC_TYPE" and kind not in states[parser_state.position]:
                 kind, value, end = literal_paren, "(", start + 1
+            elif kind in self.shorter and kind not in (accepted := states[parser_state.position]):
+                for shorter, regex in self.shorter[kind]:
+                    if shorter in accepted and (short := regex.match(text, start)):
+                        kind, value, end = shorter, short.group(), short.end()
+                        break
             tok = new(Token, value)
             tok.type, tok.value, tok.start_pos = kind, value, start
             tok.line, tok.column = line, start - line_start + 1
@@ -1077,7 +1089,7 @@ class _LarkParser:
         words: list[str] = []
         if _OP_START & names:
             words.append("an operation")
-            names -= _OP_START | {"VALUE", "STRING"} if "VALUE" in names and "STRING" in names else _OP_START
+            names -= _OP_START | {"RESULTS", "STRING"}
         if "INT" in names and "BUILTIN_TYPE" in names:
             words.append("an attribute value")
             names -= _ATTR_START | _TYPE_START | {"STRING", "LSQB", "LBRACE", "LPAR"}
@@ -1140,6 +1152,18 @@ class _LarkParser:
             op, e = failure
             raise b._error(f"'{op.name}' op {e}", b.positions.get(op))
         return module
+
+
+_VALUE_IN_LIST = re.compile(r"%[\w$.\-]+")
+
+
+def _nth_value(tok: Token, index: int) -> tuple[tuple[int, int]]:
+    """Line and column of the `index`-th `%name` inside a list token such as `%a, %b =`."""
+    start = [m.start() for m in _VALUE_IN_LIST.finditer(tok.value)][index]
+    before = tok.value[:start]
+    lines = before.count("\n")
+    col = start - before.rfind("\n") if lines else (tok.column or 1) + start
+    return (((tok.line or 1) + lines, col),)
 
 
 def _clip(text: str) -> str:
