@@ -1,7 +1,9 @@
 """Static memory planning: irflow's planner against the planners compilers ship.
 
 For every instance, prints the lower bound (LB: peak live bytes) and, per
-planner, arena / LB and the planning time.  Instances: the shared real
+planner, arena / LB and the planning time in CPU seconds of this process
+(what a dedicated core would take; on a shared machine, wall time is longer,
+and `budget_s` is wall time).  Instances: the shared real
 profiles and the MiniMalloc challenging set (`<repo>/../shared/benchmarks/
 memplan`), irflow's own train jobs (`job_profiles`), and generated instances
 of 1k, 10k and 100k buffers (`irflow.memplan.instances`).  Planners:
@@ -62,18 +64,18 @@ def job_profiles() -> list[tuple[str, list[Buffer]]]:
 
 
 def run_irflow(buffers: list[Buffer], alignment: int, budget: float | None) -> tuple[int, float]:
-    began = time.perf_counter()
+    began = time.process_time()
     result = plan(buffers, alignment=alignment, budget_s=budget)
-    took = time.perf_counter() - began
+    took = time.process_time() - began
     validate(buffers, result, alignment)
     return result.size, took
 
 
 def run_baseline(baseline: Baseline, buffers: list[Buffer], alignment: int) -> tuple[int, float]:
     size, first, last = as_arrays(buffers)
-    began = time.perf_counter()
+    began = time.process_time()
     offsets = alignment * baseline(-(-size // alignment), first, last)
-    took = time.perf_counter() - began
+    took = time.process_time() - began
     result = Plan(tuple(offsets.tolist()), int((offsets + size).max(initial=0)))
     validate(buffers, result, alignment)
     return result.size, took
@@ -98,7 +100,7 @@ def table(title: str, instances: list[tuple[str, list[Buffer]]], alignment: int,
     if args.budget is not None:
         heads.append(f"irflow {args.budget:g}s")
     heads += list(BASELINES)
-    print(f"\n{title} (alignment {alignment}; arena / LB and planning time)\n")
+    print(f"\n{title} (alignment {alignment}; arena / LB, CPU seconds)\n")
     print("| " + " | ".join(heads) + " |")
     print("|" + "---|" * len(heads))
     for name, buffers in instances:

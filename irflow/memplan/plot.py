@@ -21,11 +21,13 @@ _W, _H, _M = 800, 500, 40  # drawing size and margin, px
 def plot_plan(buffers: Sequence[Buffer], plan: Plan, path: str | Path) -> None:
     """Write `plan` for `buffers` as an SVG file at `path`."""
     size, first, last = as_arrays(buffers)
-    t0 = int(first.min(initial=0))
-    span = max(int(last.max(initial=0)) + 1 - t0, 1)
-    steps, load = load_profile(size, first, last) if len(size) else (np.zeros(1, np.int64), np.zeros(1, np.int64))
-    top = max(plan.size, int(load.max()), 1)
+    if len(size):
+        t0, span = int(first.min()), int(last.max() + 1 - first.min())
+        steps, load = load_profile(size, first, last)
+    else:
+        t0, span, steps, load = 0, 1, np.zeros(1, np.int64), np.zeros(1, np.int64)
     lb = int(load.max())
+    top = max(plan.size, lb, 1)
     sx, sy = (_W - 2 * _M) / span, (_H - 2 * _M) / top
 
     def x(t: float) -> float:

@@ -36,14 +36,16 @@ def as_arrays(buffers: Sequence[Buffer]) -> tuple[np.ndarray, np.ndarray, np.nda
     size = np.fromiter((b.size for b in buffers), np.int64, n)
     first = np.fromiter((b.first for b in buffers), np.int64, n)
     last = np.fromiter((b.last for b in buffers), np.int64, n)
-    bad = np.flatnonzero(size < 0)
-    if len(bad):
-        raise ValueError(f"buffer {bad[0]}: negative size {size[bad[0]]}")
-    bad = np.flatnonzero(last < first)
-    if len(bad):
-        i = bad[0]
+    if (i := _first(size < 0)) is not None:
+        raise ValueError(f"buffer {i}: negative size {size[i]}")
+    if (i := _first(last < first)) is not None:
         raise ValueError(f"buffer {i}: last step {last[i]} is before first step {first[i]}")
     return size, first, last
+
+
+def _first(mask: np.ndarray) -> int | None:
+    """Index of the first true entry, if any."""
+    return int(mask.argmax()) if mask.any() else None
 
 
 def check_alignment(alignment: int) -> None:
@@ -90,9 +92,9 @@ def validate(buffers: Sequence[Buffer], plan: Plan, alignment: int = 1) -> None:
     if len(plan.offsets) != n:
         raise ValueError(f"plan has {len(plan.offsets)} offsets for {n} buffers")
     offset = np.fromiter(plan.offsets, np.int64, n)
-    for i in np.flatnonzero((offset < 0) | (offset % alignment != 0)):
+    if (i := _first((offset < 0) | (offset % alignment != 0))) is not None:
         raise ValueError(f"buffer {i}: offset {offset[i]} is not a non-negative multiple of {alignment}")
-    for i in np.flatnonzero(offset + size > plan.size):
+    if (i := _first(offset + size > plan.size)) is not None:
         raise ValueError(f"buffer {i}: [{offset[i]}, {offset[i] + size[i]}) ends past the arena size {plan.size}")
     # Zero-byte buffers occupy no bytes, so they conflict with nothing.
     idx = np.flatnonzero(size > 0)
