@@ -16,13 +16,14 @@ import numpy as np
 from .registry import Array, Run, register
 
 
-def _decayed_grad(xp: ModuleType, g: Array, w: Array, weight_decay: float, out: Array) -> None:
-    """out = g + weight_decay * w (L2 regularization folded into the gradient)."""
+def _step(xp: ModuleType, g: Array, w: Array, lr: Array, weight_decay: float, out: Array) -> None:
+    """out = lr * (g + weight_decay * w): SGD's step, L2 regularization folded into the gradient."""
     if weight_decay:
         xp.multiply(w, weight_decay, out=out)
         xp.add(out, g, out=out)
     else:
         xp.copyto(out, g)
+    xp.multiply(out, lr, out=out)
 
 
 @register("sgd_update")
@@ -33,8 +34,7 @@ def sgd_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
     t = xp.empty(w.shape, w.dtype)
 
     def run() -> None:
-        _decayed_grad(xp, g, w, weight_decay, t)
-        xp.multiply(t, lr, out=t)
+        _step(xp, g, w, lr, weight_decay, t)
         xp.subtract(w, t, out=w_out)
 
     return run
@@ -49,8 +49,7 @@ def momentum_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     t = xp.empty(w.shape, w.dtype)
 
     def run() -> None:
-        _decayed_grad(xp, g, w, weight_decay, t)
-        xp.multiply(t, lr, out=t)
+        _step(xp, g, w, lr, weight_decay, t)
         xp.multiply(m, beta, out=m_out)
         xp.subtract(m_out, t, out=m_out)
         xp.add(w, m_out, out=w_out)
