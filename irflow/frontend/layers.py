@@ -54,17 +54,8 @@ def dense(
     )
     out = matmul(inputs, weight, transpose_b=True, name=f"{name}_matmul")
     if use_bias:
-        bias = get_variable(
-            f"{name}-bias",
-            shape=(units,),
-            dtype=inputs.dtype,
-            initializer=bias_initializer or initializers.constant_initializer(0.0),
-            regularizer=bias_regularizer,
-            trainable=trainable,
-        )
-        out = bias_add(out, bias, name=f"{name}_bias_add")
-    if callable(activation):
-        out = activation(out, name=f"{name}_activation")
+        out = _add_bias(out, f"{name}-bias", units, bias_initializer, bias_regularizer, trainable, name)
+    out = _activate(out, activation, name)
     if len(in_shape) > 2:
         out = reshape(out, in_shape[:-1] + (units,))
     return out
@@ -114,15 +105,34 @@ def conv2d(
     )
     out = nn_conv2d(inputs, weight, strides, padding, data_format, dilation_rate, groups, name=name)
     if use_bias:
-        bias = get_variable(
-            bias_name or f"{name}-bias",
-            shape=(filters,),
-            dtype=inputs.dtype,
-            initializer=bias_initializer or initializers.constant_initializer(0.0),
-            regularizer=bias_regularizer,
-            trainable=trainable,
+        out = _add_bias(
+            out, bias_name or f"{name}-bias", filters, bias_initializer, bias_regularizer, trainable, name, data_format
         )
-        out = bias_add(out, bias, data_format, name=f"{name}_bias_add")
-    if callable(activation):
-        out = activation(out, name=f"{name}_activation")
-    return out
+    return _activate(out, activation, name)
+
+
+def _add_bias(
+    out: Blob,
+    variable: str,
+    units: int,
+    initializer: dict[str, Any] | None,
+    regularizer: object,
+    trainable: bool,
+    name: str,
+    data_format: str | None = None,
+) -> Blob:
+    """`<layer>_bias_add`: a (units,) variable, zeros unless `initializer`, on the channel axis of `data_format`."""
+    bias = get_variable(
+        variable,
+        shape=(units,),
+        dtype=out.dtype,
+        initializer=initializer or initializers.constant_initializer(0.0),
+        regularizer=regularizer,
+        trainable=trainable,
+    )
+    return bias_add(out, bias, data_format, name=f"{name}_bias_add")
+
+
+def _activate(out: Blob, activation: Activation | None, name: str) -> Blob:
+    """OneFlow applies a layer's activation only when it is callable, under the name `<layer>_activation`."""
+    return activation(out, name=f"{name}_activation") if callable(activation) else out
