@@ -8,7 +8,7 @@ from typing import Any
 from irflow.dialects import job
 from irflow.frontend.blob import Blob
 from irflow.frontend.ops import operands
-from irflow.frontend.tracing import build, fail
+from irflow.frontend.tracing import build, fail, published
 
 
 def _binary(op: type[job.JobOp], what: str) -> Any:
@@ -16,18 +16,16 @@ def _binary(op: type[job.JobOp], what: str) -> Any:
         a, b = operands(x, y, what)
         return build(op, [a, b], None, name, what)
 
-    apply.__name__ = what.rsplit(".", 1)[-1]
-    apply.__doc__ = f"{what}(x, y): {op.__doc__}; numpy broadcasting, Python numbers take the Blob's dtype."
-    return apply
+    return published(
+        apply, what, f"{what}(x, y): {op.__doc__}; numpy broadcasting, Python numbers take the Blob's dtype."
+    )
 
 
 def _unary(op: type[job.JobOp], what: str) -> Any:
     def apply(x: Blob, name: str | None = None) -> Blob:
         return build(op, [x], None, name, what)
 
-    apply.__name__ = what.rsplit(".", 1)[-1]
-    apply.__doc__ = f"{what}(x): {op.__doc__}, elementwise."
-    return apply
+    return published(apply, what, f"{what}(x): {op.__doc__}, elementwise.")
 
 
 add = _binary(job.AddOp, "flow.math.add")
@@ -90,9 +88,7 @@ def _reduce(op: type[job.JobOp], what: str) -> Any:
             return input_tensor
         return build(op, [input_tensor], None, name, what, axes=sorted(set(axes)), keepdims=bool(keepdims))
 
-    apply.__name__ = what.rsplit(".", 1)[-1]
-    apply.__doc__ = f"{what}(input_tensor, axis=None, keepdims=False): axis None reduces all axes."
-    return apply
+    return published(apply, what, f"{what}(input_tensor, axis=None, keepdims=False): axis None reduces all axes.")
 
 
 reduce_sum = _reduce(job.ReduceSumOp, "flow.math.reduce_sum")

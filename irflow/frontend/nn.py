@@ -17,7 +17,7 @@ from irflow.dialects import job
 from irflow.frontend.blob import Blob
 from irflow.frontend.math import multiply, relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
 from irflow.frontend.ops import transpose
-from irflow.frontend.tracing import build, current, fail
+from irflow.frontend.tracing import build, current, fail, published
 
 _NCHW_TO_NHWC = [0, 2, 3, 1]
 _NHWC_TO_NCHW = [0, 3, 1, 2]
@@ -153,9 +153,7 @@ def _pool(op: type[job.JobOp], what: str) -> Any:
         out = build(op, [input], None, name, what, kernel=k, strides=s, pads=pads)
         return transpose(out, _NCHW_TO_NHWC) if last else out
 
-    pool.__name__ = what.rsplit(".", 1)[-1]
-    pool.__doc__ = f"{what}(input, ksize, strides, padding, data_format='NCHW'); {op.__doc__ or ''}"
-    return pool
+    return published(pool, what, f"{what}(input, ksize, strides, padding, data_format='NCHW'); {op.__doc__ or ''}")
 
 
 max_pool2d = _pool(job.MaxPool2DOp, "flow.nn.max_pool2d")

@@ -13,9 +13,9 @@ import contextlib
 import itertools
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
@@ -160,6 +160,16 @@ def build(
         raise TraceError(f"{what}: {err}", location) from None
     trace.append(op, location)
     return Blob(op.results[0], trace, blob_name or trace.unique_name(op_class.name.removeprefix("job.")))
+
+
+_Function = TypeVar("_Function", bound=Callable[..., Any])
+
+
+def published(function: _Function, what: str, doc: str) -> _Function:
+    """A function made by a factory (`flow.math.add`, `flow.nn.max_pool2d`), named as its API (`what`) calls it."""
+    function.__name__ = what.rsplit(".", 1)[-1]
+    function.__doc__ = doc
+    return function
 
 
 def append_op(op: Operation, what: str) -> None:
