@@ -41,10 +41,14 @@ def layer(i: int, h: str) -> tuple[list[str], str]:
     init = '{kind = "normal", std = 1.000000e-02 : f64}'
     out = f"%h{i + 1}"
     lines = [
-        f'%w{i} = job.variable {{name = "layer{i}-weight", initializer = {init}, '
-        f"sbp = #job.nd_sbp<[broadcast, split(1)]>, placement = {PLACEMENT}}} : {W} {loc(0)}",
-        f'%b{i} = job.variable {{name = "layer{i}-bias", initializer = {{kind = "zeros"}}, '
-        f"sbp = #job.nd_sbp<[broadcast, broadcast]>, placement = {PLACEMENT}}} : {V} {loc(1)}",
+        (
+            f'%w{i} = job.variable {{name = "layer{i}-weight", initializer = {init}, '
+            f"sbp = #job.nd_sbp<[broadcast, split(1)]>, placement = {PLACEMENT}}} : {W} {loc(0)}"
+        ),
+        (
+            f'%b{i} = job.variable {{name = "layer{i}-bias", initializer = {{kind = "zeros"}}, '
+            f"sbp = #job.nd_sbp<[broadcast, broadcast]>, placement = {PLACEMENT}}} : {V} {loc(1)}"
+        ),
         f"%m{i} = job.matmul {h}, %w{i} {{sbp = #job.nd_sbp<[split(0), split(1)]>}} : ({T}, {W}) -> {T} {loc(2)}",
         f"%z{i} = job.bias_add %m{i}, %b{i} {{axis = 1 : i64}} : ({T}, {V}) -> {T} {loc(3)}",
         f"%r{i} = job.relu %z{i} : ({T}) -> {T} {loc(4)}",
@@ -102,9 +106,9 @@ def main() -> None:
         text = job_module(n)
         # best of N absorbs noise from other processes; xDSL at 100k (about a minute) runs once
         repeat = max(1, min(args.repeat, 2)) if n >= 100_000 else args.repeat
-        ours = timed(lambda: parse_module(text, ctx=ctx, verify=False), repeat)
-        ours_verified = timed(lambda: parse_module(text, ctx=ctx), repeat)
-        theirs = timed(lambda: Parser(ctx, text).parse_module(), 1 if n >= 100_000 else repeat)
+        ours = timed(lambda text=text: parse_module(text, ctx=ctx, verify=False), repeat)
+        ours_verified = timed(lambda text=text: parse_module(text, ctx=ctx), repeat)
+        theirs = timed(lambda text=text: Parser(ctx, text).parse_module(), 1 if n >= 100_000 else repeat)
         rows.append((n, ours, theirs))
         print(
             f"{n:>8} {len(text) / 1e6:>6.2f} {ours:>8.3f}s {ours_verified:>11.3f}s {theirs:>8.3f}s {theirs / ours:>7.1f}x",

@@ -13,7 +13,6 @@ so lit tests can FileCheck it.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import difflib
 import sys
 import traceback
@@ -72,7 +71,11 @@ class IrflowOptMain(xDSLOptMain):
         super().register_all_arguments(arg_parser)
         add = arg_parser.add_argument
         add("--print-ir-after-all", action="store_true", help="print the IR to stderr after every pass")
-        add("--print-ir-after-change", action="store_true", help="print the IR to stderr after every pass that changed it")
+        add(
+            "--print-ir-after-change",
+            action="store_true",
+            help="print the IR to stderr after every pass that changed it",
+        )
         add(
             "--verify-roundtrip",
             action="store_true",
@@ -105,7 +108,7 @@ class IrflowOptMain(xDSLOptMain):
             self.pipeline = PassPipeline.parse_spec(passes, self.args.passes, after_each)
         except ToolError:
             raise
-        except Exception as e:  # xDSL reports bad specs with plain Exception/ValueError
+        except Exception as e:  # noqa: BLE001 - xDSL reports bad specs with plain Exception/ValueError
             raise ToolError(f"invalid pass pipeline '{self.args.passes}': {e}") from None
 
     def verify(self, module: ModuleOp, when: str) -> None:
@@ -119,7 +122,7 @@ class IrflowOptMain(xDSLOptMain):
             form = "generic" if generic else "custom"
             try:
                 text = print_module(module, generic=generic, debuginfo=True)
-            except Exception as e:  # xDSL's printer refuses some IR (an attribute named like a property)
+            except Exception as e:  # noqa: BLE001 - xDSL's printer refuses some IR (an attribute named like a property)
                 raise CompileError(f"the IR {when} cannot be printed in the {form} form: {e}") from None
             again = parse_module(text, f"<IR {when}>", ctx=self.ctx)
             text_again = print_module(again, generic=generic, debuginfo=True)
@@ -187,7 +190,7 @@ class IrflowOptMain(xDSLOptMain):
                         sys.stderr.write(self.diagnostic(e) + "\n")
                         return 1
                     output.write(self.diagnostic(e) + "\n")
-                except Exception as e:  # a crashing pass is a bug, but still no traceback for users
+                except Exception as e:  # noqa: BLE001 - a crashing pass is a bug, but still no traceback for users
                     sys.stderr.write(f"{self.get_input_name()}: error: internal error: {type(e).__name__}: {e}\n")
                     if _debug():
                         traceback.print_exc()
@@ -220,7 +223,7 @@ def _loader(name: str, factory: Callable[[], type[ModulePass]]) -> Callable[[], 
     def load() -> type[ModulePass]:
         try:
             return factory()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any import failure of someone's pass module
             raise ToolError(f"pass '{name}' is not available: {type(e).__name__}: {e}") from None
 
     return load
@@ -246,7 +249,7 @@ def list_passes(available: dict[str, Callable[[], type[ModulePass]]]) -> str:
     for name in sorted(available):
         try:
             cls = available[name]()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - list what loads, note the rest
             failed.append(f"{name} ({type(e).__name__}: {e})")
             continue
         out.write("\n".join(describe_pass(cls)) + "\n")

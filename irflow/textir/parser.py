@@ -22,10 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+)
 from lark.lexer import Lexer, PatternStr
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
+    UNKNOWN_LOC,
     AnyFloat,
     ArrayAttr,
     BFloat16Type,
@@ -52,7 +58,6 @@ from xdsl.dialects.builtin import (
     SymbolRefAttr,
     TensorType,
     UnitAttr,
-    UNKNOWN_LOC,
     UnknownLoc,
     VectorType,
     f64,
@@ -60,7 +65,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, VarOperandDef
 from xdsl.parser import AttrParser, Parser
 from xdsl.traits import IsTerminator, NoTerminator
@@ -342,7 +347,9 @@ class _Builder(Transformer):
             op.location = self._loc(loc)
         self.current_block.add_op(op)
 
-    def _split(self, info: OpInfo, entries: dict[str, Attribute] | None) -> tuple[dict[str, Attribute], dict[str, Attribute]]:
+    def _split(
+        self, info: OpInfo, entries: dict[str, Attribute] | None
+    ) -> tuple[dict[str, Attribute], dict[str, Attribute]]:
         if not entries:
             return {}, {}
         props, attrs = {}, {}
@@ -395,7 +402,7 @@ class _Builder(Transformer):
         )
 
     def generic_name(self, children: list[Any]) -> Token:
-        tok, = children
+        (tok,) = children
         self._op_class(unescape(tok), tok)
         return tok
 
@@ -404,7 +411,7 @@ class _Builder(Transformer):
         return [self._block_named(t)[0] for t in toks]
 
     def properties(self, children: list[Any]) -> dict[str, Attribute]:
-        d, = children
+        (d,) = children
         return d
 
     def regions(self, children: list[Any]) -> list[Region]:
@@ -453,7 +460,7 @@ class _Builder(Transformer):
         return self._create(kw, ModuleOp, properties=props, attributes=attrs or {}, regions=[region])
 
     def func_keyword(self, children: list[Any]) -> Token:
-        tok, = children
+        (tok,) = children
         return tok
 
     def named_arg(self, children: list[Any]):
@@ -461,7 +468,7 @@ class _Builder(Transformer):
         return (name, type, attrs or {}, loc)
 
     def type_arg(self, children: list[Any]) -> Attribute:
-        type, = children
+        (type,) = children
         return type
 
     def func_args(self, children: list[Any]) -> list[Any]:
@@ -477,7 +484,7 @@ class _Builder(Transformer):
         return list(args)
 
     def single_result(self, children: list[Any]) -> tuple[list[Attribute], None]:
-        type, = children
+        (type,) = children
         return [type], None
 
     def result_list(self, children: list[Any]):
@@ -558,7 +565,7 @@ class _Builder(Transformer):
         )
 
     def uses(self, children: list[Any]) -> Token:
-        tok, = children
+        (tok,) = children
         return tok
 
     # -- regions and blocks
@@ -598,7 +605,12 @@ class _Builder(Transformer):
     def block_label(self, children: list[Any]) -> None:
         tok, args = children
         region = self.region_stack[-1]
-        if region.keep_entry and len(region.blocks) == 1 and region.blocks[0].first_op is None and self.region_stack[0] is not region:
+        if (
+            region.keep_entry
+            and len(region.blocks) == 1
+            and region.blocks[0].first_op is None
+            and self.region_stack[0] is not region
+        ):
             raise self._error("the entry block of a region with named arguments cannot have a label", tok)
         name = tok[1:]
         block, defined = self._block_named(tok)
@@ -639,11 +651,11 @@ class _Builder(Transformer):
         return key[0], value, key[1]
 
     def unit_entry(self, children: list[Any]) -> tuple[str, Attribute, Token]:
-        key, = children
+        (key,) = children
         return key[0], UnitAttr(), key[1]
 
     def attr_key(self, children: list[Any]) -> tuple[str, Token]:
-        tok, = children
+        (tok,) = children
         return (unescape(tok) if tok.type == "STRING" else str(tok)), tok
 
     def int_attr(self, children: list[Any]) -> Attribute:
@@ -687,7 +699,7 @@ class _Builder(Transformer):
         return attr
 
     def bool_attr(self, children: list[Any]) -> Attribute:
-        tok, = children
+        (tok,) = children
         return IntegerAttr(1 if tok == "true" else 0, i1)
 
     def _string(self, tok: Token) -> StringAttr:
@@ -704,7 +716,7 @@ class _Builder(Transformer):
         return ArrayAttr(tuple(i for i in items if i is not None))
 
     def dict_attr(self, children: list[Any]) -> Attribute:
-        d, = children
+        (d,) = children
         return DictionaryAttr(d)
 
     def dense_attr(self, children: list[Any]) -> Attribute:
@@ -786,7 +798,11 @@ class _Builder(Transformer):
                 raise self._error("expected integer values in the dense literal", tok)
             if isinstance(elem, IntegerType) and elem.width.data != 1 and any(isinstance(v, bool) for v in values):
                 raise self._error("booleans are only allowed for i1 elements", tok)
-            if isinstance(elem, IntegerType) and elem.signedness.data == Signedness.UNSIGNED and any(v < 0 for v in values):
+            if (
+                isinstance(elem, IntegerType)
+                and elem.signedness.data == Signedness.UNSIGNED
+                and any(v < 0 for v in values)
+            ):
                 raise self._error("expected non-negative integer values", tok)
             data = [int(v) for v in values]
         try:
@@ -795,7 +811,7 @@ class _Builder(Transformer):
             raise self._error(f"invalid dense literal: {e}", tok) from None
 
     def dense_array_attr(self, children: list[Any]) -> Attribute:
-        tok, = children
+        (tok,) = children
         attr = self.attr_cache.get(tok.value)
         if attr is None:
             body = tok.value[6:-1]
@@ -829,11 +845,11 @@ class _Builder(Transformer):
         return UnitAttr()
 
     def type_attr(self, children: list[Any]) -> Attribute:
-        type, = children
+        (type,) = children
         return type
 
     def dialect_attr(self, children: list[Any]) -> Attribute:
-        tok, = children
+        (tok,) = children
         attr = self.attr_cache.get(tok.value)
         if attr is None:
             attr = self.attr_cache[tok.value] = self._xdsl_attribute(tok, "attribute", lambda p: p.parse_attribute())
@@ -904,7 +920,7 @@ class _Builder(Transformer):
         return ft
 
     def function_type_token(self, children: list[Any]) -> FunctionType:
-        tok, = children
+        (tok,) = children
         ft = self.attr_cache.get(tok.value)
         if ft is None:
             inputs: list[Attribute] = []
@@ -922,29 +938,28 @@ class _Builder(Transformer):
         return ft  # type: ignore[return-value]
 
     def one_result(self, children: list[Any]) -> list[Attribute]:
-        type, = children
+        (type,) = children
         return [type]
 
     def result_types(self, children: list[Any]) -> list[Attribute]:
-        types, = children
+        (types,) = children
         return types or []
-
 
     # grammar callbacks whose work the builder also needs directly
     def loc_attr(self, children: list[Any]) -> Attribute:
-        tok, = children
+        (tok,) = children
         return self._loc(tok)
 
     def string_attr(self, children: list[Any]) -> StringAttr:
-        tok, = children
+        (tok,) = children
         return self._string(tok)
 
     def symbol_attr(self, children: list[Any]) -> SymbolRefAttr:
-        tok, = children
+        (tok,) = children
         return self._symbol(tok)
 
     def simple_type(self, children: list[Any]) -> Attribute:
-        tok, = children
+        (tok,) = children
         return self._simple_type(tok)
 
     def function_type(self, children: list[Any]) -> FunctionType:
@@ -1021,7 +1036,11 @@ class _Lexer(Lexer):
                     return
                 line_start = text.rfind("\n", 0, start) + 1
                 raise UnexpectedCharacters(
-                    text, start, line, start - line_start + 1, allowed={s for s in states[parser_state.position] if s.isupper()}
+                    text,
+                    start,
+                    line,
+                    start - line_start + 1,
+                    allowed={s for s in states[parser_state.position] if s.isupper()},
                 )
             kind = m.lastgroup
             start, end = m.span(kind)
@@ -1116,7 +1135,9 @@ class _LarkParser:
             got = b.text[e.pos_in_stream : e.pos_in_stream + 1]
             return b._error(f"unexpected character '{got}', expected {self.expected(e.allowed)}", (e.line, e.column))
         if isinstance(e, UnexpectedEOF):
-            return b._error(f"unexpected end of input, expected {self.expected(set(e.expected))}", _end_position(b.text))
+            return b._error(
+                f"unexpected end of input, expected {self.expected(set(e.expected))}", _end_position(b.text)
+            )
         return b._error(str(e), (getattr(e, "line", 1), getattr(e, "column", 1)))
 
     def parse(self, text: str, filename: str, ctx: Context, verify: bool, implicit_module: bool) -> ModuleOp:
@@ -1132,7 +1153,7 @@ class _LarkParser:
             raise self.convert(e) from None
         except IRParseError:
             raise
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001
             # xDSL refusing a construct the grammar accepts (say, an i640 array): still a parse error
             where = self.lark.parser.lexer.last
             raise b._error(f"invalid IR: {type(e).__name__}: {e}", where) from None
@@ -1186,7 +1207,7 @@ def first_verify_failure(module: Operation) -> tuple[Operation, Exception] | Non
             verify_op(op)
         except VerifyException as e:
             return op, e
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - see the docstring
             return op, VerifyException(f"failed to verify ({type(e).__name__}: {e})")
     return None
 

@@ -22,8 +22,12 @@ def error_of(text: str) -> IRParseError:
         pytest.param(
             FILL + "%b = job.relu %a : (tensor<4xf32> -> tensor<4xf32>\n", 2, 35, "expected ')', got '->'", id="syntax"
         ),
-        pytest.param("%a = job.fill {value = } : tensor<4xf32>\n", 1, 24, "expected an attribute value", id="attr-value"),
-        pytest.param("%a = job.fill {value = 1.0 : f32} : tensor<4xf32\n", 1, 37, "expected a type, got 'tensor'", id="lexing"),
+        pytest.param(
+            "%a = job.fill {value = } : tensor<4xf32>\n", 1, 24, "expected an attribute value", id="attr-value"
+        ),
+        pytest.param(
+            "%a = job.fill {value = 1.0 : f32} : tensor<4xf32\n", 1, 37, "expected a type, got 'tensor'", id="lexing"
+        ),
         pytest.param(FILL + "%b = job.relu %a : (tensor<4xf32>) -> ", 2, 39, "got end of input", id="eof"),
         pytest.param("%a = job.frob : tensor<4xf32>\n", 1, 6, "unknown operation 'job.frob'", id="unknown-op"),
         pytest.param('%a = "job.frob"() : () -> ()\n', 1, 6, "unknown operation 'job.frob'", id="unknown-generic-op"),
@@ -47,7 +51,9 @@ def error_of(text: str) -> IRParseError:
             "unknown SBP kind 'splat'",
             id="bad-sbp",
         ),
-        pytest.param("%b = job.relu %a : (tensor<4xf32>) -> tensor<4xf32>\n", 1, 15, "use of undefined value %a", id="undefined"),
+        pytest.param(
+            "%b = job.relu %a : (tensor<4xf32>) -> tensor<4xf32>\n", 1, 15, "use of undefined value %a", id="undefined"
+        ),
         pytest.param(FILL + FILL, 2, 1, "redefinition of value %a", id="redefined"),
         pytest.param(
             FILL + "%b = job.relu %a : (tensor<4xf64>) -> tensor<4xf64>\n",
@@ -71,10 +77,26 @@ def error_of(text: str) -> IRParseError:
             id="result-count",
         ),
         pytest.param(FILL + "%b = job.relu %a : tensor<4xf32>\n", 2, 6, "expects a function type", id="wrong-form"),
-        pytest.param("%a = job.fill {value = 1 : i8, value = 2 : i8} : tensor<4xf32>\n", 1, 32, "duplicate key 'value'", id="dup-key"),
-        pytest.param('"test.x"() : () -> ()\n"cf.br"() [^missing] : () -> ()\n', 1, 1, "unknown operation 'test.x'", id="first-error-wins"),
-        pytest.param("%a = job.fill {value = 300 : i8} : tensor<4xf32>\n", 1, 24, "out of range for type i8", id="int-range"),
-        pytest.param("%a = job.fill {value = 1.5 : i32} : tensor<4xf32>\n", 1, 24, "a float cannot have type i32", id="float-int"),
+        pytest.param(
+            "%a = job.fill {value = 1 : i8, value = 2 : i8} : tensor<4xf32>\n",
+            1,
+            32,
+            "duplicate key 'value'",
+            id="dup-key",
+        ),
+        pytest.param(
+            '"test.x"() : () -> ()\n"cf.br"() [^missing] : () -> ()\n',
+            1,
+            1,
+            "unknown operation 'test.x'",
+            id="first-error-wins",
+        ),
+        pytest.param(
+            "%a = job.fill {value = 300 : i8} : tensor<4xf32>\n", 1, 24, "out of range for type i8", id="int-range"
+        ),
+        pytest.param(
+            "%a = job.fill {value = 1.5 : i32} : tensor<4xf32>\n", 1, 24, "a float cannot have type i32", id="float-int"
+        ),
         pytest.param(
             "%c = job.constant {value = dense<[1.0, 2.0]> : tensor<3xf32>} : tensor<3xf32>\n",
             1,
@@ -97,9 +119,7 @@ def error_of(text: str) -> IRParseError:
             "unknown operation 'test.op'",
             id="unknown-op-before-its-regions",
         ),
-        pytest.param(
-            "job.func @f() {\n  job.relu\n}\n", 2, 3, "expects a function type", id="custom-op-missing-parts"
-        ),
+        pytest.param("job.func @f() {\n  job.relu\n}\n", 2, 3, "expects a function type", id="custom-op-missing-parts"),
     ],
 )
 def test_error_names_problem_and_position(text: str, line: int, col: int, message: str) -> None:

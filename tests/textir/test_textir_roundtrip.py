@@ -12,6 +12,8 @@ import pathlib
 import sys
 
 import pytest
+from irflow.dialects.buffer import Buffer
+from irflow.dialects.job import Job
 from xdsl.context import Context
 from xdsl.dialects.arith import Arith
 from xdsl.dialects.builtin import Builtin, ModuleOp
@@ -21,8 +23,6 @@ from xdsl.dialects.test import Test
 from xdsl.parser import Parser
 
 from irflow.context import make_context
-from irflow.dialects.buffer import Buffer
-from irflow.dialects.job import Job
 from irflow.textir import parse_module, print_module
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -154,7 +154,7 @@ def test_constructs_match_xdsl(text: str, forms: list) -> None:
 
 
 def test_ops_outside_a_module_get_an_implicit_one() -> None:
-    module = parse_module('%f = job.fill {value = 1.0 : f32} : tensor<2xf32>\n')
+    module = parse_module("%f = job.fill {value = 1.0 : f32} : tensor<2xf32>\n")
     assert isinstance(module, ModuleOp)
     assert [op.name for op in module.ops] == ["job.fill"]
     assert parse_module("builtin.module {\n}\n").ops.first is None

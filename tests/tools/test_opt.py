@@ -7,15 +7,21 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import irflow.passes
 import pytest
+from irflow.tools.opt import main
 from xdsl.context import Context
-from xdsl.dialects.builtin import BytesAttr, FileLineColLoc, IntAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import (
+    BytesAttr,
+    FileLineColLoc,
+    IntAttr,
+    ModuleOp,
+    StringAttr,
+)
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import VerifyException
 
-import irflow.passes
 from irflow.errors import CompileError, SourceLocation
-from irflow.tools.opt import main
 
 GOOD = """\
 job.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
@@ -175,9 +181,9 @@ def test_split_input_file_keeps_line_numbers(write, capsys) -> None:
 
 
 def test_verify_roundtrip(write, capsys) -> None:
-    code, out, err = run([write(GOOD), "-p", "cse", "--verify-roundtrip"], capsys)
+    code, _, err = run([write(GOOD), "-p", "cse", "--verify-roundtrip"], capsys)
     assert code == 0 and err == ""
-    code, out, err = run([write(GOOD), "-p", "test-lossy-attribute", "--verify-roundtrip"], capsys)
+    code, _, err = run([write(GOOD), "-p", "test-lossy-attribute", "--verify-roundtrip"], capsys)
     assert code == 1
     assert "error: round trip of the custom form after test-lossy-attribute changed the IR" in err
 
@@ -196,14 +202,20 @@ def test_list_passes_survives_a_broken_pass(capsys) -> None:
 def test_a_broken_pass_only_breaks_pipelines_that_use_it(write, capsys) -> None:
     code, _, err = run([write(GOOD), "-p", "test-broken-import"], capsys)
     assert code == 1
-    assert err == "irflow-opt: error: pass 'test-broken-import' is not available: ImportError: cannot import name 'Planner'\n"
+    assert (
+        err
+        == "irflow-opt: error: pass 'test-broken-import' is not available: ImportError: cannot import name 'Planner'\n"
+    )
     assert run([write(GOOD), "-p", "cse"], capsys)[0] == 0
 
 
 @pytest.mark.parametrize(
     "pipeline, expected",
     [
-        ("no-such-pass", "irflow-opt: error: invalid pass pipeline 'no-such-pass': Unrecognized passes: ['no-such-pass']"),
+        (
+            "no-such-pass",
+            "irflow-opt: error: invalid pass pipeline 'no-such-pass': Unrecognized passes: ['no-such-pass']",
+        ),
         ("cse{bogus=1}", "irflow-opt: error: invalid pass pipeline 'cse{bogus=1}'"),
         ("test-raise-compile-error", "model.py:7:5: error: cannot lower this"),
         ("test-raise-verify-exception", "in.mlir: error: pass precondition does not hold"),
@@ -212,7 +224,7 @@ def test_a_broken_pass_only_breaks_pipelines_that_use_it(write, capsys) -> None:
     ],
 )
 def test_pass_failures_are_diagnostics(write, capsys, pipeline: str, expected: str) -> None:
-    code, out, err = run([write(GOOD), "-p", pipeline], capsys)
+    code, _, err = run([write(GOOD), "-p", pipeline], capsys)
     assert code == 1
     assert expected in err.splitlines()[0]
     assert "Traceback" not in err
@@ -232,7 +244,11 @@ def test_version(capsys) -> None:
 
 def test_a_real_process_exits_1_without_traceback(write) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "irflow.tools.opt", write(UNDEFINED)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "irflow.tools.opt", write(UNDEFINED)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert proc.returncode == 1
     assert "error: use of undefined value %y" in proc.stderr and "Traceback" not in proc.stderr
