@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from models import mlp
 
 import irflow as flow
 import irflow.typing as tp
@@ -20,15 +21,6 @@ BATCH_SIZE = 100
 EPOCHS = int(os.environ.get("IRFLOW_EPOCHS", "10"))
 OUT = Path(os.environ.get("IRFLOW_OUT", "irflow_out"))
 os.environ.setdefault("IRFLOW_DUMP_IR", str(OUT / "ir"))
-
-
-def mlp(images: tp.Numpy) -> tp.Numpy:
-    reshape = flow.reshape(images, [images.shape[0], -1])
-    initializer = flow.truncated_normal(0.1)
-    hidden = flow.layers.dense(
-        reshape, 512, activation=flow.nn.relu, kernel_initializer=initializer, name="dense1"
-    )
-    return flow.layers.dense(hidden, 10, kernel_initializer=initializer, name="dense2")
 
 
 @flow.global_function(type="train")

@@ -10,19 +10,13 @@ import os
 import sys
 
 import numpy as np
+from models import mlp
 
 import irflow as flow
 import irflow.typing as tp
 
 BATCH_SIZE = 100
 EPOCHS = int(os.environ.get("IRFLOW_EPOCHS", "1"))
-
-
-def mlp(data):
-    initializer = flow.truncated_normal(0.1)
-    reshape = flow.reshape(data, [data.shape[0], -1])
-    hidden = flow.layers.dense(reshape, 512, activation=flow.nn.relu, kernel_initializer=initializer, name="dense1")
-    return flow.layers.dense(hidden, 10, kernel_initializer=initializer, name="dense2")
 
 
 @flow.global_function(type="train")

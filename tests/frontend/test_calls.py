@@ -466,6 +466,13 @@ def test_gpu_placement_falls_back_with_one_warning():
 # --------------------------------------------------------------- the documentation's programs
 
 
+@pytest.fixture
+def examples_on_path(monkeypatch):
+    """`python examples/x.py` puts examples/ on sys.path, so that a script can import `models`; runpy does not."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+
+
+@pytest.mark.usefixtures("examples_on_path")
 @pytest.mark.parametrize("script", ["mlp_predict.py", "lenet_eval.py", "lenet_eval_callback.py"])
 def test_examples_run(script, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", [script])
@@ -476,6 +483,7 @@ def test_examples_run(script, monkeypatch, capsys):
     assert namespace["g_total"] == 1000
 
 
+@pytest.mark.usefixtures("examples_on_path")
 def test_mlp_train_then_predict_from_its_checkpoint(tmp_path, monkeypatch, capsys):
     checkpoint = str(tmp_path / "mlp")
     monkeypatch.setattr(sys, "argv", ["mlp_train.py", checkpoint])
@@ -491,6 +499,7 @@ def test_mlp_train_then_predict_from_its_checkpoint(tmp_path, monkeypatch, capsy
     assert capsys.readouterr().out.split("accuracy: ")[1].split("%")[0] == train_accuracy
 
 
+@pytest.mark.usefixtures("examples_on_path")
 def test_lenet_train_steps_lower_the_loss():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
