@@ -115,9 +115,10 @@ class Search:
         st = _State(self.load, n)
         offsets = [0] * n
         stack: list[list] = []  # choice points: [h, a, b, raise_to, branches, next branch, trail length]
-        fails = 0
+        fails = nodes = 0
         while st.placed < n:
-            if fails & 63 == 63 and time.perf_counter() > deadline:
+            nodes += 1
+            if nodes & 127 == 0 and time.perf_counter() > deadline:
                 return ABORTED
             stack.append(self._expand(cap, rank, st) + [0, len(st.trail)])
             while True:  # take the next open branch, backtracking as needed
