@@ -116,11 +116,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.budget < 0:
         args.budget = None
-    real = [(name, read_profile(args.profiles / f"{name}.csv")) for name in REAL + CHALLENGING if args.profiles.is_dir()]
+    real = [
+        (name, read_profile(args.profiles / f"{name}.csv")) for name in REAL + CHALLENGING if args.profiles.is_dir()
+    ]
     if not real:
         print(f"no shared profiles at {args.profiles}")
     generated = [
-        (f"{gen.__name__} {n // 1000}k", gen(n)) for gen in (tiled, training, mixed) for n in map(int, args.sizes.split(","))
+        (f"{gen.__name__} {n // 1000}k", gen(n))
+        for gen in (tiled, training, mixed)
+        for n in map(int, args.sizes.split(","))
     ]
     table("Real profiles, MiniMalloc set, irflow jobs", real + job_profiles(), 1, args)
     table("Generated", generated, 1, args)

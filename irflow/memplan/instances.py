@@ -57,7 +57,8 @@ def training(n: int, seed: int = 0) -> list[Buffer]:
         fwd, bwd, w = k, end - 1 - k, int(width[k])
         out.append(Buffer(w, fwd, bwd))  # saved activation
         out.append(Buffer(int(w * rng.uniform(0.5, 2)), fwd, fwd))  # forward workspace
-        out.append(Buffer(int(w * rng.uniform(0.1, 1)), fwd, min(fwd + int(rng.integers(1, 4)), end)))  # output used a few ops on
+        used_until = min(fwd + int(rng.integers(1, 4)), end)
+        out.append(Buffer(int(w * rng.uniform(0.1, 1)), fwd, used_until))  # an output used a few ops on
         out.append(Buffer(w, bwd, bwd + 1))  # input gradient
         out.append(Buffer(int(w * rng.uniform(0.5, 2)), bwd, bwd))  # backward workspace
         out.append(Buffer(int(w * rng.uniform(0.05, 0.5)), bwd, end))  # weight gradient
@@ -77,4 +78,4 @@ def mixed(n: int, seed: int = 0) -> list[Buffer]:
     )
     last = np.minimum(first + length, steps - 1)
     size = np.exp(rng.uniform(np.log(64), np.log(1 << 20), n)).astype(np.int64)
-    return [Buffer(s, f, l) for s, f, l in zip(size.tolist(), first.tolist(), last.tolist())]
+    return [Buffer(*b) for b in zip(size.tolist(), first.tolist(), last.tolist())]

@@ -39,17 +39,20 @@ def plot_plan(buffers: Sequence[Buffer], plan: Plan, path: str | Path) -> None:
     ratio = f"{plan.size / lb:.4f}" if lb else "-"
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" viewBox="0 0 {_W} {_H}">',
-        f'<title>{escape(f"arena {plan.size} B, lower bound {lb} B, ratio {ratio}")}</title>',
-        f'<text x="{_M}" y="{_M / 2}" font-family="sans-serif" font-size="14">'
-        f"arena {plan.size:,} B / lower bound {lb:,} B = {ratio}</text>",
+        f"<title>{escape(f'arena {plan.size} B, lower bound {lb} B, ratio {ratio}')}</title>",
+        (
+            f'<text x="{_M}" y="{_M / 2}" font-family="sans-serif" font-size="14">'
+            f"arena {plan.size:,} B / lower bound {lb:,} B = {ratio}</text>"
+        ),
         f'<rect x="{_M}" y="{_M}" width="{_W - 2 * _M}" height="{_H - 2 * _M}" fill="none" stroke="#999"/>',
     ]
-    for i, (s, f, l, o) in enumerate(zip(size.tolist(), first.tolist(), last.tolist(), plan.offsets)):
-        if s:
+    for i, (nbytes, start, end, offset) in enumerate(zip(size.tolist(), first.tolist(), last.tolist(), plan.offsets)):
+        if nbytes:
             hue = (i * 137) % 360  # golden-angle hues keep neighbours apart
             out.append(
-                f'<rect x="{x(f):.2f}" y="{y(o + s):.2f}" width="{(l + 1 - f) * sx:.2f}" height="{s * sy:.2f}" '
-                f'fill="hsl({hue},60%,70%)" stroke="#333" stroke-width="0.3"><title>buffer {i}</title></rect>'
+                f'<rect x="{x(start):.2f}" y="{y(offset + nbytes):.2f}" width="{(end + 1 - start) * sx:.2f}" '
+                f'height="{nbytes * sy:.2f}" fill="hsl({hue},60%,70%)" stroke="#333" stroke-width="0.3">'
+                f"<title>buffer {i}</title></rect>"
             )
     # The profile is a step function: live bytes from each boundary to the next.
     points = [(x(t0), y(0))]

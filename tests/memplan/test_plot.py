@@ -8,7 +8,14 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 def test_svg_parses_with_one_rectangle_per_buffer(tmp_path):
-    buffers = [Buffer(10, 0, 1), Buffer(20, 1, 2), Buffer(30, 2, 3), Buffer(40, 3, 4), Buffer(50, 0, 1), Buffer(0, 2, 2)]
+    buffers = [
+        Buffer(10, 0, 1),
+        Buffer(20, 1, 2),
+        Buffer(30, 2, 3),
+        Buffer(40, 3, 4),
+        Buffer(50, 0, 1),
+        Buffer(0, 2, 2),
+    ]
     result = plan(buffers, alignment=1)
     path = tmp_path / "plan.svg"
     plot_plan(buffers, result, path)

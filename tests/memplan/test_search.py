@@ -22,7 +22,7 @@ def search_of(buffers):
 
 def test_capacity_decisions():
     # Optimum 80 (the lower bound); 79 is infeasible, which the search proves.
-    search, ranks = search_of([Buffer(s, f, l) for s, f, l in [(10, 0, 1), (20, 1, 2), (30, 2, 3), (40, 3, 4), (50, 0, 1)]])
+    search, ranks = search_of([Buffer(*b) for b in [(10, 0, 1), (20, 1, 2), (30, 2, 3), (40, 3, 4), (50, 0, 1)]])
     found = search.run(80, ranks[0].tolist(), 100, time.perf_counter() + 10)
     assert isinstance(found, np.ndarray) and (found + search.size).max() <= 80
     assert search.run(79, ranks[0].tolist(), 1000, time.perf_counter() + 10) is INFEASIBLE
@@ -31,7 +31,7 @@ def test_capacity_decisions():
 def test_runs_stop_at_their_dead_end_limit():
     # Fitting in 22 (the lower bound) takes backtracking under this order.
     shape = [(9, 1, 3), (5, 2, 4), (6, 4, 5), (7, 0, 1), (5, 3, 4), (6, 0, 2)]
-    search, ranks = search_of([Buffer(s, f, l) for s, f, l in shape])
+    search, ranks = search_of([Buffer(*b) for b in shape])
     rank = ranks[0].tolist()
     assert search.run(22, rank, 0, time.perf_counter() + 10) is ABORTED
     found = search.run(22, rank, 100, time.perf_counter() + 10)
@@ -49,5 +49,7 @@ def test_improve_reaches_the_brute_force_optimum(optimum):
         search, ranks = search_of(buffers)
         # Start from no reuse at all: everything found is the search's own work.
         stacked = np.concatenate([[0], np.cumsum(search.size)[:-1]])
-        _, height = improve(search, ranks, stacked, int(search.size.sum()), int(search.load.max()), time.perf_counter() + 10)
+        _, height = improve(
+            search, ranks, stacked, int(search.size.sum()), int(search.load.max()), time.perf_counter() + 10
+        )
         assert height == optimum(buffers), buffers
