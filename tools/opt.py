@@ -82,6 +82,13 @@ class IrflowOptMain(xDSLOptMain):
             help="after parsing and after every pass, print the IR, parse it back and fail if anything differs",
         )
         add("--list-passes", action="store_true", help="list the registered passes with their options and exit")
+        add(
+            "--emit",
+            choices=("ir", "memory-plan"),
+            default="ir",
+            help="what to print after the passes: the IR, or each planned buffer.program's memory plan "
+            "(a table of buffers, offsets and lifetimes with the ratio to the lower bound)",
+        )
 
     # -- pipeline
 
@@ -157,6 +164,20 @@ class IrflowOptMain(xDSLOptMain):
         if file_extension == "mlir":
             return self._parse(chunk.read().decode(), start_offset)
         return super().parse_chunk(chunk, file_extension, start_offset)
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        if self.args.emit == "ir":
+            return super().output_resulting_program(prog)
+        from irflow.dialects.buffer import ProgramOp
+        from irflow.runtime.memory_plan import MemoryPlan
+
+        programs = [op for op in prog.walk() if isinstance(op, ProgramOp)]
+        if not programs:
+            raise CompileError("--emit=memory-plan needs buffer.program ops: run convert-job-to-buffer,plan-memory")
+        try:
+            return "".join(MemoryPlan.of(p).table() for p in programs)
+        except ValueError as e:
+            raise CompileError(str(e)) from None
 
     def diagnostic(self, e: Exception) -> str:
         if isinstance(e, IrflowError):
