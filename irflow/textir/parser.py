@@ -137,6 +137,8 @@ _SHAPED_FAST = re.compile(r"(tensor|memref)<((?:\d+x)*)([su]?i\d+|bf16|f16|f32|f
 _LOC_FILE = re.compile(r'loc\(("(?:[^"\\\n]|\\.)*"):(\d+):(\d+)\)')
 _SYMBOL_PART = re.compile(r'@([A-Za-z_][\w$.]*|"(?:[^"\\\n]|\\.)*")')
 _DENSE_TOKEN = re.compile(r"\s*(?:(\[)|(\])|(,)|(true|false)|(-?(?:0x[0-9A-Fa-f]+|\d+(?:\.\d*(?:[eE][+\-]?\d+)?)?)))")
+_MAX_SPLAT = 1 << 24  # elements a `dense<x> : tensor<...>` splat may expand to
+
 _ESCAPES = {"n": b"\n", "t": b"\t", "\\": b"\\", '"': b'"'}
 
 
@@ -217,13 +219,15 @@ class _Builder(Transformer):
     def _reset(self, ctx: Context, text: str, filename: str) -> None:
         if ctx is not self._caches_for:
             self._caches_for = ctx
-            self.type_cache: dict[str, Attribute] = {}
-            self.attr_cache: dict[Any, Attribute] = {}
-            self.loc_cache: dict[str, Attribute] = {}
             self.op_cache: dict[str, OpInfo] = {}
-            self.hint_cache: dict[str, str | None] = {}
-            self.int_cache: dict[int, IntAttr] = {}
-            self.ftype_cache: dict[tuple[tuple[Attribute, ...], tuple[Attribute, ...]], FunctionType] = {}
+        # Values are cached per parse: a module repeats its types and attributes,
+        # while keeping them across parses would grow without bound.
+        self.type_cache: dict[str, Attribute] = {}
+        self.attr_cache: dict[Any, Attribute] = {}
+        self.loc_cache: dict[str, Attribute] = {}
+        self.hint_cache: dict[str, str | None] = {}
+        self.int_cache: dict[int, IntAttr] = {}
+        self.ftype_cache: dict[tuple[tuple[Attribute, ...], tuple[Attribute, ...]], FunctionType] = {}
         self.ctx = ctx
         self.text = text
         self.filename = filename
@@ -789,6 +793,8 @@ class _Builder(Transformer):
         if isinstance(literal, list):
             if top_shape != shape:
                 raise self._error(f"shape mismatch in dense literal: type has {shape}, literal has {top_shape}", tok)
+        elif count > _MAX_SPLAT:
+            raise self._error(f"a dense splat of {count} elements is too large to build", tok)
         else:
             values = values * count
         if isinstance(elem, AnyFloat):

@@ -20,6 +20,7 @@ from irflow.textir import parse_module, print_module
 LIT = pathlib.Path(__file__).resolve().parents[1] / "lit" / "dialects"
 TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|[%^@#!]?[\w.$-]+|->|\S')
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 
 
 def seeds() -> list[str]:
@@ -61,7 +62,10 @@ def mutated(draw: st.DrawFn) -> str:
             if a[1] <= b[0]:
                 text = text[: a[0]] + text[b[0] : b[1]] + text[a[1] : b[0]] + text[a[0] : a[1]] + text[b[1] :]
         elif kind == "number":
-            numbers = list(NUMBER.finditer(text))
+            # Numbers inside strings are left alone: dialects/sbp.py expands a device range
+            # such as "0:0-99999999999" device by device (reported to its owner).
+            strings = [m.span() for m in STRING.finditer(text)]
+            numbers = [m for m in NUMBER.finditer(text) if not any(a <= m.start() < b for a, b in strings)]
             if numbers:
                 m = numbers[draw(st.integers(0, len(numbers) - 1))]
                 text = text[: m.start()] + draw(NUMBERS) + text[m.end() :]
