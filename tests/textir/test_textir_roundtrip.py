@@ -177,3 +177,15 @@ def test_names_and_locations_survive() -> None:
     printed = print_module(parse_module(text), debuginfo=True)
     assert '%x: tensor<2xf32> loc("a.py":1:2)' in printed
     assert '%y.z = job.relu %x : (tensor<2xf32>) -> tensor<2xf32> loc("a.py":3:4)' in printed
+
+
+def test_grammar_file_stands_alone_with_larks_contextual_lexer() -> None:
+    """grammar.lark is the specification: lark's own lexer reads what irflow's regex lexer reads."""
+    from lark import Lark
+
+    from irflow.textir.parser import GRAMMAR
+
+    grammar = Lark(GRAMMAR.read_text(), parser="lalr", lexer="contextual", maybe_placeholders=True)
+    for param in lit_chunks()[:12]:
+        assert grammar.parse(param.values[0]).data == "start"
+    assert grammar.parse(FUNCTIONS + BLOCKS + BUILTIN_ATTRIBUTES).data == "start"
