@@ -166,3 +166,9 @@ def test_implicit_module_can_be_refused() -> None:
     with pytest.raises(IRParseError, match="single builtin.module"):
         parse_module(FILL, implicit_module=False)
     assert parse_module("builtin.module {\n" + FILL + "}\n", implicit_module=False) is not None
+
+
+def test_unclosed_string_fails_fast() -> None:
+    """The string terminal matches one character at a time: no exponential backtracking."""
+    e = error_of('%a = job.fill {value = "' + "abcdefgh " * 400 + "} : tensor<4xf32>\n")
+    assert (e.location.line, e.location.col) == (1, 24)
