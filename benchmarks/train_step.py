@@ -1,11 +1,15 @@
 """Train-step time of the OneFlow MLP and LeNet against PyTorch CPU eager, in one run.
 
 Same shapes, same batch (100), same optimizer (SGD, momentum 0.9), same
-threads.  Goals: MLP no slower than PyTorch, LeNet within 1.5x.
+number of threads: numpy's BLAS and PyTorch both use OPENBLAS_NUM_THREADS
+when it is set (`OPENBLAS_NUM_THREADS=1 python benchmarks/train_step.py`),
+else their defaults (one per core).  Goals: MLP no slower than PyTorch, LeNet
+within 1.5x.
 """
 
 from __future__ import annotations
 
+import os
 import timeit
 
 import numpy as np
@@ -97,13 +101,15 @@ def main() -> None:
         for name, t in ours.items():
             print(f"{name:<16} irflow {t * 1e3:8.2f} ms  (PyTorch not installed: no ratio)")
         return
+    if "OPENBLAS_NUM_THREADS" in os.environ:
+        torch.set_num_threads(int(os.environ["OPENBLAS_NUM_THREADS"]))
     tx, ty = torch.from_numpy(flat), torch.from_numpy(labels.astype(np.int64))
     theirs = {
         "MLP 784-512-10": best_per_call(lambda: torch_mlp(tx, ty)),
         "LeNet": best_per_call(lambda: torch_lenet(tx.reshape(BATCH, 1, 28, 28), ty), number=5),
     }
     goals = {"MLP 784-512-10": 1.0, "LeNet": 1.5}
-    print(f"torch threads: {torch.get_num_threads()}")
+    print(f"threads: PyTorch {torch.get_num_threads()}, numpy BLAS {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}")
     print(f"{'model':<16}{'irflow':>12}{'PyTorch':>12}{'ratio':>9}{'goal':>8}")
     for name in ours:
         ratio = ours[name] / theirs[name]
