@@ -189,3 +189,22 @@ def test_grammar_file_stands_alone_with_larks_contextual_lexer() -> None:
     for param in lit_chunks()[:12]:
         assert grammar.parse(param.values[0]).data == "start"
     assert grammar.parse(FUNCTIONS + BLOCKS + BUILTIN_ATTRIBUTES).data == "start"
+
+
+@pytest.mark.parametrize("dialect, lit_file", [(Job, "job.mlir"), (Buffer, "buffer.mlir")], ids=["job", "buffer"])
+def test_round_trip_lit_files_cover_every_op(dialect, lit_file: str) -> None:
+    """A new op must join its dialect's round-trip file (and thereby prove its syntax parses)."""
+    text = (LIT / "dialects" / lit_file).read_text()
+    missing = [op.name for op in dialect.operations if f"{op.name} " not in text]
+    assert not missing, f"add {missing} to tests/lit/dialects/{lit_file}"
+    for attr in dialect.attributes:
+        assert f"#{attr.name}<" in text, attr.name
+
+
+def test_every_job_and_buffer_op_has_a_syntax_the_parser_reads() -> None:
+    from irflow.textir.parser import op_info
+
+    special = {"job.func", "buffer.program", "buffer.kernel"}
+    for dialect in (Job, Buffer):
+        for op in dialect.operations:
+            assert op.name in special or op_info(op).form is not None, op.name

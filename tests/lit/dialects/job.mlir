@@ -248,13 +248,13 @@ job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>) attributes {job_type = "t
 
 job.func @located(%x: tensor<4x8xf32> loc("model.py":3:1)) -> tensor<4x8xf32> {
   %a = job.relu %x {sbp = #job.nd_sbp<[split(1), partial_sum(max)]>, placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>} : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("model.py":4:8)
-  %b = job.tanh %a {sbp = #job.nd_sbp<[partial_sum(min)]>} : (tensor<4x8xf32>) -> tensor<4x8xf32> loc(unknown)
+  %b = job.tanh %a {sbp = #job.nd_sbp<[partial_sum(min)]>, preferred = #job.sbp<split(0)>} : (tensor<4x8xf32>) -> tensor<4x8xf32> loc(unknown)
   job.return %b : tensor<4x8xf32> loc("model.py":5:4)
 }
 
 // CHECK-LABEL: job.func @located(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {job_type = "predict"} {
 // CHECK-NEXT:    %a = job.relu %x {sbp = #job.nd_sbp<[split(1), partial_sum(max)]>, placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
-// CHECK-NEXT:    %b = job.tanh %a {sbp = #job.nd_sbp<[partial_sum(min)]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %b = job.tanh %a {preferred = #job.sbp<split(0)>, sbp = #job.nd_sbp<[partial_sum(min)]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    job.return %b : tensor<4x8xf32>
 // CHECK-NEXT:  }
 // LOC-LABEL: job.func @located(%x: tensor<4x8xf32> loc("model.py":3:1))

@@ -68,7 +68,7 @@ job.func @f() {
   job.return
 }
 
-// CHECK: error: 'job.variable' op result must be a statically shaped tensor, got tensor<-9223372036854775808x4xf32>
+// CHECK: error: 'job.variable' op result must be a statically shaped tensor
 
 // -----
 
@@ -556,6 +556,16 @@ job.func @f(%x: tensor<2xf32>) -> tensor<3xf32> {
 }
 
 // CHECK: error: 'job.func' op job.return types (tensor<2xf32>) do not match the function's results (tensor<3xf32>)
+
+// -----
+
+// A placeholder with an empty dimension.
+
+job.func @f(%x: tensor<0x4xf32>) {
+  job.return
+}
+
+// CHECK: error: 'job.func' op placeholders need static, non-empty shapes, got tensor<0x4xf32>
 
 // -----
 
