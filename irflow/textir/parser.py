@@ -137,6 +137,8 @@ _SHAPED_FAST = re.compile(r"(tensor|memref)<((?:\d+x)*)([su]?i\d+|bf16|f16|f32|f
 _LOC_FILE = re.compile(r'loc\(("(?:[^"\\\n]|\\.)*"):(\d+):(\d+)\)')
 _SYMBOL_PART = re.compile(r'@([A-Za-z_][\w$.]*|"(?:[^"\\\n]|\\.)*")')
 _DENSE_TOKEN = re.compile(r"\s*(?:(\[)|(\])|(,)|(true|false)|(-?(?:0x[0-9A-Fa-f]+|\d+(?:\.\d*(?:[eE][+\-]?\d+)?)?)))")
+_MAX_INT_WIDTH = (1 << 24) - 1  # MLIR's limit; `1 << width` for a wider type exhausts memory
+_WIDE_INT = re.compile(r"(?<![\w$.])[su]?i(\d{8,})(?![\w$.])")
 _MAX_SPLAT = 1 << 24  # elements a `dense<x> : tensor<...>` splat may expand to
 
 _ESCAPES = {"n": b"\n", "t": b"\t", "\\": b"\\", '"': b'"'}
@@ -256,6 +258,7 @@ class _Builder(Transformer):
     ) -> Attribute:
         """Parse one coarse token with xDSL's attribute parser (dialect attributes, exotic builtins)."""
         text = str(tok) if text is None else text
+        self._check_int_widths(tok)
         parser = Parser(self.ctx, text)
         try:
             attr = parse(parser)
@@ -820,6 +823,7 @@ class _Builder(Transformer):
         (tok,) = children
         attr = self.attr_cache.get(tok.value)
         if attr is None:
+            self._check_int_widths(tok)
             body = tok.value[6:-1]
             elem_text, _, values_text = body.partition(":")
             elem = self._scalar_type(elem_text.strip())
@@ -903,10 +907,16 @@ class _Builder(Transformer):
             return IntegerType(int(m[2]), _SIGNEDNESS[m[1]])
         return None
 
+    def _check_int_widths(self, tok: Token) -> None:
+        for m in _WIDE_INT.finditer(tok.value):
+            if int(m[1]) > _MAX_INT_WIDTH:
+                raise self._error(f"integer types are limited to {_MAX_INT_WIDTH} bits, got i{m[1]}", tok)
+
     def _simple_type(self, tok: Token) -> Attribute:
         text = tok.value
         t = self.type_cache.get(text)
         if t is None:
+            self._check_int_widths(tok)
             if tok.type == "BUILTIN_TYPE":
                 t = self._scalar_type(text)
             elif tok.type == "SHAPED_TYPE" and (m := _SHAPED_FAST.fullmatch(text)):

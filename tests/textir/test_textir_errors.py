@@ -172,3 +172,10 @@ def test_unclosed_string_fails_fast() -> None:
     """The string terminal matches one character at a time: no exponential backtracking."""
     e = error_of('%a = job.fill {value = "' + "abcdefgh " * 400 + "} : tensor<4xf32>\n")
     assert (e.location.line, e.location.col) == (1, 24)
+
+
+def test_integer_types_wider_than_mlir_allows_are_refused() -> None:
+    """`1 << width` for an i99999999999 would exhaust memory; MLIR caps widths at 2**24 - 1."""
+    e = error_of("%a = job.fill {value = 1 : i99999999999} : tensor<4xf32>\n")
+    assert e.message == "integer types are limited to 16777215 bits, got i99999999999"
+    assert (e.location.line, e.location.col) == (1, 28)
