@@ -144,6 +144,16 @@ _MAX_SPLAT = 1 << 24  # elements a `dense<x> : tensor<...>` splat may expand to
 _ESCAPES = {"n": b"\n", "t": b"\t", "\\": b"\\", '"': b'"'}
 
 
+class _Bits(int):
+    """A hexadecimal literal: for a float element it is the bit pattern, as in MLIR (`0x7FC00000 : f32`)."""
+
+
+def _float(value: object, type: AnyFloat) -> float:
+    if isinstance(value, _Bits):
+        return next(type.iter_unpack(int(value).to_bytes(type.compile_time_size, "little")))
+    return float(value)  # type: ignore[arg-type]
+
+
 def unescape(literal: str) -> str:
     """The value of an MLIR string literal (quotes included): \\n \\t \\\\ \\" and \\XX hex escapes."""
     body = literal[1:-1]
@@ -776,7 +786,7 @@ class _Builder(Transformer):
                 stack[-1].append(m.group(4) == "true")
             elif m.group(5):
                 text = m.group(5)
-                stack[-1].append(float(text) if "." in text else int(text, 16 if "0x" in text else 10))
+                stack[-1].append(float(text) if "." in text else _Bits(text, 16) if "0x" in text else int(text))
         if len(stack) != 1 or len(stack[0]) != 1:
             raise self._error("malformed dense literal", tok)
         literal = stack[0][0]
@@ -801,7 +811,10 @@ class _Builder(Transformer):
         else:
             values = values * count
         if isinstance(elem, AnyFloat):
-            data = [float(v) for v in values]
+            try:
+                data = [_float(v, elem) for v in values]
+            except OverflowError as e:
+                raise self._error(f"invalid dense literal: {e}", tok) from None
         else:
             if any(isinstance(v, float) for v in values):
                 raise self._error("expected integer values in the dense literal", tok)
@@ -837,7 +850,7 @@ class _Builder(Transformer):
                         elem.verify_value(v)
                     attr = DenseArrayBase.from_list(elem, values)
                 else:
-                    attr = DenseArrayBase.from_list(elem, [float(v) for v in items])
+                    attr = DenseArrayBase.from_list(elem, [_float(_Bits(v, 16) if "0x" in v else v, elem) for v in items])
             except (ValueError, VerifyException, OverflowError, NotImplementedError) as e:
                 raise self._error(f"invalid dense array '{tok}': {e}", tok) from None
             self.attr_cache[tok.value] = attr

@@ -208,3 +208,15 @@ def test_every_job_and_buffer_op_has_a_syntax_the_parser_reads() -> None:
     for dialect in (Job, Buffer):
         for op in dialect.operations:
             assert op.name in special or op_info(op).form is not None, op.name
+
+
+def test_hex_floats_are_bit_patterns() -> None:
+    """xDSL prints floats it cannot write losslessly in hex; they must read back as the same bits."""
+    text = (
+        "%a = job.fill {value = 1.0 : f32, x = array<f64: 1000001, 0.01>, "
+        "y = dense<[0x7FC00000, 1.5]> : tensor<2xf32>, z = dense<[0x10, 7]> : tensor<2xi32>} : tensor<4xf32>\n"
+    )
+    printed = print_module(parse_module(text))
+    assert "array<f64: 0x412E848200000000, 1.000000e-02>" in printed
+    assert "dense<[0x7fc00000, 1.500000e+00]> : tensor<2xf32>" in printed and "dense<[16, 7]>" in printed
+    assert print_module(parse_module(printed)) == printed
