@@ -90,7 +90,7 @@ def timed(fn: Callable[[], object], repeat: int) -> float:
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--sizes", default="1000,10000,100000")
-    cli.add_argument("--repeat", type=int, default=3, help="best of N (at 100k: 2 for lark, 1 for xDSL)")
+    cli.add_argument("--repeat", type=int, default=3, help="best of N (xDSL at 100k runs once)")
     args = cli.parse_args()
     ctx = make_context()
 
@@ -105,10 +105,9 @@ def main() -> None:
     for n in (int(s) for s in args.sizes.split(",")):
         text = job_module(n)
         # best of N absorbs noise from other processes; xDSL at 100k (about a minute) runs once
-        repeat = max(1, min(args.repeat, 2)) if n >= 100_000 else args.repeat
-        ours = timed(lambda text=text: parse_module(text, ctx=ctx, verify=False), repeat)
-        ours_verified = timed(lambda text=text: parse_module(text, ctx=ctx), repeat)
-        theirs = timed(lambda text=text: Parser(ctx, text).parse_module(), 1 if n >= 100_000 else repeat)
+        ours = timed(lambda text=text: parse_module(text, ctx=ctx, verify=False), args.repeat)
+        ours_verified = timed(lambda text=text: parse_module(text, ctx=ctx), args.repeat)
+        theirs = timed(lambda text=text: Parser(ctx, text).parse_module(), 1 if n >= 100_000 else args.repeat)
         rows.append((n, ours, theirs))
         print(
             f"{n:>8} {len(text) / 1e6:>6.2f} {ours:>8.3f}s {ours_verified:>11.3f}s {theirs:>8.3f}s {theirs / ours:>7.1f}x",
