@@ -88,7 +88,7 @@ def dtype_of(t: Attribute) -> Attribute:
 
 def fmt(t: Attribute) -> str:
     if isinstance(t, TensorType):
-        dims = "x".join(str(d) for d in t.get_shape())
+        dims = "x".join("?" if d < 0 else str(d) for d in t.get_shape())
         return f"tensor<{dims + 'x' if dims else ''}{t.element_type}>"
     return str(t)
 

@@ -20,6 +20,7 @@ from xdsl.utils.exceptions import VerifyException
 SBP_KINDS = ("split", "broadcast", "partial_sum")
 REDUCTIONS = ("sum", "max", "min")
 DEVICE_TAGS = ("cpu", "gpu")
+MAX_DEVICES = 1 << 16  # far beyond any cluster, small enough to list
 _RANGE = re.compile(r"^(\d+):(\d+)(?:-(\d+))?$")
 
 
@@ -119,6 +120,8 @@ def parse_device_ranges(ranges: Sequence[str]) -> list[tuple[int, int]]:
         last = int(m[3]) if m[3] is not None else first
         if last < first:
             raise VerifyException(f"bad device range '{text}': last device {last} < first {first}")
+        if last - first + 1 + len(devices) > MAX_DEVICES:
+            raise VerifyException(f"device ranges {list(ranges)} name more than {MAX_DEVICES} devices")
         devices.extend((machine, d) for d in range(first, last + 1))
     if len(set(devices)) != len(devices):
         raise VerifyException(f"device ranges {list(ranges)} name a device twice")

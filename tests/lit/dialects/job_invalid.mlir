@@ -646,3 +646,8 @@ job.func @f(%x: tensor<0x4xf32>) {
 %f = job.fill {value = 0.0 : f32, placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 3]>} : tensor<4xf32>
 
 // CHECK: error: invalid attribute '#job.placement<cpu, ["0:0-3"], hierarchy = [2, 3]>': placement hierarchy [2, 3] covers 6 devices, but the ranges name 4
+
+// -----
+
+%x = "test.op"() {p = #job.placement<cpu, ["0:0-99999999999"]>} : () -> tensor<4xf32>
+// CHECK: name more than 65536 devices
