@@ -55,8 +55,9 @@ def _ordered(program: buffer.ProgramOp, kind: type) -> list[Any]:
     return sorted((op for op in program.body.block.ops if isinstance(op, kind)), key=lambda op: op.index.value.data)
 
 
-def pipeline_for(func: job.FuncOp) -> str:
-    return TRAIN_PIPELINE if func.job_type.data == "train" else PREDICT_PIPELINE
+def pipeline_for(func: job.FuncOp, device: str) -> str:
+    spec = TRAIN_PIPELINE if func.job_type.data == "train" else PREDICT_PIPELINE
+    return spec.replace("convert-job-to-buffer", f"convert-job-to-buffer{{device={device}}}")
 
 
 def run_pipeline(module: ModuleOp, spec: str) -> dict[str, ModuleOp]:
@@ -97,11 +98,12 @@ def compile_job(
         raise CompileError(f"no job '{name}' in the module (jobs: {', '.join(funcs) or 'none'})")
     func = funcs[name].clone()
     work = ModuleOp([func])
-    stages = run_pipeline(work, pipeline or pipeline_for(funcs[name]))
+    xp = array_module(device)
+    stages = run_pipeline(work, pipeline or pipeline_for(funcs[name], "cpu" if xp is np else "gpu"))
     programs = [op for op in work.body.block.ops if isinstance(op, buffer.ProgramOp)]
     if len(programs) != 1:
         raise CompileError(f"the pipeline left {len(programs)} buffer programs for job '{name}', expected one")
-    return Executable(stages, programs[0], store, array_module(device))
+    return Executable(stages, programs[0], store, xp)
 
 
 __all__ = ["Executable", "compile_job", "run_pipeline"]

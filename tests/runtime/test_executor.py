@@ -182,3 +182,13 @@ def test_memory_plan_report_and_picture(mlp_module, tmp_path):
     root = ET.parse(tmp_path / "plan.svg").getroot()
     assert root.tag.endswith("svg")
     assert len([e for e in root.iter() if e.tag.endswith("rect")]) >= len({(b.offset, b.first) for b in plan.buffers})
+
+
+def test_gpu_programs_align_buffers_to_256_bytes(mlp_module, monkeypatch):
+    mod, _ = fake_cupy()
+    monkeypatch.setattr(backend, "gpu_module", lambda: mod)
+    exe = compile_job(mlp_module, "mlp", VariableStore(xp=mod), device="gpu")
+    assert exe.program.device.data == "gpu"
+    assert all(b.offset % 256 == 0 for b in exe.memory_plan().buffers)
+    cpu = compile_job(mlp_module, "mlp", VariableStore())
+    assert cpu.program.device.data == "cpu" and any(b.offset % 256 for b in cpu.memory_plan().buffers)
