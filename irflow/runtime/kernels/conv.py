@@ -28,7 +28,7 @@ from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
 from .window import Window
 
-_CHUNK_BYTES = 1 << 21  # one chunk's columns: small enough to stay in L2/L3 from gather to GEMM
+_CHUNK_BYTES = 1 << 22  # one chunk's columns: big enough for 2 BLAS threads, small enough for L2/L3
 
 
 @dataclass(frozen=True)
@@ -176,12 +176,40 @@ def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
     return sequence(steps)
 
 
+def _as_correlation(conv: _Conv) -> dict[str, Any] | None:
+    """For stride 1, dx is a plain conv2d of dy with the flipped, transposed weights: its attrs, else None.
+
+    dx[c, h, w] = sum over f, i, j of dy[f, h + top - i*dh, w + left - j*dw] w[f, c, i, j], which is
+    dy padded by dh*(kh-1) - top (etc.) correlated with w[f, c, kh-1-i, kw-1-j].
+    """
+    window = conv.window
+    if window.strides != (1, 1):
+        return None
+    (kh, kw), (dh, dw), (top, bottom, left, right) = window.kernel, window.dilations, window.pads
+    pads = (dh * (kh - 1) - top, dh * (kh - 1) - bottom, dw * (kw - 1) - left, dw * (kw - 1) - right)
+    if min(pads) < 0:
+        return None
+    return {"pads": pads, "dilations": window.dilations, "groups": conv.groups}
+
+
+def _grad_input_by_correlation(xp: ModuleType, conv: _Conv, attrs: Mapping[str, Any], dy: Array, w: Array, dx: Array) -> Run:
+    """dx = conv2d(dy, flipped w^T): gathers of dy and one GEMM per chunk, no col2im scatter."""
+    flipped = xp.empty((conv.x_shape[1], conv.fg, *conv.window.kernel), w.dtype)  # (C, F/groups, kh, kw)
+    source = conv.per_group(w).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]  # (g, C/g, F/g, kh, kw)
+    flip = partial(xp.copyto, flipped.reshape(source.shape), source)
+    return sequence([flip, conv2d(xp, attrs, [dy, flipped], [dx])])
+
+
 @register("conv2d_grad_input")
 def conv2d_grad_input(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """dx: per chunk, dy times each tap's weights, added back where the tap read (col2im)."""
+    """dx: for stride 1 a forward correlation; otherwise per chunk, dy times each tap's weights,
+    added back where the tap read (col2im)."""
     (dy, w), (dx,) = ins, outs
     conv = _Conv(attrs, dx.shape, w.shape, np.dtype(dx.dtype).itemsize)
     expect_shape("conv2d_grad_input", "dy", dy.shape, conv.y_shape)
+    correlation = _as_correlation(conv)
+    if correlation is not None:
+        return _grad_input_by_correlation(xp, conv, correlation, dy, w, dx)
     window = conv.window
     taps = list(window.taps())
     rows, row_copies = conv.dy_rows(xp, dy)
