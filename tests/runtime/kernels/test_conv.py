@@ -11,8 +11,11 @@ CASES = [
     ((2, 3, 10, 7), (2, 3, 2, 3), dict(strides=(3, 1), pads=(0, 2, 1, 1), dilations=(1, 2))),
     ((3, 1, 5, 5), (2, 1, 5, 5), dict(strides=(1, 1), pads=(0, 0, 0, 0))),
     ((1, 1, 1, 1), (1, 1, 1, 1), dict(strides=(1, 1), pads=(0, 0, 0, 0))),
+    # stride 1: dx as a correlation with flipped weights; pads wider than the kernel fall back to col2im
+    ((2, 4, 6, 5), (6, 2, 3, 2), dict(strides=(1, 1), pads=(1, 0, 0, 1), groups=2)),
+    ((1, 2, 4, 4), (2, 2, 2, 2), dict(strides=(1, 1), pads=(2, 0, 1, 0))),
 ]
-IDS = ["same", "stride2-odd", "dilated", "groups", "depthwise", "rect", "valid-1x1-out", "scalar"]
+IDS = ["same", "stride2-odd", "dilated", "groups", "depthwise", "rect", "valid-1x1-out", "scalar", "groups-s1", "wide-pad"]
 
 
 def attrs_of(attrs: dict) -> dict:
