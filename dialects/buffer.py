@@ -45,7 +45,6 @@ from xdsl.traits import (
     MemoryEffectKind,
     NoMemoryEffect,
     NoTerminator,
-    Pure,
     SymbolOpInterface,
 )
 from xdsl.utils.exceptions import VerifyException

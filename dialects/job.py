@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar, Self
 
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -28,7 +27,6 @@ from xdsl.dialects.builtin import (
     f16,
     f32,
     f64,
-    i1,
     i8,
     i32,
     i64,
@@ -50,7 +48,6 @@ from xdsl.irdl import (
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import (
-    CallableOpInterface,
     HasParent,
     IsolatedFromAbove,
     IsTerminator,

@@ -15,16 +15,10 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import (
-    ArrayAttr,
-    DenseArrayBase,
     DenseIntOrFPElementsAttr,
-    DictionaryAttr,
-    FloatAttr,
-    IntegerAttr,
     IntegerType,
     MemRefType,
     Signedness,
-    StringAttr,
 )
 from xdsl.ir import Attribute, SSAValue
 
@@ -32,6 +26,7 @@ from irflow.dialects import buffer
 from irflow.errors import CompileError, ExecutionError
 from irflow.passes.locations import source_location
 from irflow.runtime import kernels
+from irflow.runtime.attributes import python_value
 from irflow.runtime.variables import VariableStore
 
 ARENA_ALIGNMENT = 256
@@ -45,24 +40,6 @@ def numpy_dtype(element_type: Attribute) -> np.dtype:
         kind = "u" if element_type.signedness.data == Signedness.UNSIGNED else "i"
         return np.dtype(f"{kind}{width // 8}")
     return np.dtype({"f16": np.float16, "f32": np.float32, "f64": np.float64}[str(element_type)])
-
-
-def python_value(attr: Attribute) -> Any:
-    """IR attribute -> the plain value kernels take."""
-    if isinstance(attr, IntegerAttr):
-        value = attr.value.data
-        return bool(value) if isinstance(attr.type, IntegerType) and attr.type.width.data == 1 else int(value)
-    if isinstance(attr, FloatAttr):
-        return float(attr.value.data)
-    if isinstance(attr, StringAttr):
-        return attr.data
-    if isinstance(attr, DenseArrayBase):
-        return tuple(attr.get_values())
-    if isinstance(attr, DictionaryAttr):
-        return {k: python_value(v) for k, v in attr.data.items()}
-    if isinstance(attr, ArrayAttr):
-        return tuple(python_value(a) for a in attr.data)
-    return attr
 
 
 def shape_dtype(t: Attribute) -> tuple[tuple[int, ...], np.dtype]:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from irflow.frontend.initializers import sample
+from irflow.runtime.initializers import sample
 
 
 @dataclass

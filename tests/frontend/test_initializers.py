@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import irflow as flow
-from irflow.frontend.initializers import fan, sample
+from irflow.runtime.initializers import fan, sample
 from irflow.frontend.session import default_session
 
 
