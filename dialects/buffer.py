@@ -216,35 +216,40 @@ class ConstantOp(BufferOp):
             raise VerifyException(f"constant of type {vt} cannot fill {rt}")
 
 
-# ----------------------------------------------------------------- host transfers
+# ----------------------------------------------------------------- one-buffer ops
 
 
-@irdl_op_definition
-class InputOp(BufferOp):
-    """Copies the call's argument `index` from the host into `dst`."""
+class OneBufferOp(BufferOp):
+    """An op that either fills one buffer (`WRITES`) or reads it: host transfers, send/recv."""
 
-    name = "buffer.input"
-    dst = operand_def(MemRefType)
-    index = prop_def(IntegerAttr)
+    buf = operand_def(MemRefType)
     traits = traits_def(OperandEffects())
-    assembly_format = "$dst attr-dict `:` type($dst)"
-
-    def writes(self) -> Sequence[SSAValue]:
-        return (self.dst,)
-
-
-@irdl_op_definition
-class OutputOp(BufferOp):
-    """Copies `src` to the host as the call's result `index`."""
-
-    name = "buffer.output"
-    src = operand_def(MemRefType)
-    index = prop_def(IntegerAttr)
-    traits = traits_def(OperandEffects())
-    assembly_format = "$src attr-dict `:` type($src)"
+    assembly_format = "$buf attr-dict `:` type($buf)"
+    WRITES: ClassVar[bool]
 
     def reads(self) -> Sequence[SSAValue]:
-        return (self.src,)
+        return () if self.WRITES else (self.buf,)
+
+    def writes(self) -> Sequence[SSAValue]:
+        return (self.buf,) if self.WRITES else ()
+
+
+@irdl_op_definition
+class InputOp(OneBufferOp):
+    """Copies the call's argument `index` from the host into the buffer."""
+
+    name = "buffer.input"
+    index = prop_def(IntegerAttr)
+    WRITES: ClassVar[bool] = True
+
+
+@irdl_op_definition
+class OutputOp(OneBufferOp):
+    """Copies the buffer to the host as the call's result `index`."""
+
+    name = "buffer.output"
+    index = prop_def(IntegerAttr)
+    WRITES: ClassVar[bool] = False
 
 
 # ----------------------------------------------------------------- compute
@@ -417,18 +422,8 @@ class ReduceOp(CollectiveOp):
     reduction = prop_def(StringAttr)
 
 
-class PointToPointOp(BufferOp):
-    buf = operand_def(MemRefType)
+class PointToPointOp(OneBufferOp):
     peer = prop_def(IntegerAttr)
-    assembly_format = "$buf attr-dict `:` type($buf)"
-    traits = traits_def(OperandEffects())
-    WRITES: ClassVar[bool]
-
-    def reads(self) -> Sequence[SSAValue]:
-        return () if self.WRITES else (self.buf,)
-
-    def writes(self) -> Sequence[SSAValue]:
-        return (self.buf,) if self.WRITES else ()
 
 
 @irdl_op_definition
@@ -442,8 +437,6 @@ class RecvOp(PointToPointOp):
     name = "buffer.recv"
     WRITES: ClassVar[bool] = True
 
-
-STORAGE_OPS = (AllocOp, ViewOp, VariableOp, ConstantOp, ArenaOp)
 
 Buffer = Dialect(
     "buffer",

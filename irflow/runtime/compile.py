@@ -33,8 +33,8 @@ class Executable:
         self.program = program
         self.xp = xp
         self.executor = Executor(program, store, xp)
-        self.input_types = [shape_dtype(op.dst.type) for op in _ordered(program, buffer.InputOp)]
-        self.output_types = [shape_dtype(op.src.type) for op in _ordered(program, buffer.OutputOp)]
+        self.input_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.InputOp)]
+        self.output_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.OutputOp)]
 
     def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         return self.executor(inputs)

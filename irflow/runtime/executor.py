@@ -95,9 +95,9 @@ class Executor:
             shape, dtype = shape_dtype(op.res.type)
             self.views[op.res] = xp.asarray(_dense_values(op.value, shape, dtype))
         elif isinstance(op, buffer.InputOp):
-            self.inputs.append((op.index.value.data, self.views[op.dst]))
+            self.inputs.append((op.index.value.data, self.views[op.buf]))
         elif isinstance(op, buffer.OutputOp):
-            self.outputs.append((op.index.value.data, self.views[op.src]))
+            self.outputs.append((op.index.value.data, self.views[op.buf]))
         elif isinstance(op, buffer.KernelOp):
             factory = kernels.get_kernel(op.kernel.data)
             attrs = {k: python_value(v) for k, v in op.attributes.items()}

@@ -91,7 +91,7 @@ def test_outputs_stay_live_until_copied_out(planned):
     ops = list(program.body.block.ops)
     out = next(op for op in ops if isinstance(op, buffer.OutputOp))
     last = ops.index(out)
-    src = out.src.owner
+    src = out.buf.owner
     # Lifetimes index the schedule as it was before the arena op was prepended.
     assert src.attributes["lifetime"].get_values()[1] == last - 1
 
