@@ -62,7 +62,7 @@ class _Lowering:
             dst = self.emit(buffer.AllocOp(memref_of(arg.type))).results[0]
             dst.name_hint = arg.name_hint
             self.buffers[arg] = dst
-            self.emit(buffer.InputOp.create(operands=[dst], properties={"index": _i64(index)}))
+            self.emit(buffer.InputOp.create(operands=[dst], properties={"index": job.to_attr(index)}))
         for op in self.func.body.block.ops:
             self.lower(op)
         program = buffer.ProgramOp(self.func.sym_name.data, self.device, self.ops)
@@ -110,7 +110,7 @@ class _Lowering:
             self.buffers[op.res] = self.emit(const, op).results[0]
         elif isinstance(op, job.ReturnOp):
             for index, buf in enumerate(ins):
-                self.emit(buffer.OutputOp.create(operands=[buf], properties={"index": _i64(index)}), op)
+                self.emit(buffer.OutputOp.create(operands=[buf], properties={"index": job.to_attr(index)}), op)
         elif isinstance(op, job.AssignOp):
             self.emit(buffer.CopyOp.create(operands=[ins[1], ins[0]]), op)
         elif isinstance(op, job.UpdateOp):
@@ -130,10 +130,6 @@ class _Lowering:
 
 def _kernel_name(op: Operation) -> str:
     return op.name.removeprefix("job.")
-
-
-def _i64(value: int) -> Attribute:
-    return job.to_attr(value)
 
 
 @dataclass(frozen=True)

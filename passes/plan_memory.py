@@ -52,19 +52,15 @@ class Liveness:
         first: dict[SSAValue, int] = {}
         last: dict[SSAValue, int] = {}
         for index, op in enumerate(ops):
-            if isinstance(op, buffer.AllocOp):
-                first[op.res] = last[op.res] = index
-            elif isinstance(op, buffer.BufferOp):
-                for v in (*op.reads(), *op.writes()):
-                    if isinstance(v.owner, buffer.AllocOp):
-                        last[v] = index
-        # `first` is the first *use*; an alloc op itself schedules nothing.
-        for index in range(len(ops) - 1, -1, -1):
-            op = ops[index]
+            # A buffer lives from its first use; an alloc op itself schedules nothing.
             if isinstance(op, buffer.BufferOp) and not isinstance(op, buffer.AllocOp):
                 for v in (*op.reads(), *op.writes()):
-                    if v in first:
-                        first[v] = index
+                    if isinstance(v.owner, buffer.AllocOp):
+                        first.setdefault(v, index)
+                        last[v] = index
+        for index, op in enumerate(ops):
+            if isinstance(op, buffer.AllocOp) and op.res not in first:
+                first[op.res] = last[op.res] = index  # never used: a point lifetime where it stands
         leader = {a.res: a.res for a in allocs}
         live = cls(allocs, first, last, leader)
         if in_place:
