@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xdsl.dialects.builtin import FileLineColLoc
+from xdsl.ir import Operation
+
 
 @dataclass(frozen=True)
 class SourceLocation:
@@ -58,3 +61,11 @@ class IRParseError(IrflowError, ValueError):
 
 class ExecutionError(IrflowError, RuntimeError):
     """Calling a compiled job failed: bad inputs, a failing kernel or callback."""
+
+
+def source_location(op: Operation) -> SourceLocation | None:
+    """The user's file:line:col that produced `op`, if it was traced from Python or parsed with a loc."""
+    loc = op.location
+    if isinstance(loc, FileLineColLoc):
+        return SourceLocation(loc.filename.data, loc.line.data, loc.column.data)
+    return None

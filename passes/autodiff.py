@@ -13,9 +13,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from irflow.dialects import job
 from irflow.dialects.job import shape_of
-from irflow.errors import CompileError
+from irflow.errors import CompileError, source_location
 from irflow.passes.gradients import GRADIENTS, NO_GRADIENT, GradientBuilder, is_float
-from irflow.passes.locations import source_location
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from irflow.dialects import buffer, job
-from irflow.errors import CompileError
-from irflow.passes.locations import source_location
+from irflow.errors import CompileError, source_location
 
 # Properties that describe distribution, not the computation.
 _NON_KERNEL_PROPS = ("sbp", "placement")

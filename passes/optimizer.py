@@ -32,9 +32,8 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from irflow.dialects import job
 from irflow.dialects.job import FLOAT_TYPES, dtype_of, shape_of, tensor
-from irflow.errors import CompileError, SourceLocation
+from irflow.errors import CompileError, SourceLocation, source_location
 from irflow.passes.gradients import GradientBuilder
-from irflow.passes.locations import source_location
 
 TRAIN_STEP = "System-Train-TrainStep"
 """The non-trainable i64 variable counting finished train steps (OneFlow's name)."""

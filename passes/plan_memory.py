@@ -33,9 +33,6 @@ ELEMENTWISE_KERNELS = frozenset(
 )
 
 
-DEVICE_ALIGNMENT = {"cpu": 64, "gpu": 256}
-
-
 @dataclass
 class Liveness:
     """First and last schedule index of every alloc'd buffer, with in-place merges applied."""
@@ -100,8 +97,8 @@ class PlanMemoryPass(ModulePass):
 
     name = "plan-memory"
 
-    # Byte alignment of every offset; 0 picks the device's: 64 (a CPU cache line), 256 (GPU allocations).
-    alignment: int = 0
+    # Byte alignment of every offset; the compile target passes its device's (64 on CPUs, 256 on GPUs).
+    alignment: int = 64
     # Seconds the planner may spend improving on its fast default (0: default only).
     effort: float = 0.0
     in_place: bool = True
@@ -124,7 +121,7 @@ class PlanMemoryPass(ModulePass):
         roots = list(groups)
         sizes = [max(buffer.nbytes(a.res.type) for a in groups[r]) for r in roots]
         buffers = [Buffer(size=s, first=live.first[r], last=live.last[r]) for r, s in zip(roots, sizes)]
-        alignment = self.alignment or DEVICE_ALIGNMENT.get(program.device.data, 64)
+        alignment = self.alignment
         result = plan(buffers, alignment=alignment, budget_s=self.effort or None)
         arena = buffer.ArenaOp(max(result.size, alignment), alignment)
         block = program.body.block

@@ -4,7 +4,7 @@ Defining the function traces it at once (OneFlow's lazy mode): placeholders
 become the block arguments of one `job.func`, every op call appends a job op,
 and the returned Blobs become `job.return`'s operands, followed by any
 `flow.watch`ed Blobs as hidden outputs. The first call hands a copy of the
-module to the runtime (`compile_job`); later calls reuse that executable.
+module to the compiler (`irflow.compiler.compile_job`); later calls reuse that executable.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from irflow.dialects.job import ReturnOp, tensor
 from irflow.errors import ExecutionError, SourceLocation, TraceError
 from irflow.frontend.blob import Blob
 from irflow.frontend.config import FunctionConfig
-from irflow.frontend.scope import device_for
 from irflow.frontend.session import Session, default_session
 from irflow.frontend.tracing import Trace, to_loc, tracing, user_location
 from irflow.textir import print_module
@@ -430,10 +429,11 @@ class JobFunction:
         with self._compile_lock:
             if self._exe is None:
                 session = self._live_session()
-                from irflow.runtime import compile_job
+                from irflow.compiler import compile_job
+                from irflow.target import decide_target
 
-                device, session.gpu_warned = device_for(self.module, session.gpu_warned)
-                self._exe = compile_job(self.module, self.job_name, session.store, device=device)
+                target, session.gpu_warned = decide_target(self.module, session.gpu_warned)
+                self._exe = compile_job(self.module, self.job_name, session.store_for(target), target)
                 self._dump(os.environ.get(DUMP_ENV))
             return self._exe
 

@@ -8,16 +8,12 @@ GPU runs on the CPU after one warning per session, as OneFlow falls back.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from types import TracebackType
 
-from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import VerifyException
 
-from irflow.dialects.job import JobOp
 from irflow.dialects.sbp import PlacementAttr
-from irflow.passes.locations import source_location
 from irflow.frontend import tracing
 from irflow.frontend.tracing import fail
 
@@ -67,31 +63,3 @@ def consistent_view() -> LogicalView:
 
 def mirrored_view() -> LogicalView:
     return LogicalView("mirrored_view")
-
-
-def device_for(module: ModuleOp, session_warned: bool) -> tuple[str, bool]:
-    """The runtime device for a traced module, and whether the GPU fallback warning has now been given."""
-    gpu_ops = [
-        op
-        for op in module.walk()
-        if isinstance(op, JobOp) and op.placement is not None and op.placement.device_tag.data == "gpu"
-    ]
-    if not gpu_ops:
-        return "cpu", session_warned
-    if gpu_available():
-        return "gpu", session_warned
-    if not session_warned:
-        where = source_location(gpu_ops[0])
-        warnings.warn_explicit(
-            "flow.scope.placement('gpu', ...) but no usable GPU was found: running on the CPU",
-            RuntimeWarning,
-            where.file if where else "irflow",
-            where.line if where else 0,
-        )
-    return "cpu", True
-
-
-def gpu_available() -> bool:
-    from irflow.runtime.backend import gpu_module
-
-    return gpu_module() is not None

@@ -21,6 +21,7 @@ from irflow.errors import ExecutionError, SourceLocation
 if TYPE_CHECKING:
     from irflow.frontend.dtypes import DType
     from irflow.frontend.function import JobFunction
+    from irflow.target import Target
 
 DEFAULT_SEED = 0
 
@@ -69,11 +70,19 @@ class Session:
 
     @property
     def store(self) -> Any:
-        """The runtime's VariableStore, made on first use from the session's seed."""
+        """The runtime's VariableStore, made on first use from the session's seed (on the host by default)."""
         if self._store is None:
             from irflow.runtime import VariableStore
 
             self._store = VariableStore(seed=self.seed)
+        return self._store
+
+    def store_for(self, target: Target) -> Any:
+        """The store, made for `target`'s array module if no variable exists yet."""
+        if self._store is None or (not len(self._store) and self._store.xp is not target.xp):
+            from irflow.runtime import VariableStore
+
+            self._store = VariableStore(seed=self.seed, xp=target.xp)
         return self._store
 
     def set_seed(self, seed: int) -> None:

@@ -1,6 +1,10 @@
-"""Compiling and running jobs: the pipeline, the executor, the variable store."""
+"""Running buffer programs: the executor, the variable store, the array backends.
 
-from irflow.runtime.compile import Executable, compile_job
+The runtime receives planned buffer programs and never imports a pass; the
+compiler (`irflow.compiler`) is the one that runs pipelines.
+"""
+
+from irflow.runtime.executor import Executor
 from irflow.runtime.variables import VariableStore
 
-__all__ = ["Executable", "VariableStore", "compile_job"]
+__all__ = ["Executor", "VariableStore"]

@@ -23,14 +23,10 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, SSAValue
 
 from irflow.dialects import buffer
-from irflow.errors import CompileError, ExecutionError
-from irflow.passes.locations import source_location
+from irflow.errors import CompileError, ExecutionError, source_location
 from irflow.runtime import kernels
 from irflow.runtime.attributes import python_value
 from irflow.runtime.variables import VariableStore
-
-ARENA_ALIGNMENT = 256
-
 
 def numpy_dtype(element_type: Attribute) -> np.dtype:
     if isinstance(element_type, IntegerType):
@@ -69,9 +65,9 @@ class Executor:
     def bind(self, op: Any, store: VariableStore) -> None:
         xp = self.xp
         if isinstance(op, buffer.ArenaOp):
-            size = op.size.value.data
-            raw = xp.zeros(size + ARENA_ALIGNMENT, dtype=np.uint8)
-            start = (-raw.data.ptr if hasattr(raw.data, "ptr") else -raw.ctypes.data) % ARENA_ALIGNMENT
+            size, alignment = op.size.value.data, op.alignment.value.data
+            raw = xp.zeros(size + alignment, dtype=np.uint8)
+            start = (-raw.data.ptr if hasattr(raw.data, "ptr") else -raw.ctypes.data) % alignment
             self.arena = raw[start : start + size]
         elif isinstance(op, buffer.ViewOp):
             shape, dtype = shape_dtype(op.res.type)

@@ -396,7 +396,8 @@ def test_autodiff_builds_verified_ir(case: Case):
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_gradient_matches_central_differences(case: Case):
-    from irflow.runtime import VariableStore, compile_job
+    from irflow.compiler import compile_job
+    from irflow.runtime import VariableStore
 
     module, values = build_jobs(case)
     store = VariableStore(seed=0)

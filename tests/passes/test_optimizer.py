@@ -262,7 +262,8 @@ TRAINING = {
 
 @pytest.mark.parametrize("name", TRAINING)
 def test_train_steps_match_numpy(name: str):
-    from irflow.runtime import VariableStore, compile_job
+    from irflow.compiler import compile_job
+    from irflow.runtime import VariableStore
 
     optimizer, kind, params, rates, clip_norm = TRAINING[name]
     module = Parser(make_context(), TWO_VARIABLES.format(optimizer=optimizer)).parse_module()

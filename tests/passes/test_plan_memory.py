@@ -5,7 +5,7 @@ import itertools
 import pytest
 
 from irflow.dialects import buffer
-from irflow.runtime.compile import run_pipeline
+from irflow.compiler import run_pipeline
 
 
 CHAIN = """
@@ -116,7 +116,8 @@ def test_reordering_lets_branches_die_sooner(planned):
 def test_reordered_programs_compute_the_same(mlp_module, parse_ir):
     import numpy as np
 
-    from irflow.runtime import VariableStore, compile_job
+    from irflow.compiler import compile_job
+    from irflow.runtime import VariableStore
 
     x = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
     plain = compile_job(parse_ir(BRANCHES), "branches", VariableStore())([x])

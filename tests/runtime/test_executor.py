@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from irflow.errors import CompileError
-from irflow.runtime import VariableStore, compile_job
+from irflow.compiler import compile_job
+from irflow.runtime import VariableStore
 from irflow.runtime import backend
+from irflow.target import Target
 
 
 def reference_mlp(x, store):
@@ -134,7 +136,7 @@ def test_gpu_device_dispatches_to_the_gpu_array_module(mlp_module, monkeypatch):
     mod, calls = fake_cupy()
     monkeypatch.setattr(backend, "gpu_module", lambda: mod)
     store = VariableStore(xp=mod)
-    exe = compile_job(mlp_module, "mlp", store, device="gpu")
+    exe = compile_job(mlp_module, "mlp", store, Target.of("gpu"))
     assert exe.xp is mod
     x = np.random.default_rng(2).standard_normal((8, 16)).astype(np.float32)
     transfers_before = dict(calls)
@@ -148,7 +150,7 @@ def test_gpu_device_dispatches_to_the_gpu_array_module(mlp_module, monkeypatch):
 
 def test_gpu_without_a_gpu_runs_on_numpy(mlp_module, monkeypatch):
     monkeypatch.setattr(backend, "gpu_module", lambda: None)
-    exe = compile_job(mlp_module, "mlp", VariableStore(), device="gpu")
+    exe = compile_job(mlp_module, "mlp", VariableStore(), Target.of("gpu"))
     assert exe.xp is np
 
 
@@ -158,7 +160,7 @@ def test_real_gpu_matches_cpu(mlp_module):
 
     cpu_store, gpu_store = VariableStore(seed=1), VariableStore(seed=1, xp=cupy)
     cpu = compile_job(mlp_module, "mlp", cpu_store)
-    gpu = compile_job(mlp_module, "mlp", gpu_store, device="gpu")
+    gpu = compile_job(mlp_module, "mlp", gpu_store, Target.of("gpu"))
     x = np.random.default_rng(3).standard_normal((8, 16)).astype(np.float32)
     np.testing.assert_allclose(gpu([x])[0], cpu([x])[0], rtol=1e-4, atol=1e-5)
 
@@ -187,7 +189,7 @@ def test_memory_plan_report_and_picture(mlp_module, tmp_path):
 def test_gpu_programs_align_buffers_to_256_bytes(mlp_module, monkeypatch):
     mod, _ = fake_cupy()
     monkeypatch.setattr(backend, "gpu_module", lambda: mod)
-    exe = compile_job(mlp_module, "mlp", VariableStore(xp=mod), device="gpu")
+    exe = compile_job(mlp_module, "mlp", VariableStore(xp=mod), Target.of("gpu"))
     assert exe.program.device.data == "gpu"
     assert all(b.offset % 256 == 0 for b in exe.memory_plan().buffers)
     cpu = compile_job(mlp_module, "mlp", VariableStore())

@@ -1,13 +1,14 @@
-"""From a traced job module to an executable: run the pipeline, keep every stage, bind the program.
+"""The compiler's room: pipeline specs, running passes, keeping every stage, and binding the result.
 
 Passes work on the module in memory; each stage is kept as a clone so that
-`ir(stage)` can print it on demand without slowing compilation down.
+`ir(stage)` can print it on demand without slowing compilation down. The
+runtime receives only the final buffer program and the target: it imports no
+pass.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -19,22 +20,26 @@ from irflow.context import make_context
 from irflow.dialects import buffer, job
 from irflow.errors import CompileError, IrflowError
 from irflow.passes import PREDICT_PIPELINE, TRAIN_PIPELINE, available_passes
-from irflow.runtime.backend import array_module
 from irflow.runtime.executor import Executor, shape_dtype
 from irflow.runtime.memory_plan import MemoryPlan
 from irflow.runtime.variables import VariableStore
+from irflow.target import Target
 
 
 class Executable:
     """A compiled job: call it with the inputs of one step, get the outputs of `job.return`."""
 
-    def __init__(self, stages: dict[str, ModuleOp], program: buffer.ProgramOp, store: VariableStore, xp: ModuleType):
+    def __init__(self, stages: dict[str, ModuleOp], program: buffer.ProgramOp, store: VariableStore, target: Target):
         self.stages = stages
         self.program = program
-        self.xp = xp
-        self.executor = Executor(program, store, xp)
+        self.target = target
+        self.executor = Executor(program, store, target.xp)
         self.input_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.InputOp)]
         self.output_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.OutputOp)]
+
+    @property
+    def xp(self) -> Any:
+        return self.target.xp
 
     def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         return self.executor(inputs)
@@ -55,9 +60,10 @@ def _ordered(program: buffer.ProgramOp, kind: type) -> list[Any]:
     return sorted((op for op in program.body.block.ops if isinstance(op, kind)), key=lambda op: op.index.value.data)
 
 
-def pipeline_for(func: job.FuncOp, device: str) -> str:
+def pipeline_for(func: job.FuncOp, target: Target) -> str:
+    """The job's pass pipeline, each pass given the target's options."""
     spec = TRAIN_PIPELINE if func.job_type.data == "train" else PREDICT_PIPELINE
-    return spec.replace("convert-job-to-buffer", f"convert-job-to-buffer{{device={device}}}")
+    return ",".join(name + target.pass_options(name) for name in spec.split(","))
 
 
 def run_pipeline(module: ModuleOp, spec: str) -> dict[str, ModuleOp]:
@@ -85,25 +91,20 @@ def compile_job(
     module: ModuleOp,
     name: str,
     store: VariableStore,
-    device: str = "cpu",
+    target: Target | None = None,
     pipeline: str | None = None,
 ) -> Executable:
-    """Compile the job.func `name` of `module` (left untouched) for one device.
-
-    `device` "gpu" runs on cupy when a GPU is usable, else on numpy
-    (`Executable.xp` tells which).
-    """
+    """Compile the job.func `name` of `module` (left untouched) for `target` (default: one CPU)."""
+    target = target or Target()
     funcs = {f.sym_name.data: f for f in module.walk() if isinstance(f, job.FuncOp)}
     if name not in funcs:
         raise CompileError(f"no job '{name}' in the module (jobs: {', '.join(funcs) or 'none'})")
-    func = funcs[name].clone()
-    work = ModuleOp([func])
-    xp = array_module(device)
-    stages = run_pipeline(work, pipeline or pipeline_for(funcs[name], "cpu" if xp is np else "gpu"))
+    work = ModuleOp([funcs[name].clone()])
+    stages = run_pipeline(work, pipeline or pipeline_for(funcs[name], target))
     programs = [op for op in work.body.block.ops if isinstance(op, buffer.ProgramOp)]
     if len(programs) != 1:
         raise CompileError(f"the pipeline left {len(programs)} buffer programs for job '{name}', expected one")
-    return Executable(stages, programs[0], store, xp)
+    return Executable(stages, programs[0], store, target)
 
 
-__all__ = ["Executable", "compile_job", "run_pipeline"]
+__all__ = ["Executable", "compile_job", "pipeline_for", "run_pipeline"]
