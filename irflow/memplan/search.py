@@ -92,6 +92,7 @@ class Search:
 
     def __init__(self, first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int) -> None:
         self.size, self.steps = size, steps
+        self.nodes, self.node_limit = 0, _INF  # nodes expanded by all runs, and the most allowed
         self.load = step_load(first, last, size, steps)
         self.first_at, self.last_at = first, last
         self.first, self.last, self.sizes = first.tolist(), last.tolist(), size.tolist()
@@ -115,10 +116,10 @@ class Search:
         st = _State(self.load, n)
         offsets = [0] * n
         stack: list[list] = []  # choice points: [h, a, b, raise_to, branches, next branch, trail length]
-        fails = nodes = 0
+        fails = 0
         while st.placed < n:
-            nodes += 1
-            if nodes & 127 == 0 and time.perf_counter() > deadline:
+            self.nodes += 1
+            if self.nodes >= self.node_limit or self.nodes & 127 == 0 and time.perf_counter() > deadline:
                 return ABORTED
             stack.append(self._expand(cap, rank, st) + [0, len(st.trail)])
             while True:  # take the next open branch, backtracking as needed
@@ -201,9 +202,15 @@ class Search:
 
 
 def improve(
-    search: Search, ranks: Sequence[np.ndarray], offsets: np.ndarray, height: int, lower: int, deadline: float
+    search: Search,
+    ranks: Sequence[np.ndarray],
+    offsets: np.ndarray,
+    height: int,
+    lower: int,
+    deadline: float,
+    nodes: int | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Best (offsets, height) found before `deadline`, starting from a known plan.
+    """Best (offsets, height) found before `deadline` and within `nodes` search nodes, from a known plan.
 
     Each round tries the lower bound itself, then binary-searches the
     capacity between it and the best height, every capacity with each rank in
@@ -213,9 +220,14 @@ def improve(
     """
     orders = [rank.tolist() for rank in ranks]
     limit = _FIRST_FAIL_LIMIT
-    while height > lower and time.perf_counter() < deadline:
+    search.node_limit = _INF if nodes is None else search.nodes + nodes
+
+    def more() -> bool:
+        return time.perf_counter() < deadline and search.nodes < search.node_limit
+
+    while height > lower and more():
         low, cap = lower, lower
-        while low < height and time.perf_counter() < deadline:
+        while low < height and more():
             for rank in orders:
                 found = search.run(cap, rank, limit, deadline)
                 if found is not ABORTED:
