@@ -39,7 +39,7 @@ INFEASIBLE = "infeasible"
 _INF = 1 << 62
 # Dead ends allowed per run in the first round of `improve`, doubled every round.  On the
 # MiniMalloc set, 1k-4k beat both shorter runs (too little repair) and longer ones (stuck).
-_FIRST_FAIL_LIMIT = 1024
+_FIRST_FAIL_LIMIT = 64
 
 
 class _State:
@@ -108,8 +108,14 @@ class Search:
             self.twin[i] = seen.get(g, -1)
             seen[g] = i
 
-    def run(self, cap: int, rank: Sequence[int], fail_limit: int, deadline: float) -> np.ndarray | str:
-        """Offsets with every top <= cap, INFEASIBLE (proved), or ABORTED (too many dead ends, or time)."""
+    def run(
+        self, cap: int, rank: Sequence[int], fail_limit: int, deadline: float, chain: bool = True
+    ) -> np.ndarray | str:
+        """Offsets with every top <= cap, INFEASIBLE (proved), or ABORTED (too many dead ends, or time).
+
+        With `chain`, a buffer flush with the segment's left end goes before the others flush
+        with it when unplaced buffers could then tile the rest of the segment exactly.
+        """
         if self.load.max(initial=0) > cap:
             return INFEASIBLE
         n = len(self.sizes)
@@ -121,7 +127,7 @@ class Search:
             self.nodes += 1
             if self.nodes >= self.node_limit or self.nodes & 127 == 0 and time.perf_counter() > deadline:
                 return ABORTED
-            stack.append(self._expand(cap, rank, st) + [0, len(st.trail)])
+            stack.append(self._expand(cap, rank, st, chain) + [0, len(st.trail)])
             while True:  # take the next open branch, backtracking as needed
                 if not stack:
                     return INFEASIBLE
@@ -148,7 +154,7 @@ class Search:
                 break
         return np.array(offsets, np.int64)
 
-    def _expand(self, cap: int, rank: Sequence[int], st: _State) -> list:
+    def _expand(self, cap: int, rank: Sequence[int], st: _State, chain: bool) -> list:
         """[h, a, b, raise height, branches] for the lowest segment; a branch is a buffer, or -1 to raise."""
         first, last, size, group, twin = self.first, self.last, self.sizes, self.group, self.twin
         level, free, unplaced = st.level, st.free, st.unplaced
@@ -164,6 +170,8 @@ class Search:
             return [h, a, b, raise_to, []]
         lo = bisect_left(self.firsts, a)
         fit = [c for c in self.by_first[lo : bisect_right(self.firsts, b, lo)] if unplaced[c] and last[c] <= b]
+        if not self._tight_covered(cap - h, a, b, [c for c in fit if st.banned[group[c]] != h], free):
+            return [h, a, b, raise_to, []]
         # A raise is dominated when some fitting buffer fits under it.
         can_raise = (
             raise_to < _INF
@@ -175,11 +183,39 @@ class Search:
             key=rank.__getitem__,
         )
         # Exact fits first, then buffers flush with the left end, then with the right end, then the rest.
-        flush: list[list[int]] = [[], [], [], []]
+        flush: list[list[int]] = [[], [], [], [], []]
+        if chain:
+            tiles = _tiles_to(b, [c for c in fit if st.banned[group[c]] != h], first, last, a)
         for c in cands:
-            flush[2 * (first[c] != a) + (last[c] != b)].append(c)
-        branches = flush[0] + flush[1] + flush[2] + flush[3]
+            k = 2 * (first[c] != a) + (last[c] != b)
+            if chain and k == 1 and not tiles[last[c] + 1 - a]:
+                k = 4
+            flush[k].append(c)
+        branches = flush[0] + flush[1] + flush[4] + flush[2] + flush[3]
         return [h, a, b, raise_to, branches + [-1] if can_raise else branches]
+
+    def _tight_covered(self, room: int, a: int, b: int, usable: list[int], free: np.ndarray) -> bool:
+        """Whether disjoint buffers of `usable` can cover every step of [a, b] without slack.
+
+        A step where the bytes still to place fill the room above the lowest segment exactly
+        wastes nothing, so a buffer must start at the segment's height there, and buffers at one
+        height never share a step.
+        """
+        tight = (free[a : b + 1] >= room).tolist()
+        if not any(tight):
+            return True
+        ends: dict[int, list[int]] = {}
+        for c in usable:
+            ends.setdefault(self.first[c], []).append(self.last[c] + 1)
+        reach = [False] * (b - a + 2)
+        reach[0] = True
+        for t in range(b - a + 1):
+            if reach[t]:
+                if not tight[t]:
+                    reach[t + 1] = True
+                for e in ends.get(a + t, ()):
+                    reach[e - a] = True
+        return reach[b - a + 1]
 
     def _valleys_fit(self, cap: int, st: _State) -> bool:
         """Whether the steps of valley segments that no buffer inside covers fit when lifted."""
@@ -201,6 +237,18 @@ class Search:
         return not bare.any() or int((lifted[segment][bare] + st.free[bare]).max()) <= cap
 
 
+def _tiles_to(b: int, usable: list[int], first: list[int], last: list[int], a: int) -> list[bool]:
+    """For each step t of [a, b + 1], whether disjoint buffers of `usable` cover [t, b] exactly."""
+    starts: dict[int, list[int]] = {}
+    for c in usable:
+        starts.setdefault(first[c], []).append(last[c] + 1 - a)
+    tiles = [False] * (b - a + 2)
+    tiles[b - a + 1] = True
+    for t in range(b - a, -1, -1):
+        tiles[t] = any(tiles[e] for e in starts.get(a + t, ()))
+    return tiles
+
+
 def improve(
     search: Search,
     ranks: Sequence[np.ndarray],
@@ -218,7 +266,7 @@ def improve(
     finishes without a solution proves its capacity infeasible and raises the
     bound.
     """
-    orders = [rank.tolist() for rank in ranks]
+    orders = [(rank.tolist(), chain) for chain in (True, False) for rank in ranks]
     limit = _FIRST_FAIL_LIMIT
     search.node_limit = _INF if nodes is None else search.nodes + nodes
 
@@ -228,9 +276,10 @@ def improve(
     while height > lower and more():
         low, cap = lower, lower
         while low < height and more():
-            for rank in orders:
-                found = search.run(cap, rank, limit, deadline)
+            for k, (rank, chain) in enumerate(orders):
+                found = search.run(cap, rank, limit, deadline, chain)
                 if found is not ABORTED:
+                    orders.insert(0, orders.pop(k))  # what worked goes first next time
                     break
             if found is INFEASIBLE:
                 lower = low = cap + 1
