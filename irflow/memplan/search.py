@@ -121,7 +121,8 @@ class Search:
         n = len(self.sizes)
         st = _State(self.load, n)
         offsets = [0] * n
-        stack: list[list] = []  # choice points: [h, a, b, raise_to, branches, next branch, trail length]
+        # Choice points: [h, a, b, raise_to, branches, conflict lo, conflict hi, next branch, trail length].
+        stack: list[list] = []
         fails = 0
         while st.placed < n:
             self.nodes += 1
@@ -129,19 +130,25 @@ class Search:
                 return ABORTED
             stack.append(self._expand(cap, rank, st, chain) + [0, len(st.trail)])
             while True:  # take the next open branch, backtracking as needed
-                if not stack:
-                    return INFEASIBLE
                 cp = stack[-1]
-                h, a, b, raise_to, branches, k, mark = cp
+                h, a, b, raise_to, branches, lo, hi, k, mark = cp
                 if len(st.trail) > mark:
                     fails += 1
                     if fails > fail_limit:
                         return ABORTED
                     st.undo(mark)
                 if k == len(branches):
+                    # Every branch failed for what steps [lo, hi] hold, which only choices made
+                    # at segments meeting them decide: back to the last of those (backjumping).
                     stack.pop()
+                    while stack and (stack[-1][2] < lo or stack[-1][1] > hi):
+                        stack.pop()
+                    if not stack:
+                        return INFEASIBLE
+                    top = stack[-1]
+                    top[5], top[6] = min(top[5], lo), max(top[6], hi)
                     continue
-                cp[5] = k + 1
+                cp[7] = k + 1
                 c = branches[k]
                 if c < 0:
                     st.lift(a, b + 1, raise_to)
@@ -155,7 +162,11 @@ class Search:
         return np.array(offsets, np.int64)
 
     def _expand(self, cap: int, rank: Sequence[int], st: _State, chain: bool) -> list:
-        """[h, a, b, raise height, branches] for the lowest segment; a branch is a buffer, or -1 to raise."""
+        """[h, a, b, raise height, branches, conflict lo, conflict hi] for the lowest segment.
+
+        A branch is a buffer, or -1 to raise.  The conflict is the steps whose state decides
+        the branches: the segment and its neighbours, or a valley that already cannot fit.
+        """
         first, last, size, group, twin = self.first, self.last, self.sizes, self.group, self.twin
         level, free, unplaced = st.level, st.free, st.unplaced
         a = int(level.argmin())
@@ -166,59 +177,39 @@ class Search:
         left = int(level[a - 1]) if a else _INF
         right = int(level[b + 1]) if b + 1 < self.steps else _INF
         raise_to = min(left, right)
-        if not self._valleys_fit(cap, st):
-            return [h, a, b, raise_to, []]
+        conflict = [max(a - 1, 0), b + 1]
+        valley = self._valley_misfit(cap, st)
+        if valley is not None:
+            return [h, a, b, raise_to, [], *valley]
         lo = bisect_left(self.firsts, a)
         fit = [c for c in self.by_first[lo : bisect_right(self.firsts, b, lo)] if unplaced[c] and last[c] <= b]
-        if not self._tight_covered(cap - h, a, b, [c for c in fit if st.banned[group[c]] != h], free):
-            return [h, a, b, raise_to, []]
+        usable = [c for c in fit if st.banned[group[c]] != h]  # by first step, as `fit`
+        tight = free[a : b + 1] >= cap - h
+        if tight.any() and not _covers(tight.tolist(), usable, first, last, a):
+            return [h, a, b, raise_to, [], *conflict]
         # A raise is dominated when some fitting buffer fits under it.
         can_raise = (
             raise_to < _INF
             and not any(size[c] <= raise_to - h for c in fit)
             and free[a : b + 1].max() + raise_to <= cap
         )
-        cands = sorted(
-            (c for c in fit if st.banned[group[c]] != h and (twin[c] < 0 or not unplaced[twin[c]])),
-            key=rank.__getitem__,
-        )
-        # Exact fits first, then buffers flush with the left end, then with the right end, then the rest.
+        cands = sorted((c for c in usable if twin[c] < 0 or not unplaced[twin[c]]), key=rank.__getitem__)
+        # Exact fits first, then buffers flush with the left end (with `chain`, those after which
+        # the rest can be tiled first), then with the right end, then the rest.
         flush: list[list[int]] = [[], [], [], [], []]
-        if chain:
-            tiles = _tiles_to(b, [c for c in fit if st.banned[group[c]] != h], first, last, a)
         for c in cands:
-            k = 2 * (first[c] != a) + (last[c] != b)
-            if chain and k == 1 and not tiles[last[c] + 1 - a]:
-                k = 4
-            flush[k].append(c)
+            flush[2 * (first[c] != a) + (last[c] != b)].append(c)
+        if chain and len(flush[1]) > 1:
+            tiles = _tiles(usable, first, last, a, b)
+            flush[1], flush[4] = [c for c in flush[1] if tiles[last[c] + 1 - a]], [
+                c for c in flush[1] if not tiles[last[c] + 1 - a]
+            ]
         branches = flush[0] + flush[1] + flush[4] + flush[2] + flush[3]
-        return [h, a, b, raise_to, branches + [-1] if can_raise else branches]
+        return [h, a, b, raise_to, branches + [-1] if can_raise else branches, *conflict]
 
-    def _tight_covered(self, room: int, a: int, b: int, usable: list[int], free: np.ndarray) -> bool:
-        """Whether disjoint buffers of `usable` can cover every step of [a, b] without slack.
-
-        A step where the bytes still to place fill the room above the lowest segment exactly
-        wastes nothing, so a buffer must start at the segment's height there, and buffers at one
-        height never share a step.
-        """
-        tight = (free[a : b + 1] >= room).tolist()
-        if not any(tight):
-            return True
-        ends: dict[int, list[int]] = {}
-        for c in usable:
-            ends.setdefault(self.first[c], []).append(self.last[c] + 1)
-        reach = [False] * (b - a + 2)
-        reach[0] = True
-        for t in range(b - a + 1):
-            if reach[t]:
-                if not tight[t]:
-                    reach[t + 1] = True
-                for e in ends.get(a + t, ()):
-                    reach[e - a] = True
-        return reach[b - a + 1]
-
-    def _valleys_fit(self, cap: int, st: _State) -> bool:
-        """Whether the steps of valley segments that no buffer inside covers fit when lifted."""
+    def _valley_misfit(self, cap: int, st: _State) -> list[int] | None:
+        """Steps [lo, hi] around a valley segment whose steps that no buffer inside covers do not fit
+        when lifted to its lower neighbour, if there is one."""
         level, steps = st.level, self.steps
         change = np.flatnonzero(level[1:] != level[:-1]) + 1
         starts = np.concatenate([[0], change])
@@ -234,19 +225,43 @@ class Search:
         np.add.at(cover, first[inside], 1)
         np.add.at(cover, last[inside] + 1, -1)
         bare = valley[segment] & (np.cumsum(cover[:steps]) == 0)
-        return not bare.any() or int((lifted[segment][bare] + st.free[bare]).max()) <= cap
+        misfit = np.flatnonzero(bare & (lifted[segment] + st.free > cap))
+        if not len(misfit):
+            return None
+        v = segment[misfit[0]]
+        end = starts[v + 1] if v + 1 < len(starts) else steps
+        return [max(int(starts[v]) - 1, 0), int(end)]
 
 
-def _tiles_to(b: int, usable: list[int], first: list[int], last: list[int], a: int) -> list[bool]:
-    """For each step t of [a, b + 1], whether disjoint buffers of `usable` cover [t, b] exactly."""
-    starts: dict[int, list[int]] = {}
-    for c in usable:
-        starts.setdefault(first[c], []).append(last[c] + 1 - a)
+def _tiles(usable: list[int], first: list[int], last: list[int], a: int, b: int) -> list[bool]:
+    """For each step t of [a, b + 1], whether disjoint buffers of `usable` (by first step) tile [t, b]."""
     tiles = [False] * (b - a + 2)
     tiles[b - a + 1] = True
-    for t in range(b - a, -1, -1):
-        tiles[t] = any(tiles[e] for e in starts.get(a + t, ()))
+    for c in reversed(usable):  # a buffer's end is settled before its start: later starts come first
+        if tiles[last[c] + 1 - a]:
+            tiles[first[c] - a] = True
     return tiles
+
+
+def _covers(tight: list[bool], usable: list[int], first: list[int], last: list[int], a: int) -> bool:
+    """Whether disjoint buffers of `usable` (by first step) cover every tight step of [a, a + len(tight)).
+
+    At a tight step the bytes still to place fill the room above the lowest segment
+    exactly, so one of them must start at the segment's height there; buffers at one
+    height never share a step, and all of them lie inside the segment, whose
+    neighbours are higher.
+    """
+    n = len(tight)
+    done = [False] * (n + 1)  # done[t]: steps t.. can be covered
+    done[n] = True
+    k = len(usable) - 1
+    for t in range(n - 1, -1, -1):
+        ok = not tight[t] and done[t + 1]
+        while k >= 0 and first[usable[k]] - a == t:
+            ok = ok or done[last[usable[k]] + 1 - a]
+            k -= 1
+        done[t] = ok
+    return done[0]
 
 
 def improve(
