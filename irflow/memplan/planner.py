@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from irflow.memplan.orderings import ORDERINGS, ORDERS
+from irflow.memplan.orderings import ORDERINGS, ORDERS, SEARCH_ORDERS
 from irflow.memplan.problem import Buffer, Plan, as_arrays, check_alignment
 from irflow.memplan.search import Search, improve
 from irflow.memplan.skyline import compress, skyline_pack, step_load
@@ -52,7 +52,11 @@ def plan(buffers: Sequence[Buffer], alignment: int = 64, budget_s: float | None 
     units = -(-size // alignment)
     used = np.flatnonzero(units > 0)  # zero-byte buffers stay at offset 0
     if len(used):
-        offsets[used] = alignment * _place(units[used], first[used], last[used], deadline, budget_s is not None)
+        # Offsets that are sums of sizes stay multiples of their gcd: the search then
+        # never tries a capacity between two of them.
+        g = int(np.gcd.reduce(units[used]))
+        placed = _place(units[used] // g, first[used], last[used], deadline, budget_s is not None)
+        offsets[used] = alignment * g * placed
     return Plan(tuple(offsets.tolist()), int((offsets + size).max(initial=0)))
 
 
@@ -81,4 +85,4 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
     else:
         return best
     search = Search(cfirst, clast, size, steps)
-    return improve(search, list(ranks.values()), best, height, lower, deadline, nodes)[0]
+    return improve(search, [ranks[name] for name in SEARCH_ORDERS], best, height, lower, deadline, nodes)[0]

@@ -37,9 +37,9 @@ from irflow.memplan.skyline import step_load
 ABORTED = "aborted"
 INFEASIBLE = "infeasible"
 _INF = 1 << 62
-# Dead ends allowed per run in the first round of `improve`, doubled every round.  On the
-# MiniMalloc set, 1k-4k beat both shorter runs (too little repair) and longer ones (stuck).
-_FIRST_FAIL_LIMIT = 64
+# Dead ends allowed per run in the first round of `improve`, doubled every round.  With
+# backjumping, short runs and many restarts do best on the MiniMalloc set (128 over 64 and 256).
+_FIRST_FAIL_LIMIT = 128
 
 
 class _State:
@@ -128,7 +128,8 @@ class Search:
             self.nodes += 1
             if self.nodes >= self.node_limit or self.nodes & 127 == 0 and time.perf_counter() > deadline:
                 return ABORTED
-            stack.append(self._expand(cap, rank, st, chain) + [0, len(st.trail)])
+            changed = (stack[-1][1] - 1, stack[-1][2] + 1) if stack else (0, self.steps - 1)
+            stack.append(self._expand(cap, rank, st, chain, changed) + [0, len(st.trail)])
             while True:  # take the next open branch, backtracking as needed
                 cp = stack[-1]
                 h, a, b, raise_to, branches, lo, hi, k, mark = cp
@@ -161,7 +162,7 @@ class Search:
                 break
         return np.array(offsets, np.int64)
 
-    def _expand(self, cap: int, rank: Sequence[int], st: _State, chain: bool) -> list:
+    def _expand(self, cap: int, rank: Sequence[int], st: _State, chain: bool, changed: tuple[int, int]) -> list:
         """[h, a, b, raise height, branches, conflict lo, conflict hi] for the lowest segment.
 
         A branch is a buffer, or -1 to raise.  The conflict is the steps whose state decides
@@ -178,7 +179,7 @@ class Search:
         right = int(level[b + 1]) if b + 1 < self.steps else _INF
         raise_to = min(left, right)
         conflict = [max(a - 1, 0), b + 1]
-        valley = self._valley_misfit(cap, st)
+        valley = self._valley_misfit(cap, st, *changed)
         if valley is not None:
             return [h, a, b, raise_to, [], *valley]
         lo = bisect_left(self.firsts, a)
@@ -207,30 +208,48 @@ class Search:
         branches = flush[0] + flush[1] + flush[4] + flush[2] + flush[3]
         return [h, a, b, raise_to, branches + [-1] if can_raise else branches, *conflict]
 
-    def _valley_misfit(self, cap: int, st: _State) -> list[int] | None:
-        """Steps [lo, hi] around a valley segment whose steps that no buffer inside covers do not fit
-        when lifted to its lower neighbour, if there is one."""
-        level, steps = st.level, self.steps
-        change = np.flatnonzero(level[1:] != level[:-1]) + 1
-        starts = np.concatenate([[0], change])
-        height = level[starts]
-        lifted = np.minimum(np.append(_INF, height[:-1]), np.append(height[1:], _INF))
-        valley = (height < lifted) & (height < _INF)
-        segment = np.zeros(steps, np.int64)
+    def _valley_misfit(self, cap: int, st: _State, lo: int, hi: int) -> list[int] | None:
+        """Steps [lo', hi'] around a valley segment meeting steps [lo, hi] whose steps that no
+        buffer inside covers do not fit when lifted to its lower neighbour, if there is one.
+
+        Only the steps the last choice changed need a look: every other valley passed the
+        same test before it.
+        """
+        level, free = st.level, st.free
+        lo, hi = max(lo, 0), min(hi, self.steps - 1)
+        # Widen [lo, hi] to whole segments.
+        out = np.flatnonzero(level[:lo] != level[lo])
+        lo = int(out[-1]) + 1 if len(out) else 0
+        out = np.flatnonzero(level[hi + 1 :] != level[hi])
+        hi = hi + int(out[0]) if len(out) else self.steps - 1
+        window = level[lo : hi + 1]
+        change = np.flatnonzero(window[1:] != window[:-1]) + 1
+        starts = np.zeros(len(change) + 1, np.int64)
+        starts[1:] = change
+        walled = np.empty(len(starts) + 2, np.int64)
+        walled[0] = level[lo - 1] if lo else _INF
+        walled[-1] = level[hi + 1] if hi + 1 < self.steps else _INF
+        walled[1:-1] = window[starts]
+        lifted = np.minimum(walled[:-2], walled[2:])
+        valley = walled[1:-1] < lifted
+        segment = np.zeros(len(window), np.int64)
         segment[change] = 1
         segment = np.cumsum(segment)
-        first, last = self.first_at[st.unplaced_mask], self.last_at[st.unplaced_mask]
+        risky = valley[segment] & (lifted[segment] + free[lo : hi + 1] > cap)
+        if not risky.any():  # the usual case: no need to look for covering buffers
+            return None
+        first, last = self.first_at[st.unplaced_mask] - lo, self.last_at[st.unplaced_mask] - lo
+        mine = (first >= 0) & (last < len(window))
+        first, last = first[mine], last[mine]
         inside = segment[first] == segment[last]
-        cover = np.zeros(steps + 1, np.int64)
-        np.add.at(cover, first[inside], 1)
-        np.add.at(cover, last[inside] + 1, -1)
-        bare = valley[segment] & (np.cumsum(cover[:steps]) == 0)
-        misfit = np.flatnonzero(bare & (lifted[segment] + st.free > cap))
+        steps = len(window)
+        cover = np.bincount(first[inside], minlength=steps + 1) - np.bincount(last[inside] + 1, minlength=steps + 1)
+        misfit = np.flatnonzero(risky & (np.cumsum(cover[:steps]) == 0))
         if not len(misfit):
             return None
         v = segment[misfit[0]]
         end = starts[v + 1] if v + 1 < len(starts) else steps
-        return [max(int(starts[v]) - 1, 0), int(end)]
+        return [max(lo + int(starts[v]) - 1, 0), lo + int(end)]
 
 
 def _tiles(usable: list[int], first: list[int], last: list[int], a: int, b: int) -> list[bool]:
@@ -302,6 +321,6 @@ def improve(
                 low = cap + 1
             else:
                 offsets, height = found, int((found + search.size).max())
-            cap = low + (height - low) // 2
+            cap = low + 3 * (height - low) // 4
         limit *= 2
     return offsets, height
