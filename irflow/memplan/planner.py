@@ -33,7 +33,7 @@ _SEARCH_MAX = 2_000
 # Without a budget, instances up to this size still get the exact search, for this many nodes
 # in all (tens of milliseconds): a node count, not a time, keeps the default deterministic.
 _DEFAULT_SEARCH_MAX = 500
-_DEFAULT_SEARCH_NODES = 2_000
+_DEFAULT_SEARCH_NODES = 1_000
 
 
 def plan(buffers: Sequence[Buffer], alignment: int = 64, budget_s: float | None = None) -> Plan:
@@ -64,14 +64,20 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
     """Offsets in units for positive unit sizes."""
     cfirst, clast, steps = compress(first, last)
     lower = int(step_load(cfirst, clast, size, steps).max())
-    ranks = {name: order(size, first, last) for name, order in ORDERINGS.items()}
+    ranks: dict[str, np.ndarray] = {}  # computed when first needed: 20 ms each at 100k buffers
+
+    def rank(name: str) -> np.ndarray:
+        if name not in ranks:
+            ranks[name] = ORDERINGS[name](size, first, last)
+        return ranks[name]
+
     default = max(1, min(len(ORDERS), _DEFAULT_WORK // len(size)))
     best, height, took = None, None, 0.0
     for k, (name, flush) in enumerate(ORDERS):
         began = time.perf_counter()
         if k >= default and (not improve_plan or began + took > deadline):
             break
-        offsets = np.array(skyline_pack(cfirst, clast, size, ranks[name], steps, flush), np.int64)
+        offsets = np.array(skyline_pack(cfirst, clast, size, rank(name), steps, flush), np.int64)
         took = time.perf_counter() - began
         top = int((offsets + size).max())
         if height is None or top < height:
@@ -85,4 +91,4 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
     else:
         return best
     search = Search(cfirst, clast, size, steps)
-    return improve(search, [ranks[name] for name in SEARCH_ORDERS], best, height, lower, deadline, nodes)[0]
+    return improve(search, [rank(name) for name in SEARCH_ORDERS], best, height, lower, deadline, nodes)[0]
