@@ -185,7 +185,10 @@ class Search:
         lo = bisect_left(self.firsts, a)
         fit = [c for c in self.by_first[lo : bisect_right(self.firsts, b, lo)] if unplaced[c] and last[c] <= b]
         usable = [c for c in fit if st.banned[group[c]] != h]  # by first step, as `fit`
-        tight = free[a : b + 1] >= cap - h
+        # A step left uncovered at h wastes at least `least` bytes: what is later placed over it
+        # rests on a buffer placed at h beside it, or on a raise to a neighbour.
+        least = min(raise_to, h + min(size[c] for c in usable)) - h if usable else raise_to - h
+        tight = free[a : b + 1] > cap - h - least
         if tight.any() and not _covers(tight.tolist(), usable, first, last, a):
             return [h, a, b, raise_to, [], *conflict]
         # A raise is dominated when some fitting buffer fits under it.
