@@ -3,7 +3,8 @@
 Like XLA's heap simulator and OneFlow's memory sharing, the planner tries
 several orders and keeps the best plan.  `area` alone meets the 1% target on
 every real profile we have, so it comes first and is the one that runs when
-there is time for only one.
+there is time for only one.  Each order runs with and without `skyline_pack`'s
+`flush` preference.
 """
 
 from __future__ import annotations
@@ -51,3 +52,13 @@ ORDERINGS: dict[str, Ordering] = {
     "length": _length,
     "last": _last,
 }
+
+# (ordering, flush) pairs for `skyline_pack`, best first: plain `area` is the best on real
+# profiles, flush `area` on random lifetimes (mixed), the flush ones on MiniMalloc's set.
+ORDERS: list[tuple[str, bool]] = [("area", False), ("area", True)] + [
+    (name, flush) for flush in (True, False) for name in ORDERINGS if name != "area"
+]
+
+# The orders the exact search restarts with: on the MiniMalloc set, every run that found a
+# plan first ran under one of these; `size` and `last` only cost time there.
+SEARCH_ORDERS = ["area", "first", "length"]

@@ -21,15 +21,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from irflow.memplan.orderings import ORDERINGS
+from irflow.memplan.orderings import ORDERINGS, ORDERS, SEARCH_ORDERS
 from irflow.memplan.problem import Buffer, Plan, as_arrays, check_alignment
 from irflow.memplan.search import Search, improve
 from irflow.memplan.skyline import compress, skyline_pack, step_load
 
 # The default places about this many buffers in all (orders x buffers), with one order at least.
-_DEFAULT_WORK = 12_000
+_DEFAULT_WORK = 20_000
 # The exact search pays numpy and Python costs per node; beyond this size it rarely finishes a run.
 _SEARCH_MAX = 2_000
+# Without a budget, instances up to this size still get the exact search, for this many nodes
+# in all (tens of milliseconds): a node count, not a time, keeps the default deterministic.
+_DEFAULT_SEARCH_MAX = 500
+_DEFAULT_SEARCH_NODES = 1_000
 
 
 def plan(buffers: Sequence[Buffer], alignment: int = 64, budget_s: float | None = None) -> Plan:
@@ -48,7 +52,11 @@ def plan(buffers: Sequence[Buffer], alignment: int = 64, budget_s: float | None 
     units = -(-size // alignment)
     used = np.flatnonzero(units > 0)  # zero-byte buffers stay at offset 0
     if len(used):
-        offsets[used] = alignment * _place(units[used], first[used], last[used], deadline, budget_s is not None)
+        # Offsets that are sums of sizes stay multiples of their gcd: the search then
+        # never tries a capacity between two of them.
+        g = int(np.gcd.reduce(units[used]))
+        placed = _place(units[used] // g, first[used], last[used], deadline, budget_s is not None)
+        offsets[used] = alignment * g * placed
     return Plan(tuple(offsets.tolist()), int((offsets + size).max(initial=0)))
 
 
@@ -56,14 +64,20 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
     """Offsets in units for positive unit sizes."""
     cfirst, clast, steps = compress(first, last)
     lower = int(step_load(cfirst, clast, size, steps).max())
-    orders = list(ORDERINGS.values())
-    default = max(1, min(len(orders), _DEFAULT_WORK // len(size)))
+    ranks: dict[str, np.ndarray] = {}  # computed when first needed: 20 ms each at 100k buffers
+
+    def rank(name: str) -> np.ndarray:
+        if name not in ranks:
+            ranks[name] = ORDERINGS[name](size, first, last)
+        return ranks[name]
+
+    default = max(1, min(len(ORDERS), _DEFAULT_WORK // len(size)))
     best, height, took = None, None, 0.0
-    for k, order in enumerate(orders):
+    for k, (name, flush) in enumerate(ORDERS):
         began = time.perf_counter()
         if k >= default and (not improve_plan or began + took > deadline):
             break
-        offsets = np.array(skyline_pack(cfirst, clast, size, order(size, first, last), steps), np.int64)
+        offsets = np.array(skyline_pack(cfirst, clast, size, rank(name), steps, flush), np.int64)
         took = time.perf_counter() - began
         top = int((offsets + size).max())
         if height is None or top < height:
@@ -71,6 +85,10 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
         if height == lower:
             return best
     if improve_plan and len(size) <= _SEARCH_MAX and time.perf_counter() < deadline:
-        ranks = [order(size, first, last) for order in orders]
-        best, height = improve(Search(cfirst, clast, size, steps), ranks, best, height, lower, deadline)
-    return best
+        nodes = None
+    elif not improve_plan and len(size) <= _DEFAULT_SEARCH_MAX:
+        deadline, nodes = float("inf"), _DEFAULT_SEARCH_NODES
+    else:
+        return best
+    search = Search(cfirst, clast, size, steps)
+    return improve(search, [rank(name) for name in SEARCH_ORDERS], best, height, lower, deadline, nodes)[0]

@@ -37,9 +37,9 @@ from irflow.memplan.skyline import step_load
 ABORTED = "aborted"
 INFEASIBLE = "infeasible"
 _INF = 1 << 62
-# Dead ends allowed per run in the first round of `improve`, doubled every round.  On the
-# MiniMalloc set, 1k-4k beat both shorter runs (too little repair) and longer ones (stuck).
-_FIRST_FAIL_LIMIT = 1024
+# Dead ends allowed per run in the first round of `improve`, doubled every round.  With
+# backjumping, short runs and many restarts do best on the MiniMalloc set (128 over 64 and 256).
+_FIRST_FAIL_LIMIT = 128
 
 
 class _State:
@@ -92,6 +92,7 @@ class Search:
 
     def __init__(self, first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int) -> None:
         self.size, self.steps = size, steps
+        self.nodes, self.node_limit = 0, _INF  # nodes expanded by all runs, and the most allowed
         self.load = step_load(first, last, size, steps)
         self.first_at, self.last_at = first, last
         self.first, self.last, self.sizes = first.tolist(), last.tolist(), size.tolist()
@@ -107,34 +108,48 @@ class Search:
             self.twin[i] = seen.get(g, -1)
             seen[g] = i
 
-    def run(self, cap: int, rank: Sequence[int], fail_limit: int, deadline: float) -> np.ndarray | str:
-        """Offsets with every top <= cap, INFEASIBLE (proved), or ABORTED (too many dead ends, or time)."""
+    def run(
+        self, cap: int, rank: Sequence[int], fail_limit: int, deadline: float, chain: bool = True
+    ) -> np.ndarray | str:
+        """Offsets with every top <= cap, INFEASIBLE (proved), or ABORTED (too many dead ends, or time).
+
+        With `chain`, a buffer flush with the segment's left end goes before the others flush
+        with it when unplaced buffers could then tile the rest of the segment exactly.
+        """
         if self.load.max(initial=0) > cap:
             return INFEASIBLE
         n = len(self.sizes)
         st = _State(self.load, n)
         offsets = [0] * n
-        stack: list[list] = []  # choice points: [h, a, b, raise_to, branches, next branch, trail length]
-        fails = nodes = 0
+        # Choice points: [h, a, b, raise_to, branches, conflict lo, conflict hi, next branch, trail length].
+        stack: list[list] = []
+        fails = 0
         while st.placed < n:
-            nodes += 1
-            if nodes & 127 == 0 and time.perf_counter() > deadline:
+            self.nodes += 1
+            if self.nodes >= self.node_limit or self.nodes & 127 == 0 and time.perf_counter() > deadline:
                 return ABORTED
-            stack.append(self._expand(cap, rank, st) + [0, len(st.trail)])
+            changed = (stack[-1][1] - 1, stack[-1][2] + 1) if stack else (0, self.steps - 1)
+            stack.append(self._expand(cap, rank, st, chain, changed) + [0, len(st.trail)])
             while True:  # take the next open branch, backtracking as needed
-                if not stack:
-                    return INFEASIBLE
                 cp = stack[-1]
-                h, a, b, raise_to, branches, k, mark = cp
+                h, a, b, raise_to, branches, lo, hi, k, mark = cp
                 if len(st.trail) > mark:
                     fails += 1
                     if fails > fail_limit:
                         return ABORTED
                     st.undo(mark)
                 if k == len(branches):
+                    # Every branch failed for what steps [lo, hi] hold, which only choices made
+                    # at segments meeting them decide: back to the last of those (backjumping).
                     stack.pop()
+                    while stack and (stack[-1][2] < lo or stack[-1][1] > hi):
+                        stack.pop()
+                    if not stack:
+                        return INFEASIBLE
+                    top = stack[-1]
+                    top[5], top[6] = min(top[5], lo), max(top[6], hi)
                     continue
-                cp[5] = k + 1
+                cp[7] = k + 1
                 c = branches[k]
                 if c < 0:
                     st.lift(a, b + 1, raise_to)
@@ -147,8 +162,12 @@ class Search:
                 break
         return np.array(offsets, np.int64)
 
-    def _expand(self, cap: int, rank: Sequence[int], st: _State) -> list:
-        """[h, a, b, raise height, branches] for the lowest segment; a branch is a buffer, or -1 to raise."""
+    def _expand(self, cap: int, rank: Sequence[int], st: _State, chain: bool, changed: tuple[int, int]) -> list:
+        """[h, a, b, raise height, branches, conflict lo, conflict hi] for the lowest segment.
+
+        A branch is a buffer, or -1 to raise.  The conflict is the steps whose state decides
+        the branches: the segment and its neighbours, or a valley that already cannot fit.
+        """
         first, last, size, group, twin = self.first, self.last, self.sizes, self.group, self.twin
         level, free, unplaced = st.level, st.free, st.unplaced
         a = int(level.argmin())
@@ -159,51 +178,124 @@ class Search:
         left = int(level[a - 1]) if a else _INF
         right = int(level[b + 1]) if b + 1 < self.steps else _INF
         raise_to = min(left, right)
-        if not self._valleys_fit(cap, st):
-            return [h, a, b, raise_to, []]
+        conflict = [max(a - 1, 0), b + 1]
+        valley = self._valley_misfit(cap, st, *changed)
+        if valley is not None:
+            return [h, a, b, raise_to, [], *valley]
         lo = bisect_left(self.firsts, a)
         fit = [c for c in self.by_first[lo : bisect_right(self.firsts, b, lo)] if unplaced[c] and last[c] <= b]
+        usable = [c for c in fit if st.banned[group[c]] != h]  # by first step, as `fit`
+        # A step left uncovered at h wastes at least `least` bytes: what is later placed over it
+        # rests on a buffer placed at h beside it, or on a raise to a neighbour.
+        least = min(raise_to, h + min(size[c] for c in usable)) - h if usable else raise_to - h
+        tight = free[a : b + 1] > cap - h - least
+        if tight.any() and not _covers(tight.tolist(), usable, first, last, a):
+            return [h, a, b, raise_to, [], *conflict]
         # A raise is dominated when some fitting buffer fits under it.
         can_raise = (
             raise_to < _INF
             and not any(size[c] <= raise_to - h for c in fit)
             and free[a : b + 1].max() + raise_to <= cap
         )
-        cands = sorted(
-            (c for c in fit if st.banned[group[c]] != h and (twin[c] < 0 or not unplaced[twin[c]])),
-            key=rank.__getitem__,
-        )
-        # Exact fits first, then buffers flush with the left end, then with the right end, then the rest.
-        flush: list[list[int]] = [[], [], [], []]
+        cands = sorted((c for c in usable if twin[c] < 0 or not unplaced[twin[c]]), key=rank.__getitem__)
+        # Exact fits first, then buffers flush with the left end (with `chain`, those after which
+        # the rest can be tiled first), then with the right end, then the rest.
+        flush: list[list[int]] = [[], [], [], [], []]
         for c in cands:
             flush[2 * (first[c] != a) + (last[c] != b)].append(c)
-        branches = flush[0] + flush[1] + flush[2] + flush[3]
-        return [h, a, b, raise_to, branches + [-1] if can_raise else branches]
+        if chain and len(flush[1]) > 1:
+            tiles = _tiles(usable, first, last, a, b)
+            flush[1], flush[4] = [c for c in flush[1] if tiles[last[c] + 1 - a]], [
+                c for c in flush[1] if not tiles[last[c] + 1 - a]
+            ]
+        branches = flush[0] + flush[1] + flush[4] + flush[2] + flush[3]
+        return [h, a, b, raise_to, branches + [-1] if can_raise else branches, *conflict]
 
-    def _valleys_fit(self, cap: int, st: _State) -> bool:
-        """Whether the steps of valley segments that no buffer inside covers fit when lifted."""
-        level, steps = st.level, self.steps
-        change = np.flatnonzero(level[1:] != level[:-1]) + 1
-        starts = np.concatenate([[0], change])
-        height = level[starts]
-        lifted = np.minimum(np.append(_INF, height[:-1]), np.append(height[1:], _INF))
-        valley = (height < lifted) & (height < _INF)
-        segment = np.zeros(steps, np.int64)
+    def _valley_misfit(self, cap: int, st: _State, lo: int, hi: int) -> list[int] | None:
+        """Steps [lo', hi'] around a valley segment meeting steps [lo, hi] whose steps that no
+        buffer inside covers do not fit when lifted to its lower neighbour, if there is one.
+
+        Only the steps the last choice changed need a look: every other valley passed the
+        same test before it.
+        """
+        level, free = st.level, st.free
+        lo, hi = max(lo, 0), min(hi, self.steps - 1)
+        # Widen [lo, hi] to whole segments.
+        out = np.flatnonzero(level[:lo] != level[lo])
+        lo = int(out[-1]) + 1 if len(out) else 0
+        out = np.flatnonzero(level[hi + 1 :] != level[hi])
+        hi = hi + int(out[0]) if len(out) else self.steps - 1
+        window = level[lo : hi + 1]
+        change = np.flatnonzero(window[1:] != window[:-1]) + 1
+        starts = np.zeros(len(change) + 1, np.int64)
+        starts[1:] = change
+        walled = np.empty(len(starts) + 2, np.int64)
+        walled[0] = level[lo - 1] if lo else _INF
+        walled[-1] = level[hi + 1] if hi + 1 < self.steps else _INF
+        walled[1:-1] = window[starts]
+        lifted = np.minimum(walled[:-2], walled[2:])
+        valley = walled[1:-1] < lifted
+        segment = np.zeros(len(window), np.int64)
         segment[change] = 1
         segment = np.cumsum(segment)
-        first, last = self.first_at[st.unplaced_mask], self.last_at[st.unplaced_mask]
+        risky = valley[segment] & (lifted[segment] + free[lo : hi + 1] > cap)
+        if not risky.any():  # the usual case: no need to look for covering buffers
+            return None
+        first, last = self.first_at[st.unplaced_mask] - lo, self.last_at[st.unplaced_mask] - lo
+        mine = (first >= 0) & (last < len(window))
+        first, last = first[mine], last[mine]
         inside = segment[first] == segment[last]
-        cover = np.zeros(steps + 1, np.int64)
-        np.add.at(cover, first[inside], 1)
-        np.add.at(cover, last[inside] + 1, -1)
-        bare = valley[segment] & (np.cumsum(cover[:steps]) == 0)
-        return not bare.any() or int((lifted[segment][bare] + st.free[bare]).max()) <= cap
+        steps = len(window)
+        cover = np.bincount(first[inside], minlength=steps + 1) - np.bincount(last[inside] + 1, minlength=steps + 1)
+        misfit = np.flatnonzero(risky & (np.cumsum(cover[:steps]) == 0))
+        if not len(misfit):
+            return None
+        v = segment[misfit[0]]
+        end = starts[v + 1] if v + 1 < len(starts) else steps
+        return [max(lo + int(starts[v]) - 1, 0), lo + int(end)]
+
+
+def _tiles(usable: list[int], first: list[int], last: list[int], a: int, b: int) -> list[bool]:
+    """For each step t of [a, b + 1], whether disjoint buffers of `usable` (by first step) tile [t, b]."""
+    tiles = [False] * (b - a + 2)
+    tiles[b - a + 1] = True
+    for c in reversed(usable):  # a buffer's end is settled before its start: later starts come first
+        if tiles[last[c] + 1 - a]:
+            tiles[first[c] - a] = True
+    return tiles
+
+
+def _covers(tight: list[bool], usable: list[int], first: list[int], last: list[int], a: int) -> bool:
+    """Whether disjoint buffers of `usable` (by first step) cover every tight step of [a, a + len(tight)).
+
+    At a tight step the bytes still to place fill the room above the lowest segment
+    exactly, so one of them must start at the segment's height there; buffers at one
+    height never share a step, and all of them lie inside the segment, whose
+    neighbours are higher.
+    """
+    n = len(tight)
+    done = [False] * (n + 1)  # done[t]: steps t.. can be covered
+    done[n] = True
+    k = len(usable) - 1
+    for t in range(n - 1, -1, -1):
+        ok = not tight[t] and done[t + 1]
+        while k >= 0 and first[usable[k]] - a == t:
+            ok = ok or done[last[usable[k]] + 1 - a]
+            k -= 1
+        done[t] = ok
+    return done[0]
 
 
 def improve(
-    search: Search, ranks: Sequence[np.ndarray], offsets: np.ndarray, height: int, lower: int, deadline: float
+    search: Search,
+    ranks: Sequence[np.ndarray],
+    offsets: np.ndarray,
+    height: int,
+    lower: int,
+    deadline: float,
+    nodes: int | None = None,
 ) -> tuple[np.ndarray, int]:
-    """Best (offsets, height) found before `deadline`, starting from a known plan.
+    """Best (offsets, height) found before `deadline` and within `nodes` search nodes, from a known plan.
 
     Each round tries the lower bound itself, then binary-searches the
     capacity between it and the best height, every capacity with each rank in
@@ -211,14 +303,20 @@ def improve(
     finishes without a solution proves its capacity infeasible and raises the
     bound.
     """
-    orders = [rank.tolist() for rank in ranks]
+    orders = [(rank.tolist(), chain) for chain in (True, False) for rank in ranks]
     limit = _FIRST_FAIL_LIMIT
-    while height > lower and time.perf_counter() < deadline:
+    search.node_limit = _INF if nodes is None else search.nodes + nodes
+
+    def more() -> bool:
+        return time.perf_counter() < deadline and search.nodes < search.node_limit
+
+    while height > lower and more():
         low, cap = lower, lower
-        while low < height and time.perf_counter() < deadline:
-            for rank in orders:
-                found = search.run(cap, rank, limit, deadline)
+        while low < height and more():
+            for k, (rank, chain) in enumerate(orders):
+                found = search.run(cap, rank, limit, deadline, chain)
                 if found is not ABORTED:
+                    orders.insert(0, orders.pop(k))  # what worked goes first next time
                     break
             if found is INFEASIBLE:
                 lower = low = cap + 1
@@ -226,6 +324,6 @@ def improve(
                 low = cap + 1
             else:
                 offsets, height = found, int((found + search.size).max())
-            cap = low + (height - low) // 2
+            cap = low + 3 * (height - low) // 4
         limit *= 2
     return offsets, height

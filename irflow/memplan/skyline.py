@@ -54,13 +54,22 @@ def _soonest(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> list[int]:
     return np.append(suffix, _INF)[np.searchsorted(by_first, np.arange(steps))].tolist()
 
 
-def skyline_pack(first: np.ndarray, last: np.ndarray, size: np.ndarray, rank: np.ndarray, steps: int) -> list[int]:
+def skyline_pack(
+    first: np.ndarray, last: np.ndarray, size: np.ndarray, rank: np.ndarray, steps: int, flush: bool = False
+) -> list[int]:
     """Offsets for buffers with lifetimes [first, last] over steps 0..steps-1.
 
     `size` must be positive and `rank` a permutation (lower places first
-    among buffers that fit the same lowest segment).
+    among buffers that fit the same lowest segment).  With `flush`, buffers
+    filling the segment exactly go first, then those flush with one of its
+    ends, each group by rank: a packing without waste must put a buffer flush
+    with the segment's left end (its left neighbour is higher), so this
+    wastes less on random lifetimes (mixed 10k: 1.0085 of the lower bound
+    against 1.0243), and more on some real profiles (pangu: 1.011 against
+    1.0076), hence an option.
     """
     n = len(size)
+    weight = n if flush else 0  # the group outweighs any rank
     order = np.lexsort((rank, first))
     by_first = first[order]
     lasts = last[order]  # _INF once placed
@@ -91,12 +100,17 @@ def skyline_pack(first: np.ndarray, last: np.ndarray, size: np.ndarray, rank: np
                 if hi - lo <= _SCAN:
                     best = _INF
                     for k in range(lo, hi):
-                        if lasts_l[k] <= b and ranks_l[k] < best:
-                            best, j = ranks_l[k], k
+                        if lasts_l[k] <= b:
+                            key = ranks_l[k] + weight * ((firsts_l[k] != a) + (lasts_l[k] != b))
+                            if key < best:
+                                best, j = key, k
                 else:
-                    fits = (lasts[lo:hi] <= b).nonzero()[0]
+                    fits = lo + (lasts[lo:hi] <= b).nonzero()[0]
                     if len(fits):
-                        j = lo + int(fits[ranks[lo + fits].argmin()])
+                        key = ranks[fits]
+                        if weight:
+                            key = key + weight * ((by_first[fits] != a).astype(np.int64) + (lasts[fits] != b))
+                        j = int(fits[key.argmin()])
             if j >= 0:
                 break
             left = height[start_of[a - 1]] if a else _INF

@@ -53,3 +53,21 @@ def test_improve_reaches_the_brute_force_optimum(optimum):
             search, ranks, stacked, int(search.size.sum()), int(search.load.max()), time.perf_counter() + 10
         )
         assert height == optimum(buffers), buffers
+
+
+def test_backjumping_keeps_the_search_exact_on_seven_buffers(optimum):
+    # Infeasibility proofs skip choices (backjumping): the optimum proves them sound.
+    rng = random.Random(7)
+    for _ in range(25):
+        buffers = []
+        for _ in range(7):
+            first = rng.randint(0, 6)
+            buffers.append(Buffer(rng.randint(1, 9), first, first + rng.randint(0, 4)))
+        search, ranks = search_of(buffers)
+        best = optimum(buffers)
+        deadline = time.perf_counter() + 10
+        for rank in ranks:
+            for chain in (True, False):
+                found = search.run(best, rank.tolist(), 10**6, deadline, chain)
+                assert isinstance(found, np.ndarray) and (found + search.size).max() <= best, buffers
+                assert search.run(best - 1, rank.tolist(), 10**6, deadline, chain) is INFEASIBLE, buffers
