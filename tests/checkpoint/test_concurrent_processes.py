@@ -1,0 +1,91 @@
+"""Checkpoints shared between processes: a load during saves, saves killed part-way."""
+
+import itertools
+import multiprocessing
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+
+from irflow.checkpoint_store import CheckpointError, load, save
+
+VARIABLES, SIZE = 8, 1 << 16
+
+
+def generation(gen: int) -> dict[str, np.ndarray]:
+    """A checkpoint whose every value is its generation number."""
+    return {f"v{i}": np.full(SIZE, gen, np.int64) for i in range(VARIABLES)}
+
+
+def save_forever(path: Path) -> None:
+    for gen in itertools.count(1):
+        save(path, generation(gen), {"gen": gen}, overwrite=True)
+
+
+def start_writer(path: Path) -> multiprocessing.Process:
+    """Another process (forked: it starts at once) saving generation 1, 2, ... to `path` until killed."""
+    writer = multiprocessing.get_context("fork").Process(target=save_forever, args=(path,), daemon=True)
+    writer.start()
+    return writer
+
+
+def stop(writer: multiprocessing.Process) -> None:
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.join()
+
+
+def one_generation(arrays: dict[str, np.ndarray], meta: dict) -> bool:
+    return len(arrays) == VARIABLES and {int(v) for a in arrays.values() for v in np.unique(a)} == {meta["gen"]}
+
+
+def test_a_load_during_saves_is_one_whole_checkpoint(tmp_path):
+    """Every load gives one generation, never weights of one save and others of the next; errors are rare."""
+    ckpt = tmp_path / "ckpt"
+    save(ckpt, generation(0), {"gen": 0})
+    writer = start_writer(ckpt)
+    loads = errors = 0
+    mixed = []
+    deadline = time.monotonic() + 2.5
+    try:
+        while loads < 400 and time.monotonic() < deadline:
+            try:
+                arrays, meta = load(ckpt)
+            except CheckpointError:
+                errors += 1
+                continue
+            finally:
+                loads += 1
+            if not one_generation(arrays, meta):
+                mixed.append(meta["gen"])
+    finally:
+        stop(writer)
+    assert loads >= 20, "the writer should have run alongside a number of loads"
+    assert mixed == []
+    assert errors <= loads // 20, f"{errors} of {loads} loads failed while a writer saved"
+
+
+def test_killed_saves_leave_one_checkpoint_and_the_next_load_cleans_up(tmp_path):
+    """SIGKILL at random points of saves: a load then gets a whole generation and leaves no temporaries."""
+    ckpt = tmp_path / "ckpt"
+    save(ckpt, generation(0), {"gen": 0})
+    rng = np.random.default_rng(0)
+    for delay in rng.uniform(0.0, 0.4, size=6):
+        writer = start_writer(ckpt)
+        time.sleep(delay)
+        stop(writer)
+        arrays, meta = load(ckpt)
+        assert one_generation(arrays, meta)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+
+
+def test_a_killed_save_is_cleaned_by_the_next_save(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    save(ckpt, generation(0), {"gen": 0})
+    writer = start_writer(ckpt)
+    time.sleep(0.15)
+    stop(writer)
+    save(ckpt, generation(7), {"gen": 7}, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
+    assert load(ckpt)[1] == {"gen": 7}
