@@ -72,10 +72,6 @@ class CheckpointError(IrflowError):
         self.variable = variable
 
 
-class _Replaced(Exception):
-    """The directory being read was replaced by a concurrent save: read again."""
-
-
 # ------------------------------------------------------------------ saving
 
 
@@ -128,6 +124,7 @@ def save(
 
 
 def as_path(path: Any) -> Path:
+    """`path` as a Path; a CheckpointError for None, numbers and "" (which would mean the working directory)."""
     if not isinstance(path, (str, os.PathLike)) or (isinstance(path, str) and not path):
         raise CheckpointError(repr(path), f"a checkpoint path must be a non-empty str or os.PathLike, got {type(path).__name__}")
     return Path(path)
@@ -402,9 +399,7 @@ def _read_index(d: _Dir, path: Path) -> dict[str, Any]:
     for name, entry in variables.items():
         if not isinstance(entry, dict) or set(entry) != _ENTRY_KEYS:
             raise CheckpointError(path, f"malformed {INDEX} entry {entry!r}", name)
-        if not isinstance(entry["dir"], str) or not _SAFE_DIR.fullmatch(entry["dir"]) and not re.fullmatch(
-            r"\d{5}-[A-Za-z0-9_.-]{0,64}(\.\d+)*", entry["dir"]
-        ):
+        if not isinstance(entry["dir"], str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.=+-]*", entry["dir"]):
             raise CheckpointError(path, f"bad directory name {entry['dir']!r} in {INDEX}", name)
         if entry["dir"].lower() in dirs:
             raise CheckpointError(path, f"directory {entry['dir']!r} listed twice in {INDEX}", name)

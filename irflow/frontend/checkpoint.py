@@ -145,7 +145,9 @@ def get(path: str | os.PathLike[str]) -> Any:
     as OneFlow returns it. OneFlow variables saved without `meta` take the
     shape and dtype the session's jobs declare.
     """
-    declared = _known(default_session())
+    session = default_session()
+    with session.between_steps():
+        declared = _known(session)
     if checkpoint_store.is_variable_dir(path):
         return checkpoint_store.load_variable(path, declared)
     arrays, _ = checkpoint_store.load(path, declared)

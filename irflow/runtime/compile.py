@@ -19,7 +19,7 @@ from irflow.context import make_context
 from irflow.dialects import buffer, job
 from irflow.errors import CompileError, IrflowError
 from irflow.passes import PREDICT_PIPELINE, TRAIN_PIPELINE, available_passes
-from irflow.runtime.backend import array_module
+from irflow.runtime.backend import array_module, available_memory
 from irflow.runtime.executor import Executor, shape_dtype
 from irflow.runtime.memory_plan import MemoryPlan
 from irflow.runtime.variables import VariableStore
@@ -28,11 +28,18 @@ from irflow.runtime.variables import VariableStore
 class Executable:
     """A compiled job: call it with the inputs of one step, get the outputs of `job.return`."""
 
-    def __init__(self, stages: dict[str, ModuleOp], program: buffer.ProgramOp, store: VariableStore, xp: ModuleType):
+    def __init__(
+        self,
+        stages: dict[str, ModuleOp],
+        program: buffer.ProgramOp,
+        store: VariableStore,
+        xp: ModuleType,
+        check_finite: bool = False,
+    ):
         self.stages = stages
         self.program = program
         self.xp = xp
-        self.executor = Executor(program, store, xp)
+        self.executor = Executor(program, store, xp, check_finite)
         self.input_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.InputOp)]
         self.output_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.OutputOp)]
 
@@ -49,6 +56,12 @@ class Executable:
         if stage not in self.stages:
             raise KeyError(f"no stage '{stage}'; stages are {', '.join(self.stages)}")
         return print_module(self.stages[stage], debuginfo=True)
+
+
+def new_variable_bytes(program: buffer.ProgramOp, store: VariableStore) -> int:
+    """What the variables this program creates (those not in `store` yet) will take."""
+    ops = (op for op in program.body.block.ops if isinstance(op, buffer.VariableOp))
+    return sum(buffer.nbytes(op.res.type) for op in ops if op.var_name.data not in store)
 
 
 def _ordered(program: buffer.ProgramOp, kind: type) -> list[Any]:
@@ -87,11 +100,13 @@ def compile_job(
     store: VariableStore,
     device: str = "cpu",
     pipeline: str | None = None,
+    check_finite: bool = False,
 ) -> Executable:
     """Compile the job.func `name` of `module` (left untouched) for one device.
 
     `device` "gpu" runs on cupy when a GPU is usable, else on numpy
-    (`Executable.xp` tells which).
+    (`Executable.xp` tells which). `check_finite` stops a step at the first
+    kernel whose output holds NaN or inf.
     """
     funcs = {f.sym_name.data: f for f in module.walk() if isinstance(f, job.FuncOp)}
     if name not in funcs:
@@ -103,7 +118,9 @@ def compile_job(
     programs = [op for op in work.body.block.ops if isinstance(op, buffer.ProgramOp)]
     if len(programs) != 1:
         raise CompileError(f"the pipeline left {len(programs)} buffer programs for job '{name}', expected one")
-    return Executable(stages, programs[0], store, xp)
+    if "arena_size" in programs[0].attributes:  # unplanned, the executor says what is missing
+        MemoryPlan.of(programs[0]).check_fits(new_variable_bytes(programs[0], store), available_memory(xp))
+    return Executable(stages, programs[0], store, xp, check_finite)
 
 
 __all__ = ["Executable", "compile_job", "run_pipeline"]
