@@ -79,6 +79,7 @@ def save(
     path: str | os.PathLike[str],
     arrays: Mapping[str, np.ndarray],
     meta: Mapping[str, Any] | None = None,
+    *,
     overwrite: bool = False,
 ) -> None:
     """Write `arrays` and JSON-able `meta` as the checkpoint directory `path`.

@@ -124,7 +124,7 @@ def _known(session: Any) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     return known
 
 
-def save(path: str | os.PathLike[str], overwrite: bool = False) -> None:
+def save(path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
     """Write every variable, optimizer state included, as the checkpoint directory `path`.
 
     OneFlow's layout (a directory per variable) with irflow's index. As in
@@ -160,8 +160,8 @@ class CheckPoint:
     def init(self) -> None:
         """Variables start from their initializers when their first job is compiled: nothing to do here."""
 
-    def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> None:
-        save(path, overwrite)
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
+        save(path, overwrite=overwrite)
 
     def load(self, path: str | os.PathLike[str]) -> None:
         load_variables(get(path))
