@@ -41,6 +41,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -295,14 +296,15 @@ class _Dir:
 
     def isdir(self, relative: str) -> bool:
         try:
-            return os.stat(relative, dir_fd=self.fd, follow_symlinks=False).st_mode & 0o170000 == 0o040000
+            return stat.S_ISDIR(os.stat(relative, dir_fd=self.fd, follow_symlinks=False).st_mode)
         except FileNotFoundError:
             return False
 
     def replaced(self) -> bool:
         """Whether `path` names another directory now than the one open here."""
         try:
-            return os.stat(self.path).st_ino != os.fstat(self.fd).st_ino or os.fstat(self.fd).st_nlink == 0
+            now, open_here = os.stat(self.path), os.fstat(self.fd)
+            return (now.st_dev, now.st_ino) != (open_here.st_dev, open_here.st_ino) or open_here.st_nlink == 0
         except OSError:
             return True
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from irflow.checkpoint_store import CheckpointError, load, save
 
-VARIABLES, SIZE = 8, 1 << 16
+VARIABLES, SIZE = 8, 1 << 14
 
 
 def generation(gen: int, variables: int = VARIABLES) -> dict[str, np.ndarray]:
@@ -47,9 +47,9 @@ def test_a_load_during_saves_is_one_whole_checkpoint(tmp_path):
     writer = start_writer(ckpt)
     loads = errors = 0
     mixed = []
-    deadline = time.monotonic() + 2.5
+    deadline = time.monotonic() + 5.0
     try:
-        while loads < 400 and time.monotonic() < deadline:
+        while loads < 100 and time.monotonic() < deadline:
             try:
                 arrays, meta = load(ckpt)
             except CheckpointError:
@@ -61,7 +61,7 @@ def test_a_load_during_saves_is_one_whole_checkpoint(tmp_path):
                 mixed.append(meta["gen"])
     finally:
         stop(writer)
-    assert loads >= 20, "the writer should have run alongside a number of loads"
+    assert loads >= 10, "the writer should have run alongside a number of loads"
     assert mixed == []
     assert errors <= loads // 20, f"{errors} of {loads} loads failed while a writer saved"
 

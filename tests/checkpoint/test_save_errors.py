@@ -1,11 +1,10 @@
 """Bad arguments and a hostile file system: each a CheckpointError or ExecutionError naming what and why."""
 
 import errno
+import multiprocessing
 import os
-import subprocess
-import sys
+import shutil
 import tempfile
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -13,11 +12,7 @@ import pytest
 
 import irflow as flow
 import irflow.typing as tp
-from irflow import checkpoint_store
 from irflow.checkpoint_store import CheckpointError, load, save
-
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(autouse=True)
 def fresh_session():
@@ -124,28 +119,20 @@ def test_a_parent_that_is_a_file(tmp_path):
     assert (tmp_path / "file").read_text() == "x"
 
 
-# Run as an unprivileged user (root ignores permissions): prints one line per case.
-UNPRIVILEGED = textwrap.dedent(
-    """
-    import os, sys
-    import numpy as np
-    from irflow.checkpoint_store import CheckpointError, load, save
-    if os.getuid() == 0:  # after the imports: the interpreter's own files may be root's alone
+def unprivileged_saves(base: Path, results: "multiprocessing.Queue[str]") -> None:
+    """In a forked child, as user nobody when run by root (root ignores permissions): one line per case."""
+    if os.getuid() == 0:
         os.setgid(65534)
         os.setuid(65534)
-    base = sys.argv[1]
-    for label, path, kwargs in [("read-only previous", base + "/rw/ck", {"overwrite": True}),
-                                ("read-only parent", base + "/ro/ck", {})]:
+    for label, path, overwrite in [("read-only previous", base / "rw" / "ck", True), ("read-only parent", base / "ro" / "ck", False)]:
         try:
-            save(path, {"w": np.arange(5.0)}, **kwargs)
-            print(label, "saved")
+            save(path, {"w": np.arange(5.0)}, overwrite=overwrite)
+            results.put(f"{label} saved")
         except CheckpointError as err:
-            print(label, "CheckpointError", err)
-    print("after", sorted(os.listdir(base + "/rw")), load(base + "/rw/ck")[0]["w"].tolist())
-    save(base + "/rw/other", {"w": np.arange(2.0)})
-    print("later save", load(base + "/rw/other")[0]["w"].tolist())
-    """
-)
+            results.put(f"{label} CheckpointError {err}")
+    results.put(f"after {sorted(os.listdir(base / 'rw'))} {load(base / 'rw' / 'ck')[0]['w'].tolist()}")
+    save(base / "rw" / "other", {"w": np.arange(2.0)})
+    results.put(f"later save {load(base / 'rw' / 'other')[0]['w'].tolist()}")
 
 
 def test_read_only_previous_checkpoint_and_permission_denied():
@@ -161,12 +148,13 @@ def test_read_only_previous_checkpoint_and_permission_denied():
             if p.is_dir():
                 p.chmod(0o555)
         (base / "ro").chmod(0o555)
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        out = subprocess.run(
-            [sys.executable, "-c", UNPRIVILEGED, str(base)], capture_output=True, text=True, env=env, timeout=120
-        )
-        assert out.returncode == 0, out.stderr
-        lines = out.stdout.splitlines()
+        fork = multiprocessing.get_context("fork")
+        results = fork.Queue()
+        child = fork.Process(target=unprivileged_saves, args=(base, results))
+        child.start()
+        lines = [results.get(timeout=60) for _ in range(4)]
+        child.join()
+        assert child.exitcode == 0
         assert "read-only previous CheckpointError" in lines[0] and "is read-only" in lines[0], lines
         assert f"{base}/ro/ck: cannot save: Permission denied" in lines[1], lines
         assert lines[2] == "after ['ck'] [0.0, 1.0, 2.0]"  # old intact, nothing left behind
@@ -175,4 +163,4 @@ def test_read_only_previous_checkpoint_and_permission_denied():
         for p in [base, *base.rglob("*")]:
             if p.is_dir():
                 p.chmod(0o755)
-        checkpoint_store.shutil.rmtree(base)
+        shutil.rmtree(base)
