@@ -67,7 +67,7 @@ def main() -> None:
     total = test_labels.size
     print(f"held-out accuracy: {correct / total:.2%} ({correct}/{total})")
     checkpoint = OUT / "checkpoint"
-    flow.checkpoint.save(str(checkpoint))
+    flow.checkpoint.save(str(checkpoint), overwrite=True)  # this program's own output: a rerun replaces it
     print(f"checkpoint saved to {checkpoint}")
     print(f"IR of every stage: {os.environ['IRFLOW_DUMP_IR']}/ (replay with .venv/bin/irflow-opt FILE -p ...)")
     if correct / total < 0.8:

@@ -15,6 +15,7 @@ The names here are gathered from the modules that implement them.
 import types as _types
 
 from irflow import data, typing
+from irflow.checkpoint_store import CheckpointError
 from irflow.errors import CompileError, ExecutionError, IrflowError, TraceError
 from irflow.frontend import checkpoint, layers, math, nn, optimizer, random, scope
 from irflow.frontend.blob import Blob
@@ -59,7 +60,7 @@ from irflow.frontend.watch import watch
 train = _types.SimpleNamespace(CheckPoint=_CheckPoint)  # OneFlow's older checkpoint API
 
 __all__ = [
-    "Blob", "CompileError", "ExecutionError", "FunctionConfig", "IrflowError", "TraceError",
+    "Blob", "CheckpointError", "CompileError", "ExecutionError", "FunctionConfig", "IrflowError", "TraceError",
     "cast", "char", "checkpoint", "clear_default_session", "concat", "constant", "constant_initializer",
     "constant_like", "data", "double", "expand_dims", "float", "float16", "float32", "float64",
     "function_config", "get_all_variables", "get_variable", "global_function", "glorot_normal_initializer",

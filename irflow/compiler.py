@@ -20,6 +20,7 @@ from irflow.context import make_context
 from irflow.dialects import buffer, job
 from irflow.errors import CompileError, IrflowError
 from irflow.passes import PREDICT_PIPELINE, TRAIN_PIPELINE, available_passes
+from irflow.runtime.backend import available_memory
 from irflow.runtime.executor import Executor, shape_dtype
 from irflow.runtime.memory_plan import MemoryPlan
 from irflow.runtime.variables import VariableStore
@@ -29,11 +30,18 @@ from irflow.target import Target
 class Executable:
     """A compiled job: call it with the inputs of one step, get the outputs of `job.return`."""
 
-    def __init__(self, stages: dict[str, ModuleOp], program: buffer.ProgramOp, store: VariableStore, target: Target):
+    def __init__(
+        self,
+        stages: dict[str, ModuleOp],
+        program: buffer.ProgramOp,
+        store: VariableStore,
+        target: Target,
+        check_finite: bool = False,
+    ):
         self.stages = stages
         self.program = program
         self.target = target
-        self.executor = Executor(program, store, target.xp)
+        self.executor = Executor(program, store, target.xp, check_finite=check_finite)
         self.input_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.InputOp)]
         self.output_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.OutputOp)]
 
@@ -54,6 +62,12 @@ class Executable:
         if stage not in self.stages:
             raise KeyError(f"no stage '{stage}'; stages are {', '.join(self.stages)}")
         return print_module(self.stages[stage], debuginfo=True)
+
+
+def new_variable_bytes(program: buffer.ProgramOp, store: VariableStore) -> int:
+    """What the variables this program creates (those not in `store` yet) will take."""
+    ops = (op for op in program.body.block.ops if isinstance(op, buffer.VariableOp))
+    return sum(buffer.nbytes(op.res.type) for op in ops if op.var_name.data not in store)
 
 
 def _ordered(program: buffer.ProgramOp, kind: type) -> list[Any]:
@@ -93,8 +107,12 @@ def compile_job(
     store: VariableStore,
     target: Target | None = None,
     pipeline: str | None = None,
+    check_finite: bool = False,
 ) -> Executable:
-    """Compile the job.func `name` of `module` (left untouched) for `target` (default: one CPU)."""
+    """Compile the job.func `name` of `module` (left untouched) for `target` (default: one CPU).
+
+    `check_finite` stops a step at the first kernel whose output holds NaN or inf.
+    """
     target = target or Target()
     funcs = {f.sym_name.data: f for f in module.walk() if isinstance(f, job.FuncOp)}
     if name not in funcs:
@@ -104,7 +122,9 @@ def compile_job(
     programs = [op for op in work.body.block.ops if isinstance(op, buffer.ProgramOp)]
     if len(programs) != 1:
         raise CompileError(f"the pipeline left {len(programs)} buffer programs for job '{name}', expected one")
-    return Executable(stages, programs[0], store, target)
+    if "arena_size" in programs[0].attributes:  # unplanned, the executor says what is missing
+        MemoryPlan.of(programs[0]).check_fits(new_variable_bytes(programs[0], store), available_memory(target.xp))
+    return Executable(stages, programs[0], store, target, check_finite)
 
 
 __all__ = ["Executable", "compile_job", "pipeline_for", "run_pipeline"]

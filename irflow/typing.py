@@ -17,10 +17,13 @@ device), `tp.ListListNumpy`, and `Tuple`, `List`, `Dict[str, ...]` of those;
 
 from __future__ import annotations
 
+import math
 import typing
 from collections.abc import Sequence
 
+from irflow.errors import TraceError
 from irflow.frontend import dtypes
+from irflow.frontend.tracing import user_location
 
 T = typing.TypeVar("T")
 
@@ -34,9 +37,15 @@ class PlaceholderDef:
 
 
 def _placeholder(kind: str, label: str, shape: Sequence[int], dtype: object) -> type[PlaceholderDef]:
-    if not isinstance(shape, (tuple, list)) or not all(isinstance(d, int) and d >= 0 for d in shape):
-        raise TypeError(f"{label}: shape must be a tuple of non-negative ints, got {shape!r}")
-    dtype = dtypes.as_dtype(dtype, f"{label} dtype")
+    """Checked where it is written: a bad shape or dtype is an error at the annotation, not at the first call."""
+    if not isinstance(shape, (tuple, list)) or not all(type(d) is int and d > 0 for d in shape):
+        raise TraceError(f"{label}: shape must be a tuple of positive ints, got {shape!r}", user_location())
+    try:
+        dtype = dtypes.as_dtype(dtype, f"{label} dtype")
+    except TypeError as err:
+        raise TraceError(str(err), user_location()) from None
+    if math.prod(shape) * dtype.np_dtype.itemsize >= 1 << 63:
+        raise TraceError(f"{label}: shape {tuple(shape)} of {dtype.name} is larger than any memory", user_location())
     return type(label, (PlaceholderDef,), {"shape": tuple(shape), "dtype": dtype, "kind": kind})
 
 

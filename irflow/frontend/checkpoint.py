@@ -1,7 +1,8 @@
 """Reading and writing variables: flow.get_all_variables, flow.load_variables, flow.checkpoint.save/get.
 
-All of them first wait for queued calls, so that they see (and replace) the
-values every earlier call has left; they read and write the session's
+All of them first wait for queued calls and then keep other threads' calls
+out while they work (Session.between_steps), so that they see and replace
+the values as one step left them; they read and write the session's
 VariableStore, never a running job's memory.
 """
 
@@ -44,8 +45,8 @@ class Variable:
 def get_all_variables() -> dict[str, Variable]:
     """Every variable the session's jobs have created so far, by name (optimizer state included)."""
     session = default_session()
-    session.sync()
-    return {name: Variable(name, array) for name, array in session.store.snapshot().items()}
+    with session.between_steps():
+        return {name: Variable(name, array) for name, array in session.store.snapshot().items()}
 
 
 def load_variables(value_dict: Mapping[str, Any], ignore_mismatch: bool = True) -> None:
@@ -56,13 +57,33 @@ def load_variables(value_dict: Mapping[str, Any], ignore_mismatch: bool = True) 
     for evaluation) are skipped unless `ignore_mismatch=False`, which also
     requires a value for every variable the session knows.
     """
+    if not isinstance(value_dict, Mapping):
+        raise ExecutionError(
+            f"flow.load_variables: expects a dict of variable name to value, got {type(value_dict).__name__}",
+            user_location(),
+        )
     session = default_session()
-    session.sync()
+    with session.between_steps():
+        _load(session, value_dict, ignore_mismatch)
+
+
+def _load(session: Any, value_dict: Mapping[Any, Any], ignore_mismatch: bool) -> None:
     known = _known(session)
     arrays: dict[str, np.ndarray] = {}
     unknown = []
     for name, value in value_dict.items():
+        if not isinstance(name, str):
+            raise ExecutionError(
+                f"flow.load_variables: variable names must be str, got {name!r} ({type(name).__name__})",
+                user_location(),
+            )
         array = value.numpy() if hasattr(value, "numpy") else value
+        if isinstance(array, np.ma.MaskedArray):
+            raise ExecutionError(
+                f"flow.load_variables: '{name}' is a masked array, whose mask irflow cannot keep; "
+                "pass .filled(value) or .data",
+                user_location(),
+            )
         if not isinstance(array, np.ndarray):
             raise ExecutionError(
                 f"flow.load_variables: '{name}' must be a numpy.ndarray, got {type(value).__name__}", user_location()
@@ -103,16 +124,33 @@ def _known(session: Any) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     return known
 
 
-def save(path: str | os.PathLike[str]) -> None:
-    """Write every variable, optimizer state included, as the checkpoint directory `path`."""
+def save(path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
+    """Write every variable, optimizer state included, as the checkpoint directory `path`.
+
+    OneFlow's layout (a directory per variable) with irflow's index. As in
+    OneFlow, a non-empty `path` is an error; `overwrite=True` replaces an
+    earlier checkpoint there, atomically.
+    """
+    checkpoint_store.as_path(path)  # a bad path fails before waiting for queued calls
     session = default_session()
-    session.sync()
-    checkpoint_store.save(path, session.store.snapshot(), meta={"seed": session.seed})
+    with session.between_steps():
+        arrays = session.store.snapshot()
+    checkpoint_store.save(path, arrays, meta={"seed": session.seed}, overwrite=overwrite)
 
 
-def get(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:
-    """Read the checkpoint at `path` (checksums verified) as a dict for flow.load_variables."""
-    arrays, _ = checkpoint_store.load(path)
+def get(path: str | os.PathLike[str]) -> Any:
+    """The checkpoint at `path` (checksums verified) as a dict for flow.load_variables.
+
+    On one variable's directory (it holds `out`), that variable's value alone,
+    as OneFlow returns it. OneFlow variables saved without `meta` take the
+    shape and dtype the session's jobs declare.
+    """
+    session = default_session()
+    with session.between_steps():
+        declared = _known(session)
+    if checkpoint_store.is_variable_dir(path):
+        return checkpoint_store.load_variable(path, declared)
+    arrays, _ = checkpoint_store.load(path, declared)
     return arrays
 
 
@@ -122,8 +160,8 @@ class CheckPoint:
     def init(self) -> None:
         """Variables start from their initializers when their first job is compiled: nothing to do here."""
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        save(path)
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
+        save(path, overwrite=overwrite)
 
     def load(self, path: str | os.PathLike[str]) -> None:
         load_variables(get(path))

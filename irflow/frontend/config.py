@@ -15,12 +15,13 @@ from irflow.frontend.scope import LogicalView, PlacementScope
 class FunctionConfig:
     """OneFlow's FunctionConfig: `config.default_data_type(flow.float)` and friends."""
 
-    OPTIONS = ("default_data_type", "default_logical_view", "default_placement_scope")
+    OPTIONS = ("default_data_type", "default_logical_view", "default_placement_scope", "detect_anomaly")
 
     def __init__(self) -> None:
         self.data_type: dtypes.DType = dtypes.float32
         self.logical_view: LogicalView | None = None
         self.placement_scope: PlacementScope | None = None
+        self.check_finite = False
 
     def default_data_type(self, value: object) -> None:
         """The dtype of variables and constants that give none (flow.float by default)."""
@@ -39,6 +40,15 @@ class FunctionConfig:
         if not isinstance(value, PlacementScope):
             raise TypeError(f"default_placement_scope expects flow.scope.placement(...), got {value!r}")
         self.placement_scope = value
+
+    def detect_anomaly(self, value: bool = True) -> None:
+        """Stop at the first op that produces NaN or inf, naming it and its line (as PyTorch's anomaly mode).
+
+        Off by default: it checks every op's output after every step, and costs nothing when off.
+        """
+        if not isinstance(value, bool):
+            raise TypeError(f"detect_anomaly expects True or False, got {value!r}")
+        self.check_finite = value
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):

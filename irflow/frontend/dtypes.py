@@ -58,7 +58,7 @@ def as_dtype(value: object, what: str = "dtype") -> DType:
     if isinstance(value, DType):
         return value
     try:
-        found = from_numpy(value)
+        found = None if value is None else from_numpy(value)  # np.dtype(None) would be float64
     except TypeError:
         found = None
     if found is None:

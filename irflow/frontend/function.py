@@ -397,6 +397,12 @@ class JobFunction:
                 array = array[0]
         if not isinstance(array, np.ndarray):
             raise TypeError(f"{self.job_name}() argument '{name}' must be a {expected}, got {type(array).__name__}")
+        if isinstance(array, np.ma.MaskedArray):
+            raise ExecutionError(
+                f"{self.job_name}() argument '{name}' is a masked array; jobs would ignore its mask, "
+                "so pass .filled(value) or .data",
+                user_location(),
+            )
         if array.dtype != spec.dtype.np_dtype:
             raise ExecutionError(
                 f"{self.job_name}() argument '{name}': expected dtype {spec.dtype.name}, given {array.dtype}",
@@ -433,7 +439,9 @@ class JobFunction:
                 from irflow.target import decide_target
 
                 target, session.gpu_warned = decide_target(self.module, session.gpu_warned)
-                self._exe = compile_job(self.module, self.job_name, session.store_for(target), target)
+                self._exe = compile_job(
+                    self.module, self.job_name, session.store_for(target), target, check_finite=self.config.check_finite
+                )
                 self._dump(os.environ.get(DUMP_ENV))
             return self._exe
 

@@ -9,9 +9,10 @@ a job or a handler is kept and raised again at the next call or sync.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -155,6 +156,17 @@ class Session:
             self._executor.submit(lambda: None).result()
         self._deliver()
         self.raise_pending()
+
+    @contextlib.contextmanager
+    def between_steps(self) -> Iterator[None]:
+        """Wait for queued calls, then keep every thread's calls out: the variables as one step left them.
+
+        Snapshots, checkpoints and loads run inside, so none sees or makes
+        weights from one step and optimizer state from another.
+        """
+        self.sync()
+        with self._running:
+            yield
 
     def raise_pending(self) -> None:
         """Raise the first kept error; those after it usually follow from it and are counted in a note."""

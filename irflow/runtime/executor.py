@@ -46,8 +46,9 @@ def shape_dtype(t: Attribute) -> tuple[tuple[int, ...], np.dtype]:
 class Executor:
     """One device's program, bound to an arena and a variable store, callable once per step."""
 
-    def __init__(self, program: buffer.ProgramOp, store: VariableStore, xp: ModuleType = np):
+    def __init__(self, program: buffer.ProgramOp, store: VariableStore, xp: ModuleType = np, check_finite: bool = False):
         self.xp = xp
+        self.check_finite = check_finite
         self.name = program.sym_name.data
         self.views: dict[SSAValue, Any] = {}
         self.inputs: list[tuple[int, Any]] = []
@@ -99,7 +100,8 @@ class Executor:
             attrs = {k: python_value(v) for k, v in op.attributes.items()}
             ins = [self.views[v] for v in op.ins]
             outs = [self.views[v] for v in op.outs]
-            self.steps.append(factory(xp, attrs, ins, outs))
+            step = factory(xp, attrs, ins, outs)
+            self.steps.append(finite_checked(step, op, outs, xp) if self.check_finite else step)
         elif isinstance(op, buffer.CopyOp):
             src, dst = self.views[op.src], self.views[op.dst]
             self.steps.append(lambda src=src, dst=dst: xp.copyto(dst, src.reshape(dst.shape)))
@@ -120,6 +122,21 @@ class Executor:
         if xp is np:
             return [view.copy() for _, view in self.outputs]
         return [xp.asnumpy(view) for _, view in self.outputs]
+
+
+def finite_checked(step: Callable[[], None], op: buffer.KernelOp, outs: list[Any], xp: ModuleType) -> Callable[[], None]:
+    """`step`, then a check that its floating-point outputs hold no NaN or inf (only built when asked for)."""
+    floats = [out for out in outs if out.dtype.kind == "f"]
+    kernel, where = op.kernel.data, source_location(op)
+
+    def checked() -> None:
+        step()
+        for out in floats:
+            if not bool(xp.isfinite(out).all()):
+                what = "NaN" if bool(xp.isnan(out).any()) else "inf"
+                raise ExecutionError(f"'{kernel}' produced {what} (flow.function_config().detect_anomaly is on)", where)
+
+    return checked
 
 
 def _dense_values(attr: DenseIntOrFPElementsAttr, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

@@ -14,6 +14,7 @@ from xdsl.dialects.builtin import FileLineColLoc
 from xdsl.ir import SSAValue
 
 from irflow.dialects import buffer
+from irflow.errors import CompileError
 from irflow.memplan import Buffer, Plan, plot_plan
 
 
@@ -71,9 +72,28 @@ class MemoryPlan:
         buffers = [Buffer(size=b.size, first=b.first, last=b.last) for b in distinct]
         return buffers, Plan(offsets=tuple(b.offset for b in distinct), size=self.arena_size)
 
+    def check_fits(self, variables: int, available: int | None) -> None:
+        """Refuse, before allocating anything, a step that needs more memory than the device has free."""
+        needed = self.arena_size + variables
+        if available is None or needed <= available:
+            return
+        largest = sorted(self.buffers, key=lambda b: b.size, reverse=True)[:3]
+        raise CompileError(
+            f"job '{self.program}' needs {_size(needed)} (an arena of {_size(self.arena_size)} and "
+            f"{_size(variables)} of new variables) but only {_size(available)} of memory is available; "
+            f"largest buffers: {', '.join(f'{b.name} {_size(b.size)}' for b in largest) or 'none'}"
+        )
+
     def plot(self, path: str | Path) -> None:
         """An SVG: time across, bytes up, one rectangle per buffer (in-place partners drawn once)."""
         plot_plan(*self.planned(), path)
+
+
+def _size(nbytes: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit} ({nbytes} bytes)"
+    return f"{nbytes} bytes"
 
 
 def _int_attr(program: buffer.ProgramOp, key: str) -> int:
