@@ -54,19 +54,60 @@ def placement(
 
 
 class LogicalView:
+    """OneFlow's logical view: a job's default (`default_logical_view`) or a `with` scope.
+
+    The tracer reads the view in force with `current_view()`; on one
+    device both views run alike (mirrored execution belongs to the
+    distributed work).
+    """
+
     def __init__(self, name: str):
         self.name = name
+
+    @property
+    def mirrored(self) -> bool:
+        return self.name == "mirrored_view"
+
+    def __enter__(self) -> LogicalView:
+        tracing.views.append(self)
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        tracing.views.pop()
 
     def __repr__(self) -> str:
         return f"flow.scope.{self.name}()"
 
 
 def consistent_view() -> LogicalView:
+    """One logical tensor over all devices (OneFlow's default)."""
     return LogicalView("consistent_view")
 
 
 def mirrored_view() -> LogicalView:
+    """One tensor per device, as in data-parallel frameworks."""
     return LogicalView("mirrored_view")
+
+
+def current_view() -> LogicalView:
+    """The view in force here: the innermost `with` view scope, else the job's default, else consistent.
+
+    This is the value the tracer and the distributed passes read.
+    """
+    if tracing.views:
+        return tracing.views[-1]
+    trace = tracing.active()
+    if trace is not None and trace.config.logical_view is not None:
+        return trace.config.logical_view
+    return consistent_view()
+
+
+def mirrored_view_enabled() -> bool:
+    return current_view().mirrored
+
+
+def consistent_view_enabled() -> bool:
+    return not current_view().mirrored
 
 
 def device_for(module: ModuleOp, session_warned: bool) -> tuple[str, bool]:

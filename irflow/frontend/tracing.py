@@ -31,6 +31,7 @@ from irflow.errors import SourceLocation, TraceError
 if TYPE_CHECKING:
     from irflow.frontend.blob import Blob
     from irflow.frontend.config import FunctionConfig
+    from irflow.frontend.scope import LogicalView
     from irflow.frontend.session import VariableDecl
 
 # Frames in these directories are irflow's own; the user's location is the first frame outside them.
@@ -109,6 +110,8 @@ class Trace:
 _active: list[Trace] = []
 # `with flow.scope.placement(...)` scopes, innermost last; they may enclose a job's definition too.
 placements: list[PlacementAttr] = []
+# `with flow.scope.consistent_view()` / `mirrored_view()` scopes, innermost last (flow.scope.current_view reads them).
+views: list[LogicalView] = []
 
 
 def current(what: str) -> Trace:
