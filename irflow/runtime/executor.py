@@ -103,7 +103,8 @@ class Executor:
             attrs = {k: python_value(v) for k, v in op.attributes.items()}
             ins = [self.views[v] for v in op.ins]
             outs = [self.views[v] for v in op.outs]
-            self.steps.append(factory(xp, attrs, ins, outs))
+            run = factory(xp, attrs, ins, outs)
+            self.steps.append(_located(run, op) if op.kernel.data in kernels.CHECKS_DATA else run)
         elif isinstance(op, buffer.CopyOp):
             src, dst = self.views[op.src], self.views[op.dst]
             self.steps.append(lambda src=src, dst=dst: xp.copyto(dst, src.reshape(dst.shape)))
@@ -124,6 +125,19 @@ class Executor:
         if xp is np:
             return [view.copy() for _, view in self.outputs]
         return [xp.asnumpy(view) for _, view in self.outputs]
+
+
+def _located(run: Callable[[], None], op: buffer.KernelOp) -> Callable[[], None]:
+    """`run`, with its DataError reported as an ExecutionError naming the op at the user's line."""
+
+    def located() -> None:
+        try:
+            run()
+        except kernels.DataError as err:
+            where = source_location(op)
+            raise ExecutionError(f"{op.kernel.data}: {err}", where) from None
+
+    return located
 
 
 def _dense_values(attr: DenseIntOrFPElementsAttr, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
