@@ -221,7 +221,7 @@ class ResourceConfig:
     machine_num: int = 1
     legacy_model_io: bool = True
     debug_mode: bool = False
-    max_calls_in_flight: int = 2
+    max_calls_in_flight: int = 1
     libraries: list[str] = field(default_factory=list)
 
 
@@ -295,7 +295,7 @@ class SessionConfig(Settings):
         resource().debug_mode = _flag("flow.config.enable_debug_mode", value)
 
     def max_calls_in_flight(self, value: int) -> None:
-        """irflow's own: how many job calls may be queued before a call waits for an earlier one (2 by default)."""
+        """irflow's own: how many asynchronous calls may be unfinished before the next one waits (1 by default)."""
         resource().max_calls_in_flight = _count(1)("flow.config.max_calls_in_flight", value)
 
     def load_library(self, path: str | os.PathLike[str]) -> None:
