@@ -1,4 +1,4 @@
-"""flow.scope: placement scopes and logical views.
+"""flow.scope: placement scopes, name scopes and logical views.
 
 `with flow.scope.placement("gpu", "0:0"):` records `placement` on every op
 traced inside (it may also enclose a job's definition, or be a job's
@@ -51,6 +51,27 @@ def placement(
     except VerifyException as err:
         fail(f"flow.scope.placement: {err}")
     return PlacementScope(attr)
+
+
+class NameScope:
+    """`with flow.scope.namespace("encoder"):` names the variables created inside "encoder-<name>"."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self) -> NameScope:
+        tracing.namespaces.append(self.name)
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        tracing.namespaces.pop()
+
+
+def namespace(name: str) -> NameScope:
+    """OneFlow's name scope; scopes nest ("outer-inner-fc-weight")."""
+    if not isinstance(name, str) or not name:
+        fail(f"flow.scope.namespace: name must be a non-empty string, got {name!r}")
+    return NameScope(name)
 
 
 class LogicalView:

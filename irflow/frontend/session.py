@@ -85,8 +85,7 @@ class Registration:
             if pending.failed is None:
                 handler(pending.result)
         else:
-            self._session._deliver()
-        self._session.raise_pending()
+            self._session._deliver()  # a handler's error is kept for the next call or sync
 
     def wait(self) -> Any:
         """The result, taken out of the ordered delivery: waits for this call only, raises its error."""
