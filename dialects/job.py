@@ -1145,6 +1145,13 @@ class ReturnOp(IRDLOperation):
         super().__init__(operands=[values])
 
 
+@irdl_op_definition
+class DiffOp(UnaryOp):
+    """The gradient of the job's loss with respect to the operand (flow.watch_diff); autodiff replaces it."""
+
+    name = "job.diff"
+
+
 def variable_of(value: SSAValue) -> VariableOp | None:
     return value.owner if isinstance(value.owner, VariableOp) else None
 
@@ -1162,7 +1169,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     SparseSoftmaxCrossEntropyGradOp, SoftmaxCrossEntropyGradOp,
     Conv2DOp, Conv2DGradInputOp, Conv2DGradFilterOp,
     MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp,
-    LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp, MinimizeOp, ApplyGradientsOp,
+    LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp, MinimizeOp, ApplyGradientsOp, DiffOp,
 ]  # fmt: skip
 
 Job = Dialect("job", [FuncOp, ReturnOp, *COMPUTE_OPS], [SbpAttr, NdSbpAttr, PlacementAttr])

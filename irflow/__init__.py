@@ -17,11 +17,11 @@ import types as _types
 from irflow import data, typing
 from irflow.checkpoint_store import CheckpointError
 from irflow.errors import CompileError, ExecutionError, IrflowError, TraceError
-from irflow.frontend import checkpoint, layers, math, nn, optimizer, random, scope
+from irflow.frontend import checkpoint, layers, losses, math, nn, optimizer, random, regularizers, scope
 from irflow.frontend.blob import Blob
 from irflow.frontend.checkpoint import CheckPoint as _CheckPoint
 from irflow.frontend.checkpoint import get_all_variables, load_variables
-from irflow.frontend.config import FunctionConfig, function_config
+from irflow.frontend.config import FunctionConfig, config, env, function_config
 from irflow.frontend.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
 from irflow.frontend.function import global_function
 from irflow.frontend.initializers import (
@@ -54,19 +54,23 @@ from irflow.frontend.ops import (
     zeros_like,
 )
 from irflow.frontend.session import clear_default_session, sync_default_session
+from irflow.frontend.signature import tensor_def as _tensor_def
 from irflow.frontend.variables import get_variable
-from irflow.frontend.watch import watch
+from irflow.frontend.watch import watch, watch_diff
 
 train = _types.SimpleNamespace(CheckPoint=_CheckPoint)  # OneFlow's older checkpoint API
+FixedTensorDef = _tensor_def("numpy", "FixedTensorDef")  # deprecated: tp.Numpy.Placeholder
+MirroredTensorDef = _tensor_def("list_numpy", "MirroredTensorDef")  # deprecated: tp.ListNumpy.Placeholder
 
 __all__ = [
-    "Blob", "CheckpointError", "CompileError", "ExecutionError", "FunctionConfig", "IrflowError", "TraceError",
-    "cast", "char", "checkpoint", "clear_default_session", "concat", "constant", "constant_initializer",
-    "constant_like", "data", "double", "expand_dims", "float", "float16", "float32", "float64",
+    "Blob", "CheckpointError", "CompileError", "ExecutionError", "FixedTensorDef", "FunctionConfig", "IrflowError",
+    "MirroredTensorDef", "TraceError",
+    "cast", "char", "checkpoint", "clear_default_session", "concat", "config", "constant", "constant_initializer",
+    "constant_like", "data", "double", "env", "expand_dims", "float", "float16", "float32", "float64",
     "function_config", "get_all_variables", "get_variable", "global_function", "glorot_normal_initializer",
-    "glorot_uniform_initializer", "int8", "int32", "int64", "kaiming_initializer", "layers", "load_variables",
+    "glorot_uniform_initializer", "int8", "int32", "int64", "kaiming_initializer", "layers", "load_variables", "losses",
     "math", "matmul", "nn", "ones_initializer", "ones_like", "optimizer", "random", "random_normal_initializer",
-    "random_uniform_initializer", "reshape", "scope", "slice", "squeeze", "sync_default_session", "train", "transpose",
+    "random_uniform_initializer", "regularizers", "reshape", "scope", "slice", "squeeze", "sync_default_session", "train", "transpose",
     "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "variance_scaling_initializer",
-    "watch", "xavier_normal_initializer", "xavier_uniform_initializer", "zeros_initializer", "zeros_like",
+    "watch", "watch_diff", "xavier_normal_initializer", "xavier_uniform_initializer", "zeros_initializer", "zeros_like",
 ]  # fmt: skip

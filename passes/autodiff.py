@@ -27,7 +27,8 @@ class AutodiffPass(ModulePass):
     job.add, and each gradient op carries its forward op's location.  A
     non-scalar loss is minimized through its mean.  job.minimize becomes
     job.apply_gradients over (variable, gradient) pairs of every trainable
-    variable the loss depends on.
+    variable the loss depends on. Each job.diff becomes the gradient of its
+    operand (zeros when the loss does not depend on it).
     """
 
     name = "autodiff"
@@ -43,6 +44,13 @@ class AutodiffPass(ModulePass):
                     )
                 if minimizes:
                     differentiate(func, minimizes[0])
+                else:
+                    diffs = [o for o in func.body.block.ops if isinstance(o, job.DiffOp)]
+                    if diffs:
+                        raise CompileError(
+                            f"job '{func.sym_name.data}' reads a gradient (job.diff) but minimizes no loss",
+                            source_location(diffs[0]),
+                        )
 
 
 def _trainable(op: job.VariableOp) -> bool:
@@ -120,6 +128,13 @@ def differentiate(func: job.FuncOp, minimize: job.MinimizeOp) -> job.ApplyGradie
                 pairs[name] = (var, b.emit(job.AddOp, [total, g]))
             else:
                 pairs[name] = (op.results[0], g)
+
+    # job.diff %x reads the gradient of %x: zeros where the loss does not depend on it.
+    for op in [o for o in block.ops if isinstance(o, job.DiffOp)]:
+        b.location = op.location
+        g = grads.get(op.x) or b.fill(0.0, op.x.type)
+        op.res.replace_all_uses_with(g)
+        Rewriter.erase_op(op)
 
     apply = job.ApplyGradientsOp.create(
         operands=[v for pair in pairs.values() for v in pair],

@@ -30,6 +30,7 @@ GRADIENTS: dict[type[Operation], Rule] = {}
 NO_GRADIENT: frozenset[type[Operation]] = frozenset(
     {
         job.VariableOp,  # a leaf: its gradient is collected, not propagated
+        job.DiffOp,  # reads a gradient; autodiff replaces it
         job.ConstantOp,
         job.FillOp,
         job.DropoutMaskOp,

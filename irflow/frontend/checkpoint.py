@@ -158,7 +158,8 @@ class CheckPoint:
     """OneFlow's older `flow.train.CheckPoint()`, as the documentation's programs use it."""
 
     def init(self) -> None:
-        """Variables start from their initializers when their first job is compiled: nothing to do here."""
+        """Start the session: every job defined so far compiles and every variable takes its initial value."""
+        default_session().start()
 
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
         save(path, overwrite=overwrite)

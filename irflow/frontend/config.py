@@ -1,34 +1,103 @@
-"""flow.function_config(): per-job options given to @flow.global_function.
+"""Configuration: `flow.function_config()` per job, `flow.config` per session, `flow.env` per process.
 
-Only the options irflow acts on exist; any other name is an error that lists
-them, rather than a silently ignored OneFlow option.
+Every OneFlow name exists. A setting irflow acts on is checked and kept
+(device counts in `ResourceConfig`, which the session owns and the
+distributed work reads through `resource()`); a setting that means nothing
+to irflow (thread pools, RDMA buffers, NCCL fusion) is checked and recorded,
+so a program written for OneFlow runs unchanged. An unknown name is an
+`AttributeError` that lists the names irflow knows, not a silently ignored
+option.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from irflow.errors import ExecutionError
 from irflow.frontend import dtypes
 from irflow.frontend.scope import LogicalView, PlacementScope
+
+
+# ----------------------------------------------------------------- flow.function_config()
+
+
+class TrainConfig:
+    """OneFlow's older `config.train`: the learning rate and optimizer of `flow.losses.add_loss`."""
+
+    UPDATES = ("naive_conf", "momentum_conf", "adam_conf")
+    OPTIONS = ("primary_lr", "model_update_conf")
+
+    def __init__(self) -> None:
+        self.lr: float | None = None
+        self.update: dict[str, Any] | None = None
+
+    @property
+    def configured(self) -> bool:
+        return self.lr is not None or self.update is not None
+
+    def primary_lr(self, value: float) -> None:
+        """The constant learning rate."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"config.train.primary_lr expects a positive number, got {value!r}")
+        self.lr = float(value)
+
+    def model_update_conf(self, value: dict[str, Any]) -> None:
+        """One of {"naive_conf": {}}, {"momentum_conf": {"beta": 0.9}}, {"adam_conf": {"beta1": ..., ...}}."""
+        if not isinstance(value, dict) or len(value) != 1 or next(iter(value)) not in self.UPDATES:
+            raise ValueError(f"config.train.model_update_conf expects one of {', '.join(self.UPDATES)} "
+                             f"as its only key, got {value!r}")
+        (kind, options), = value.items()
+        if not isinstance(options, dict):
+            raise ValueError(f"config.train.model_update_conf: {kind} must be a dict, got {options!r}")
+        known = {"naive_conf": (), "momentum_conf": ("beta",),
+                 "adam_conf": ("beta1", "beta2", "epsilon", "do_bias_correction")}[kind]
+        extra = sorted(set(options) - set(known))
+        if extra:
+            raise ValueError(f"config.train.model_update_conf: {kind} has no option(s) {extra}; "
+                             f"it takes {', '.join(known) or 'none'}")
+        self.update = {kind: dict(options)}
+
+    def optimizer(self) -> Any:
+        """The flow.optimizer object these settings describe."""
+        from irflow.frontend import optimizer
+
+        if self.lr is None:
+            raise ValueError("config.train.primary_lr(...) is not set")
+        schedule = optimizer.PiecewiseConstantScheduler([], [self.lr])
+        kind, options = next(iter((self.update or {"naive_conf": {}}).items()))
+        if kind == "naive_conf":
+            return optimizer.SGD(schedule, momentum=0.0)
+        if kind == "momentum_conf":
+            return optimizer.SGD(schedule, momentum=options.get("beta", 0.9))
+        return optimizer.Adam(schedule, **options)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(f"function_config.train has no option {name!r}; irflow knows {', '.join(self.OPTIONS)}")
 
 
 class FunctionConfig:
     """OneFlow's FunctionConfig: `config.default_data_type(flow.float)` and friends."""
 
-    OPTIONS = ("default_data_type", "default_logical_view", "default_placement_scope", "detect_anomaly")
+    OPTIONS = ("default_data_type", "default_logical_view", "default_placement_scope", "detect_anomaly", "train")
 
     def __init__(self) -> None:
         self.data_type: dtypes.DType = dtypes.float32
         self.logical_view: LogicalView | None = None
         self.placement_scope: PlacementScope | None = None
         self.check_finite = False
+        self.train = TrainConfig()
 
     def default_data_type(self, value: object) -> None:
         """The dtype of variables and constants that give none (flow.float by default)."""
         self.data_type = dtypes.as_dtype(value, "default_data_type")
 
     def default_logical_view(self, value: LogicalView) -> None:
-        """flow.scope.consistent_view() or flow.scope.mirrored_view(); one device makes them equal here."""
+        """flow.scope.consistent_view() or flow.scope.mirrored_view(): the job's view unless a scope says otherwise."""
         if not isinstance(value, LogicalView):
             raise TypeError(
                 f"default_logical_view expects flow.scope.consistent_view() or flow.scope.mirrored_view(), got {value!r}"
@@ -60,3 +129,251 @@ class FunctionConfig:
 
 def function_config() -> FunctionConfig:
     return FunctionConfig()
+
+
+# ----------------------------------------------------------------- checks of setting values
+
+
+def _count(least: int) -> Callable[[str, object], int]:
+    def check(name: str, value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} expects an int >= {least}, got {value!r}")
+        return value
+
+    return check
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, (bool, int)):
+        raise ValueError(f"{name} expects True or False, got {value!r}")
+    return bool(value)
+
+
+def _number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"{name} expects a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _text(name: str, value: object) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"{name} expects a string, got {value!r}")
+    return os.fspath(value)
+
+
+class Settings:
+    """A namespace of OneFlow setters (`flow.config.use_rdma(False)`): each checks its value and records it.
+
+    `RECORDED` maps the names that mean nothing to irflow to the check of their
+    value; a subclass adds the settings irflow acts on as methods.
+    """
+
+    PREFIX = ""
+    RECORDED: dict[str, tuple[Callable[[str, object], Any], Any]] = {}  # name -> (check, value when called bare)
+
+    def __init__(self) -> None:
+        self.recorded: dict[str, Any] = {}
+
+    def _known(self) -> list[str]:
+        own = [n for n in dir(type(self)) if not n.startswith("_") and n not in ("PREFIX", "RECORDED")]
+        groups = [n for n, v in vars(self).items() if isinstance(v, Settings)]
+        return sorted({*own, *groups, *self.RECORDED})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in self.RECORDED:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            raise AttributeError(f"{self.PREFIX} has no setting {name!r}; irflow knows {', '.join(self._known())}")
+        check, bare = self.RECORDED[name]
+
+        def setter(value: object = bare) -> None:
+            self.recorded[name] = check(f"{self.PREFIX}.{name}", value)
+
+        setter.__name__ = name
+        setter.__doc__ = f"OneFlow's {self.PREFIX}.{name}: accepted and recorded; irflow has nothing it tunes."
+        return setter
+
+    def __dir__(self) -> list[str]:
+        return self._known()
+
+
+class CollectiveBoxing(Settings):
+    """`flow.config.collective_boxing.*`: NCCL fusion knobs, recorded (irflow's collectives do not fuse)."""
+
+    PREFIX = "flow.config.collective_boxing"
+    RECORDED = {
+        "enable_fusion": (_flag, True),
+        "num_callback_threads": (_count(1), None),
+        "nccl_num_streams": (_count(1), None),
+        "nccl_fusion_threshold_mb": (_number, None),
+        "nccl_fusion_all_reduce": (_flag, True),
+        "nccl_fusion_reduce_scatter": (_flag, True),
+        "nccl_fusion_all_gather": (_flag, True),
+        "nccl_fusion_reduce": (_flag, True),
+        "nccl_fusion_broadcast": (_flag, True),
+        "nccl_fusion_all_reduce_use_buffer": (_flag, True),
+        "nccl_fusion_max_ops": (_count(1), None),
+        "nccl_enable_all_to_all": (_flag, True),
+        "nccl_enable_mixed_fusion": (_flag, True),
+    }
+
+
+@dataclass
+class ResourceConfig:
+    """The session's resources, set through flow.config before the session starts.
+
+    The device counts say how many devices a placement such as "0:0-3" may
+    name; the distributed work reads them through `resource()`.
+    """
+
+    cpu_device_num: int = 1
+    gpu_device_num: int = 1
+    machine_num: int = 1
+    legacy_model_io: bool = True
+    debug_mode: bool = False
+    max_calls_in_flight: int = 1
+    libraries: list[str] = field(default_factory=list)
+
+
+def resource() -> ResourceConfig:
+    """The default session's resources."""
+    from irflow.frontend.session import default_session
+
+    return default_session().resource
+
+
+class SessionConfig(Settings):
+    """`flow.config`: the default session's settings (OneFlow's ConfigProto, set before the session starts)."""
+
+    PREFIX = "flow.config"
+    RECORDED = {
+        "comm_net_worker_num": (_count(1), None),
+        "max_mdsave_worker_num": (_count(1), None),
+        "compute_thread_pool_size": (_count(1), None),
+        "rdma_mem_block_mbyte": (_count(1), None),
+        "rdma_recv_msg_buf_mbyte": (_count(1), None),
+        "reserved_host_mem_mbyte": (_count(0), None),
+        "reserved_device_mem_mbyte": (_count(0), None),
+        "use_rdma": (_flag, True),
+        "thread_enable_local_message_queue": (_flag, True),
+        "enable_mem_chain_merge": (_flag, True),
+        "enable_model_io_v2": (_flag, True),
+        "enable_fusion": (_flag, True),
+        "enable_tensor_float_32_compute": (_flag, True),
+        "nccl_use_compute_stream": (_flag, True),
+        "disable_group_boxing_by_dst_parallel": (_flag, True),
+        "persistence_buf_byte": (_count(0), None),
+        "collect_act_event": (_flag, True),
+        "save_downloaded_file_to_local_fs": (_flag, True),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.collective_boxing = CollectiveBoxing()
+
+    def _set(self, name: str, value: Any) -> None:
+        """Change a resource of the default session; the devices are fixed once the session has started."""
+        from irflow.frontend.session import default_session
+
+        session = default_session()
+        if session.started and getattr(session.resource, name) != value:
+            raise ExecutionError(
+                f"flow.config.{name}({value!r}) comes after the session started with "
+                f"{getattr(session.resource, name)!r}; set it before the first job call "
+                "(or after flow.clear_default_session())"
+            )
+        setattr(session.resource, name, value)
+
+    def gpu_device_num(self, value: int) -> None:
+        """GPUs per machine that placements may use."""
+        self._set("gpu_device_num", _count(0)("flow.config.gpu_device_num", value))
+
+    def cpu_device_num(self, value: int) -> None:
+        """CPU devices per machine that placements may use."""
+        self._set("cpu_device_num", _count(0)("flow.config.cpu_device_num", value))
+
+    def machine_num(self, value: int) -> None:
+        """Machines in the session (one process each)."""
+        self._set("machine_num", _count(1)("flow.config.machine_num", value))
+
+    def enable_legacy_model_io(self, value: bool = True) -> None:
+        """Recorded only: irflow has one checkpoint format, which both settings read and write."""
+        resource().legacy_model_io = _flag("flow.config.enable_legacy_model_io", value)
+
+    def enable_debug_mode(self, value: bool = True) -> None:
+        """Recorded only: irflow's errors always carry the user's line."""
+        resource().debug_mode = _flag("flow.config.enable_debug_mode", value)
+
+    def max_calls_in_flight(self, value: int) -> None:
+        """irflow's own: how many asynchronous calls may be unfinished before the next one waits (1 by default)."""
+        resource().max_calls_in_flight = _count(1)("flow.config.max_calls_in_flight", value)
+
+    def load_library(self, path: str | os.PathLike[str]) -> None:
+        """OneFlow loads custom C++ ops from a shared library; irflow's ops are defined in its dialect instead."""
+        path = _text("flow.config.load_library", path)
+        raise ExecutionError(
+            f"flow.config.load_library({path!r}): irflow cannot load OneFlow kernel libraries; "
+            "its ops are defined in the job dialect (irflow/dialects/job.py)"
+        )
+
+
+@dataclass
+class EnvState:
+    """The process's environment as flow.env set it (one machine runs here; the rest is recorded)."""
+
+    machines: list[dict[str, Any]] = field(default_factory=list)
+    ctrl_port: int | None = None
+    data_port: int | None = None
+    log_dir: str | None = None
+    grpc_use_no_signal: bool = True
+    initialized: bool = False
+
+
+class Env(Settings):
+    """`flow.env`: the process's environment; OneFlow sets up its cluster here, irflow records it."""
+
+    PREFIX = "flow.env"
+    RECORDED = {"log_level": (_count(0), None), "logtostderr": (_count(0), 1), "logbuflevel": (_count(-1), None)}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = EnvState()
+
+    def init(self) -> bool:
+        """Start the environment; OneFlow does it on first need too, so calling it is optional."""
+        self.state.initialized = True
+        return True
+
+    def machine(self, machines: Sequence[dict[str, Any] | str] | dict[str, Any] | str) -> None:
+        """The cluster's machines: {"addr": "192.168.1.1"} dicts or addresses (recorded)."""
+        items = [machines] if isinstance(machines, (dict, str)) else list(machines)
+        parsed = []
+        for item in items:
+            entry = {"addr": item} if isinstance(item, str) else item
+            if not isinstance(entry, dict) or not isinstance(entry.get("addr"), str):
+                raise ValueError(f"flow.env.machine expects {{'addr': '...'}} dicts or address strings, got {item!r}")
+            parsed.append(dict(entry))
+        self.state.machines = parsed
+
+    def ctrl_port(self, value: int) -> None:
+        self.state.ctrl_port = _port("flow.env.ctrl_port", value)
+
+    def data_port(self, value: int) -> None:
+        self.state.data_port = _port("flow.env.data_port", value)
+
+    def log_dir(self, value: str | os.PathLike[str]) -> None:
+        self.state.log_dir = _text("flow.env.log_dir", value)
+
+    def grpc_use_no_signal(self, value: bool = True) -> None:
+        self.state.grpc_use_no_signal = _flag("flow.env.grpc_use_no_signal", value)
+
+
+def _port(name: str, value: object) -> int:
+    port = _count(1)(name, value)
+    if port > 65535:
+        raise ValueError(f"{name} expects a port in 1..65535, got {value!r}")
+    return port
+
+
+config = SessionConfig()
+env = Env()

@@ -1,23 +1,22 @@
-"""@flow.global_function: trace a Python function into a job, compile it on first call, run it.
+"""@flow.global_function: trace a Python function into a job, compile it when the session starts, run it.
 
 Defining the function traces it at once (OneFlow's lazy mode): placeholders
 become the block arguments of one `job.func`, every op call appends a job op,
 and the returned Blobs become `job.return`'s operands, followed by any
-`flow.watch`ed Blobs as hidden outputs. The first call hands a copy of the
-module to the compiler (`irflow.compiler.compile_job`); later calls reuse that executable.
+`flow.watch`ed Blobs as hidden outputs. When the session starts (the first
+job call, among others: see session.py) every job hands a copy of its module
+to the compiler (`irflow.compiler.compile_job`); calls reuse that executable.
+Reading the signature and shaping results is signature.py's work.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import os
 import threading
-import typing
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +26,12 @@ from xdsl.utils.exceptions import VerifyException
 
 from irflow import typing as tp
 from irflow.dialects.job import ReturnOp, tensor
-from irflow.errors import ExecutionError, SourceLocation, TraceError
+from irflow.errors import ExecutionError, TraceError
+from irflow.frontend import signature
 from irflow.frontend.blob import Blob
 from irflow.frontend.config import FunctionConfig
 from irflow.frontend.session import Session, default_session
+from irflow.frontend.signature import CALLBACK, FUTURE, Future, TupleParam
 from irflow.frontend.tracing import Trace, to_loc, tracing, user_location
 from irflow.textir import print_module
 
@@ -44,13 +45,15 @@ def global_function(
 ) -> Callable[[Callable[..., Any]], JobFunction]:
     """Make a job function: `@flow.global_function(type="train", function_config=config)`."""
     if isinstance(type, FunctionConfig):
+        # OneFlow's older API: the config is the first argument, and config.train makes a train job.
+        kind = "train" if type.train.configured else "predict"
         warnings.warn(
             "flow.global_function(function_config) is deprecated; "
-            "write flow.global_function(type='predict', function_config=config)",
+            f"write flow.global_function(type={kind!r}, function_config=config)",
             DeprecationWarning,
             stacklevel=2,
         )
-        type, function_config = "predict", type
+        type, function_config = kind, type
     if callable(type):
         raise TraceError(
             "flow.global_function must be called: write @flow.global_function() or "
@@ -72,169 +75,6 @@ def global_function(
     return decorator
 
 
-# ----------------------------------------------------------------- annotations
-
-
-@dataclass(frozen=True)
-class TupleParam:
-    items: tuple[Any, ...]  # PlaceholderDef classes or TupleParams
-
-
-@dataclass(frozen=True)
-class Out:
-    """How the job's outputs become the Python value a call returns."""
-
-    kind: str  # "none", "leaf", "tuple", "list", "dict", "bundle"
-    leaf: str = "numpy"  # for "leaf" and "bundle": numpy | list_numpy | list_list_numpy
-    items: tuple[Out, ...] = ()  # "tuple": one per element; "list", "dict": the element's
-    variadic: bool = False  # Tuple[X, ...]
-
-
-def _def_location(func: Callable[..., Any]) -> SourceLocation:
-    """The line of `def` itself, below any decorators, as the user reads it."""
-    code = func.__code__
-    try:
-        lines, first = inspect.getsourcelines(func)
-    except (OSError, TypeError):
-        return SourceLocation(code.co_filename, code.co_firstlineno, 1)
-    for offset, text in enumerate(lines):
-        stripped = text.lstrip()
-        if stripped.startswith(("def ", "async def ")):
-            return SourceLocation(code.co_filename, first + offset, len(text) - len(stripped) + 1)
-    return SourceLocation(code.co_filename, first, 1)
-
-
-def _describe(annotation: Any) -> str:
-    if annotation is inspect.Signature.empty:
-        return "no annotation"
-    if isinstance(annotation, type) and issubclass(annotation, tp.PlaceholderDef):
-        return f"{annotation.__name__}({annotation.shape}, dtype={annotation.dtype!r})"
-    for cls, _ in tp.LEAVES.items():
-        if annotation is cls:
-            return f"tp.{cls.__name__}"
-    return repr(annotation).replace("irflow.typing.", "tp.").replace("typing.", "")
-
-
-def _param_spec(annotation: Any, name: str, where: SourceLocation) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, tp.PlaceholderDef):
-        return annotation
-    if typing.get_origin(annotation) is tuple:
-        args = typing.get_args(annotation)
-        if args and Ellipsis not in args:
-            return TupleParam(tuple(_param_spec(a, name, where) for a in args))
-    raise TraceError(
-        f"parameter '{name}' needs a placeholder annotation such as "
-        f"tp.Numpy.Placeholder((2, 3), dtype=flow.float) (or a Tuple of them), got {_describe(annotation)}",
-        where,
-    )
-
-
-def _leaves(spec: Any) -> list[type[tp.PlaceholderDef]]:
-    if isinstance(spec, TupleParam):
-        return [leaf for item in spec.items for leaf in _leaves(item)]
-    return [spec]
-
-
-def _out_spec(annotation: Any, where: SourceLocation, inside: str = "") -> Out:
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if annotation is None or annotation is type(None):
-        if inside:
-            raise TraceError(f"None cannot appear inside {inside}", where)
-        return Out("none")
-    if annotation in tp.LEAVES:
-        return Out("leaf", tp.LEAVES[annotation])
-    if annotation is tp.Callback or origin is tp.Callback:
-        if not args:
-            raise TraceError("tp.Callback needs the type of its result, e.g. -> tp.Callback[tp.Numpy]", where)
-        raise TraceError("tp.Callback may only be the outermost return annotation", where)
-    if annotation is tp.Bundle or origin is tp.Bundle:
-        if not args or args[0] not in tp.LEAVES:
-            raise TraceError("tp.Bundle needs a leaf type: tp.Bundle[tp.Numpy] or tp.Bundle[tp.ListNumpy]", where)
-        return Out("bundle", tp.LEAVES[args[0]])
-    if origin is tuple and args:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return Out("tuple", items=(_out_spec(args[0], where, "Tuple"),), variadic=True)
-        return Out("tuple", items=tuple(_out_spec(a, where, "Tuple") for a in args))
-    if origin is list and len(args) == 1:
-        return Out("list", items=(_out_spec(args[0], where, "List"),))
-    if origin is dict and len(args) == 2:
-        return Out("dict", items=(_out_spec(args[1], where, "Dict"),))
-    raise TraceError(
-        f"unsupported return annotation {_describe(annotation)}: use None, tp.Numpy, tp.ListNumpy, "
-        "tp.ListListNumpy, Tuple/List/Dict of them, tp.Bundle[...] or tp.Callback[...]",
-        where,
-    )
-
-
-# ----------------------------------------------------------------- returned values
-
-
-class _Mismatch(Exception):
-    def __init__(self, path: str, expected: str, value: Any):
-        super().__init__(f"{path or 'the result'} is {_what(value)}, but the annotation expects {expected}")
-
-
-def _what(value: Any) -> str:
-    if isinstance(value, Blob):
-        return f"Blob '{value.name}'"
-    if isinstance(value, (tuple, list, dict)):
-        return f"a {type(value).__name__} of {len(value)}"
-    return f"{type(value).__name__} {value!r}"
-
-
-def _collect(spec: Out, value: Any, blobs: list[Blob], path: str) -> Any:
-    """Check `value` against `spec`; gather its Blobs; return the shape to rebuild from their arrays."""
-    if spec.kind == "leaf":
-        if not isinstance(value, Blob):
-            raise _Mismatch(path, "a Blob", value)
-        blobs.append(value)
-        return ("leaf", len(blobs) - 1, spec.leaf)
-    if spec.kind == "bundle":
-        if isinstance(value, Blob):
-            blobs.append(value)
-            return ("leaf", len(blobs) - 1, spec.leaf)
-        if isinstance(value, (list, tuple)):
-            items = [_collect(spec, v, blobs, f"{path}[{i}]") for i, v in enumerate(value)]
-            return ("tuple" if isinstance(value, tuple) else "list", items)
-        if isinstance(value, dict):
-            return ("dict", [(k, _collect(spec, v, blobs, f"{path}[{k!r}]")) for k, v in value.items()])
-        raise _Mismatch(path, "a Blob or a list, tuple or dict of them", value)
-    if spec.kind in ("tuple", "list"):
-        if not isinstance(value, (tuple, list)):
-            raise _Mismatch(path, f"a {spec.kind}", value)
-        items = spec.items * len(value) if spec.variadic or spec.kind == "list" else spec.items
-        if len(items) != len(value):
-            raise _Mismatch(path, f"a tuple of {len(items)}", value)
-        return (spec.kind, [_collect(s, v, blobs, f"{path}[{i}]") for i, (s, v) in enumerate(zip(items, value))])
-    if spec.kind == "dict":
-        if not isinstance(value, dict):
-            raise _Mismatch(path, "a dict", value)
-        return ("dict", [(k, _collect(spec.items[0], v, blobs, f"{path}[{k!r}]")) for k, v in value.items()])
-    raise AssertionError(spec.kind)
-
-
-def _rebuild(node: Any, arrays: Sequence[np.ndarray]) -> Any:
-    kind = node[0]
-    if kind == "none":
-        return None
-    if kind == "leaf":
-        return leaf_value(node[2], arrays[node[1]])
-    if kind == "tuple":
-        return tuple(_rebuild(n, arrays) for n in node[1])
-    if kind == "list":
-        return [_rebuild(n, arrays) for n in node[1]]
-    return {k: _rebuild(n, arrays) for k, n in node[1]}
-
-
-def leaf_value(kind: str, array: np.ndarray) -> Any:
-    """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device."""
-    if kind == "list_numpy":
-        return [array]
-    if kind == "list_list_numpy":
-        return [[array]]
-    return array
-
-
 # ----------------------------------------------------------------- the job
 
 
@@ -246,13 +86,23 @@ class JobFunction:
         self._func = func
         self.job_type = job_type
         self.config = config
-        self._session: Session | None = default_session()
-        self._where = _def_location(func)
+        session = default_session()
+        self._session: Session | None = session
+        self._where = signature.def_location(func)
         self._exe: Any = None
         self._compile_lock = threading.Lock()
         self.job_name = self._unique_name(func.__name__)
-        self._trace()
-        self._session.jobs[self.job_name] = self
+        declared = self._trace()
+        known = dict(session.variables)
+        session.jobs[self.job_name] = self
+        session.variables.update(declared)
+        if session.started:  # defined after start-up: compile now, creating its new variables
+            try:
+                session.run(self.executable)
+            except BaseException:
+                del session.jobs[self.job_name]
+                session.variables = known
+                raise
 
     def _unique_name(self, name: str) -> str:
         assert self._session is not None
@@ -263,67 +113,25 @@ class JobFunction:
 
     # ------------------------------------------------------------- tracing
 
-    def _trace(self) -> None:
-        returns, spec = self._read_signature()
-        leaves = [leaf for _, spec in self._params for leaf in _leaves(spec)]
+    def _trace(self) -> dict[str, Any]:
+        """Trace the function into `self.module`; return the variables it declares."""
+        self.signature = sig = signature.read_signature(self._func, self._where)
+        self.is_callback = sig.mode == CALLBACK
+        leaves = [leaf for _, spec in sig.params for leaf in signature.leaves(spec)]
         trace = Trace(self.job_name, self.job_type, self.config, [_tensor(leaf) for leaf in leaves])
         with tracing(trace), (self.config.placement_scope or contextlib.nullcontext()):
             result = self._func(*self._arguments(trace))
-        blobs = self._returned_blobs(returns, spec, result, trace)
+        if self.job_type == "train" and not trace.minimized:
+            raise TraceError(
+                f"train job '{self.job_name}' minimizes nothing: call flow.optimizer.SGD(...).minimize(loss) "
+                "(or flow.losses.add_loss(loss) with config.train set)",
+                self._where,
+            )
+        blobs, self._out = signature.returned_blobs(sig, result, trace, self._func.__name__, self._where)
         self.output_count = len(blobs)
         self._watchers = [(handler, kind) for _, handler, kind in trace.watches]
         self._finish(trace, [b.value for b in blobs] + [b.value for b, _, _ in trace.watches])
-        assert self._session is not None
-        self._session.variables.update(trace.declared)
-
-    def _read_signature(self) -> tuple[Any, Out | None]:
-        """Parameters as placeholder specs; the return annotation (inside tp.Callback) and its spec."""
-        func, where = self._func, self._where
-        try:
-            hints = typing.get_type_hints(func)
-        except Exception as err:  # noqa: BLE001  NameError etc. from string annotations
-            raise TraceError(f"cannot resolve the annotations of '{func.__name__}': {err}", where) from None
-        self._signature = inspect.signature(func)
-        self._params: list[tuple[str, Any]] = []
-        for p in self._signature.parameters.values():
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                star = "*" if p.kind is p.VAR_POSITIONAL else "**"
-                raise TraceError(
-                    f"job function '{func.__name__}' cannot take {star}{p.name}: every parameter must be a placeholder",
-                    where,
-                )
-            self._params.append((p.name, _param_spec(hints.get(p.name, p.annotation), p.name, where)))
-        returns = hints.get("return", self._signature.return_annotation)
-        if returns is tp.Callback:
-            raise TraceError("tp.Callback needs the type of its result, e.g. -> tp.Callback[tp.Numpy]", where)
-        self.is_callback = typing.get_origin(returns) is tp.Callback
-        if self.is_callback:
-            returns = typing.get_args(returns)[0]
-        return returns, None if returns is inspect.Signature.empty else _out_spec(returns, where)
-
-    def _returned_blobs(self, returns: Any, spec: Out | None, result: Any, trace: Trace) -> list[Blob]:
-        """Check what the function returned against its annotation; the Blobs become the job's outputs."""
-        name, where = self._func.__name__, self._where
-        self._out: Any = ("none",)
-        if spec is None or spec.kind == "none":
-            if result is not None:
-                why = "has no return annotation" if spec is None else "is annotated -> None"
-                raise TraceError(
-                    f"job function '{name}' returns {_what(result)} but {why}; annotate it, e.g. -> tp.Numpy", where
-                )
-            return []
-        blobs: list[Blob] = []
-        try:
-            self._out = _collect(spec, result, blobs, "")
-        except _Mismatch as err:
-            raise TraceError(
-                f"job function '{name}' returns a value that does not match its annotation {_describe(returns)}: {err}",
-                where,
-            ) from None
-        for blob in blobs:
-            if blob.trace is not trace:
-                raise TraceError(f"job function '{name}' returns Blob '{blob.name}' of another job", where)
-        return blobs
+        return trace.declared
 
     def _finish(self, trace: Trace, values: list[Any]) -> None:
         """Close the body with job.return, fix the function type, verify."""
@@ -350,76 +158,39 @@ class JobFunction:
                 return tuple(make(f"{name}_{i}", s) for i, s in enumerate(spec.items))
             return Blob(next(block_args), trace, name)
 
-        return [make(name, spec) for name, spec in self._params]
+        return [make(name, spec) for name, spec in self.signature.params]
 
     # ------------------------------------------------------------- calling
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         session = self._live_session()
-        if kwargs or len(args) != len(self._params):
+        params = self.signature.params
+        if kwargs or len(args) != len(params):
             try:
-                bound = self._signature.bind(*args, **kwargs)
+                bound = self.signature.python.bind(*args, **kwargs)
             except TypeError as err:
                 raise TypeError(
-                    f"{self.job_name}() takes {len(self._params)} argument(s) "
-                    f"({', '.join(n for n, _ in self._params)}): {err}"
+                    f"{self.job_name}() takes {len(params)} argument(s) "
+                    f"({', '.join(n for n, _ in params)}): {err}"
                 ) from None
-            args = tuple(bound.arguments[name] for name, _ in self._params)
-        copy = self.is_callback  # the caller may reuse its arrays as soon as an async call returns
+            args = tuple(bound.arguments[name] for name, _ in params)
+        mode = self.signature.mode
+        copy = mode != signature.SYNC  # the caller may reuse its arrays as soon as an async call returns
         flat: list[np.ndarray] = []
-        for (name, spec), value in zip(self._params, args):
-            self._check(name, spec, value, flat, copy)
-        if self.is_callback:
+        for (name, spec), value in zip(params, args):
+            signature.check_argument(self.job_name, name, spec, value, flat, copy)
+        session.start()
+        if mode == CALLBACK:
             return session.run_async(lambda: self._run(flat))
+        if mode == FUTURE:
+            return Future(session.run_async(lambda: self._run(flat)))
         return session.run(lambda: self._run(flat))
-
-    def _check(self, name: str, spec: Any, value: Any, flat: list[np.ndarray], copy: bool) -> None:
-        """Validate one argument against its placeholder before anything runs."""
-        if isinstance(spec, TupleParam):
-            if not isinstance(value, (tuple, list)) or len(value) != len(spec.items):
-                raise TypeError(
-                    f"{self.job_name}() argument '{name}' must be a tuple of {len(spec.items)} arrays, got {_what(value)}"
-                )
-            for i, (s, v) in enumerate(zip(spec.items, value)):
-                self._check(f"{name}[{i}]", s, v, flat, copy)
-            return
-        expected = f"numpy.ndarray of shape {spec.shape} and dtype {spec.dtype.name}"
-        array = value
-        if spec.kind in ("list_numpy", "list_list_numpy"):
-            if not isinstance(value, (list, tuple)) or len(value) != 1:
-                raise TypeError(f"{self.job_name}() argument '{name}' must be a list with one array per device "
-                                f"(one device here), got {_what(value)}")
-            array = value[0]
-            if spec.kind == "list_list_numpy":
-                if not isinstance(array, (list, tuple)) or len(array) != 1:
-                    raise TypeError(f"{self.job_name}() argument '{name}' must be [[array]]: one tensor list of "
-                                    f"one array per device, got [{_what(array)}]")
-                array = array[0]
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"{self.job_name}() argument '{name}' must be a {expected}, got {type(array).__name__}")
-        if isinstance(array, np.ma.MaskedArray):
-            raise ExecutionError(
-                f"{self.job_name}() argument '{name}' is a masked array; jobs would ignore its mask, "
-                "so pass .filled(value) or .data",
-                user_location(),
-            )
-        if array.dtype != spec.dtype.np_dtype:
-            raise ExecutionError(
-                f"{self.job_name}() argument '{name}': expected dtype {spec.dtype.name}, given {array.dtype}",
-                user_location(),
-            )
-        if array.shape != spec.shape:
-            raise ExecutionError(
-                f"{self.job_name}() argument '{name}': expected shape {spec.shape}, given {array.shape}",
-                user_location(),
-            )
-        flat.append(np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array))
 
     def _run(self, inputs: list[np.ndarray]) -> Any:
         outputs = (self._exe or self.executable())(inputs)
         for (handler, kind), array in zip(self._watchers, outputs[self.output_count :]):
-            handler(leaf_value(kind, array))
-        return _rebuild(self._out, outputs[: self.output_count])
+            handler(signature.leaf_value(kind, array))
+        return signature.rebuild(self._out, outputs[: self.output_count])
 
     def _live_session(self) -> Session:
         if self._session is None or self._session is not default_session():
@@ -431,18 +202,20 @@ class JobFunction:
     # ------------------------------------------------------------- compiling
 
     def executable(self) -> Any:
-        """The compiled job, made on first use."""
+        """The compiled job, made on first use (when the session starts, or for `ir`/`memory_plan` before)."""
         with self._compile_lock:
             if self._exe is None:
                 session = self._live_session()
                 from irflow.compiler import compile_job
                 from irflow.target import decide_target
 
+                dump = dump_directory()
                 target, session.gpu_warned = decide_target(self.module, session.gpu_warned)
                 self._exe = compile_job(
                     self.module, self.job_name, session.store_for(target), target, check_finite=self.config.check_finite
                 )
-                self._dump(os.environ.get(DUMP_ENV))
+                if dump is not None:
+                    self._dump(dump)
             return self._exe
 
     def ir(self, stage: str = "job") -> str:
@@ -455,13 +228,13 @@ class JobFunction:
         """The step's arena as planned (`.table()`, `.plot(path)`, `.ratio` to the lower bound)."""
         return self.executable().memory_plan()
 
-    def _dump(self, directory: str | None) -> None:
-        if not directory:
-            return
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
+    def _dump(self, out: Path) -> None:
         for i, stage in enumerate(self._exe.stages):
             (out / f"{self.job_name}.{i:02d}.{stage}.mlir").write_text(self._exe.ir(stage))
+
+    def drop_executable(self) -> None:
+        """The session's start-up failed: compile again next time."""
+        self._exe = None
 
     def forget(self) -> None:
         """The session was cleared: drop the executable; calls now raise."""
@@ -470,6 +243,24 @@ class JobFunction:
 
     def __repr__(self) -> str:
         return f"<irflow job function '{self.job_name}' ({self.job_type})>"
+
+
+def dump_directory() -> Path | None:
+    """The directory $IRFLOW_DUMP_IR names, created if needed; a path that cannot be one is an error."""
+    value = os.environ.get(DUMP_ENV)
+    if not value:
+        return None
+    out = Path(value)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".irflow-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise ExecutionError(
+            f"{DUMP_ENV}={value!r} is not a directory irflow can write the IR to: {err.strerror or err}"
+        ) from None
+    return out
 
 
 def _tensor(leaf: type[tp.PlaceholderDef]) -> Any:

@@ -1,4 +1,4 @@
-"""flow.layers: dense and conv2d, built from get_variable and flow.nn ops as OneFlow builds them.
+"""flow.layers: dense, conv2d and batch_normalization, built from get_variable and flow ops as OneFlow builds them.
 
 Variables are named `<name>-weight` and `<name>-bias`; without a `name`, a
 layer is called "Dense_<i>" / "Conv2d_<i>" by its order in the job, so a train
@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from irflow.frontend import initializers
+import numpy as np
+from irflow.dialects import job
+from irflow.frontend import initializers, math
 from irflow.frontend.blob import Blob
 from irflow.frontend.nn import bias_add, conv2d as nn_conv2d, pair
 from irflow.frontend.ops import matmul, reshape
-from irflow.frontend.tracing import current, fail
+from irflow.frontend.tracing import append_op, current, fail
 from irflow.frontend.variables import get_variable
 
 Activation = Callable[..., Blob]
@@ -136,3 +138,72 @@ def _add_bias(
 def _activate(out: Blob, activation: Activation | None, name: str) -> Blob:
     """OneFlow applies a layer's activation only when it is callable, under the name `<layer>_activation`."""
     return activation(out, name=f"{name}_activation") if callable(activation) else out
+
+
+def batch_normalization(
+    inputs: Blob,
+    axis: int = -1,
+    momentum: float = 0.99,
+    epsilon: float = 0.001,
+    center: bool = True,
+    scale: bool = True,
+    beta_initializer: dict[str, Any] | None = None,
+    gamma_initializer: dict[str, Any] | None = None,
+    beta_regularizer: object = None,
+    gamma_regularizer: object = None,
+    moving_mean_initializer: dict[str, Any] | None = None,
+    moving_variance_initializer: dict[str, Any] | None = None,
+    trainable: bool = True,
+    training: bool = True,
+    name: str | None = None,
+) -> Blob:
+    """Normalize over every axis but `axis`, then scale by `<name>-gamma` and shift by `<name>-beta`.
+
+    In a train job (with `training` and `trainable`) the batch's statistics
+    normalize, and the non-trainable `<name>-moving_mean` / `-moving_variance`
+    move towards them: moving = momentum * moving + (1 - momentum) * batch,
+    with the unbiased batch variance (as cuDNN and PyTorch keep it). Anywhere
+    else the moving statistics normalize.
+    """
+    what = "flow.layers.batch_normalization"
+    trace = current(what)
+    if not isinstance(axis, int) or not -inputs.ndim <= axis < inputs.ndim:
+        fail(f"{what}: axis {axis!r} is out of range for a Blob of shape {inputs.shape}")
+    if not 0.0 <= momentum <= 1.0 or not epsilon > 0:
+        fail(f"{what}: momentum must be in [0, 1] and epsilon positive, got {momentum!r} and {epsilon!r}")
+    axis %= inputs.ndim
+    name = name or trace.unique_name("BatchNorm")
+    channels = inputs.shape[axis]
+    reduced = [a for a in range(inputs.ndim) if a != axis]
+    stat_shape = tuple(channels if a == axis else 1 for a in range(inputs.ndim))
+
+    def variable(suffix: str, init: dict[str, Any] | None, default: float, learn: bool, reg: object = None) -> Blob:
+        v = get_variable(f"{name}-{suffix}", shape=(channels,), dtype=inputs.dtype, regularizer=reg,
+                         initializer=init or initializers.constant_initializer(default), trainable=learn)
+        return reshape(v, stat_shape)
+
+    moving_mean = variable("moving_mean", moving_mean_initializer, 0.0, False)
+    moving_variance = variable("moving_variance", moving_variance_initializer, 1.0, False)
+    if training and trainable and trace.job_type == "train":
+        mean = math.reduce_mean(inputs, reduced, keepdims=True)
+        centered = inputs - mean
+        variance = math.reduce_mean(math.square(centered), reduced, keepdims=True)
+        count = int(np.prod(inputs.shape)) // channels
+        unbiased = variance * (count / max(count - 1, 1))
+        _assign(f"{name}-moving_mean", moving_mean * momentum + mean * (1.0 - momentum), what)
+        _assign(f"{name}-moving_variance", moving_variance * momentum + unbiased * (1.0 - momentum), what)
+    else:
+        centered, variance = inputs - moving_mean, moving_variance
+    out = centered * math.rsqrt(variance + epsilon)
+    if scale:
+        out = out * variable("gamma", gamma_initializer, 1.0, trainable, gamma_regularizer)
+    if center:
+        out = out + variable("beta", beta_initializer, 0.0, trainable, beta_regularizer)
+    return out
+
+
+def _assign(variable: str, value: Blob, what: str) -> None:
+    """job.assign of a moving statistic: `value` is (1, C, 1, ...) like the view, the variable itself (C,)."""
+    trace = current(what)
+    var = trace.variables[variable]
+    append_op(job.AssignOp.create(operands=[var.value, reshape(value, var.shape).value]), what)

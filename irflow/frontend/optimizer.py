@@ -16,11 +16,13 @@ shape whatever the kind; the values a kind does not use keep their defaults.
 from __future__ import annotations
 
 import types
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from irflow.dialects import job
+from irflow.frontend import math
 from irflow.frontend.blob import Blob
+from irflow.frontend.regularizers import Regularizer
 from irflow.frontend.tracing import append_op, current, fail, own_value
 
 
@@ -136,9 +138,21 @@ class Optimizer:
             fail(f"{what}: only a job with @flow.global_function(type='train') can minimize a loss")
         if trace.minimized:
             fail(f"{what}: job '{trace.name}' already minimizes a loss; a job has one optimizer")
-        value = own_value(trace, loss, what)
-        append_op(job.MinimizeOp.create(operands=[value], properties={"optimizer": job.to_attr(self.spec)}), what)
+        own_value(trace, loss, what)
+        objective = _regularized(loss, trace.regularizers.values()) if trace.regularizers else loss
+        append_op(job.MinimizeOp.create(operands=[objective.value], properties={"optimizer": job.to_attr(self.spec)}), what)
         trace.minimized = True
+
+
+def _regularized(loss: Blob, penalized: Iterable[tuple[Blob, Regularizer]]) -> Blob:
+    """mean(loss) + sum of l1 * sum(|w|) + l2 / 2 * sum(w * w): the gradient of w gains l1 * sign(w) + l2 * w."""
+    objective = math.reduce_mean(loss) if loss.ndim else loss
+    for weight, regularizer in penalized:
+        if regularizer.l1:
+            objective = objective + math.reduce_sum(math.abs(weight)) * regularizer.l1
+        if regularizer.l2:
+            objective = objective + math.reduce_sum(math.square(weight)) * (regularizer.l2 / 2)
+    return objective
 
 
 class SGD(Optimizer):

@@ -1,4 +1,4 @@
-"""flow.scope: placement scopes and logical views.
+"""flow.scope: placement scopes, name scopes and logical views.
 
 `with flow.scope.placement("gpu", "0:0"):` records `placement` on every op
 traced inside (it may also enclose a job's definition, or be a job's
@@ -49,17 +49,79 @@ def placement(
     return PlacementScope(attr)
 
 
-class LogicalView:
+class NameScope:
+    """`with flow.scope.namespace("encoder"):` names the variables created inside "encoder-<name>"."""
+
     def __init__(self, name: str):
         self.name = name
+
+    def __enter__(self) -> NameScope:
+        tracing.namespaces.append(self.name)
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        tracing.namespaces.pop()
+
+
+def namespace(name: str) -> NameScope:
+    """OneFlow's name scope; scopes nest ("outer-inner-fc-weight")."""
+    if not isinstance(name, str) or not name:
+        fail(f"flow.scope.namespace: name must be a non-empty string, got {name!r}")
+    return NameScope(name)
+
+
+class LogicalView:
+    """OneFlow's logical view: a job's default (`default_logical_view`) or a `with` scope.
+
+    The tracer reads the view in force with `current_view()`; on one
+    device both views run alike (mirrored execution belongs to the
+    distributed work).
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+
+    @property
+    def mirrored(self) -> bool:
+        return self.name == "mirrored_view"
+
+    def __enter__(self) -> LogicalView:
+        tracing.views.append(self)
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        tracing.views.pop()
 
     def __repr__(self) -> str:
         return f"flow.scope.{self.name}()"
 
 
 def consistent_view() -> LogicalView:
+    """One logical tensor over all devices (OneFlow's default)."""
     return LogicalView("consistent_view")
 
 
 def mirrored_view() -> LogicalView:
+    """One tensor per device, as in data-parallel frameworks."""
     return LogicalView("mirrored_view")
+
+
+def current_view() -> LogicalView:
+    """The view in force here: the innermost `with` view scope, else the job's default, else consistent.
+
+    This is the value the tracer and the distributed passes read.
+    """
+    if tracing.views:
+        return tracing.views[-1]
+    trace = tracing.active()
+    if trace is not None and trace.config.logical_view is not None:
+        return trace.config.logical_view
+    return consistent_view()
+
+
+def mirrored_view_enabled() -> bool:
+    return current_view().mirrored
+
+
+def consistent_view_enabled() -> bool:
+    return not current_view().mirrored

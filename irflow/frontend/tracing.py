@@ -31,6 +31,8 @@ from irflow.errors import SourceLocation, TraceError
 if TYPE_CHECKING:
     from irflow.frontend.blob import Blob
     from irflow.frontend.config import FunctionConfig
+    from irflow.frontend.regularizers import Regularizer
+    from irflow.frontend.scope import LogicalView
     from irflow.frontend.session import VariableDecl
 
 # Frames in these directories are irflow's own; the user's location is the first frame outside them.
@@ -89,6 +91,7 @@ class Trace:
         self.variables: dict[str, Blob] = {}
         self.declared: dict[str, VariableDecl] = {}  # joins the session's only if the trace succeeds
         self.watches: list[tuple[Blob, Any]] = []
+        self.regularizers: dict[str, tuple[Blob, Regularizer]] = {}  # variable name -> (its Blob, penalty)
         self.minimized = False
         self._counters: dict[str, int] = {}
 
@@ -109,6 +112,10 @@ class Trace:
 _active: list[Trace] = []
 # `with flow.scope.placement(...)` scopes, innermost last; they may enclose a job's definition too.
 placements: list[PlacementAttr] = []
+# `with flow.scope.namespace(...)` scopes, outermost first: variable names are prefixed "outer-inner-".
+namespaces: list[str] = []
+# `with flow.scope.consistent_view()` / `mirrored_view()` scopes, innermost last (flow.scope.current_view reads them).
+views: list[LogicalView] = []
 
 
 def current(what: str) -> Trace:

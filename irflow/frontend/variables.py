@@ -9,7 +9,9 @@ from irflow.dialects import job
 from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
 from irflow.frontend.initializers import constant_initializer
+from irflow.frontend.regularizers import Regularizer
 from irflow.frontend.session import VariableDecl, default_session
+from irflow.frontend import tracing
 from irflow.frontend.tracing import build, current, fail, user_location
 
 _KINDS = ("constant", "random_uniform", "random_normal", "truncated_normal", "variance_scaling")
@@ -30,7 +32,8 @@ def get_variable(
     """Create the variable `name` or fetch it: the same name in two jobs is the same variable.
 
     `dtype` defaults to the job's default_data_type and `initializer` to zeros.
-    Regularizers are not supported: add the penalty to the loss instead.
+    A `regularizer` penalizes a trainable variable when its job minimizes a
+    loss (flow.regularizers); inside `flow.scope.namespace("ns")` the name is `ns-<name>`.
     """
     what = "flow.get_variable"
     trace = current(what)
@@ -40,8 +43,9 @@ def get_variable(
         fail(f"{what}('{name}'): shape is required")
     if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and d > 0 for d in shape):
         fail(f"{what}('{name}'): shape must be a list or tuple of positive ints, got {shape!r}")
-    if regularizer is not None:
-        fail(f"{what}('{name}'): regularizers are not supported; add the penalty to the loss")
+    if regularizer is not None and not isinstance(regularizer, Regularizer):
+        fail(f"{what}('{name}'): regularizer must come from flow.regularizers.l1/l2/l1_l2, got {regularizer!r}")
+    name = "".join(f"{n}-" for n in tracing.namespaces) + name
     shape = tuple(shape)
     dtype = dtypes.as_dtype(dtype) if dtype is not None else trace.config.data_type
     if initializer is not None and (not isinstance(initializer, dict) or initializer.get("kind") not in _KINDS):
@@ -72,6 +76,8 @@ def get_variable(
         trainable=trainable,
     )
     trace.variables[name] = blob
+    if regularizer is not None and trainable:
+        trace.regularizers[name] = (blob, regularizer)
     trace.declared[name] = known or VariableDecl(name, shape, dtype, init, trainable, trace.name, user_location())
     return blob
 

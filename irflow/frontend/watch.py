@@ -1,8 +1,10 @@
-"""flow.watch: see a Blob's value on every call, through a handler.
+"""flow.watch and flow.watch_diff: see a Blob's value, or its gradient, on every call, through a handler.
 
 The watched Blob becomes a hidden extra output of the job; after each call the
 handler gets its value, converted as the handler's annotation says
-(`tp.Numpy` for the array, `tp.ListNumpy` for one array per device).
+(`tp.Numpy` for the array, `tp.ListNumpy` for one array per device). A watched
+gradient is a `job.diff` of the Blob, which the autodiff pass replaces by the
+gradient of the train job's loss (through its mean, as minimize uses it).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from irflow import typing as tp
+from irflow.dialects import job
 from irflow.frontend.blob import Blob
-from irflow.frontend.tracing import current, fail, own_value
+from irflow.frontend.tracing import build, current, fail, own_value
 
 
 def watch(blob_watched: Blob, handler_or_prompt: Callable[[Any], Any] | str | None = None) -> None:
@@ -30,6 +33,19 @@ def watch(blob_watched: Blob, handler_or_prompt: Callable[[Any], Any] | str | No
     if not callable(handler):
         fail(f"{what}: the handler must be callable, got {handler!r}")
     trace.watches.append((blob_watched, handler, _kind(handler, what)))
+
+
+def watch_diff(blob_watched: Blob, handler_or_prompt: Callable[[Any], Any] | str | None = None) -> None:
+    """Call `handler(gradient)` with the loss's gradient with respect to `blob_watched` on each call of a train job."""
+    what = "flow.watch_diff"
+    trace = current(what)
+    own_value(trace, blob_watched, what)
+    if trace.job_type != "train":
+        fail(f"{what}: only a train job has gradients; '{trace.name}' is a {trace.job_type} job")
+    if not blob_watched.dtype.is_floating_point:
+        fail(f"{what}: Blob '{blob_watched.name}' is {blob_watched.dtype.name} and has no gradient")
+    diff = build(job.DiffOp, [blob_watched], None, f"{blob_watched.name}_diff", what)
+    watch(diff, handler_or_prompt)
 
 
 def _kind(handler: Callable[..., Any], what: str) -> str:

@@ -100,8 +100,9 @@ class Executor:
             attrs = {k: python_value(v) for k, v in op.attributes.items()}
             ins = [self.views[v] for v in op.ins]
             outs = [self.views[v] for v in op.outs]
-            step = factory(xp, attrs, ins, outs)
-            self.steps.append(finite_checked(step, op, outs, xp) if self.check_finite else step)
+            run = factory(xp, attrs, ins, outs)
+            run = _located(run, op) if op.kernel.data in kernels.CHECKS_DATA else run
+            self.steps.append(finite_checked(run, op, outs, xp) if self.check_finite else run)
         elif isinstance(op, buffer.CopyOp):
             src, dst = self.views[op.src], self.views[op.dst]
             self.steps.append(lambda src=src, dst=dst: xp.copyto(dst, src.reshape(dst.shape)))
@@ -137,6 +138,19 @@ def finite_checked(step: Callable[[], None], op: buffer.KernelOp, outs: list[Any
                 raise ExecutionError(f"'{kernel}' produced {what} (flow.function_config().detect_anomaly is on)", where)
 
     return checked
+
+
+def _located(run: Callable[[], None], op: buffer.KernelOp) -> Callable[[], None]:
+    """`run`, with its DataError reported as an ExecutionError naming the op at the user's line."""
+
+    def located() -> None:
+        try:
+            run()
+        except kernels.DataError as err:
+            where = source_location(op)
+            raise ExecutionError(f"{op.kernel.data}: {err}", where) from None
+
+    return located
 
 
 def _dense_values(attr: DenseIntOrFPElementsAttr, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

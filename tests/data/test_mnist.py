@@ -135,3 +135,55 @@ def test_corrupt_files_are_named(tmp_path):
 
 def test_bundled_file_is_small():
     assert BUNDLED.stat().st_size < 3 * 2**20
+
+
+def write_idx(path: Path, array: np.ndarray, compress: bool) -> None:
+    """The IDX layout written independently of the reader: magic, big-endian sizes, bytes."""
+    import gzip
+    import struct
+
+    raw = struct.pack(">BBBB", 0, 0, 8, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape) + array.tobytes()
+    if compress:
+        path = path.with_name(path.name + ".gz")
+        path.write_bytes(gzip.compress(raw))
+    else:
+        path.write_bytes(raw)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_out_dir_with_idx_files(tmp_path, compress, capsys):
+    rng = np.random.default_rng(2)
+    parts = {
+        "train-images-idx3-ubyte": rng.integers(0, 256, (20, 28, 28), dtype=np.uint8),
+        "train-labels-idx1-ubyte": (np.arange(20) % 10).astype(np.uint8),
+        "t10k-images-idx3-ubyte": rng.integers(0, 256, (10, 28, 28), dtype=np.uint8),
+        "t10k-labels-idx1-ubyte": (np.arange(10)[::-1] % 10).astype(np.uint8),
+    }
+    for name, array in parts.items():
+        write_idx(tmp_path / name, array, compress)
+    (x, y), (tx, ty) = load_mnist(10, 5, out_dir=tmp_path)
+    assert x.shape == (2, 10, 1, 28, 28) and tx.shape == (2, 5, 1, 28, 28)
+    np.testing.assert_array_equal(x.reshape(20, 28, 28), parts["train-images-idx3-ubyte"] / np.float32(255))
+    np.testing.assert_array_equal(ty.reshape(-1), parts["t10k-labels-idx1-ubyte"])
+    assert capsys.readouterr().err == ""
+
+
+def test_out_dir_with_mnist_npz(tmp_path):
+    fake_mnist(tmp_path / "mnist.npz")
+    (x, _), (tx, _) = load_mnist(4, 3, out_dir=tmp_path)
+    assert x.shape[:2] == (3, 4) and tx.shape[:2] == (2, 3)
+
+
+def test_out_dir_without_data_uses_the_bundled_subset_with_a_note(tmp_path, capsys):
+    (x, _), _ = load_mnist(100, 100, out_dir=tmp_path)
+    assert x.shape[0] == 40
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"no mnist.npz or MNIST IDX files in {tmp_path}" in err
+
+
+def test_a_broken_idx_file_is_named(tmp_path):
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                 "t10k-labels-idx1-ubyte"):
+        (tmp_path / name).write_bytes(b"\0\0\x08\x03" + (2).to_bytes(4, "big") * 3 + b"short")
+    with pytest.raises(ValueError, match=r"train-images-idx3-ubyte: the header says \(2, 2, 2\)"):
+        load_mnist(1, 1, out_dir=tmp_path)

@@ -7,7 +7,7 @@ import pytest
 
 import irflow as flow
 import irflow.typing as tp
-from irflow.runtime import compile as compile_module
+from irflow import compiler as compile_module
 
 HERE = __file__
 

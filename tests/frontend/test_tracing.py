@@ -123,7 +123,7 @@ def test_blob_of_another_job_is_rejected():
         ("def f(x: int) -> tp.Numpy:\n    return x", "needs a placeholder annotation"),
         ("def f(*xs: tp.Numpy.Placeholder((2,))) -> tp.Numpy:\n    return xs[0]", "cannot take *xs"),
         ("def f(**kw: tp.Numpy.Placeholder((2,))) -> tp.Numpy:\n    return 1", "cannot take **kw"),
-        ("def f(x: tp.Numpy.Placeholder((2,))):\n    return x", "has no return annotation"),
+        ("def f(x: tp.Numpy.Placeholder((2,))):\n    return 3", "expects a Blob or a list, tuple or dict"),
         ("def f(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:\n    return 3", "expects a Blob"),
         ("def f(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:\n    return (x, x)", "expects a Blob"),
         ("def f(x: tp.Numpy.Placeholder((2,))) -> Tuple[tp.Numpy, tp.Numpy]:\n    return (x,)", "a tuple of 2"),

@@ -5,7 +5,7 @@ kernel; each module holds one theme.
 """
 
 from . import activation, conv, elementwise, linalg, nn, optimizer, pooling, random, reduction, schedule, shape
-from .registry import KERNELS, Array, KernelFactory, Run, get_kernel, register, sequence
+from .registry import CHECKS_DATA, KERNELS, Array, DataError, KernelFactory, Run, get_kernel, register, sequence
 
-__all__ = ["KERNELS", "Array", "KernelFactory", "Run", "get_kernel", "register", "sequence"]
+__all__ = ["CHECKS_DATA", "KERNELS", "Array", "DataError", "KernelFactory", "Run", "get_kernel", "register", "sequence"]
 del activation, conv, elementwise, linalg, nn, optimizer, pooling, random, reduction, schedule, shape

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from .registry import Array, Run, register
+from .registry import Array, DataError, Run, register
 from .shapes import kept_shape, normalize_axes
 
 
@@ -102,19 +102,29 @@ def log_softmax_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arr
 
 
 class _LabelPicker:
-    """Flat indices n*C + labels[n] of each row's labelled class, rebuilt from the current labels."""
+    """Flat indices n*C + labels[n] of each row's labelled class, rebuilt from the current labels.
+
+    A label outside [0, C) would pick another row's logit: it is a DataError
+    naming the first bad label and its position, raised before anything is written.
+    """
 
     def __init__(self, xp: ModuleType, logits_shape: Sequence[int]):
         n, c = logits_shape
         self._xp = xp
+        self._classes = c
         self._rows = xp.arange(0, n * c, c, dtype=np.int64)
         self.index = xp.empty(n, np.int64)
 
     def __call__(self, labels: Array) -> Array:
-        return self._xp.add(self._rows, labels, out=self.index)
+        xp, c = self._xp, self._classes
+        if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= c):
+            position = int(xp.flatnonzero((labels < 0) | (labels >= c))[0])
+            raise DataError(f"label {int(labels[position])} at position [{position}] is outside [0, {c}) "
+                            f"(the logits have {c} classes)")
+        return xp.add(self._rows, labels, out=self.index)
 
 
-@register("sparse_softmax_cross_entropy")
+@register("sparse_softmax_cross_entropy", checks_data=True)
 def sparse_softmax_cross_entropy(
     xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]
 ) -> Run:
@@ -147,7 +157,7 @@ def softmax_cross_entropy(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequenc
     return run
 
 
-@register("sparse_softmax_cross_entropy_grad")
+@register("sparse_softmax_cross_entropy_grad", checks_data=True)
 def sparse_softmax_cross_entropy_grad(
     xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]
 ) -> Run:

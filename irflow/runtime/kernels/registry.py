@@ -19,16 +19,27 @@ Run = Callable[[], None]
 KernelFactory = Callable[[ModuleType, Mapping[str, Any], Sequence[Array], Sequence[Array]], Run]
 
 KERNELS: dict[str, KernelFactory] = {}
+CHECKS_DATA: set[str] = set()
+"""Kernels that validate the values they index with; the executor locates their DataErrors at the op."""
 
 
-def register(*names: str) -> Callable[[KernelFactory], KernelFactory]:
-    """Register a factory under one or more kernel names (a family shares one factory)."""
+class DataError(ValueError):
+    """A kernel met values it cannot compute with (a label outside its classes); raised before any output is written."""
+
+
+def register(*names: str, checks_data: bool = False) -> Callable[[KernelFactory], KernelFactory]:
+    """Register a factory under one or more kernel names (a family shares one factory).
+
+    `checks_data`: the kernel may raise DataError, which the executor reports at the op's location.
+    """
 
     def add(factory: KernelFactory) -> KernelFactory:
         for name in names:
             if name in KERNELS:
                 raise ValueError(f"kernel {name!r} is registered twice")
             KERNELS[name] = factory
+            if checks_data:
+                CHECKS_DATA.add(name)
         return factory
 
     return add

@@ -262,3 +262,17 @@ job.func @located(%x: tensor<4x8xf32> loc("model.py":3:1)) -> tensor<4x8xf32> {
 // LOC-NEXT:    %b = job.tanh %a {{.*}} loc(unknown)
 // LOC-NEXT:    job.return %b : tensor<4x8xf32> loc("model.py":5:4)
 // LOC-NEXT:  } loc(unknown)
+
+// -----
+
+// Reading a gradient: job.diff (flow.watch_diff), which the autodiff pass replaces.
+
+job.func @diff(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {job_type = "train"} {
+  %d = job.diff %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  job.return %d : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: job.func @diff(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {job_type = "train"} {
+// CHECK-NEXT:    %d = job.diff %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    job.return %d : tensor<4x8xf32>
+// CHECK-NEXT:  }

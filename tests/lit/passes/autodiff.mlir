@@ -148,3 +148,25 @@ job.func @convnet(%img: tensor<2x1x6x6xf32>, %labels: tensor<2xi64>) -> tensor<2
 // CHECK-NEXT:    %k_grad = job.conv2d_grad_filter %c_grad, %img {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x6x6xf32>, tensor<2x1x6x6xf32>) -> tensor<4x1x3x3xf32>
 // CHECK-NEXT:    job.apply_gradients %k, %k_grad
 // CHECK-NOT:     job.conv2d_grad_input
+
+// -----
+
+// job.diff reads a gradient: it becomes the gradient of its operand, or zeros
+// when the loss does not depend on it.
+
+job.func @watched(%x: tensor<4x3xf32>) -> (tensor<f32>, tensor<4x2xf32>, tensor<4x3xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<3x2xf32>
+  %y = job.matmul %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
+  %dy = job.diff %y : (tensor<4x2xf32>) -> tensor<4x2xf32>
+  %dx = job.diff %x : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %l = job.reduce_sum %y {axes = array<i64: 0, 1>} : (tensor<4x2xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l, %dy, %dx : tensor<f32>, tensor<4x2xf32>, tensor<4x3xf32>
+}
+
+// CHECK-LABEL: job.func @watched
+// CHECK:         %y_grad = job.broadcast_to
+// CHECK:         %[[ZEROS:.*]] = job.fill {value = 0.000000e+00 : f64} : tensor<4x3xf32>
+// CHECK-NEXT:    job.apply_gradients %w, %w_grad
+// CHECK-NEXT:    job.return %l, %y_grad, %[[ZEROS]] : tensor<f32>, tensor<4x2xf32>, tensor<4x3xf32>
+// CHECK-NOT:     job.diff

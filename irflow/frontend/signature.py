@@ -1,0 +1,342 @@
+"""A job function's signature: placeholders in, annotated results out.
+
+Reading: parameters become placeholder specs (`tp.Numpy.Placeholder` as an
+annotation, or as a default value in OneFlow's older style), and the return
+annotation says how the job's outputs come back: now (`tp.Numpy`, nested
+`Tuple`/`List`/`Dict`, `tp.Bundle`), through a handler (`tp.Callback[T]`), or,
+without an annotation, as OneFlow's older future with `.get()` and
+`.async_get(handler)` whose values are `LocalBlob`s. Calling: each argument is
+checked against its placeholder before anything runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from irflow import typing as tp
+from irflow.errors import ExecutionError, SourceLocation, TraceError
+from irflow.frontend import dtypes
+from irflow.frontend.blob import Blob
+from irflow.frontend.tracing import user_location
+
+if TYPE_CHECKING:
+    from irflow.frontend.session import Registration
+    from irflow.frontend.tracing import Trace
+
+# How a call hands its results back.
+SYNC, CALLBACK, FUTURE = "sync", "callback", "future"
+
+
+@dataclass(frozen=True)
+class TupleParam:
+    items: tuple[Any, ...]  # PlaceholderDef classes or TupleParams
+
+
+@dataclass(frozen=True)
+class Out:
+    """How the job's outputs become the Python value a call returns."""
+
+    kind: str  # "none", "leaf", "tuple", "list", "dict", "bundle"
+    leaf: str = "numpy"  # for "leaf" and "bundle": numpy | list_numpy | list_list_numpy | local_blob
+    items: tuple[Out, ...] = ()  # "tuple": one per element; "list", "dict": the element's
+    variadic: bool = False  # Tuple[X, ...]
+
+
+@dataclass
+class Signature:
+    params: list[tuple[str, Any]]  # (name, placeholder spec or TupleParam)
+    python: inspect.Signature
+    returns: Any  # the annotation (inside tp.Callback); inspect.Signature.empty when there is none
+    out: Out | None  # None: no annotation, any nesting of Blobs comes back as LocalBlobs
+    mode: str  # SYNC | CALLBACK | FUTURE
+
+
+def def_location(func: Callable[..., Any]) -> SourceLocation:
+    """The line of `def` itself, below any decorators, as the user reads it."""
+    code = func.__code__
+    try:
+        lines, first = inspect.getsourcelines(func)
+    except (OSError, TypeError):
+        return SourceLocation(code.co_filename, code.co_firstlineno, 1)
+    for offset, text in enumerate(lines):
+        stripped = text.lstrip()
+        if stripped.startswith(("def ", "async def ")):
+            return SourceLocation(code.co_filename, first + offset, len(text) - len(stripped) + 1)
+    return SourceLocation(code.co_filename, first, 1)
+
+
+def describe(annotation: Any) -> str:
+    if annotation is inspect.Signature.empty:
+        return "no annotation"
+    if _is_placeholder(annotation):
+        return f"{annotation.__name__}({annotation.shape}, dtype={annotation.dtype!r})"
+    for cls, _ in tp.LEAVES.items():
+        if annotation is cls:
+            return f"tp.{cls.__name__}"
+    return repr(annotation).replace("irflow.typing.", "tp.").replace("typing.", "")
+
+
+def _is_placeholder(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, tp.PlaceholderDef)
+
+
+def read_signature(func: Callable[..., Any], where: SourceLocation) -> Signature:
+    """Parameters as placeholder specs; the return annotation (inside tp.Callback) and its spec."""
+    try:
+        hints = typing.get_type_hints(func)
+    except Exception as err:  # noqa: BLE001  NameError etc. from string annotations
+        raise TraceError(f"cannot resolve the annotations of '{func.__name__}': {err}", where) from None
+    python = inspect.signature(func)
+    params: list[tuple[str, Any]] = []
+    for p in python.parameters.values():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            star = "*" if p.kind is p.VAR_POSITIONAL else "**"
+            raise TraceError(
+                f"job function '{func.__name__}' cannot take {star}{p.name}: every parameter must be a placeholder",
+                where,
+            )
+        annotation = hints.get(p.name, p.annotation)
+        if annotation is p.empty and _is_placeholder(p.default):
+            annotation = p.default  # OneFlow's older style: `images=flow.FixedTensorDef(...)`
+        params.append((p.name, _param_spec(annotation, p.name, where)))
+    returns = hints.get("return", python.return_annotation)
+    if returns is tp.Callback:
+        raise TraceError("tp.Callback needs the type of its result, e.g. -> tp.Callback[tp.Numpy]", where)
+    mode = SYNC
+    if typing.get_origin(returns) is tp.Callback:
+        mode, returns = CALLBACK, typing.get_args(returns)[0]
+    elif returns is inspect.Signature.empty:
+        mode = FUTURE
+    out = None if returns is inspect.Signature.empty else _out_spec(returns, where)
+    return Signature(params, python, returns, out, mode)
+
+
+def _param_spec(annotation: Any, name: str, where: SourceLocation) -> Any:
+    if _is_placeholder(annotation):
+        return annotation
+    if typing.get_origin(annotation) is tuple:
+        args = typing.get_args(annotation)
+        if args and Ellipsis not in args:
+            return TupleParam(tuple(_param_spec(a, name, where) for a in args))
+    raise TraceError(
+        f"parameter '{name}' needs a placeholder annotation such as "
+        f"tp.Numpy.Placeholder((2, 3), dtype=flow.float) (or a Tuple of them), got {describe(annotation)}",
+        where,
+    )
+
+
+def leaves(spec: Any) -> list[type[tp.PlaceholderDef]]:
+    if isinstance(spec, TupleParam):
+        return [leaf for item in spec.items for leaf in leaves(item)]
+    return [spec]
+
+
+def _out_spec(annotation: Any, where: SourceLocation, inside: str = "") -> Out:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is None or annotation is type(None):
+        if inside:
+            raise TraceError(f"None cannot appear inside {inside}", where)
+        return Out("none")
+    if annotation in tp.LEAVES:
+        return Out("leaf", tp.LEAVES[annotation])
+    if annotation is tp.Callback or origin is tp.Callback:
+        if not args:
+            raise TraceError("tp.Callback needs the type of its result, e.g. -> tp.Callback[tp.Numpy]", where)
+        raise TraceError("tp.Callback may only be the outermost return annotation", where)
+    if annotation is tp.Bundle or origin is tp.Bundle:
+        if not args or args[0] not in tp.LEAVES:
+            raise TraceError("tp.Bundle needs a leaf type: tp.Bundle[tp.Numpy] or tp.Bundle[tp.ListNumpy]", where)
+        return Out("bundle", tp.LEAVES[args[0]])
+    if origin is tuple and args:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return Out("tuple", items=(_out_spec(args[0], where, "Tuple"),), variadic=True)
+        return Out("tuple", items=tuple(_out_spec(a, where, "Tuple") for a in args))
+    if origin is list and len(args) == 1:
+        return Out("list", items=(_out_spec(args[0], where, "List"),))
+    if origin is dict and len(args) == 2:
+        return Out("dict", items=(_out_spec(args[1], where, "Dict"),))
+    raise TraceError(
+        f"unsupported return annotation {describe(annotation)}: use None, tp.Numpy, tp.ListNumpy, "
+        "tp.ListListNumpy, Tuple/List/Dict of them, tp.Bundle[...] or tp.Callback[...]",
+        where,
+    )
+
+
+# ----------------------------------------------------------------- returned values
+
+
+class _Mismatch(Exception):
+    def __init__(self, path: str, expected: str, value: Any):
+        super().__init__(f"{path or 'the result'} is {what(value)}, but the annotation expects {expected}")
+
+
+def what(value: Any) -> str:
+    if isinstance(value, Blob):
+        return f"Blob '{value.name}'"
+    if isinstance(value, (tuple, list, dict)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return f"{type(value).__name__} {value!r}"
+
+
+def returned_blobs(sig: Signature, result: Any, trace: Trace, name: str, where: SourceLocation) -> tuple[list[Blob], Any]:
+    """Check what the function returned against its annotation; the Blobs (the job's outputs) and the tree to rebuild."""
+    spec = sig.out
+    if spec is None:  # no annotation: OneFlow's older API returns whatever Blobs came back
+        spec = Out("none") if result is None else Out("bundle", "local_blob")
+    if spec.kind == "none":
+        if result is not None:
+            raise TraceError(f"job function '{name}' returns {what(result)} but is annotated -> None; "
+                             "annotate it, e.g. -> tp.Numpy", where)
+        return [], ("none",)
+    blobs: list[Blob] = []
+    try:
+        tree = _collect(spec, result, blobs, "")
+    except _Mismatch as err:
+        expected = describe(sig.returns) if sig.out is not None else "a Blob or a list, tuple or dict of them"
+        raise TraceError(
+            f"job function '{name}' returns a value that does not match {expected}: {err}", where
+        ) from None
+    for blob in blobs:
+        if blob.trace is not trace:
+            raise TraceError(f"job function '{name}' returns Blob '{blob.name}' of another job", where)
+    return blobs, tree
+
+
+def _collect(spec: Out, value: Any, blobs: list[Blob], path: str) -> Any:
+    """Check `value` against `spec`; gather its Blobs; return the shape to rebuild from their arrays."""
+    if spec.kind == "leaf":
+        if not isinstance(value, Blob):
+            raise _Mismatch(path, "a Blob", value)
+        blobs.append(value)
+        return ("leaf", len(blobs) - 1, spec.leaf)
+    if spec.kind == "bundle":
+        if isinstance(value, Blob):
+            blobs.append(value)
+            return ("leaf", len(blobs) - 1, spec.leaf)
+        if isinstance(value, (list, tuple)):
+            items = [_collect(spec, v, blobs, f"{path}[{i}]") for i, v in enumerate(value)]
+            return ("tuple" if isinstance(value, tuple) else "list", items)
+        if isinstance(value, dict):
+            return ("dict", [(k, _collect(spec, v, blobs, f"{path}[{k!r}]")) for k, v in value.items()])
+        raise _Mismatch(path, "a Blob or a list, tuple or dict of them", value)
+    if spec.kind in ("tuple", "list"):
+        if not isinstance(value, (tuple, list)):
+            raise _Mismatch(path, f"a {spec.kind}", value)
+        items = spec.items * len(value) if spec.variadic or spec.kind == "list" else spec.items
+        if len(items) != len(value):
+            raise _Mismatch(path, f"a tuple of {len(items)}", value)
+        return (spec.kind, [_collect(s, v, blobs, f"{path}[{i}]") for i, (s, v) in enumerate(zip(items, value))])
+    if spec.kind == "dict":
+        if not isinstance(value, dict):
+            raise _Mismatch(path, "a dict", value)
+        return ("dict", [(k, _collect(spec.items[0], v, blobs, f"{path}[{k!r}]")) for k, v in value.items()])
+    raise AssertionError(spec.kind)
+
+
+def rebuild(node: Any, arrays: Sequence[np.ndarray]) -> Any:
+    kind = node[0]
+    if kind == "none":
+        return None
+    if kind == "leaf":
+        return leaf_value(node[2], arrays[node[1]])
+    if kind == "tuple":
+        return tuple(rebuild(n, arrays) for n in node[1])
+    if kind == "list":
+        return [rebuild(n, arrays) for n in node[1]]
+    return {k: rebuild(n, arrays) for k, n in node[1]}
+
+
+def leaf_value(kind: str, array: np.ndarray) -> Any:
+    """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device."""
+    if kind == "list_numpy":
+        return [array]
+    if kind == "list_list_numpy":
+        return [[array]]
+    if kind == "local_blob":
+        return array.view(LocalBlob)
+    return array
+
+
+class LocalBlob(np.ndarray):
+    """A result of OneFlow's older API: an ndarray that also answers `.ndarray()` and `.numpy()`."""
+
+    def ndarray(self) -> np.ndarray:
+        return self.view(np.ndarray)
+
+    def numpy(self) -> np.ndarray:
+        return self.view(np.ndarray)
+
+
+class Future:
+    """What a job without a return annotation gives back: `.get()` waits, `.async_get(handler)` does not."""
+
+    def __init__(self, registration: Registration):
+        self._registration = registration
+
+    def get(self) -> Any:
+        """The result (LocalBlobs, nested as the job returned them); a failure of this call is raised here."""
+        return self._registration.wait()
+
+    def async_get(self, callback: Callable[[Any], Any]) -> None:
+        """Call `callback(result)` once the result is ready, in call order."""
+        self._registration(callback)
+
+
+# ----------------------------------------------------------------- arguments
+
+
+def check_argument(job: str, name: str, spec: Any, value: Any, flat: list[np.ndarray], copy: bool) -> None:
+    """Validate one argument against its placeholder before anything runs; append its array(s) to `flat`."""
+    if isinstance(spec, TupleParam):
+        if not isinstance(value, (tuple, list)) or len(value) != len(spec.items):
+            raise TypeError(f"{job}() argument '{name}' must be a tuple of {len(spec.items)} arrays, got {what(value)}")
+        for i, (s, v) in enumerate(zip(spec.items, value)):
+            check_argument(job, f"{name}[{i}]", s, v, flat, copy)
+        return
+    expected = f"numpy.ndarray of shape {spec.shape} and dtype {spec.dtype.name}"
+    array = value
+    if spec.kind in ("list_numpy", "list_list_numpy"):
+        if not isinstance(value, (list, tuple)) or len(value) != 1:
+            raise TypeError(f"{job}() argument '{name}' must be a list with one array per device "
+                            f"(one device here), got {what(value)}")
+        array = value[0]
+        if spec.kind == "list_list_numpy":
+            if not isinstance(array, (list, tuple)) or len(array) != 1:
+                raise TypeError(f"{job}() argument '{name}' must be [[array]]: one tensor list of "
+                                f"one array per device, got [{what(array)}]")
+            array = array[0]
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{job}() argument '{name}' must be a {expected}, got {type(array).__name__}")
+    if isinstance(array, np.ma.MaskedArray):
+        raise ExecutionError(
+            f"{job}() argument '{name}' is a masked array; jobs would ignore its mask, so pass .filled(value) or .data",
+            user_location(),
+        )
+    if array.dtype != spec.dtype.np_dtype:
+        raise ExecutionError(f"{job}() argument '{name}': expected dtype {spec.dtype.name}, given {array.dtype}",
+                             user_location())
+    if array.shape != spec.shape:
+        raise ExecutionError(f"{job}() argument '{name}': expected shape {spec.shape}, given {array.shape}",
+                             user_location())
+    flat.append(np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array))
+
+
+def tensor_def(kind: str, name: str) -> Callable[..., type[tp.PlaceholderDef]]:
+    """OneFlow's deprecated FixedTensorDef / MirroredTensorDef: the placeholder as a parameter's default."""
+    placeholder = {"numpy": tp.Numpy.Placeholder, "list_numpy": tp.ListNumpy.Placeholder}[kind]
+
+    def make(shape: Sequence[int], dtype: object = dtypes.float32, batch_axis: int | None = 0) -> Any:
+        warnings.warn(f"flow.{name} is deprecated; annotate the parameter with "
+                      f"tp.{'Numpy' if kind == 'numpy' else 'ListNumpy'}.Placeholder(shape, dtype)",
+                      DeprecationWarning, stacklevel=2)
+        return placeholder(shape, dtype)
+
+    make.__name__ = name
+    return make

@@ -1,0 +1,52 @@
+"""Ops that index with data refuse values outside their range, at the user's line, changing nothing."""
+
+import numpy as np
+import pytest
+
+import irflow as flow
+import irflow.typing as tp
+
+MARK = "# the loss" + " line"
+LOSS_LINE = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1) if text.endswith(MARK))
+
+
+def define_train():
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((4, 3)), y: tp.Numpy.Placeholder((4,), dtype=flow.int32)) -> tp.Numpy:
+        logits = flow.layers.dense(x, 10, kernel_initializer=flow.random_normal_initializer(), name="fc")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, logits)  # the loss line
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
+
+    return train
+
+
+@pytest.mark.parametrize("bad, position", [(10, 2), (-1, 0), (1000, 3)])
+def test_a_label_out_of_range_is_named_and_changes_nothing(bad, position):
+    train = define_train()
+    x = np.ones((4, 3), np.float32)
+    train(x, np.array([0, 9, 5, 1], np.int32))  # a good step first: momentum and step counter are non-zero
+    before = {name: v.numpy() for name, v in flow.get_all_variables().items()}
+    labels = np.array([3, 4, 5, 6], np.int32)
+    labels[position] = bad
+    with pytest.raises(flow.ExecutionError) as info:
+        train(x, labels)
+    message = str(info.value)
+    assert f"sparse_softmax_cross_entropy: label {bad} at position [{position}] is outside [0, 10)" in message
+    assert info.value.location.file == __file__ and info.value.location.line == LOSS_LINE
+    for name, value in flow.get_all_variables().items():
+        np.testing.assert_array_equal(value.numpy(), before[name], err_msg=name)
+
+
+def test_predict_jobs_check_labels_too_and_async_calls_report_at_the_sync():
+    @flow.global_function()
+    def evaluate(x: tp.Numpy.Placeholder((2, 3)), y: tp.Numpy.Placeholder((2,), dtype=flow.int64)) -> tp.Callback[tp.Numpy]:
+        return flow.nn.sparse_softmax_cross_entropy_with_logits(y, x)
+
+    seen = []
+    evaluate(np.zeros((2, 3), np.float32), np.array([0, 2], np.int64))(seen.append)
+    evaluate(np.zeros((2, 3), np.float32), np.array([0, 3], np.int64))(seen.append)
+    with pytest.raises(flow.ExecutionError, match=r"label 3 at position \[1\] is outside \[0, 3\)"):
+        flow.sync_default_session()
+    assert len(seen) == 1
+    np.testing.assert_allclose(seen[0], np.log(3.0), rtol=1e-6)  # the good call's loss, unchanged

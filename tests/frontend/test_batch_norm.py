@@ -1,0 +1,76 @@
+"""flow.layers.batch_normalization against PyTorch's BatchNorm: training steps, moving statistics, inference."""
+
+import numpy as np
+import pytest
+import torch
+
+import irflow as flow
+import irflow.typing as tp
+
+SHAPE = (4, 3, 2, 2)
+
+
+def define(axis: int, shape):
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder(shape)) -> tp.Numpy:
+        y = flow.layers.batch_normalization(x, axis=axis, momentum=0.9, epsilon=1e-5, name="bn")
+        loss = flow.math.reduce_mean(flow.math.square(y - 0.5))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return y
+
+    @flow.global_function()
+    def infer(x: tp.Numpy.Placeholder(shape)) -> tp.Numpy:
+        return flow.layers.batch_normalization(x, axis=axis, momentum=0.9, epsilon=1e-5, name="bn")
+
+    return train, infer
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC", "dense"])
+def test_training_and_inference_match_pytorch(layout):
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    axis, shape, norm = {"NCHW": (1, SHAPE, torch.nn.BatchNorm2d(3, eps=1e-5, momentum=0.1)),
+                         "NHWC": (-1, (4, 2, 2, 3), torch.nn.BatchNorm2d(3, eps=1e-5, momentum=0.1)),
+                         "dense": (1, (6, 3), torch.nn.BatchNorm1d(3, eps=1e-5, momentum=0.1))}[layout]
+    train, infer = define(axis, shape)
+    to_torch = (lambda a: torch.tensor(a).permute(0, 3, 1, 2)) if layout == "NHWC" else torch.tensor
+    from_torch = (lambda t: t.permute(0, 2, 3, 1).detach().numpy()) if layout == "NHWC" else (lambda t: t.detach().numpy())
+    opt = torch.optim.SGD(norm.parameters(), lr=0.1)
+    xs = [(rng.normal(size=shape) * 3 + 1).astype(np.float32) for _ in range(3)]
+    for x in xs:
+        y = train(x)
+        opt.zero_grad()
+        expected = norm(to_torch(x))
+        ((expected - 0.5) ** 2).mean().backward()
+        opt.step()
+        np.testing.assert_allclose(y, from_torch(expected), rtol=1e-5, atol=1e-5)
+    values = {name: v.numpy() for name, v in flow.get_all_variables().items()}
+    np.testing.assert_allclose(values["bn-moving_mean"], norm.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(values["bn-moving_variance"], norm.running_var.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(values["bn-gamma"], norm.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(values["bn-beta"], norm.bias.detach().numpy(), rtol=1e-5, atol=1e-6)
+    norm.eval()
+    np.testing.assert_allclose(infer(xs[0]), from_torch(norm(to_torch(xs[0]))), rtol=1e-5, atol=1e-5)
+
+
+def test_moving_statistics_are_not_trained():
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((4, 2))) -> tp.Numpy:
+        y = flow.layers.batch_normalization(x, axis=1, name="bn", training=False)
+        loss = flow.math.reduce_mean(y)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return y
+
+    train(np.ones((4, 2), np.float32))  # training=False: the moving statistics normalize and stay as they are
+    values = flow.get_all_variables()
+    np.testing.assert_array_equal(values["bn-moving_mean"].numpy(), np.zeros(2, np.float32))
+    np.testing.assert_array_equal(values["bn-moving_variance"].numpy(), np.ones(2, np.float32))
+    assert "bn-moving_mean-momentum" not in values
+
+
+def test_bad_arguments_name_the_layer():
+    with pytest.raises(flow.TraceError, match="batch_normalization: axis 4 is out of range"):
+
+        @flow.global_function()
+        def f(x: tp.Numpy.Placeholder((2, 3))) -> tp.Numpy:
+            return flow.layers.batch_normalization(x, axis=4)
