@@ -27,7 +27,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from irflow.errors import CompileError, IrflowError, SourceLocation
-from irflow.textir import parse_module, print_module
+from irflow.textir import decode_source, parse_module, print_module
 from irflow.textir.parser import first_verify_failure
 
 
@@ -65,7 +65,7 @@ class IrflowOptMain(xDSLOptMain):
 
     def register_all_frontends(self) -> None:
         super().register_all_frontends()
-        self.available_frontends["mlir"] = lambda io: self._parse(io.read().decode(), 0)
+        self.available_frontends["mlir"] = lambda io: self._parse(decode_source(io.read(), self.get_input_name()), 0)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
@@ -162,11 +162,13 @@ class IrflowOptMain(xDSLOptMain):
 
     def parse_chunk(self, chunk: IO[bytes], file_extension: str, start_offset: int = 0) -> ModuleOp | None:
         if file_extension == "mlir":
-            return self._parse(chunk.read().decode(), start_offset)
+            return self._parse(decode_source(chunk.read(), self.get_input_name()), start_offset)
         return super().parse_chunk(chunk, file_extension, start_offset)
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         if self.args.emit == "ir":
+            if self.args.target == "mlir":
+                return print_module(prog, generic=self.args.print_op_generic, debuginfo=self.args.print_debuginfo)
             return super().output_resulting_program(prog)
         from irflow.dialects.buffer import ProgramOp
         from irflow.runtime.memory_plan import MemoryPlan

@@ -252,3 +252,12 @@ def test_a_real_process_exits_1_without_traceback(write) -> None:
     )
     assert proc.returncode == 1
     assert "error: use of undefined value %y" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_input_that_is_not_utf8_is_a_located_error(tmp_path, capsys) -> None:
+    path = tmp_path / "bad.mlir"
+    path.write_bytes(b'%a = job.variable {name = "w\xff"} : tensor<4xf32>\n')
+    code, out, err = run([str(path)], capsys)
+    assert code == 1 and out == ""
+    assert err.startswith(f"{path}:1:29: error: input is not valid UTF-8")
+    assert "Traceback" not in err and "internal error" not in err
