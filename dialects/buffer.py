@@ -9,12 +9,13 @@ liveness is a property of the IR alone.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
+    DictionaryAttr,
     IntegerAttr,
     IntegerType,
     MemRefType,
@@ -30,6 +31,7 @@ from xdsl.irdl import (
     ParsePropInAttrDict,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -257,16 +259,23 @@ class OutputOp(OneBufferOp):
 
 @irdl_op_definition
 class KernelOp(BufferOp):
-    """Runs a named kernel; its attributes are the kernel's parameters (see docs/kernels.md)."""
+    """Runs a named kernel with the parameters in `params` (see docs/kernels.md).
+
+    The parameters have a dictionary of their own, so a parameter may take any
+    name (pooling's `kernel`, say) without meeting the op's own properties;
+    discardable attributes follow the `attributes` keyword.
+    """
 
     name = "buffer.kernel"
     kernel = prop_def(StringAttr)
+    params = opt_prop_def(DictionaryAttr)
     ins = var_operand_def(MemRefType)
     outs = var_operand_def(MemRefType)
-    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(OperandEffects())
     assembly_format = (
-        "$kernel (`ins` `(` $ins^ `:` type($ins) `)`)? `outs` `(` $outs `:` type($outs) `)` attr-dict"
+        "$kernel (`ins` `(` $ins^ `:` type($ins) `)`)? `outs` `(` $outs `:` type($outs) `)` ($params^)? "
+        "attr-dict-with-keyword"
     )
 
     def __init__(
@@ -274,11 +283,17 @@ class KernelOp(BufferOp):
         kernel: str,
         ins: Sequence[SSAValue],
         outs: Sequence[SSAValue],
-        attributes: dict[str, Attribute] | None = None,
+        params: Mapping[str, Attribute] | None = None,
+        attributes: Mapping[str, Attribute] | None = None,
     ):
-        super().__init__(
-            operands=[ins, outs], properties={"kernel": StringAttr(kernel)}, attributes=attributes or {}
-        )
+        properties: dict[str, Attribute] = {"kernel": StringAttr(kernel)}
+        if params:
+            properties["params"] = DictionaryAttr(dict(params))
+        super().__init__(operands=[ins, outs], properties=properties, attributes=dict(attributes or {}))
+
+    def parameters(self) -> Mapping[str, Attribute]:
+        """The kernel's parameters by name (empty when it has none)."""
+        return self.params.data if self.params is not None else {}
 
     def reads(self) -> Sequence[SSAValue]:
         return tuple(self.ins)

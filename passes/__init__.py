@@ -40,11 +40,16 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     }
 
 
+# xDSL's passes that irflow's pipelines and tests run on its dialects; irflow-opt lists only these and irflow's.
+XDSL_PASSES = ("canonicalize", "cse", "dce")
+
+
 def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
-    """irflow's passes and xDSL's generic ones (canonicalize, cse, dce, ...), by name."""
+    """irflow's passes and the xDSL passes of `XDSL_PASSES`, by name."""
     from xdsl.transforms import get_all_passes as xdsl_passes
 
-    return {**xdsl_passes(), **get_all_passes()}
+    xdsl = xdsl_passes()
+    return {**{name: xdsl[name] for name in XDSL_PASSES}, **get_all_passes()}
 
 
 # What a job goes through from trace to execution; `irflow-opt -p` takes the same names.

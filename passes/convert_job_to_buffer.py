@@ -140,7 +140,10 @@ class ConvertJobToBufferPass(ModulePass):
     device: str = "cpu"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for func in [o for o in op.body.block.ops if isinstance(o, job.FuncOp)]:
+        funcs = [o for o in op.body.block.ops if isinstance(o, job.FuncOp)]
+        if not funcs:
+            raise CompileError("convert-job-to-buffer found no job.func to lower")
+        for func in funcs:
             program = _Lowering(func, self.device).run()
             op.body.block.insert_op_before(program, func)
             func.detach()

@@ -20,6 +20,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from irflow.dialects import buffer
+from irflow.errors import CompileError
 from irflow.dialects.job import i64_array
 from irflow.memplan import Buffer, lower_bound, plan
 from irflow.passes.memory_schedule import shorten_lifetimes
@@ -105,8 +106,17 @@ class PlanMemoryPass(ModulePass):
     # Reorder the schedule (within its dependences) so that buffers die sooner.
     reorder: bool = False
 
+    def __post_init__(self) -> None:
+        if self.alignment < 0 or self.alignment & (self.alignment - 1):
+            raise ValueError(f"must be 0 (the device's) or a power of two, got {self.alignment}")
+        if self.effort < 0:
+            raise ValueError(f"must be a number of seconds >= 0, got {self.effort}")
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for program in [o for o in op.body.block.ops if isinstance(o, buffer.ProgramOp)]:
+        programs = [o for o in op.body.block.ops if isinstance(o, buffer.ProgramOp)]
+        if not programs:
+            raise CompileError("plan-memory found no buffer.program to plan: run convert-job-to-buffer first")
+        for program in programs:
             self.plan_program(program)
 
     def plan_program(self, program: buffer.ProgramOp) -> None:

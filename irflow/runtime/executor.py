@@ -97,7 +97,7 @@ class Executor:
             self.outputs.append((op.index.value.data, self.views[op.buf]))
         elif isinstance(op, buffer.KernelOp):
             factory = kernels.get_kernel(op.kernel.data)
-            attrs = {k: python_value(v) for k, v in op.attributes.items()}
+            attrs = {k: python_value(v) for k, v in op.parameters().items()}
             ins = [self.views[v] for v in op.ins]
             outs = [self.views[v] for v in op.outs]
             run = factory(xp, attrs, ins, outs)

@@ -13,6 +13,7 @@ ops are wrapped in an implicit one.
 
 from __future__ import annotations
 
+import functools
 import gc
 import re
 import threading
@@ -556,17 +557,16 @@ class _Builder(Transformer):
         return uses, types
 
     def kernel_op(self, children: list[Any]) -> Operation:
-        kw, kernel, ins, out_uses, out_types, entries = children
+        kw, kernel, ins, out_uses, out_types, params, attrs = children
         info = self._op_class(str(kw), kw)
         in_uses, in_types = ins if ins is not None else (None, [])
         inputs = self._resolve(in_uses, in_types, kw)
         outputs = self._resolve(out_uses, out_types or [], kw)
-        props, attrs = self._split(info, entries)
-        if "kernel" in (entries or {}) or "operandSegmentSizes" in (entries or {}):
-            raise self._error("'kernel' and 'operandSegmentSizes' are given by the syntax, not the dictionary", kw)
-        props = {"kernel": self._string(kernel), **props}
+        props = {"kernel": self._string(kernel)}
+        if params is not None:
+            props["params"] = DictionaryAttr(params)
         props["operandSegmentSizes"] = DenseArrayBase.from_list(i32, [len(inputs), len(outputs)])
-        return self._create(kw, info.cls, operands=[*inputs, *outputs], properties=props, attributes=attrs)
+        return self._create(kw, info.cls, operands=[*inputs, *outputs], properties=props, attributes=attrs or {})
 
     def call_op(self, children: list[Any]) -> Operation:
         kw, sym, uses, entries, ftype = children
@@ -1266,12 +1266,28 @@ def verify_op(op: Operation) -> None:
                 )
         elif not op.has_trait(IsTerminator):
             raise VerifyException(f"Operation {op.name} terminates block in multi-block region but is not a terminator")
+    if op.attributes and (clash := sorted(op.attributes.keys() & property_names(op))):
+        raise VerifyException(
+            f"attribute {', '.join(repr(k) for k in clash)} has the name of a property of {op.name}: "
+            "an op's properties and attributes share one namespace, as in MLIR"
+        )
     for r in op.regions:
         if len(r.blocks) == 1 and r.blocks[0].first_op is None and not op.has_trait(NoTerminator):
             raise VerifyException(
                 f"Operation {op.name} contains empty block in single-block region that expects at least a terminator"
             )
     op.verify_()
+
+
+@functools.cache
+def _declared_properties(cls: type[Operation]) -> frozenset[str]:
+    return frozenset(cls.get_irdl_definition().properties) if issubclass(cls, IRDLOperation) else frozenset()
+
+
+def property_names(op: Operation) -> frozenset[str] | set[str]:
+    """Every property name `op` has or could have: an attribute of such a name could not be told apart in text."""
+    declared = _declared_properties(type(op))
+    return declared if op.properties.keys() <= declared else declared | op.properties.keys()
 
 
 _local = threading.local()
@@ -1294,6 +1310,22 @@ def default_context() -> Context:
 
         _default_ctx = make_context()
     return _default_ctx
+
+
+def decode_source(data: bytes, filename: str = "<string>") -> str:
+    """Text IR bytes as a string; input that is not UTF-8 is an `IRParseError` at the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        line_start = data.rfind(b"\n", 0, e.start) + 1
+        column = len(data[line_start : e.start].decode("utf-8", "replace")) + 1
+        source = data[line_start:].split(b"\n", 1)[0].decode("utf-8", "replace")
+        raise IRParseError(
+            f"input is not valid UTF-8: byte 0x{data[e.start]:02x} cannot start or continue a character",
+            SourceLocation(filename, line, column),
+            source,
+        ) from None
 
 
 def parse_module(

@@ -179,3 +179,36 @@ def test_integer_types_wider_than_mlir_allows_are_refused() -> None:
     e = error_of("%a = job.fill {value = 1 : i99999999999} : tensor<4xf32>\n")
     assert e.message == "integer types are limited to 16777215 bits, got i99999999999"
     assert (e.location.line, e.location.col) == (1, 28)
+
+
+def test_input_that_is_not_utf8_is_located() -> None:
+    from irflow.textir import decode_source
+
+    data = b'%a = job.variable {name = "\xc3\xa9t\xff"} : tensor<4xf32>\n'
+    with pytest.raises(IRParseError) as info:
+        decode_source(b"// first line\n" + data, "in.mlir")
+    assert str(info.value).startswith("in.mlir:2:30: error: input is not valid UTF-8: byte 0xff")
+
+
+def test_an_attribute_may_not_share_a_property_name() -> None:
+    """Properties and attributes share one namespace, so the custom form can never confuse the two."""
+    text = (
+        '"builtin.module"() ({\n'
+        '  %m = "buffer.alloc"() : () -> memref<4xf32>\n'
+        '  "buffer.kernel"(%m) <{kernel = "relu", operandSegmentSizes = array<i32: 0, 1>}> {kernel = 1 : i64}'
+        " : (memref<4xf32>) -> ()\n"
+        "}) : () -> ()\n"
+    )
+    error = error_of(text)
+    assert (error.location.line, error.location.col) == (3, 3)
+    assert "attribute 'kernel' has the name of a property of buffer.kernel" in str(error)
+    # an optional property that is not set still owns its name
+    from irflow.dialects import buffer
+    from irflow.textir.parser import first_verify_failure
+    from xdsl.dialects.builtin import DictionaryAttr, MemRefType, ModuleOp, f32
+
+    alloc = buffer.AllocOp(MemRefType(f32, [4]))
+    kernel = buffer.KernelOp("relu", [], [alloc.res])
+    kernel.attributes["params"] = DictionaryAttr({})
+    op, e = first_verify_failure(ModuleOp([alloc, kernel]))
+    assert op is kernel and "attribute 'params' has the name of a property" in str(e)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -166,18 +167,90 @@ def test_parse_error_is_one_located_line_and_exit_1(write, capsys) -> None:
     ]
 
 
-def test_verify_diagnostics_prints_and_continues(write, capsys) -> None:
-    code, out, err = run([write(UNDEFINED + "// -----\n" + GOOD), "--split-input-file", "--verify-diagnostics"], capsys)
-    assert code == 0 and err == ""
-    first, second = out.split("// -----\n")
-    assert ":2:17: error: use of undefined value %y" in first
-    assert second.startswith("builtin.module")
+def test_verify_diagnostics_accepts_what_is_expected(write, capsys) -> None:
+    annotated = UNDEFINED.replace("  %a = job.relu %y", "  // expected-error@+1 {{use of undefined value %y}}\n  %a = job.relu %y")
+    code, out, err = run([write(annotated + "// -----\n" + GOOD), "--split-input-file", "--verify-diagnostics"], capsys)
+    assert (code, err) == (0, "")
+    assert out.startswith("builtin.module") and "// -----" not in out  # only the chunk that did not fail prints
 
 
-def test_split_input_file_keeps_line_numbers(write, capsys) -> None:
-    code, _, err = run([write(GOOD + "// -----\n" + UNDEFINED), "--split-input-file"], capsys)
+@pytest.mark.parametrize(
+    "annotation, problem",
+    [
+        pytest.param("", "error: unexpected error: use of undefined value %y", id="unexpected"),
+        pytest.param(
+            "// expected-error@+1 {{undefined value %z}}",
+            'error: error "use of undefined value %y" was emitted, but the expected one differs: "undefined value %z"',
+            id="different",
+        ),
+        pytest.param(
+            "// expected-error@+2 {{use of undefined value %y}}",
+            'expected error "use of undefined value %y" was not produced (at line 4)',
+            id="wrong-line",
+        ),
+        pytest.param(
+            "// expected-warning@+1 {{use of undefined value %y}}",
+            "error: unexpected error: use of undefined value %y",
+            id="wrong-severity",
+        ),
+    ],
+)
+def test_verify_diagnostics_fails_on_any_difference(write, capsys, annotation: str, problem: str) -> None:
+    text = UNDEFINED.replace("  %a = job.relu %y", f"  {annotation}\n  %a = job.relu %y")
+    code, out, err = run([write(text), "--verify-diagnostics"], capsys)
+    assert code == 1 and out == ""
+    assert problem in err
+
+
+def test_verify_diagnostics_fails_when_an_expected_error_does_not_occur(write, capsys) -> None:
+    code, _, err = run([write("// expected-error {{never happens}}\n" + GOOD), "--verify-diagnostics"], capsys)
     assert code == 1
-    assert ":9:17: error: use of undefined value %y" in err.splitlines()[0]
+    assert err == 'in.mlir:1: error: expected error "never happens" was not produced (at line 1)\n'.replace(
+        "in.mlir", str(Path(write("", "unused.mlir")).parent / "in.mlir")
+    )
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        pytest.param(["  %a = job.relu %y : (tensor<4xf32>) -> tensor<4xf32>", "  // expected-error@-1 {{%y}}"], id="minus"),
+        pytest.param(["  %a = job.relu %y : (tensor<4xf32>) -> tensor<4xf32>", "  // expected-error@above {{%y}}"], id="above"),
+        pytest.param(
+            [
+                "  // expected-error@below {{use of undefined value}}",
+                "  // expected-note@below {{never}}",
+                "  %a = job.relu %y : (tensor<4xf32>) -> tensor<4xf32>",
+            ],
+            id="below",
+        ),
+        pytest.param(
+            ["  %a = job.relu %y : (tensor<4xf32>) -> tensor<4xf32> // expected-error-re {{undefined value %{{[a-z]$}}}}"],
+            id="same-line-regex",
+        ),
+    ],
+)
+def test_verify_diagnostics_designators(write, capsys, lines: list[str]) -> None:
+    text = "job.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n" + "\n".join(lines) + "\n  job.return %a : tensor<4xf32>\n}\n"
+    code, _, err = run([write(text), "--verify-diagnostics"], capsys)
+    if any("expected-note" in line for line in lines):
+        assert code == 1 and err.count("\n") == 1 and 'expected note "never" was not produced' in err
+    else:
+        assert (code, err) == (0, "")
+
+
+def test_split_input_file_keeps_line_numbers_and_goes_on(write, capsys) -> None:
+    code, out, err = run([write(GOOD + "// -----\n" + UNDEFINED + "// -----\n" + GOOD + "// -----\n" + UNDEFINED), "--split-input-file"], capsys)
+    assert code == 1
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert [e.split(":", 1)[1] for e in errors] == ["9:17: error: use of undefined value %y", "21:17: error: use of undefined value %y"]
+    assert out.count("job.func @f") == 2 and out.count("// -----\n") == 1
+
+
+def test_split_input_file_takes_a_marker(write, capsys) -> None:
+    code, out, _ = run([write(GOOD + "// ====\n" + GOOD), "--split-input-file=// ===="], capsys)
+    assert code == 0 and out.count("builtin.module") == 2
+    code, out, err = run([write(GOOD + "// ====\n" + GOOD), "--split-input-file"], capsys)
+    assert code == 1 and "Redefinition of symbol \"f\"" in err  # without the marker: one chunk, @f twice
 
 
 def test_verify_roundtrip(write, capsys) -> None:
@@ -214,9 +287,9 @@ def test_a_broken_pass_only_breaks_pipelines_that_use_it(write, capsys) -> None:
     [
         (
             "no-such-pass",
-            "irflow-opt: error: invalid pass pipeline 'no-such-pass': Unrecognized passes: ['no-such-pass']",
+            "irflow-opt: error: invalid pass pipeline 'no-such-pass': unknown pass 'no-such-pass'",
         ),
-        ("cse{bogus=1}", "irflow-opt: error: invalid pass pipeline 'cse{bogus=1}'"),
+        ("cse{bogus=1}", "irflow-opt: error: invalid pass pipeline 'cse{bogus=1}': unknown option 'bogus' of pass 'cse'"),
         ("test-raise-compile-error", "model.py:7:5: error: cannot lower this"),
         ("test-raise-verify-exception", "in.mlir: error: pass precondition does not hold"),
         ("test-crash", "in.mlir: error: internal error: KeyError: 'oops'"),
@@ -252,3 +325,105 @@ def test_a_real_process_exits_1_without_traceback(write) -> None:
     )
     assert proc.returncode == 1
     assert "error: use of undefined value %y" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_input_that_is_not_utf8_is_a_located_error(tmp_path, capsys) -> None:
+    path = tmp_path / "bad.mlir"
+    path.write_bytes(b'%a = job.variable {name = "w\xff"} : tensor<4xf32>\n')
+    code, out, err = run([str(path)], capsys)
+    assert code == 1 and out == ""
+    assert err.startswith(f"{path}:1:29: error: input is not valid UTF-8")
+    assert "Traceback" not in err and "internal error" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["-p", "cse{"], "invalid pass pipeline 'cse{' at column 5: expected argument name here"),
+        (["-p", "cse,,dce"], "invalid pass pipeline 'cse,,dce' at column 5: expected pass name here"),
+        (["-p", "builtin.module(cse"], "invalid pass pipeline 'builtin.module(cse': expected 'builtin.module(...)'"),
+        (["-p", "builtin.module(func.func(cse))"], "only module passes are supported, not nested op pipelines"),
+        (["--pass-pipeline", "cse"], "--pass-pipeline expects 'builtin.module(...)', got 'cse'"),
+        (["-p", "cse", "--pass-pipeline=builtin.module(dce)"], "give the pipeline with -p or with --pass-pipeline"),
+        (
+            ["-p", "plan-memory{alignment=100}"],
+            "option 'alignment' of pass 'plan-memory': must be 0 (the device's) or a power of two, got 100",
+        ),
+        (["-p", "plan-memory{alignment=x}"], "option 'alignment' of pass 'plan-memory': Incompatible types"),
+        (["-p", "cse{in-place=1}"], "unknown option 'in-place' of pass 'cse' (it takes no options)"),
+    ],
+)
+def test_malformed_pipelines_are_clean_errors(write, capsys, argv: list[str], expected: str) -> None:
+    code, out, err = run([write(GOOD), *argv], capsys)
+    assert code == 1 and out == ""
+    assert err.startswith("irflow-opt: error: ") and expected in err and err.count("\n") == 1
+
+
+def test_pass_pipeline_in_mlir_form(write, capsys) -> None:
+    plain = run([write(GOOD), "-p", "cse,dce"], capsys)
+    assert run([write(GOOD), "--pass-pipeline=builtin.module(cse, dce)"], capsys) == plain
+    assert run([write(GOOD), "-p", "builtin.module(cse,dce)"], capsys) == plain
+    assert plain[0] == 0 and "%c = job.add %a, %a" in plain[1]
+
+
+def test_mlir_spellings_of_the_print_flags(write, capsys) -> None:
+    old = run([write(GOOD), "-p", "cse", "--print-op-generic", "--print-debuginfo", "--print-ir-after-all"], capsys)
+    new = run([write(GOOD), "-p", "cse", "--mlir-print-op-generic", "--mlir-print-debuginfo", "--mlir-print-ir-after-all"], capsys)
+    assert old == new
+    assert 'loc("model.py":2:3)' in new[1] and '"job.add"' in new[1] and "IR Dump After cse" in new[2]
+
+
+def test_time_passes_prints_a_table(write, capsys) -> None:
+    code, out, err = run([write(GOOD), "-p", "cse,dce,cse", "--time-passes"], capsys)
+    assert code == 0 and out.startswith("builtin.module")
+    rows = [line.split(")  ", 1) for line in err.splitlines() if "%)  " in line]
+    names = [name for _, name in rows]
+    assert names == ["parse and verify", "cse #1", "verify", "dce", "cse #3", "print", "Total"]
+    seconds = [float(row[0].split("(")[0]) for row in rows]
+    assert abs(sum(seconds[:-1]) - seconds[-1]) < 1e-3
+    assert "Total Execution Time" in err
+
+
+def test_every_flag_in_help_is_known_and_tested(capsys) -> None:
+    """A flag added to --help must be added here, with a test of what it does."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    flags = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", capsys.readouterr().out))
+    assert flags == {
+        "-h", "--help", "-o", "--output-file", "-p", "--passes", "--pass-pipeline", "--split-input-file",
+        "--verify-diagnostics", "--verify-roundtrip", "--mlir-print-ir-after-all", "--print-ir-after-all",
+        "--mlir-print-ir-after-change", "--print-ir-after-change", "--mlir-print-op-generic", "--print-op-generic",
+        "--mlir-print-debuginfo", "--print-debuginfo", "--time-passes", "--disable-verify",
+        "--allow-unregistered-dialect", "--no-implicit-module", "--list-passes", "--emit", "--version",
+    }  # fmt: skip
+
+
+def test_list_passes_lists_what_applies_to_irflow(capsys) -> None:
+    code, out, _ = run(["--list-passes"], capsys)
+    listed = {line.split(":")[0].strip() for line in out.splitlines()[1:] if line.startswith("  ") and not line.startswith("      ")}
+    irflow_own = {"autodiff", "optimizer", "convert-job-to-buffer", "plan-memory"}
+    assert irflow_own <= listed
+    assert listed - irflow_own - {name for name in listed if name.startswith("test-")} == {"canonicalize", "cse", "dce"}
+
+
+def test_other_flags(write, capsys, tmp_path) -> None:
+    text = '"foo.op"() : () -> ()\n'
+    assert run([write(text), "--allow-unregistered-dialect"], capsys)[0] == 0
+    assert "unknown operation 'foo.op'" in run([write(text)], capsys)[2]
+    assert "expected a single builtin.module" in run([write(GOOD), "--no-implicit-module"], capsys)[2]
+    bad = GOOD.replace("%c = job.add %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>", "%c = job.add %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<8xf32>")
+    bad = bad.replace("job.return %c : tensor<4xf32>", "job.return %a : tensor<4xf32>")
+    assert run([write(bad)], capsys)[0] == 1
+    assert run([write(bad), "--disable-verify"], capsys)[0] == 0
+
+
+@pytest.mark.parametrize(
+    "text, pipeline, expected",
+    [
+        (GOOD, "plan-memory", "error: plan-memory found no buffer.program to plan: run convert-job-to-buffer first"),
+        ('buffer.program @p on "cpu" {\n  %a = buffer.alloc : memref<4xf32>\n}\n', "convert-job-to-buffer", "error: convert-job-to-buffer found no job.func to lower"),
+    ],
+)
+def test_passes_say_when_the_ir_is_not_theirs(write, capsys, text: str, pipeline: str, expected: str) -> None:
+    code, _, err = run([write(text), "-p", pipeline], capsys)
+    assert code == 1 and expected in err

@@ -16,7 +16,7 @@ buffer.program @storage on "cpu" attributes {job_type = "predict"} {
 }
 
 // CHECK-LABEL: buffer.program @storage on "cpu" attributes {job_type = "predict"} {
-// CHECK-NEXT:    %arena = buffer.arena {size = 1024 : i64, alignment = 64 : i64} : memref<1024xi8>
+// CHECK-NEXT:    %arena = buffer.arena {alignment = 64 : i64, size = 1024 : i64} : memref<1024xi8>
 // CHECK-NEXT:    %v = buffer.view %arena {offset = 64 : i64} : memref<1024xi8> -> memref<4x8xf32>
 // CHECK-NEXT:    %a = buffer.alloc : memref<4x8xf32>
 // CHECK-NEXT:    %w = buffer.variable {name = "w"} : memref<4x8xf32>
@@ -50,9 +50,10 @@ buffer.program @compute on "cpu" {
 // CHECK-NEXT:    buffer.copy %y, %z : memref<4x2xf32>, memref<4x2xf32>
 // CHECK-NEXT:    buffer.output %z {index = 0 : i64} : memref<4x2xf32>
 // CHECK-NEXT:  }
-// The kernel name is a property; the segment sizes split the operands into ins and outs.
-// CHECK-GENERIC: "buffer.kernel"(%x, %w, %y) <{kernel = "matmul", operandSegmentSizes = array<i32: 2, 1>}> {transpose_a = false, transpose_b = false} : (memref<4x8xf32>, memref<8x2xf32>, memref<4x2xf32>) -> ()
-// CHECK-GENERIC: "buffer.kernel"(%z) <{kernel = "fill", operandSegmentSizes = array<i32: 0, 1>}> {value = 0.000000e+00 : f32} : (memref<4x2xf32>) -> ()
+// The kernel name and its parameters are properties, so no parameter name can
+// collide with them; the segment sizes split the operands into ins and outs.
+// CHECK-GENERIC: "buffer.kernel"(%x, %w, %y) <{kernel = "matmul", operandSegmentSizes = array<i32: 2, 1>, params = {transpose_a = false, transpose_b = false}}> : (memref<4x8xf32>, memref<8x2xf32>, memref<4x2xf32>) -> ()
+// CHECK-GENERIC: "buffer.kernel"(%z) <{kernel = "fill", operandSegmentSizes = array<i32: 0, 1>, params = {value = 0.000000e+00 : f32}}> : (memref<4x2xf32>) -> ()
 
 // -----
 
@@ -81,11 +82,11 @@ buffer.program @collectives on "gpu" {
 // CHECK-NEXT:    %s = buffer.alloc : memref<2x8xf32>
 // CHECK-NEXT:    %t = buffer.alloc : memref<8x4xf32>
 // CHECK-NEXT:    buffer.all_reduce %a, %b {group = array<i64: 0, 1>, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
-// CHECK-NEXT:    buffer.all_gather %a, %g {group = array<i64: 0, 1>, axis = 0 : i64} : memref<4x8xf32>, memref<8x8xf32>
-// CHECK-NEXT:    buffer.reduce_scatter %a, %s {group = array<i64: 0, 1>, axis = 0 : i64, reduction = "max"} : memref<4x8xf32>, memref<2x8xf32>
-// CHECK-NEXT:    buffer.all_to_all %a, %t {group = array<i64: 0, 1>, split_axis = 1 : i64, concat_axis = 0 : i64} : memref<4x8xf32>, memref<8x4xf32>
+// CHECK-NEXT:    buffer.all_gather %a, %g {axis = 0 : i64, group = array<i64: 0, 1>} : memref<4x8xf32>, memref<8x8xf32>
+// CHECK-NEXT:    buffer.reduce_scatter %a, %s {axis = 0 : i64, group = array<i64: 0, 1>, reduction = "max"} : memref<4x8xf32>, memref<2x8xf32>
+// CHECK-NEXT:    buffer.all_to_all %a, %t {concat_axis = 0 : i64, group = array<i64: 0, 1>, split_axis = 1 : i64} : memref<4x8xf32>, memref<8x4xf32>
 // CHECK-NEXT:    buffer.broadcast %a, %b {group = array<i64: 0, 1>, root = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
-// CHECK-NEXT:    buffer.reduce %a, %b {group = array<i64: 0, 1>, root = 1 : i64, reduction = "min"} : memref<4x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    buffer.reduce %a, %b {group = array<i64: 0, 1>, reduction = "min", root = 1 : i64} : memref<4x8xf32>, memref<4x8xf32>
 // CHECK-NEXT:    buffer.send %a {peer = 1 : i64} : memref<4x8xf32>
 // CHECK-NEXT:    buffer.recv %b {peer = 0 : i64} : memref<4x8xf32>
 // CHECK-NEXT:  }

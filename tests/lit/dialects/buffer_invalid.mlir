@@ -1,46 +1,43 @@
-// RUN: irflow-opt %s --split-input-file --verify-diagnostics | filecheck %s
+// RUN: irflow-opt %s --split-input-file --verify-diagnostics
 
 // One case per verifier message of dialects/buffer.py: each is reported at
-// its op as file:line:col.
+// its op, on the line its `expected-error` annotation names (checked by
+// --verify-diagnostics).
 
 // An alloc of dynamic shape.
 
 buffer.program @p on "cpu" {
+  // expected-error@+1 {{'buffer.alloc' op alloc must be a statically shaped memref, got memref<?x4xf32>}}
   %a = buffer.alloc : memref<?x4xf32>
 }
-
-// CHECK: error: 'buffer.alloc' op alloc must be a statically shaped memref, got memref<?x4xf32>
 
 // -----
 
 // Two arenas in one program.
 
+// expected-error@+1 {{'buffer.program' op a program has one arena per device, found 2}}
 buffer.program @p on "cpu" {
   %a = buffer.arena {size = 64 : i64, alignment = 64 : i64} : memref<64xi8>
   %b = buffer.arena {size = 64 : i64, alignment = 64 : i64} : memref<64xi8>
 }
-
-// CHECK: error: 'buffer.program' op a program has one arena per device, found 2
 
 // -----
 
 // An arena alignment that is not a power of two.
 
 buffer.program @p on "cpu" {
+  // expected-error@+1 {{'buffer.arena' op arena alignment must be a power of two, got 48}}
   %a = buffer.arena {size = 96 : i64, alignment = 48 : i64} : memref<96xi8>
 }
-
-// CHECK: error: 'buffer.arena' op arena alignment must be a power of two, got 48
 
 // -----
 
 // An arena whose type disagrees with its size.
 
 buffer.program @p on "cpu" {
+  // expected-error@+1 {{'buffer.arena' op arena of 64 bytes must have type memref<64xi8>}}
   %a = buffer.arena {size = 64 : i64, alignment = 64 : i64} : memref<32xi8>
 }
-
-// CHECK: error: 'buffer.arena' op arena of 64 bytes must have type memref<64xi8>
 
 // -----
 
@@ -48,10 +45,9 @@ buffer.program @p on "cpu" {
 
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<64xi8>
+  // expected-error@+1 {{'buffer.view' op buffer.view must view a buffer.arena}}
   %v = buffer.view %a {offset = 0 : i64} : memref<64xi8> -> memref<4xf32>
 }
-
-// CHECK: error: 'buffer.view' op buffer.view must view a buffer.arena
 
 // -----
 
@@ -59,10 +55,9 @@ buffer.program @p on "cpu" {
 
 buffer.program @p on "cpu" {
   %a = buffer.arena {size = 64 : i64, alignment = 16 : i64} : memref<64xi8>
+  // expected-error@+1 {{'buffer.view' op view [48, 80) is out of the arena's 64 bytes}}
   %v = buffer.view %a {offset = 48 : i64} : memref<64xi8> -> memref<8xf32>
 }
-
-// CHECK: error: 'buffer.view' op view [48, 80) is out of the arena's 64 bytes
 
 // -----
 
@@ -70,20 +65,18 @@ buffer.program @p on "cpu" {
 
 buffer.program @p on "cpu" {
   %a = buffer.arena {size = 64 : i64, alignment = 16 : i64} : memref<64xi8>
+  // expected-error@+1 {{'buffer.view' op view offset 4 is not a multiple of the arena alignment 16}}
   %v = buffer.view %a {offset = 4 : i64} : memref<64xi8> -> memref<4xf32>
 }
-
-// CHECK: error: 'buffer.view' op view offset 4 is not a multiple of the arena alignment 16
 
 // -----
 
 // A constant that does not fit its buffer.
 
 buffer.program @p on "cpu" {
+  // expected-error@+1 {{'buffer.constant' op constant of type tensor<2xi32> cannot fill memref<3xi32>}}
   %c = buffer.constant {value = dense<[1, 2]> : tensor<2xi32>} : memref<3xi32>
 }
-
-// CHECK: error: 'buffer.constant' op constant of type tensor<2xi32> cannot fill memref<3xi32>
 
 // -----
 
@@ -91,10 +84,9 @@ buffer.program @p on "cpu" {
 
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
+  // expected-error@+1 {{'buffer.kernel' op kernel 'relu' writes no output}}
   buffer.kernel "relu" ins(%a : memref<4x8xf32>) outs()
 }
-
-// CHECK: error: 'buffer.kernel' op kernel 'relu' writes no output
 
 // -----
 
@@ -103,10 +95,9 @@ buffer.program @p on "cpu" {
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
   %b = buffer.alloc : memref<4xf32>
+  // expected-error@+1 {{'buffer.copy' op copy between buffers of different sizes: memref<4x8xf32> -> memref<4xf32>}}
   buffer.copy %a, %b : memref<4x8xf32>, memref<4xf32>
 }
-
-// CHECK: error: 'buffer.copy' op copy between buffers of different sizes: memref<4x8xf32> -> memref<4xf32>
 
 // -----
 
@@ -114,10 +105,9 @@ buffer.program @p on "cpu" {
 
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
+  // expected-error@+1 {{'buffer.all_reduce' op group must list distinct non-negative ranks, got [0, 0]}}
   buffer.all_reduce %a, %a {group = array<i64: 0, 0>, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
 }
-
-// CHECK: error: 'buffer.all_reduce' op group must list distinct non-negative ranks, got [0, 0]
 
 // -----
 
@@ -125,10 +115,9 @@ buffer.program @p on "cpu" {
 
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
+  // expected-error@+1 {{'buffer.all_reduce' op unknown reduction 'avg', expected one of sum, max, min}}
   buffer.all_reduce %a, %a {group = array<i64: 0, 1>, reduction = "avg"} : memref<4x8xf32>, memref<4x8xf32>
 }
-
-// CHECK: error: 'buffer.all_reduce' op unknown reduction 'avg', expected one of sum, max, min
 
 // -----
 
@@ -136,10 +125,9 @@ buffer.program @p on "cpu" {
 
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
+  // expected-error@+1 {{'buffer.broadcast' op root 2 is not in the group [0, 1]}}
   buffer.broadcast %a, %a {group = array<i64: 0, 1>, root = 2 : i64} : memref<4x8xf32>, memref<4x8xf32>
 }
-
-// CHECK: error: 'buffer.broadcast' op root 2 is not in the group [0, 1]
 
 // -----
 
@@ -148,10 +136,9 @@ buffer.program @p on "cpu" {
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
   %b = buffer.alloc : memref<8x4xf32>
+  // expected-error@+1 {{'buffer.all_reduce' op buffer.all_reduce keeps the buffer type: memref<4x8xf32> vs memref<8x4xf32>}}
   buffer.all_reduce %a, %b {group = array<i64: 0, 1>, reduction = "sum"} : memref<4x8xf32>, memref<8x4xf32>
 }
-
-// CHECK: error: 'buffer.all_reduce' op buffer.all_reduce keeps the buffer type: memref<4x8xf32> vs memref<8x4xf32>
 
 // -----
 
@@ -159,10 +146,9 @@ buffer.program @p on "cpu" {
 
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
+  // expected-error@+1 {{'buffer.all_gather' op axis 2 out of range for shape (4, 8)}}
   buffer.all_gather %a, %a {group = array<i64: 0, 1>, axis = 2 : i64} : memref<4x8xf32>, memref<4x8xf32>
 }
-
-// CHECK: error: 'buffer.all_gather' op axis 2 out of range for shape (4, 8)
 
 // -----
 
@@ -170,10 +156,9 @@ buffer.program @p on "cpu" {
 
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
+  // expected-error@+1 {{'buffer.all_gather' op all_gather of memref<4x8xf32> over 2 ranks cannot produce memref<4x8xf32>}}
   buffer.all_gather %a, %a {group = array<i64: 0, 1>, axis = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
 }
-
-// CHECK: error: 'buffer.all_gather' op all_gather of memref<4x8xf32> over 2 ranks cannot produce memref<4x8xf32>
 
 // -----
 
@@ -181,10 +166,9 @@ buffer.program @p on "cpu" {
 
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
+  // expected-error@+1 {{'buffer.reduce_scatter' op reduce_scatter of memref<4x8xf32> over 2 ranks cannot produce memref<4x8xf32>}}
   buffer.reduce_scatter %a, %a {group = array<i64: 0, 1>, axis = 0 : i64, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
 }
-
-// CHECK: error: 'buffer.reduce_scatter' op reduce_scatter of memref<4x8xf32> over 2 ranks cannot produce memref<4x8xf32>
 
 // -----
 
@@ -193,10 +177,9 @@ buffer.program @p on "cpu" {
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
   %b = buffer.alloc : memref<12x8xf32>
+  // expected-error@+1 {{'buffer.all_to_all' op all_to_all cannot split memref<4x8xf32> along 0 into 3 parts}}
   buffer.all_to_all %a, %b {group = array<i64: 0, 1, 2>, split_axis = 0 : i64, concat_axis = 0 : i64} : memref<4x8xf32>, memref<12x8xf32>
 }
-
-// CHECK: error: 'buffer.all_to_all' op all_to_all cannot split memref<4x8xf32> along 0 into 3 parts
 
 // -----
 
@@ -204,7 +187,7 @@ buffer.program @p on "cpu" {
 
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
+  // expected-error@+1 {{'buffer.all_to_all' op all_to_all of memref<4x8xf32> over 2 ranks cannot produce memref<4x8xf32>}}
   buffer.all_to_all %a, %a {group = array<i64: 0, 1>, split_axis = 1 : i64, concat_axis = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
 }
 
-// CHECK: error: 'buffer.all_to_all' op all_to_all of memref<4x8xf32> over 2 ranks cannot produce memref<4x8xf32>

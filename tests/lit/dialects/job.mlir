@@ -17,9 +17,9 @@ job.func @sources() -> (tensor<4x8xf32>, tensor<1x2xf32>, tensor<4x8xf32>, tenso
 }
 
 // CHECK-LABEL: job.func @sources() -> (tensor<4x8xf32>, tensor<1x2xf32>, tensor<4x8xf32>, tensor<4x8xf32>) attributes {job_type = "predict"} {
-// CHECK-NEXT:    %w = job.variable {name = "w", initializer = {kind = "normal", mean = 0.000000e+00 : f64, std = 1.000000e-02 : f64}, trainable = false, sbp = #job.nd_sbp<[split(0)]>, placement = #job.placement<cpu, ["0:0-1"]>} : tensor<4x8xf32>
+// CHECK-NEXT:    %w = job.variable {initializer = {kind = "normal", mean = 0.000000e+00 : f64, std = 1.000000e-02 : f64}, name = "w", placement = #job.placement<cpu, ["0:0-1"]>, sbp = #job.nd_sbp<[split(0)]>, trainable = false} : tensor<4x8xf32>
 // CHECK-NEXT:    %c = job.constant {value = dense<{{\[\[}}1.000000e+00, 2.000000e+00{{\]\]}}> : tensor<1x2xf32>} : tensor<1x2xf32>
-// CHECK-NEXT:    %f = job.fill {value = 5.000000e-01 : f32, sbp = #job.nd_sbp<[broadcast, partial_sum]>, placement = #job.placement<gpu, ["0:0-1", "1:0-1"], hierarchy = [2, 2]>} : tensor<4x8xf32>
+// CHECK-NEXT:    %f = job.fill {placement = #job.placement<gpu, ["0:0-1", "1:0-1"], hierarchy = [2, 2]>, sbp = #job.nd_sbp<[broadcast, partial_sum]>, value = 5.000000e-01 : f32} : tensor<4x8xf32>
 // CHECK-NEXT:    %d = job.dropout_mask {rate = 2.500000e-01 : f64, seed = 7 : i64} : tensor<4x8xf32>
 // CHECK-NEXT:    job.return %w, %c, %f, %d : tensor<4x8xf32>, tensor<1x2xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 // CHECK-NEXT:  }
@@ -115,8 +115,8 @@ job.func @shapes(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
 // CHECK-NEXT:    %t = job.transpose %x {perm = array<i64: 1, 0>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
 // CHECK-NEXT:    %bc = job.broadcast_to %b : (tensor<8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    %cat = job.concat %x, %bc {axis = 0 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
-// CHECK-NEXT:    %s = job.slice %x {start = array<i64: 0, 0>, stop = array<i64: 2, 8>, step = array<i64: 1, 2>} : (tensor<4x8xf32>) -> tensor<2x4xf32>
-// CHECK-NEXT:    %sg = job.slice_grad %s {start = array<i64: 0, 0>, stop = array<i64: 2, 8>, step = array<i64: 1, 2>} : (tensor<2x4xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %s = job.slice %x {start = array<i64: 0, 0>, step = array<i64: 1, 2>, stop = array<i64: 2, 8>} : (tensor<4x8xf32>) -> tensor<2x4xf32>
+// CHECK-NEXT:    %sg = job.slice_grad %s {start = array<i64: 0, 0>, step = array<i64: 1, 2>, stop = array<i64: 2, 8>} : (tensor<2x4xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    job.return %sg : tensor<4x8xf32>
 // CHECK-NEXT:  }
 
@@ -135,7 +135,7 @@ job.func @linalg(%a: tensor<4x8xf32>, %b: tensor<16x8xf32>) -> (tensor<4x16xf32>
 }
 
 // CHECK-LABEL: job.func @linalg(%a: tensor<4x8xf32>, %b: tensor<16x8xf32>) -> (tensor<4x16xf32>, tensor<4xi64>) attributes {job_type = "predict"} {
-// CHECK-NEXT:    %mm = job.matmul %a, %b {transpose_b = true, sbp = #job.nd_sbp<[split(0), broadcast]>} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+// CHECK-NEXT:    %mm = job.matmul %a, %b {sbp = #job.nd_sbp<[split(0), broadcast]>, transpose_b = true} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
 // CHECK-NEXT:    %sum = job.reduce_sum %a {axes = array<i64: 1>, keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
 // CHECK-NEXT:    %mean = job.reduce_mean %a {axes = array<i64: 0, 1>} : (tensor<4x8xf32>) -> tensor<f32>
 // CHECK-NEXT:    %max = job.reduce_max %a {axes = array<i64: 1>, keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
@@ -144,7 +144,7 @@ job.func @linalg(%a: tensor<4x8xf32>, %b: tensor<16x8xf32>) -> (tensor<4x16xf32>
 // CHECK-NEXT:    job.return %mm, %am : tensor<4x16xf32>, tensor<4xi64>
 // CHECK-NEXT:  }
 // Properties left at their default are elided in the custom form, explicit in the generic one.
-// CHECK-GENERIC: "job.matmul"(%a, %b) <{transpose_b = true, sbp = #job.nd_sbp<[split(0), broadcast]>, transpose_a = false}> : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+// CHECK-GENERIC: "job.matmul"(%a, %b) <{sbp = #job.nd_sbp<[split(0), broadcast]>, transpose_a = false, transpose_b = true}> : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
 
 // -----
 
@@ -190,13 +190,13 @@ job.func @conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x8
 }
 
 // CHECK-LABEL: job.func @conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32> attributes {job_type = "predict"} {
-// CHECK-NEXT:    %y = job.conv2d %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
-// CHECK-NEXT:    %dx = job.conv2d_grad_input %y, %w {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
-// CHECK-NEXT:    %dw = job.conv2d_grad_filter %y, %x {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<4x3x3x3xf32>
-// CHECK-NEXT:    %mp = job.max_pool2d %y {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
-// CHECK-NEXT:    %ap = job.avg_pool2d %y {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
-// CHECK-NEXT:    %mpg = job.max_pool2d_grad %mp, %y, %mp {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x8x8xf32>
-// CHECK-NEXT:    %apg = job.avg_pool2d_grad %ap {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4x4x4xf32>) -> tensor<2x4x8x8xf32>
+// CHECK-NEXT:    %y = job.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x8x8xf32>
+// CHECK-NEXT:    %dx = job.conv2d_grad_input %y, %w {pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+// CHECK-NEXT:    %dw = job.conv2d_grad_filter %y, %x {pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<2x3x8x8xf32>) -> tensor<4x3x3x3xf32>
+// CHECK-NEXT:    %mp = job.max_pool2d %y {kernel = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+// CHECK-NEXT:    %ap = job.avg_pool2d %y {kernel = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+// CHECK-NEXT:    %mpg = job.max_pool2d_grad %mp, %y, %mp {kernel = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xf32>, tensor<2x4x8x8xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x8x8xf32>
+// CHECK-NEXT:    %apg = job.avg_pool2d_grad %ap {kernel = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xf32>) -> tensor<2x4x8x8xf32>
 // CHECK-NEXT:    job.return %apg : tensor<2x4x8x8xf32>
 // CHECK-NEXT:  }
 
@@ -222,25 +222,25 @@ job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>) attributes {job_type = "t
 }
 
 // CHECK-LABEL: job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>) attributes {job_type = "train"} {
-// CHECK-NEXT:    %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3xf32>
-// CHECK-NEXT:    %m = job.variable {name = "w-momentum", initializer = {kind = "zeros"}, trainable = false} : tensor<3xf32>
-// CHECK-NEXT:    %v = job.variable {name = "w-velocity", initializer = {kind = "zeros"}, trainable = false} : tensor<3xf32>
-// CHECK-NEXT:    %step = job.variable {name = "step", initializer = {kind = "constant", value = 0.000000e+00 : f64}, trainable = false} : tensor<i64>
-// CHECK-NEXT:    %lr = job.learning_rate %step {schedule = {kind = "piecewise_constant", boundaries = array<i64: 100>, values = array<f64: 1.000000e-01, 1.000000e-02>}} : (tensor<i64>) -> tensor<f32>
+// CHECK-NEXT:    %w = job.variable {initializer = {kind = "zeros"}, name = "w"} : tensor<3xf32>
+// CHECK-NEXT:    %m = job.variable {initializer = {kind = "zeros"}, name = "w-momentum", trainable = false} : tensor<3xf32>
+// CHECK-NEXT:    %v = job.variable {initializer = {kind = "zeros"}, name = "w-velocity", trainable = false} : tensor<3xf32>
+// CHECK-NEXT:    %step = job.variable {initializer = {kind = "constant", value = 0.000000e+00 : f64}, name = "step", trainable = false} : tensor<i64>
+// CHECK-NEXT:    %lr = job.learning_rate %step {schedule = {boundaries = array<i64: 100>, kind = "piecewise_constant", values = array<f64: 1.000000e-01, 1.000000e-02>}} : (tensor<i64>) -> tensor<f32>
 // CHECK-NEXT:    %one = job.fill {value = 1.000000e+00 : f64} : tensor<i64>
 // CHECK-NEXT:    %next = job.add %step, %one : (tensor<i64>, tensor<i64>) -> tensor<i64>
 // CHECK-NEXT:    job.assign %step, %next : tensor<i64>, tensor<i64>
 // CHECK-NEXT:    job.sgd_update %w, %g, %lr {weight_decay = 1.000000e-02 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>
 // CHECK-NEXT:    job.momentum_update %w, %g, %m, %lr {beta = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
-// CHECK-NEXT:    job.adam_update %w, %g, %m, %v, %lr, %step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-08 : f64, do_bias_correction = false} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+// CHECK-NEXT:    job.adam_update %w, %g, %m, %v, %lr, %step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, do_bias_correction = false, epsilon = 1.000000e-08 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
 // CHECK-NEXT:    job.minimize %loss {optimizer = {kind = "sgd", lr = 1.000000e-01 : f64}} : tensor<f32>
 // CHECK-NEXT:    job.apply_gradients %w, %g {optimizer = {kind = "sgd", lr = 1.000000e-01 : f64}} : tensor<3xf32>, tensor<3xf32>
 // CHECK-NEXT:    job.return
 // CHECK-NEXT:  }
-// CHECK-GENERIC:      "job.func"() <{sym_name = "train", function_type = (tensor<3xf32>, tensor<f32>) -> (), job_type = "train"}> ({
+// CHECK-GENERIC:      "job.func"() <{function_type = (tensor<3xf32>, tensor<f32>) -> (), job_type = "train", sym_name = "train"}> ({
 // CHECK-GENERIC-NEXT: ^bb0(%g: tensor<3xf32>, %loss: tensor<f32>):
-// CHECK-GENERIC-NEXT:   %w = "job.variable"() <{name = "w", initializer = {kind = "zeros"}, trainable = true}> : () -> tensor<3xf32>
-// CHECK-GENERIC:        "job.adam_update"(%w, %g, %m, %v, %lr, %step) <{beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-08 : f64, do_bias_correction = false, weight_decay = 0.000000e+00 : f64}>
+// CHECK-GENERIC-NEXT:   %w = "job.variable"() <{initializer = {kind = "zeros"}, name = "w", trainable = true}> : () -> tensor<3xf32>
+// CHECK-GENERIC:        "job.adam_update"(%w, %g, %m, %v, %lr, %step) <{beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, do_bias_correction = false, epsilon = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64}>
 
 // -----
 
@@ -253,7 +253,7 @@ job.func @located(%x: tensor<4x8xf32> loc("model.py":3:1)) -> tensor<4x8xf32> {
 }
 
 // CHECK-LABEL: job.func @located(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {job_type = "predict"} {
-// CHECK-NEXT:    %a = job.relu %x {sbp = #job.nd_sbp<[split(1), partial_sum(max)]>, placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %a = job.relu %x {placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>, sbp = #job.nd_sbp<[split(1), partial_sum(max)]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    %b = job.tanh %a {preferred = #job.sbp<split(0)>, sbp = #job.nd_sbp<[partial_sum(min)]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    job.return %b : tensor<4x8xf32>
 // CHECK-NEXT:  }

@@ -27,7 +27,7 @@ job.func @dense(%x: tensor<4x3xf32>) -> tensor<f32> attributes {job_type = "trai
 // CHECK-NEXT:    %z_grad = job.relu_grad %r_grad, %r : (tensor<4x2xf32>, tensor<4x2xf32>) -> tensor<4x2xf32>
 // CHECK-NEXT:    %b_grad = job.reduce_sum %z_grad {axes = array<i64: 0>} : (tensor<4x2xf32>) -> tensor<2xf32>
 // CHECK-NEXT:    %w_grad = job.matmul %x, %z_grad {transpose_a = true} : (tensor<4x3xf32>, tensor<4x2xf32>) -> tensor<3x2xf32>
-// CHECK-NEXT:    job.apply_gradients %w, %w_grad, %b, %b_grad {optimizer = {kind = "sgd", momentum = 0.000000e+00 : f64, lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 1.000000e-01>}}} : tensor<3x2xf32>, tensor<3x2xf32>, tensor<2xf32>, tensor<2xf32>
+// CHECK-NEXT:    job.apply_gradients %w, %w_grad, %b, %b_grad {optimizer = {kind = "sgd", lr = {boundaries = array<i64>, kind = "piecewise_constant", values = array<f64: 1.000000e-01>}, momentum = 0.000000e+00 : f64}} : tensor<3x2xf32>, tensor<3x2xf32>, tensor<2xf32>, tensor<2xf32>
 // CHECK-NEXT:    job.return %l : tensor<f32>
 // CHECK-NOT:     job.minimize
 
@@ -117,9 +117,9 @@ job.func @shapes() -> tensor<f32> attributes {job_type = "train"} {
 
 // CHECK-LABEL: job.func @shapes
 // CHECK:         %s_grad = job.reduce_max_grad %l_grad, %s, %l {axes = array<i64: 0, 1>} : (tensor<f32>, tensor<3x3xf32>, tensor<f32>) -> tensor<3x3xf32>
-// CHECK-NEXT:    %c_grad = job.slice_grad %s_grad {start = array<i64: 1, 0>, stop = array<i64: 10, 3>, step = array<i64: 3, 1>} : (tensor<3x3xf32>) -> tensor<10x3xf32>
-// CHECK-NEXT:    %r_grad = job.slice %c_grad {start = array<i64: 0, 0>, stop = array<i64: 8, 3>, step = array<i64: 1, 1>} : (tensor<10x3xf32>) -> tensor<8x3xf32>
-// CHECK-NEXT:    %bt_grad = job.slice %c_grad {start = array<i64: 8, 0>, stop = array<i64: 10, 3>, step = array<i64: 1, 1>} : (tensor<10x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    %c_grad = job.slice_grad %s_grad {start = array<i64: 1, 0>, step = array<i64: 3, 1>, stop = array<i64: 10, 3>} : (tensor<3x3xf32>) -> tensor<10x3xf32>
+// CHECK-NEXT:    %r_grad = job.slice %c_grad {start = array<i64: 0, 0>, step = array<i64: 1, 1>, stop = array<i64: 8, 3>} : (tensor<10x3xf32>) -> tensor<8x3xf32>
+// CHECK-NEXT:    %bt_grad = job.slice %c_grad {start = array<i64: 8, 0>, step = array<i64: 1, 1>, stop = array<i64: 10, 3>} : (tensor<10x3xf32>) -> tensor<2x3xf32>
 // CHECK-NEXT:    %b_grad = job.transpose %bt_grad {perm = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
 // CHECK-NEXT:    %t_grad = job.reshape %r_grad : (tensor<8x3xf32>) -> tensor<4x2x3xf32>
 // CHECK-NEXT:    %a_grad = job.transpose %t_grad {perm = array<i64: 1, 2, 0>} : (tensor<4x2x3xf32>) -> tensor<2x3x4xf32>
@@ -144,8 +144,8 @@ job.func @convnet(%img: tensor<2x1x6x6xf32>, %labels: tensor<2xi64>) -> tensor<2
 // CHECK:         %xe_grad = job.fill {value = 5.000000e-01 : f64} : tensor<2xf32>
 // CHECK-NEXT:    %f_grad = job.sparse_softmax_cross_entropy_grad %xe_grad, %f, %labels : (tensor<2xf32>, tensor<2x16xf32>, tensor<2xi64>) -> tensor<2x16xf32>
 // CHECK-NEXT:    %p_grad = job.reshape %f_grad : (tensor<2x16xf32>) -> tensor<2x4x2x2xf32>
-// CHECK-NEXT:    %c_grad = job.max_pool2d_grad %p_grad, %c, %p {kernel = array<i64: 3, 3>, strides = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>}
-// CHECK-NEXT:    %k_grad = job.conv2d_grad_filter %c_grad, %img {strides = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x6x6xf32>, tensor<2x1x6x6xf32>) -> tensor<4x1x3x3xf32>
+// CHECK-NEXT:    %c_grad = job.max_pool2d_grad %p_grad, %c, %p {kernel = array<i64: 3, 3>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 3, 3>}
+// CHECK-NEXT:    %k_grad = job.conv2d_grad_filter %c_grad, %img {pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x6x6xf32>, tensor<2x1x6x6xf32>) -> tensor<4x1x3x3xf32>
 // CHECK-NEXT:    job.apply_gradients %k, %k_grad
 // CHECK-NOT:     job.conv2d_grad_input
 

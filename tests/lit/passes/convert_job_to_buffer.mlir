@@ -13,9 +13,9 @@ job.func @mlp(%x: tensor<4x8xf32>) -> tensor<4x2xf32> attributes {job_type = "pr
 // CHECK-LABEL: buffer.program @mlp on "cpu" attributes {job_type = "predict"} {
 // CHECK-NEXT:    %x = buffer.alloc : memref<4x8xf32>
 // CHECK-NEXT:    buffer.input %x {index = 0 : i64} : memref<4x8xf32>
-// CHECK-NEXT:    %w = buffer.variable {{{.*}}name = "w"} : memref<2x8xf32>
+// CHECK-NEXT:    %w = buffer.variable {initializer = {kind = "zeros"}, name = "w", trainable = true} : memref<2x8xf32>
 // CHECK-NEXT:    %y = buffer.alloc : memref<4x2xf32>
-// CHECK-NEXT:    buffer.kernel "matmul" ins(%x, %w : memref<4x8xf32>, memref<2x8xf32>) outs(%y : memref<4x2xf32>) {transpose_b = true, transpose_a = false}
+// CHECK-NEXT:    buffer.kernel "matmul" ins(%x, %w : memref<4x8xf32>, memref<2x8xf32>) outs(%y : memref<4x2xf32>) {transpose_a = false, transpose_b = true}
 // CHECK-NEXT:    %r = buffer.alloc : memref<4x2xf32>
 // CHECK-NEXT:    buffer.kernel "relu" ins(%y : memref<4x2xf32>) outs(%r : memref<4x2xf32>)
 // CHECK-NEXT:    buffer.output %r {index = 0 : i64} : memref<4x2xf32>

@@ -12,8 +12,8 @@ job.func @sgd(%g: tensor<3xf32>) attributes {job_type = "train"} {
 
 // CHECK-LABEL: job.func @sgd
 // CHECK-NEXT:    %w = job.variable
-// CHECK-NEXT:    %train_step = job.variable {name = "System-Train-TrainStep", trainable = false, initializer = {kind = "constant", value = 0.000000e+00 : f64}} : tensor<i64>
-// CHECK-NEXT:    %lr = job.learning_rate %train_step {schedule = {kind = "piecewise_constant", boundaries = array<i64: 100>, values = array<f64: 1.000000e-01, 1.000000e-02>}} : (tensor<i64>) -> tensor<f32>
+// CHECK-NEXT:    %train_step = job.variable {initializer = {kind = "constant", value = 0.000000e+00 : f64}, name = "System-Train-TrainStep", trainable = false} : tensor<i64>
+// CHECK-NEXT:    %lr = job.learning_rate %train_step {schedule = {boundaries = array<i64: 100>, kind = "piecewise_constant", values = array<f64: 1.000000e-01, 1.000000e-02>}} : (tensor<i64>) -> tensor<f32>
 // CHECK-NEXT:    %[[ONE:.*]] = job.constant {value = dense<1> : tensor<i64>} : tensor<i64>
 // CHECK-NEXT:    %next_step = job.add %train_step, %[[ONE]] : (tensor<i64>, tensor<i64>) -> tensor<i64>
 // CHECK-NEXT:    job.sgd_update %w, %g, %lr {weight_decay = 1.000000e-02 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<f32>
@@ -33,7 +33,7 @@ job.func @momentum(%g: tensor<3xf32>) attributes {job_type = "train"} {
 }
 
 // CHECK-LABEL: job.func @momentum
-// CHECK:         %[[M:.*]] = job.variable {name = "fc-weight-momentum", trainable = false, initializer = {kind = "constant", value = 0.000000e+00 : f64}} : tensor<3xf32>
+// CHECK:         %[[M:.*]] = job.variable {initializer = {kind = "constant", value = 0.000000e+00 : f64}, name = "fc-weight-momentum", trainable = false} : tensor<3xf32>
 // CHECK-NEXT:    job.momentum_update %w, %g, %[[M]], %lr {beta = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
 // CHECK-NEXT:    job.assign %train_step, %next_step
 
@@ -50,10 +50,10 @@ job.func @adam(%g: tensor<2x2xf32>, %h: tensor<2x2xf32>) attributes {job_type = 
 }
 
 // CHECK-LABEL: job.func @adam
-// CHECK:         %lr = job.learning_rate %train_step {schedule = {kind = "cosine", base_lr = 1.000000e-03 : f64, steps = 1000 : i64, alpha = 1.000000e-01 : f64, warmup = {kind = "linear", steps = 100 : i64, multiplier = 0.000000e+00 : f64}}}
+// CHECK:         %lr = job.learning_rate %train_step {schedule = {alpha = 1.000000e-01 : f64, base_lr = 1.000000e-03 : f64, kind = "cosine", steps = 1000 : i64, warmup = {kind = "linear", multiplier = 0.000000e+00 : f64, steps = 100 : i64}}}
 // CHECK:         %next_step = job.add %train_step
-// CHECK-NEXT:    %w-m = job.variable {name = "w-m", trainable = false, initializer = {kind = "constant", value = 0.000000e+00 : f64}} : tensor<2x2xf32>
-// CHECK-NEXT:    %w-v = job.variable {name = "w-v", trainable = false, initializer = {kind = "constant", value = 0.000000e+00 : f64}} : tensor<2x2xf32>
+// CHECK-NEXT:    %w-m = job.variable {initializer = {kind = "constant", value = 0.000000e+00 : f64}, name = "w-m", trainable = false} : tensor<2x2xf32>
+// CHECK-NEXT:    %w-v = job.variable {initializer = {kind = "constant", value = 0.000000e+00 : f64}, name = "w-v", trainable = false} : tensor<2x2xf32>
 // CHECK-NEXT:    job.adam_update %w, %g, %w-m, %w-v, %lr, %next_step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-08 : f64, weight_decay = 5.000000e-02 : f64}
 // CHECK-NEXT:    job.assign %train_step, %next_step
 
@@ -69,7 +69,7 @@ job.func @adam_l2(%g: tensor<2xf32>) attributes {job_type = "train"} {
 // CHECK:         %[[WD:.*]] = job.fill {value = 5.000000e-02 : f64} : tensor<f32>
 // CHECK-NEXT:    %[[DECAY:.*]] = job.mul %w, %[[WD]] : (tensor<2xf32>, tensor<f32>) -> tensor<2xf32>
 // CHECK-NEXT:    %[[G:.*]] = job.add %g, %[[DECAY]] : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
-// CHECK:         job.adam_update %w, %[[G]], %w-m, %w-v, %lr, %next_step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-08 : f64, do_bias_correction = false}
+// CHECK:         job.adam_update %w, %[[G]], %w-m, %w-v, %lr, %next_step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, do_bias_correction = false, epsilon = 1.000000e-08 : f64}
 
 // -----
 

@@ -13,8 +13,8 @@ job.func @tiny(%x: tensor<4x3xf32>, %y: tensor<4xi32>) -> tensor<4xf32> attribut
 }
 
 // One arena, planned against its lower bound; inputs copied in.
-// CHECK:       buffer.program @tiny on "cpu" attributes {job_type = "train", arena_size = [[SIZE:[0-9]+]] : i64, lower_bound = {{[0-9]+}} : i64} {
-// CHECK-NEXT:    %{{.*}} = buffer.arena {size = [[SIZE]] : i64, alignment = 64 : i64}
+// CHECK:       buffer.program @tiny on "cpu" attributes {arena_size = [[SIZE:[0-9]+]] : i64, job_type = "train", lower_bound = {{[0-9]+}} : i64} {
+// CHECK-NEXT:    %{{.*}} = buffer.arena {alignment = 64 : i64, size = [[SIZE]] : i64}
 // CHECK:         buffer.input %x {index = 0 : i64}
 // Forward, then the backward of cross-entropy, bias_add and matmul (autodiff) ...
 // CHECK:         buffer.kernel "sparse_softmax_cross_entropy"

@@ -21,7 +21,7 @@ buffer.program @chain on "cpu" {
 }
 
 // CHECK-LABEL: buffer.program @chain on "cpu" attributes {arena_size = 2048 : i64, lower_bound = 2048 : i64} {
-// CHECK-NEXT:    %0 = buffer.arena {size = 2048 : i64, alignment = 64 : i64} : memref<2048xi8>
+// CHECK-NEXT:    %0 = buffer.arena {alignment = 64 : i64, size = 2048 : i64} : memref<2048xi8>
 // CHECK-NEXT:    %x = buffer.view %0 {lifetime = array<i64: 1, 5>, offset = [[X:[0-9]+]] : i64}
 // CHECK:         %a = buffer.view %0 {lifetime = array<i64: 1, 5>, offset = [[X]] : i64}
 // CHECK:         %c = buffer.view %0 {lifetime = array<i64: 5, 10>, offset = [[C:[0-9]+]] : i64}
