@@ -10,6 +10,7 @@ from typing import Any
 
 from irflow.frontend import dtypes
 from irflow.frontend.scope import LogicalView, PlacementScope
+from irflow.runtime import threads
 
 
 class FunctionConfig:
@@ -50,3 +51,11 @@ class FunctionConfig:
 
 def function_config() -> FunctionConfig:
     return FunctionConfig()
+
+
+def cpu_thread_num(value: int | None) -> None:
+    """flow.config.cpu_thread_num(n): CPU steps run numpy's BLAS on n threads (None: one per available core).
+
+    Process-wide and effective at once; docs/runtime.md says why irflow sets it.
+    """
+    threads.set_cpu_thread_num(value)
