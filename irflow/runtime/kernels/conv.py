@@ -127,9 +127,27 @@ def _matmul(xp: ModuleType, a: Array, b: Array, out: Array) -> Run:
     return partial(xp.matmul, a, b, out=out)
 
 
+def _epilogue(xp: ModuleType, attrs: Mapping[str, Any], conv: _Conv, bias: Sequence[Array], rows: Array) -> list[Run]:
+    """The fused epilogue's steps on a chunk's (groups, rows, F/groups) product: + bias, then relu if asked."""
+    epilogue = attrs.get("epilogue")
+    if epilogue is None and not bias:
+        return []
+    if epilogue not in ("bias_add", "bias_add_relu") or len(bias) != 1:
+        raise ValueError(
+            f"conv2d: epilogue {epilogue!r} with {len(bias)} bias input(s); "
+            "expected 'bias_add' or 'bias_add_relu' and one bias (F,)"
+        )
+    expect_shape("conv2d", "bias", bias[0].shape, (conv.groups * conv.fg,))
+    steps: list[Run] = [partial(xp.add, rows, bias[0].reshape(conv.groups, 1, conv.fg), out=rows)]
+    if epilogue == "bias_add_relu":
+        steps.append(partial(xp.maximum, rows, 0, out=rows))
+    return steps
+
+
 @register("conv2d")
 def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    (x, w), (y,) = ins, outs
+    """y = x * w; with a bias input, the fused `epilogue` (bias_add or bias_add_relu) runs on each chunk in cache."""
+    (x, w, *bias), (y,) = ins, outs
     conv = _Conv(attrs, x.shape, w.shape, np.dtype(y.dtype).itemsize)
     expect_shape("conv2d", "output", y.shape, conv.y_shape)
     columns, pad, gathers = conv.gather(xp, x)
@@ -141,6 +159,7 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
         steps += [
             gather,
             _matmul(xp, columns[:, : chunk.rows], weights, product[:, : chunk.rows]),
+            *_epilogue(xp, attrs, conv, bias, product[:, : chunk.rows]),
             partial(
                 xp.copyto, y_grouped[chunk.start : chunk.stop], conv.image_rows(product, chunk).transpose(1, 0, 4, 2, 3)
             ),
