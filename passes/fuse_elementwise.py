@@ -9,6 +9,7 @@ more passes over the whole output.
     bias_add(x, b) -> t; relu(t) -> y           =>  bias_add_relu(x, b) -> y
     conv2d(x, w) -> c; bias_add(c, b) -> y      =>  conv2d(x, w, b) {epilogue = "bias_add"} -> y
     conv2d {epilogue = "bias_add"}; relu        =>  conv2d {epilogue = "bias_add_relu"}
+    max_pool2d_grad(dy, x, y) -> d; relu_grad(d, x) -> dx  =>  max_pool2d_grad(dy, x, y) {epilogue = "relu_grad"} -> dx
 
 A pair fuses only when the intermediate is a `buffer.alloc` that the first
 kernel writes and the second reads, and nothing else uses; and when no op
@@ -34,6 +35,10 @@ FUSED = {("bias_add", "relu"): "bias_add_relu"}
 # Kernels that apply a channel-wise epilogue (kernel `epilogue` with the bias as an extra input) per chunk.
 EPILOGUE_HOSTS = frozenset({"conv2d"})
 EPILOGUES = frozenset({"bias_add", "bias_add_relu"})
+
+# (first, second) where second's other input is first's input 1: first does both, with `epilogue = second`.
+# relu_grad(max_pool2d_grad(dy, x, y), x) masks dy by y > 0 instead of dx by x > 0 (a quarter of the work for 2x2).
+ABSORBED = frozenset({("max_pool2d_grad", "relu_grad")})
 
 
 def _writer(value: SSAValue) -> buffer.KernelOp | None:
@@ -75,6 +80,9 @@ def _fuse(first: buffer.KernelOp, second: buffer.KernelOp) -> buffer.KernelOp | 
     epilogue = _epilogue(first)
     if name in EPILOGUE_HOSTS and epilogue is None and second.kernel.data in EPILOGUES and _channel_axis(second):
         attributes["epilogue"] = StringAttr(second.kernel.data)
+    elif epilogue is None and (name, second.kernel.data) in ABSORBED and extra == (first.ins[1],):
+        attributes["epilogue"] = StringAttr(second.kernel.data)
+        extra = ()
     elif epilogue is not None and (epilogue, second.kernel.data) in FUSED:
         attributes["epilogue"] = StringAttr(FUSED[epilogue, second.kernel.data])
     elif epilogue is None and (name, second.kernel.data) in FUSED:
@@ -110,4 +118,4 @@ class FuseElementwisePass(ModulePass):
                 Rewriter.erase_op(intermediate.owner)
 
 
-__all__ = ["EPILOGUES", "EPILOGUE_HOSTS", "FUSED", "FuseElementwisePass"]
+__all__ = ["ABSORBED", "EPILOGUES", "EPILOGUE_HOSTS", "FUSED", "FuseElementwisePass"]

@@ -13,9 +13,10 @@ def convnet(job_type: str):
     flow.clear_default_session()
 
     @flow.global_function(type=job_type)
-    def net(images: tp.Numpy.Placeholder((3, 2, 9, 9), dtype=flow.float)) -> tp.Numpy:
+    def net(images: tp.Numpy.Placeholder((3, 2, 8, 8), dtype=flow.float)) -> tp.Numpy:
         conv = flow.layers.conv2d(images, 4, 3, padding="SAME", activation=flow.nn.relu, name="conv")
-        flat = flow.reshape(conv, [3, -1])
+        pool = flow.nn.max_pool2d(conv, ksize=2, strides=2, padding="SAME", data_format="NCHW")
+        flat = flow.reshape(pool, [3, -1])
         hidden = flow.layers.dense(flat, 5, activation=flow.nn.relu, name="dense")
         out = flow.layers.dense(hidden, 2, name="out")
         if job_type == "train":
@@ -45,16 +46,21 @@ def test_conv_takes_bias_and_relu_as_its_epilogue_and_dense_gets_bias_add_relu(j
     assert [op.kernel.data for op in ops].count("bias_add_relu") == 1
     assert "relu" not in [op.kernel.data for op in ops]
     assert [op.kernel.data for op in ops].count("bias_add") == 1  # the last dense: no relu to fuse
+    if job_type == "train":  # the conv's relu_grad goes into the pool's gradient; the dense one stays
+        (pool_grad,) = [op for op in ops if op.kernel.data == "max_pool2d_grad"]
+        assert pool_grad.attributes["epilogue"].data == "relu_grad"
+        assert [op.kernel.data for op in ops].count("relu_grad") == 1
 
 
 def test_fused_predict_matches_pytorch() -> None:
     torch = pytest.importorskip("torch")
     net = convnet("predict")
-    x = np.random.default_rng(0).standard_normal((3, 2, 9, 9)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((3, 2, 8, 8)).astype(np.float32)
     got = net(x)
     v = {k: torch.from_numpy(a.numpy()) for k, a in flow.get_all_variables().items()}
     functional = torch.nn.functional
     conv = functional.relu(functional.conv2d(torch.from_numpy(x), v["conv-weight"], v["conv-bias"], padding=1))
-    hidden = functional.relu(functional.linear(conv.reshape(3, -1), v["dense-weight"], v["dense-bias"]))
+    pool = functional.max_pool2d(conv, 2)
+    hidden = functional.relu(functional.linear(pool.reshape(3, -1), v["dense-weight"], v["dense-bias"]))
     expected = functional.linear(hidden, v["out-weight"], v["out-bias"])
     np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-5)

@@ -87,3 +87,37 @@ buffer.program @kept on "cpu" {
 // CHECK:         buffer.kernel "relu" ins(%u
 // CHECK-NOT:     bias_add_relu
 // CHECK-NOT:     epilogue
+
+// -----
+
+// relu_grad of a max-pool gradient by the pool's own input is absorbed into
+// max_pool2d_grad; by any other tensor it stays.
+
+buffer.program @poolgrad on "cpu" {
+  %dy = buffer.alloc : memref<1x2x2x2xf32>
+  buffer.input %dy {index = 0 : i64} : memref<1x2x2x2xf32>
+  %x = buffer.alloc : memref<1x2x4x4xf32>
+  buffer.input %x {index = 1 : i64} : memref<1x2x4x4xf32>
+  %y = buffer.alloc : memref<1x2x2x2xf32>
+  buffer.input %y {index = 2 : i64} : memref<1x2x2x2xf32>
+  %d = buffer.alloc : memref<1x2x4x4xf32>
+  buffer.kernel "max_pool2d_grad" ins(%dy, %x, %y : memref<1x2x2x2xf32>, memref<1x2x4x4xf32>, memref<1x2x2x2xf32>) outs(%d : memref<1x2x4x4xf32>) {strides = array<i64: 2, 2>}
+  %dx = buffer.alloc : memref<1x2x4x4xf32>
+  buffer.kernel "relu_grad" ins(%d, %x : memref<1x2x4x4xf32>, memref<1x2x4x4xf32>) outs(%dx : memref<1x2x4x4xf32>)
+  buffer.output %dx {index = 0 : i64} : memref<1x2x4x4xf32>
+  %e = buffer.alloc : memref<1x2x4x4xf32>
+  buffer.kernel "max_pool2d_grad" ins(%dy, %x, %y : memref<1x2x2x2xf32>, memref<1x2x4x4xf32>, memref<1x2x2x2xf32>) outs(%e : memref<1x2x4x4xf32>) {strides = array<i64: 2, 2>}
+  %ex = buffer.alloc : memref<1x2x4x4xf32>
+  buffer.kernel "relu_grad" ins(%e, %dx : memref<1x2x4x4xf32>, memref<1x2x4x4xf32>) outs(%ex : memref<1x2x4x4xf32>)
+  buffer.output %ex {index = 1 : i64} : memref<1x2x4x4xf32>
+}
+
+// CHECK-LABEL: buffer.program @poolgrad on "cpu" {
+// CHECK-NOT:     %d = buffer.alloc
+// CHECK:         %dx = buffer.alloc : memref<1x2x4x4xf32>
+// CHECK-NEXT:    buffer.kernel "max_pool2d_grad" ins(%dy, %x, %y : memref<1x2x2x2xf32>, memref<1x2x4x4xf32>, memref<1x2x2x2xf32>) outs(%dx : memref<1x2x4x4xf32>) {strides = array<i64: 2, 2>, epilogue = "relu_grad"}
+// CHECK-NEXT:    buffer.output %dx
+// CHECK-NEXT:    %e = buffer.alloc
+// CHECK-NEXT:    buffer.kernel "max_pool2d_grad" {{.*}} outs(%e : memref<1x2x4x4xf32>) {strides = array<i64: 2, 2>}
+// CHECK-NEXT:    %ex = buffer.alloc
+// CHECK-NEXT:    buffer.kernel "relu_grad" ins(%e, %dx
