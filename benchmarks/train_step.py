@@ -207,7 +207,7 @@ def main() -> None:
         "unset": {k: v for k, v in os.environ.items() if k not in FORCED_BLAS_VARIABLES},
     }
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"load average (1 min) at start: {load:.2f} on {threads.available_cores()} cores")
+    print(f"load average (1 min) at start: {load:.2f} on {len(os.sched_getaffinity(0))} cores")
     for name, env in settings.items():
         if args.env not in ("both", name):
             continue

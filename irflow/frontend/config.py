@@ -54,7 +54,7 @@ def function_config() -> FunctionConfig:
 
 
 def cpu_thread_num(value: int | None) -> None:
-    """flow.config.cpu_thread_num(n): CPU steps run numpy's BLAS on n threads (None: one per available core).
+    """flow.config.cpu_thread_num(n): CPU steps run numpy's BLAS on n threads (None: the default, 1).
 
     Process-wide and effective at once; docs/runtime.md says why irflow sets it.
     """

@@ -4,9 +4,11 @@ OpenBLAS starts one busy-waiting thread per core it sees. On a machine shared
 with other processes a BLAS thread that loses its core stalls every GEMM it
 takes part in, and a step slows down by 10x and more. irflow therefore sets
 the pool's size itself (through threadpoolctl, which finds the BLAS that numpy
-loaded) before every CPU step: `flow.config.cpu_thread_num(n)` chooses it, and
-by default it is the number of cores this process may run on
-(`os.sched_getaffinity`), as PyTorch's default.
+loaded) before every CPU step: `flow.config.cpu_thread_num(n)` chooses it.
+The default is one thread: on the shared 2-core machines irflow is developed
+on, two BLAS threads beside other busy processes ran LeNet and MLP steps 3-5x
+slower than one (docs/runtime.md has the figures); a dedicated machine can
+ask for more.
 
 The setting is process-wide, as BLAS pools are: numpy code the user runs
 between steps sees the same count.
@@ -14,25 +16,18 @@ between steps sees the same count.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from threadpoolctl import ThreadpoolController
 
+DEFAULT_CPU_THREADS = 1
 _chosen: int | None = None  # None: the default
 _blas: Any = None  # the BLAS libraries' controller, found on first use (scanning the loaded libraries takes ~1 ms)
 
 
-def available_cores() -> int:
-    """Cores this process may run on (its affinity mask), which can be fewer than the machine has."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def cpu_thread_num() -> int:
-    """The thread count CPU steps run with: the chosen one, else one per available core."""
-    return _chosen if _chosen is not None else available_cores()
+    """The thread count CPU steps run with: the chosen one, else DEFAULT_CPU_THREADS."""
+    return _chosen if _chosen is not None else DEFAULT_CPU_THREADS
 
 
 def set_cpu_thread_num(value: int | None) -> None:

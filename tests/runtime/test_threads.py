@@ -18,12 +18,11 @@ def default_afterwards():
     flow.config.cpu_thread_num(None)
 
 
-def test_setting_applies_at_once_and_none_restores_one_per_core():
-    flow.config.cpu_thread_num(1)
-    assert threads.cpu_thread_num() == 1 and blas_threads() == {1}
+def test_setting_applies_at_once_and_none_restores_the_default_of_one():
+    flow.config.cpu_thread_num(2)
+    assert threads.cpu_thread_num() == 2 and blas_threads() == {2}
     flow.config.cpu_thread_num(None)
-    assert threads.cpu_thread_num() == threads.available_cores()
-    assert blas_threads() == {threads.available_cores()}
+    assert threads.cpu_thread_num() == threads.DEFAULT_CPU_THREADS == 1 and blas_threads() == {1}
 
 
 def test_each_step_restores_the_setting_if_user_code_changed_it(mlp_module):
