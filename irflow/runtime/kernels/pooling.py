@@ -43,9 +43,14 @@ def _inverse_counts(xp: ModuleType, window: Window, dtype: DTypeLike) -> Array:
 
 
 def _fold(xp: ModuleType, combine: Any, y: Array, taps: Sequence[Array]) -> list[Run]:
-    """Steps folding the taps into y with a binary ufunc: y = tap0, then y = combine(y, tap) for the rest."""
-    first, *rest = taps
-    return [partial(xp.copyto, y, first), *(partial(combine, y, tap, out=y) for tap in rest)]
+    """Steps folding the taps into y with a binary ufunc: y = combine(tap0, tap1), then y = combine(y, tap).
+
+    One pass per tap after the first (a 2x2 pool makes three), none to copy tap0 in first.
+    """
+    if len(taps) == 1:
+        return [partial(xp.copyto, y, taps[0])]
+    first, second, *rest = taps
+    return [partial(combine, first, second, out=y), *(partial(combine, y, tap, out=y) for tap in rest)]
 
 
 @register("max_pool2d")
