@@ -1,32 +1,43 @@
 """Train-step time of the OneFlow MLP and LeNet against PyTorch CPU eager, in one run.
 
-Same shapes, same batch (100), same optimizer (SGD, momentum 0.9), same
-number of threads: numpy's BLAS and PyTorch both use OPENBLAS_NUM_THREADS
-when it is set (`OPENBLAS_NUM_THREADS=1 python benchmarks/train_step.py`),
-else their defaults (one per core).  Goals: MLP no slower than PyTorch, LeNet
-within 1.5x.
+Same shapes, same batch (100), same optimizer (SGD, momentum 0.9), same number
+of threads on both sides: irflow's through `flow.config.cpu_thread_num`,
+PyTorch's through `torch.set_num_threads`. Goals: MLP <= 0.6x, LeNet <= 1.0x
+PyTorch's time, at 1 and at 2 threads.
+
+Every figure is reported twice, each from a process of its own: with the
+environment as it is, and with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset
+(which some machines set to force an older OpenBLAS kernel on numpy; PyTorch
+uses MKL and does not read them). Each run prints the BLAS kernel numpy got
+(threadpoolctl's `architecture`). The two sides alternate, round by round, and
+each keeps its best round, so load from other processes hits both alike.
+
+    python benchmarks/train_step.py                # both environments, 1 and 2 threads
+    python benchmarks/train_step.py --busy         # also steps/s with a competing busy process
+    python benchmarks/train_step.py --threads 2 --env as-is
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import timeit
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 
 import numpy as np
 
 import irflow as flow
 import irflow.typing as tp
+from irflow.runtime import threads
 
 BATCH = 100
+GOALS = {"MLP 784-512-10": 0.6, "LeNet": 1.0}
+FORCED_BLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
-def best_per_call(fn, number: int = 50, repeat: int = 7) -> float:
-    """Best of `repeat` means: the shared 2-core machines here make single runs noisy."""
-    fn()
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
-
-
-def irflow_jobs():
+def irflow_jobs() -> dict[str, Callable[..., object]]:
     flow.clear_default_session()
 
     @flow.global_function(type="train")
@@ -56,13 +67,15 @@ def irflow_jobs():
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
         return loss
 
-    return mlp_train, lenet_train
+    return {"MLP 784-512-10": mlp_train, "LeNet": lenet_train}
 
 
-def torch_models():
-    import torch
-    from torch import nn
-
+def torch_steppers() -> dict[str, Callable[..., object]] | None:
+    try:
+        import torch
+        from torch import nn
+    except ImportError:
+        return None
     mlp = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 10))
     lenet = nn.Sequential(
         nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
@@ -70,11 +83,11 @@ def torch_models():
         nn.Flatten(), nn.Linear(64 * 7 * 7, 512), nn.ReLU(), nn.Linear(512, 10),
     )  # fmt: skip
 
-    def stepper(model):
+    def stepper(model: nn.Module) -> Callable[..., object]:
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         loss_fn = nn.CrossEntropyLoss()
 
-        def step(x, y):
+        def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(model(x), y)
             loss.backward()
@@ -83,38 +96,125 @@ def torch_models():
 
         return step
 
-    return torch, stepper(mlp), stepper(lenet)
+    return {"MLP 784-512-10": stepper(mlp), "LeNet": stepper(lenet)}
+
+
+def set_threads(n: int) -> None:
+    flow.config.cpu_thread_num(n)
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.set_num_threads(n)
+
+
+def per_call(fn: Callable[[], object], number: int) -> float:
+    start = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - start) / number
+
+
+def best_alternating(calls: list[Callable[[], object]], number: int, rounds: int) -> list[float]:
+    """Best per-call time of each call, measured in alternation (one round = each call `number` times)."""
+    for fn in calls:
+        fn()
+    best = [float("inf")] * len(calls)
+    for _ in range(rounds):
+        for i, fn in enumerate(calls):
+            best[i] = min(best[i], per_call(fn, number))
+    return best
+
+
+def inputs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    flat = rng.random((BATCH, 784), dtype=np.float32)
+    labels = rng.integers(0, 10, BATCH).astype(np.int32)
+    return {"MLP 784-512-10": (flat, labels), "LeNet": (flat.reshape(BATCH, 1, 28, 28), labels)}
+
+
+def compare(thread_counts: list[int], rounds: int) -> None:
+    ours, theirs, data = irflow_jobs(), torch_steppers(), inputs()
+    numbers = {"MLP 784-512-10": 50, "LeNet": 5}
+    print(f"{'threads':<8}{'model':<16}{'irflow':>11}{'PyTorch':>11}{'ratio':>8}{'goal':>7}  met")
+    for n in thread_counts:
+        set_threads(n)
+        for name, job in ours.items():
+            x, y = data[name]
+            mine: Callable[[], object] = lambda job=job, x=x, y=y: job(x, y)  # noqa: E731
+            if theirs is None:
+                (t,) = best_alternating([mine], numbers[name], rounds)
+                print(f"{n:<8}{name:<16}{t * 1e3:>9.2f}ms   (PyTorch not installed: no ratio)")
+                continue
+            import torch
+
+            tx, ty = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+            other: Callable[[], object] = lambda step=theirs[name], tx=tx, ty=ty: step(tx, ty)  # noqa: E731
+            t_ours, t_theirs = best_alternating([mine, other], numbers[name], rounds)
+            ratio = t_ours / t_theirs
+            met = "yes" if ratio <= GOALS[name] else "NO"
+            print(
+                f"{n:<8}{name:<16}{t_ours * 1e3:>9.2f}ms{t_theirs * 1e3:>9.2f}ms{ratio:>7.2f}x{GOALS[name]:>6.1f}x  {met}"
+            )
+    if not hasattr(flow.layers, "batch_normalization"):
+        print("residual CNN with batch normalization: skipped, flow.layers.batch_normalization does not exist yet")
+
+
+def contention(thread_counts: list[int], rounds: int) -> None:
+    """irflow steps/s per thread count, alone and beside one busy process (the benchmark's own)."""
+    jobs, data = irflow_jobs(), inputs()
+    print(f"{'threads':<8}{'model':<16}{'quiet':>12}{'1 busy proc':>14}")
+    for n in thread_counts:
+        set_threads(n)
+        for name, job in jobs.items():
+            x, y = data[name]
+            number = 50 if name.startswith("MLP") else 5
+            (quiet,) = best_alternating([lambda job=job, x=x, y=y: job(x, y)], number, rounds)
+            spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # one core's worth of spinning
+            try:
+                time.sleep(0.2)
+                (busy,) = best_alternating([lambda job=job, x=x, y=y: job(x, y)], number, rounds)
+            finally:
+                spinner.kill()
+                spinner.wait()
+            print(f"{n:<8}{name:<16}{1 / quiet:>9.1f}/s {1 / busy:>11.1f}/s")
+
+
+def child(args: argparse.Namespace) -> None:
+    counts = [int(n) for n in args.threads.split(",")]
+    set_threads(counts[0])
+    for info in threads.blas_info():
+        print(f"numpy BLAS: {info['internal_api']} {info['version']}, kernel {info.get('architecture')}")
+    print("forced: " + (", ".join(f"{v}={os.environ[v]}" for v in FORCED_BLAS_VARIABLES if v in os.environ) or "none"))
+    compare(counts, args.rounds)
+    if args.busy:
+        contention(counts, args.rounds)
 
 
 def main() -> None:
-    rng = np.random.default_rng(0)
-    flat = rng.random((BATCH, 784), dtype=np.float32)
-    images = flat.reshape(BATCH, 1, 28, 28)
-    labels = rng.integers(0, 10, BATCH).astype(np.int32)
-    mlp_train, lenet_train = irflow_jobs()
-    ours = {
-        "MLP 784-512-10": best_per_call(lambda: mlp_train(flat, labels)),
-        "LeNet": best_per_call(lambda: lenet_train(images, labels), number=5),
-    }
-    try:
-        torch, torch_mlp, torch_lenet = torch_models()
-    except ImportError:
-        for name, t in ours.items():
-            print(f"{name:<16} irflow {t * 1e3:8.2f} ms  (PyTorch not installed: no ratio)")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds; each side keeps its best")
+    parser.add_argument("--busy", action="store_true", help="also measure steps/s beside a competing busy process")
+    parser.add_argument("--env", choices=("both", "as-is", "unset"), default="both")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args)
         return
-    if "OPENBLAS_NUM_THREADS" in os.environ:
-        torch.set_num_threads(int(os.environ["OPENBLAS_NUM_THREADS"]))
-    tx, ty = torch.from_numpy(flat), torch.from_numpy(labels.astype(np.int64))
-    theirs = {
-        "MLP 784-512-10": best_per_call(lambda: torch_mlp(tx, ty)),
-        "LeNet": best_per_call(lambda: torch_lenet(tx.reshape(BATCH, 1, 28, 28), ty), number=5),
+    settings = {
+        "as-is": dict(os.environ),
+        "unset": {k: v for k, v in os.environ.items() if k not in FORCED_BLAS_VARIABLES},
     }
-    goals = {"MLP 784-512-10": 1.0, "LeNet": 1.5}
-    print(f"threads: PyTorch {torch.get_num_threads()}, numpy BLAS {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}")
-    print(f"{'model':<16}{'irflow':>12}{'PyTorch':>12}{'ratio':>9}{'goal':>8}")
-    for name in ours:
-        ratio = ours[name] / theirs[name]
-        print(f"{name:<16}{ours[name] * 1e3:>10.2f}ms{theirs[name] * 1e3:>10.2f}ms{ratio:>8.2f}x{goals[name]:>7.1f}x")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"load average (1 min) at start: {load:.2f} on {len(os.sched_getaffinity(0))} cores")
+    for name, env in settings.items():
+        if args.env not in ("both", name):
+            continue
+        print(f"\n== environment {name}" + (f" (env -u {' -u '.join(FORCED_BLAS_VARIABLES)})" if name == "unset" else ""))
+        sys.stdout.flush()
+        command = [sys.executable, __file__, "--child", "--threads", args.threads, "--rounds", str(args.rounds)]
+        subprocess.run(command + (["--busy"] if args.busy else []), env=env, check=True)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,12 @@ def _convert_job_to_buffer() -> type[ModulePass]:
     return ConvertJobToBufferPass
 
 
+def _fuse_elementwise() -> type[ModulePass]:
+    from irflow.passes.fuse_elementwise import FuseElementwisePass
+
+    return FuseElementwisePass
+
+
 def _plan_memory() -> type[ModulePass]:
     from irflow.passes.plan_memory import PlanMemoryPass
 
@@ -36,6 +42,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "autodiff": _autodiff,
         "optimizer": _optimizer,
         "convert-job-to-buffer": _convert_job_to_buffer,
+        "fuse-elementwise": _fuse_elementwise,
         "plan-memory": _plan_memory,
     }
 
@@ -53,5 +60,5 @@ def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
 
 # What a job goes through from trace to execution; `irflow-opt -p` takes the same names.
-TRAIN_PIPELINE = "autodiff,optimizer,cse,convert-job-to-buffer,plan-memory"
-PREDICT_PIPELINE = "cse,convert-job-to-buffer,plan-memory"
+TRAIN_PIPELINE = "autodiff,optimizer,cse,convert-job-to-buffer,fuse-elementwise,plan-memory"
+PREDICT_PIPELINE = "cse,convert-job-to-buffer,fuse-elementwise,plan-memory"

@@ -30,7 +30,7 @@ from irflow.passes.memory_schedule import shorten_lifetimes
 ELEMENTWISE_KERNELS = frozenset(
     "neg exp log sqrt rsqrt square relu sigmoid tanh gelu abs identity "
     "add sub mul div maximum minimum pow "
-    "relu_grad sigmoid_grad tanh_grad gelu_grad bias_add".split()
+    "relu_grad sigmoid_grad tanh_grad gelu_grad bias_add bias_add_relu".split()
 )
 
 

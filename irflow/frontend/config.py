@@ -19,6 +19,7 @@ from typing import Any
 from irflow.errors import ExecutionError
 from irflow.frontend import dtypes
 from irflow.frontend.scope import LogicalView, PlacementScope
+from irflow.runtime import threads
 
 
 # ----------------------------------------------------------------- flow.function_config()
@@ -295,6 +296,13 @@ class SessionConfig(Settings):
     def machine_num(self, value: int) -> None:
         """Machines in the session (one process each)."""
         self._set("machine_num", _count(1)("flow.config.machine_num", value))
+
+    def cpu_thread_num(self, value: int | None) -> None:
+        """irflow's own: CPU steps run numpy's BLAS on this many threads (None: the default, 1).
+
+        Process-wide and effective at once; docs/runtime.md says why irflow sets it.
+        """
+        threads.set_cpu_thread_num(value)
 
     def enable_legacy_model_io(self, value: bool = True) -> None:
         """Recorded only: irflow has one checkpoint format, which both settings read and write."""

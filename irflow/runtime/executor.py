@@ -24,7 +24,7 @@ from xdsl.ir import Attribute, SSAValue
 
 from irflow.dialects import buffer
 from irflow.errors import CompileError, ExecutionError, source_location
-from irflow.runtime import kernels
+from irflow.runtime import kernels, threads
 from irflow.runtime.attributes import python_value
 from irflow.runtime.variables import VariableStore
 
@@ -116,6 +116,8 @@ class Executor:
         if len(inputs) != len(self.inputs):
             raise ExecutionError(f"job '{self.name}' takes {len(self.inputs)} inputs, got {len(inputs)}")
         xp = self.xp
+        if xp is np:
+            threads.apply()  # the chosen BLAS pool size, even if the user's own numpy code changed it
         for (_, view), value in zip(self.inputs, inputs):
             view[...] = xp.asarray(value)
         for step in self.steps:

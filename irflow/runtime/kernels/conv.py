@@ -111,8 +111,12 @@ class _Conv:
         return columns, partial(xp.copyto, self.window.interior(padded), x), gathers
 
     def dy_rows(self, xp: ModuleType, dy: Array) -> tuple[Array, list[Run]]:
-        """dy (N, F, oh, ow) as a (groups, M, F/groups) buffer: per chunk the step that copies it."""
-        rows = self.matrices(xp, self.fg, dy.dtype)
+        """dy (N, F, oh, ow) as a (groups, M, F/groups) buffer: per chunk the step that copies it.
+
+        Stored channel-major, (groups, F/groups, M), whatever the columns' layout: the copy then moves
+        whole (oh, ow) planes rather than transposing every image.
+        """
+        rows = xp.empty((self.groups, self.fg, self.chunk_rows), dy.dtype).swapaxes(1, 2)
         grouped = self.grouped(dy).transpose(1, 0, 3, 4, 2)  # (g, N, oh, ow, F/g)
         copies: list[Run] = [
             partial(xp.copyto, self.image_rows(rows, c), grouped[:, c.start : c.stop]) for c in self.chunks
@@ -127,9 +131,27 @@ def _matmul(xp: ModuleType, a: Array, b: Array, out: Array) -> Run:
     return partial(xp.matmul, a, b, out=out)
 
 
+def _epilogue(xp: ModuleType, attrs: Mapping[str, Any], conv: _Conv, bias: Sequence[Array], rows: Array) -> list[Run]:
+    """The fused epilogue's steps on a chunk's (groups, rows, F/groups) product: + bias, then relu if asked."""
+    epilogue = attrs.get("epilogue")
+    if epilogue is None and not bias:
+        return []
+    if epilogue not in ("bias_add", "bias_add_relu") or len(bias) != 1:
+        raise ValueError(
+            f"conv2d: epilogue {epilogue!r} with {len(bias)} bias input(s); "
+            "expected 'bias_add' or 'bias_add_relu' and one bias (F,)"
+        )
+    expect_shape("conv2d", "bias", bias[0].shape, (conv.groups * conv.fg,))
+    steps: list[Run] = [partial(xp.add, rows, bias[0].reshape(conv.groups, 1, conv.fg), out=rows)]
+    if epilogue == "bias_add_relu":
+        steps.append(partial(xp.maximum, rows, 0, out=rows))
+    return steps
+
+
 @register("conv2d")
 def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    (x, w), (y,) = ins, outs
+    """y = x * w; with a bias input, the fused `epilogue` (bias_add or bias_add_relu) runs on each chunk in cache."""
+    (x, w, *bias), (y,) = ins, outs
     conv = _Conv(attrs, x.shape, w.shape, np.dtype(y.dtype).itemsize)
     expect_shape("conv2d", "output", y.shape, conv.y_shape)
     columns, pad, gathers = conv.gather(xp, x)
@@ -141,6 +163,7 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
         steps += [
             gather,
             _matmul(xp, columns[:, : chunk.rows], weights, product[:, : chunk.rows]),
+            *_epilogue(xp, attrs, conv, bias, product[:, : chunk.rows]),
             partial(
                 xp.copyto, y_grouped[chunk.start : chunk.stop], conv.image_rows(product, chunk).transpose(1, 0, 4, 2, 3)
             ),
@@ -150,13 +173,13 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
 
 @register("conv2d_grad_filter")
 def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """dw = columns^T @ dy, summed over the chunks."""
+    """dw^T = dy^T @ columns, summed over the chunks: (F/groups, M) x (M, K), dy^T as `dy_rows` stores it."""
     (dy, x), (dw,) = ins, outs
     conv = _Conv(attrs, x.shape, dw.shape, np.dtype(dw.dtype).itemsize)
     expect_shape("conv2d_grad_filter", "dy", dy.shape, conv.y_shape)
     columns, pad, gathers = conv.gather(xp, x)
     rows, row_copies = conv.dy_rows(xp, dy)
-    total, part = (xp.empty((conv.groups, conv.k, conv.fg), dw.dtype) for _ in range(2))
+    total, part = (xp.empty((conv.groups, conv.fg, conv.k), dw.dtype) for _ in range(2))
     steps: list[Run] = [pad]
     for index, (chunk, gather, copy_rows) in enumerate(zip(conv.chunks, gathers, row_copies, strict=True)):
         steps += [
@@ -164,14 +187,14 @@ def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
             copy_rows,
             partial(
                 xp.matmul,
-                columns[:, : chunk.rows].swapaxes(1, 2),
-                rows[:, : chunk.rows],
+                rows[:, : chunk.rows].swapaxes(1, 2),
+                columns[:, : chunk.rows],
                 out=total if index == 0 else part,
             ),
         ]
         if index:
             steps.append(partial(xp.add, total, part, out=total))
-    landed = total.reshape(conv.groups, *conv.window.kernel, conv.cg, conv.fg).transpose(0, 4, 3, 1, 2)
+    landed = total.reshape(conv.groups, conv.fg, *conv.window.kernel, conv.cg).transpose(0, 1, 4, 2, 3)
     steps.append(partial(xp.copyto, conv.per_group(dw), landed))
     return sequence(steps)
 

@@ -86,12 +86,34 @@ def erf(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Se
     return partial(ErrorFunction(xp, y.shape, y.dtype).erf, x, y)
 
 
+def bias_column(kernel: str, attrs: Mapping[str, Any], x: Array, bias: Array) -> Array:
+    """`bias` shaped to broadcast along `axis` of x (default 1, the channel of NCHW and the feature of NC).
+
+    Inserting size-1 axes into a 1-D array is always a view, so the column still reads the arena.
+    """
+    (axis,) = normalize_axes(attrs.get("axis", 1), x.ndim)
+    expect_shape(kernel, "bias", bias.shape, (x.shape[axis],))
+    return bias.reshape([-1 if i == axis else 1 for i in range(x.ndim)])
+
+
 @register("bias_add")
 def bias_add(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """y = x + bias along `axis` (default 1, the channel of NCHW and the feature of NC)."""
+    """y = x + bias along `axis`."""
     (x, bias), (y,) = ins, outs
-    (axis,) = normalize_axes(attrs.get("axis", 1), x.ndim)
-    expect_shape("bias_add", "bias", bias.shape, (x.shape[axis],))
-    # Inserting size-1 axes into a 1-D array is always a view, so this still reads the arena.
-    column = bias.reshape([-1 if i == axis else 1 for i in range(x.ndim)])
-    return partial(xp.add, x, column, out=y)
+    return partial(xp.add, x, bias_column("bias_add", attrs, x, bias), out=y)
+
+
+@register("bias_add_relu")
+def bias_add_relu(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """y = relu(x + bias along `axis`): bias_add then relu, fused by the fuse-elementwise pass.
+
+    The relu runs in place on y (NaN propagates, as in `relu`).
+    """
+    (x, bias), (y,) = ins, outs
+    column = bias_column("bias_add_relu", attrs, x, bias)
+
+    def run() -> None:
+        xp.add(x, column, out=y)
+        xp.maximum(y, 0, out=y)
+
+    return run

@@ -21,9 +21,9 @@ def _step(xp: ModuleType, g: Array, w: Array, lr: Array, weight_decay: float, ou
     if weight_decay:
         xp.multiply(w, weight_decay, out=out)
         xp.add(out, g, out=out)
+        xp.multiply(out, lr, out=out)
     else:
-        xp.copyto(out, g)
-    xp.multiply(out, lr, out=out)
+        xp.multiply(g, lr, out=out)  # one pass, not a copy of g and a second one
 
 
 @register("sgd_update")

@@ -43,9 +43,14 @@ def _inverse_counts(xp: ModuleType, window: Window, dtype: DTypeLike) -> Array:
 
 
 def _fold(xp: ModuleType, combine: Any, y: Array, taps: Sequence[Array]) -> list[Run]:
-    """Steps folding the taps into y with a binary ufunc: y = tap0, then y = combine(y, tap) for the rest."""
-    first, *rest = taps
-    return [partial(xp.copyto, y, first), *(partial(combine, y, tap, out=y) for tap in rest)]
+    """Steps folding the taps into y with a binary ufunc: y = combine(tap0, tap1), then y = combine(y, tap).
+
+    One pass per tap after the first (a 2x2 pool makes three), none to copy tap0 in first.
+    """
+    if len(taps) == 1:
+        return [partial(xp.copyto, y, taps[0])]
+    first, second, *rest = taps
+    return [partial(combine, first, second, out=y), *(partial(combine, y, tap, out=y) for tap in rest)]
 
 
 @register("max_pool2d")
@@ -70,7 +75,11 @@ def max_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     """Each window's dy goes to its first maximum in row-major order, as PyTorch's CPU kernel picks it.
 
     Taps run in that order; `unclaimed` marks windows whose maximum no earlier tap took.
-    When windows do not overlap, each tap writes its share straight into dx.
+    When windows do not overlap, each tap writes its share straight into dx, and when they
+    also tile the padded input exactly, those writes cover it: nothing to zero first.
+    With `epilogue = "relu_grad"` (fuse-elementwise: a relu_grad of the result by x follows),
+    dy is first masked by y > 0: the first maximum of a window is y, so x > 0 there iff y > 0,
+    and the mask costs a pass over dy instead of one over dx.
     """
     (dy, x, y), (dx,) = ins, outs
     window = _window("max_pool2d_grad", attrs, x.shape, y.shape)
@@ -79,12 +88,23 @@ def max_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     taps = [(window.tap(padded, i, j), window.tap(sink, i, j)) for i, j in window.taps()]
     last = len(taps) - 1
     overlapping = any(s < k for s, k in zip(window.strides, window.kernel, strict=True))
+    tiled = window.strides == window.kernel and all(
+        o * k == size for o, k, size in zip(window.out_hw, window.kernel, window.padded_hw, strict=True)
+    )
     hit, unclaimed = xp.empty(y.shape, bool), xp.empty(y.shape, bool)
     routed = xp.empty(y.shape, dx.dtype)
+    epilogue = attrs.get("epilogue")
+    if epilogue not in (None, "relu_grad"):
+        raise ValueError(f"max_pool2d_grad: unknown epilogue {epilogue!r} (only 'relu_grad')")
+    share = xp.empty(y.shape, dx.dtype) if epilogue else dy
 
     def run() -> None:
         refresh()
-        sink.fill(0)
+        if epilogue:
+            xp.greater(y, 0, out=hit)
+            xp.multiply(dy, hit, out=share)
+        if not tiled:
+            sink.fill(0)
         for index, (source, target) in enumerate(taps):
             xp.equal(source, y, out=hit)
             if index:
@@ -94,10 +114,10 @@ def max_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
             elif index < last:
                 xp.logical_xor(unclaimed, hit, out=unclaimed)
             if overlapping:
-                xp.multiply(dy, hit, out=routed)
+                xp.multiply(share, hit, out=routed)
                 xp.add(target, routed, out=target)
             else:
-                xp.multiply(dy, hit, out=target)
+                xp.multiply(share, hit, out=target)
         land()
 
     return run

@@ -94,6 +94,39 @@ def test_conv2d_matches_torch(kernel, rng, x_shape, w_shape, attrs) -> None:
     np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("epilogue", ["bias_add", "bias_add_relu"])
+@pytest.mark.parametrize("x_shape, w_shape, attrs", CASES, ids=IDS)
+def test_conv2d_epilogue_adds_the_bias_and_applies_relu(kernel, rng, monkeypatch, x_shape, w_shape, attrs, epilogue):
+    """The fused epilogue against the direct definition, in chunks of one image (one per chunk, the last short)."""
+    from irflow.runtime.kernels import conv
+
+    monkeypatch.setattr(conv, "_CHUNK_BYTES", 1)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    bias = rng.standard_normal(w_shape[0])
+    ref = conv_reference(x, w, **attrs) + bias[:, None, None]
+    if epilogue == "bias_add_relu":
+        ref = np.maximum(ref, 0)
+    (y,) = kernel("conv2d", [x, w, bias], [(ref.shape, np.float64)], epilogue=epilogue, **attrs_of(attrs))
+    np.testing.assert_allclose(y, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "ins, epilogue, match",
+    [(1, None, "epilogue None with 1 bias"), (0, "bias_add", "epilogue 'bias_add' with 0 bias"), (1, "relu", "'relu'")],
+)
+def test_conv2d_rejects_an_epilogue_without_its_bias(build_kernel, ins, epilogue, match) -> None:
+    x, w = np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3))
+    attrs = {} if epilogue is None else {"epilogue": epilogue}
+    with pytest.raises(ValueError, match=match):
+        build_kernel("conv2d", [x, w, *[np.zeros(2)] * ins], [((1, 2, 3, 3), np.float64)], **attrs)
+
+
+def test_conv2d_rejects_a_bias_of_the_wrong_length(build_kernel) -> None:
+    x, w = np.zeros((1, 3, 5, 5)), np.zeros((2, 3, 3, 3))
+    with pytest.raises(ValueError, match=r"conv2d: bias has shape \(3,\), expected \(2,\)"):
+        build_kernel("conv2d", [x, w, np.zeros(3)], [((1, 2, 3, 3), np.float64)], epilogue="bias_add")
+
+
 def test_conv2d_rejects_mismatched_groups(build_kernel) -> None:
     with pytest.raises(ValueError, match="groups"):
         build_kernel("conv2d", [np.zeros((1, 4, 5, 5)), np.zeros((2, 3, 3, 3))], [((1, 2, 3, 3), np.float64)], groups=1)

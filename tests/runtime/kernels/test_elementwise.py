@@ -143,9 +143,24 @@ def test_bias_add(kernel, rng, dtype, shape, axis) -> None:
     np.testing.assert_allclose(y, ref, rtol=1e-6)
 
 
-def test_bias_add_rejects_a_mismatched_bias(build_kernel) -> None:
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape, axis", [((2, 3, 4, 5), 1), ((6, 7), -1), ((6, 7), 0)])
+def test_bias_add_relu(kernel, rng, dtype, shape, axis) -> None:
+    x = rng.standard_normal(shape).astype(dtype)
+    x.flat[0] = np.nan  # propagates, as relu's
+    bias = rng.standard_normal(shape[axis]).astype(dtype)
+    (y,) = kernel("bias_add_relu", [x, bias], [(shape, dtype)], axis=axis)
+    ref = np.empty(shape, dtype)
+    for index in np.ndindex(*shape):
+        total = x[index] + bias[index[axis]]
+        ref[index] = total if np.isnan(total) or total > 0 else 0
+    np.testing.assert_allclose(y, ref, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["bias_add", "bias_add_relu"])
+def test_bias_add_rejects_a_mismatched_bias(build_kernel, name) -> None:
     with pytest.raises(ValueError, match="bias has shape"):
-        build_kernel("bias_add", [np.zeros((2, 3)), np.zeros(2)], [((2, 3), np.float64)], axis=1)
+        build_kernel(name, [np.zeros((2, 3)), np.zeros(2)], [((2, 3), np.float64)], axis=1)
 
 
 ALIASABLE = [(name, 1, 0) for name in UNARY] + [
@@ -163,14 +178,15 @@ def test_output_may_share_memory_with_an_input(kernel, rng, name, arity, alias) 
     np.testing.assert_array_equal(got, expected)
 
 
-def test_bias_add_in_place(kernel, rng) -> None:
+@pytest.mark.parametrize("name", ["bias_add", "bias_add_relu"])
+def test_bias_add_in_place(kernel, rng, name) -> None:
     x, bias = rng.standard_normal((4, 3)), rng.standard_normal(3)
-    expected = x + bias
-    kernel("bias_add", [x, bias], [x], axis=1)
+    (expected,) = kernel(name, [x.copy(), bias], [((4, 3), np.float64)], axis=1)
+    kernel(name, [x, bias], [x], axis=1)
     np.testing.assert_array_equal(x, expected)
 
 
 def test_every_kernel_plan_memory_runs_in_place_is_alias_tested() -> None:
     from irflow.passes.plan_memory import ELEMENTWISE_KERNELS
 
-    assert ELEMENTWISE_KERNELS <= {name for name, _, _ in ALIASABLE} | {"bias_add"}
+    assert ELEMENTWISE_KERNELS <= {name for name, _, _ in ALIASABLE} | {"bias_add", "bias_add_relu"}

@@ -71,6 +71,22 @@ def test_max_pool_grad_routes_to_the_first_maximum(kernel, rng, x_shape, attrs) 
     np.testing.assert_allclose(dx, max_pool_grad_reference(dy, x, **attrs), rtol=1e-14)
 
 
+@pytest.mark.parametrize("x_shape, attrs", CASES, ids=IDS)
+def test_max_pool_grad_relu_grad_epilogue(kernel, rng, x_shape, attrs) -> None:
+    """relu_grad(max_pool2d_grad(dy, x, y), x) in one kernel, x with ties and zeros (relu outputs)."""
+    x = np.maximum(rng.integers(-2, 3, x_shape), 0).astype(np.float64)
+    (y,) = kernel("max_pool2d", [x], [(pool_reference(x, "max", **attrs).shape, np.float64)], **attrs)
+    dy = rng.standard_normal(y.shape)
+    (dx,) = kernel("max_pool2d_grad", [dy, x, y], [(x_shape, np.float64)], epilogue="relu_grad", **attrs)
+    np.testing.assert_allclose(dx, max_pool_grad_reference(dy, x, **attrs) * (x > 0), rtol=1e-14)
+
+
+def test_max_pool_grad_rejects_an_unknown_epilogue(build_kernel) -> None:
+    x, y = np.zeros((1, 1, 2, 2)), np.zeros((1, 1, 1, 1))
+    with pytest.raises(ValueError, match="max_pool2d_grad: unknown epilogue 'relu'"):
+        build_kernel("max_pool2d_grad", [y, x, y], [((1, 1, 2, 2), np.float64)], kernel=(2, 2), strides=(2, 2), epilogue="relu")
+
+
 @pytest.mark.parametrize("mode", ["max", "avg"])
 @pytest.mark.parametrize("x_shape, attrs", CASES, ids=IDS)
 def test_pool_grads_match_finite_differences(kernel, finite_diff, rng, mode, x_shape, attrs) -> None:

@@ -1,0 +1,66 @@
+"""fuse-elementwise in the default pipelines: which kernels merge, and the fused job against PyTorch."""
+
+import numpy as np
+import pytest
+
+import irflow as flow
+import irflow.typing as tp
+from irflow.dialects import buffer
+from irflow.passes import PREDICT_PIPELINE, TRAIN_PIPELINE
+
+
+def convnet(job_type: str):
+    flow.clear_default_session()
+
+    @flow.global_function(type=job_type)
+    def net(images: tp.Numpy.Placeholder((3, 2, 8, 8), dtype=flow.float)) -> tp.Numpy:
+        conv = flow.layers.conv2d(images, 4, 3, padding="SAME", activation=flow.nn.relu, name="conv")
+        pool = flow.nn.max_pool2d(conv, ksize=2, strides=2, padding="SAME", data_format="NCHW")
+        flat = flow.reshape(pool, [3, -1])
+        hidden = flow.layers.dense(flat, 5, activation=flow.nn.relu, name="dense")
+        out = flow.layers.dense(hidden, 2, name="out")
+        if job_type == "train":
+            loss = flow.math.reduce_mean(flow.math.square(out))
+            flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+            return loss
+        return out
+
+    return net
+
+
+def kernels(job) -> list[buffer.KernelOp]:
+    program = job.executable().program
+    return [op for op in program.body.block.ops if isinstance(op, buffer.KernelOp)]
+
+
+def test_both_pipelines_fuse_before_planning() -> None:
+    for spec in (TRAIN_PIPELINE, PREDICT_PIPELINE):
+        assert "convert-job-to-buffer,fuse-elementwise,plan-memory" in spec
+
+
+@pytest.mark.parametrize("job_type", ["predict", "train"])
+def test_conv_takes_bias_and_relu_as_its_epilogue_and_dense_gets_bias_add_relu(job_type) -> None:
+    ops = kernels(convnet(job_type))
+    (conv,) = [op for op in ops if op.kernel.data == "conv2d"]
+    assert conv.attributes["epilogue"].data == "bias_add_relu" and len(conv.ins) == 3
+    assert [op.kernel.data for op in ops].count("bias_add_relu") == 1
+    assert "relu" not in [op.kernel.data for op in ops]
+    assert [op.kernel.data for op in ops].count("bias_add") == 1  # the last dense: no relu to fuse
+    if job_type == "train":  # the conv's relu_grad goes into the pool's gradient; the dense one stays
+        (pool_grad,) = [op for op in ops if op.kernel.data == "max_pool2d_grad"]
+        assert pool_grad.attributes["epilogue"].data == "relu_grad"
+        assert [op.kernel.data for op in ops].count("relu_grad") == 1
+
+
+def test_fused_predict_matches_pytorch() -> None:
+    torch = pytest.importorskip("torch")
+    net = convnet("predict")
+    x = np.random.default_rng(0).standard_normal((3, 2, 8, 8)).astype(np.float32)
+    got = net(x)
+    v = {k: torch.from_numpy(a.numpy()) for k, a in flow.get_all_variables().items()}
+    functional = torch.nn.functional
+    conv = functional.relu(functional.conv2d(torch.from_numpy(x), v["conv-weight"], v["conv-bias"], padding=1))
+    pool = functional.max_pool2d(conv, 2)
+    hidden = functional.relu(functional.linear(pool.reshape(3, -1), v["dense-weight"], v["dense-bias"]))
+    expected = functional.linear(hidden, v["out-weight"], v["out-bias"])
+    np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-5)
