@@ -64,33 +64,33 @@ def _reads_kept(first: Operation, second: Operation, values: tuple[SSAValue, ...
 
 
 def _epilogue(op: buffer.KernelOp) -> str | None:
-    attr = op.attributes.get("epilogue")
+    attr = op.parameters().get("epilogue")
     return attr.data if isinstance(attr, StringAttr) else None
 
 
 def _channel_axis(op: buffer.KernelOp) -> bool:
-    axis = op.attributes.get("axis")
+    axis = op.parameters().get("axis")
     return axis is None or (isinstance(axis, IntegerAttr) and axis.value.data == 1)
 
 
 def _fuse(first: buffer.KernelOp, second: buffer.KernelOp) -> buffer.KernelOp | None:
     """The kernel doing `first` then `second` (whose input 0 is first's output), if one exists."""
-    name, attributes = first.kernel.data, dict(first.attributes)
+    name, params = first.kernel.data, dict(first.parameters())
     extra = tuple(second.ins[1:])
     epilogue = _epilogue(first)
     if name in EPILOGUE_HOSTS and epilogue is None and second.kernel.data in EPILOGUES and _channel_axis(second):
-        attributes["epilogue"] = StringAttr(second.kernel.data)
+        params["epilogue"] = StringAttr(second.kernel.data)
     elif epilogue is None and (name, second.kernel.data) in ABSORBED and extra == (first.ins[1],):
-        attributes["epilogue"] = StringAttr(second.kernel.data)
+        params["epilogue"] = StringAttr(second.kernel.data)
         extra = ()
     elif epilogue is not None and (epilogue, second.kernel.data) in FUSED:
-        attributes["epilogue"] = StringAttr(FUSED[epilogue, second.kernel.data])
+        params["epilogue"] = StringAttr(FUSED[epilogue, second.kernel.data])
     elif epilogue is None and (name, second.kernel.data) in FUSED:
         name = FUSED[name, second.kernel.data]
-        attributes.update(second.attributes)
+        params.update(second.parameters())
     else:
         return None
-    fused = buffer.KernelOp(name, [*first.ins, *extra], list(second.outs), attributes)
+    fused = buffer.KernelOp(name, [*first.ins, *extra], list(second.outs), params)
     fused.location = first.location
     return fused
 

@@ -42,13 +42,13 @@ def test_both_pipelines_fuse_before_planning() -> None:
 def test_conv_takes_bias_and_relu_as_its_epilogue_and_dense_gets_bias_add_relu(job_type) -> None:
     ops = kernels(convnet(job_type))
     (conv,) = [op for op in ops if op.kernel.data == "conv2d"]
-    assert conv.attributes["epilogue"].data == "bias_add_relu" and len(conv.ins) == 3
+    assert conv.parameters()["epilogue"].data == "bias_add_relu" and len(conv.ins) == 3
     assert [op.kernel.data for op in ops].count("bias_add_relu") == 1
     assert "relu" not in [op.kernel.data for op in ops]
     assert [op.kernel.data for op in ops].count("bias_add") == 1  # the last dense: no relu to fuse
     if job_type == "train":  # the conv's relu_grad goes into the pool's gradient; the dense one stays
         (pool_grad,) = [op for op in ops if op.kernel.data == "max_pool2d_grad"]
-        assert pool_grad.attributes["epilogue"].data == "relu_grad"
+        assert pool_grad.parameters()["epilogue"].data == "relu_grad"
         assert [op.kernel.data for op in ops].count("relu_grad") == 1
 
 

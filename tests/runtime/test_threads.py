@@ -5,7 +5,8 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import irflow as flow
-from irflow.runtime import VariableStore, compile_job, threads
+from irflow.compiler import compile_job
+from irflow.runtime import VariableStore, threads
 
 
 def blas_threads() -> set[int]:

@@ -14,7 +14,8 @@ import pytest
 
 import irflow as flow
 import irflow.typing as tp
-from irflow.runtime.compile import pipeline_for
+from irflow.compiler import pipeline_for
+from irflow.target import Target
 from irflow.textir import parse_module, print_module
 from irflow.tools.opt import main
 
@@ -86,7 +87,7 @@ def test_irflow_opt_prints_what_the_compiler_prints(stages, tmp_path, capsys) ->
     (func,) = [op for op in module.walk() if op.name == "job.func"]
     path = tmp_path / "job.mlir"
     path.write_text(job_text)
-    assert main([str(path), "-p", pipeline_for(func, "cpu"), "--print-debuginfo"]) == 0
+    assert main([str(path), "-p", pipeline_for(func, Target()), "--print-debuginfo"]) == 0
     assert capsys.readouterr().out == stages["buffer"]
 
 

@@ -32,7 +32,7 @@ buffer.program @convnet on "cpu" {
 // CHECK-NOT:     %c = buffer.alloc
 // CHECK-NOT:     %t = buffer.alloc
 // CHECK:         %r = buffer.alloc : memref<2x4x4x4xf32>
-// CHECK-NEXT:    buffer.kernel "conv2d" ins(%x, %w, %b : memref<2x1x6x6xf32>, memref<4x1x3x3xf32>, memref<4xf32>) outs(%r : memref<2x4x4x4xf32>) {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, epilogue = "bias_add_relu"}
+// CHECK-NEXT:    buffer.kernel "conv2d" ins(%x, %w, %b : memref<2x1x6x6xf32>, memref<4x1x3x3xf32>, memref<4xf32>) outs(%r : memref<2x4x4x4xf32>) {epilogue = "bias_add_relu", pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>}
 // CHECK-NEXT:    %f = buffer.alloc
 // CHECK-NEXT:    buffer.kernel "reshape"
 // CHECK:         %h = buffer.alloc : memref<2x8xf32>
@@ -115,7 +115,7 @@ buffer.program @poolgrad on "cpu" {
 // CHECK-LABEL: buffer.program @poolgrad on "cpu" {
 // CHECK-NOT:     %d = buffer.alloc
 // CHECK:         %dx = buffer.alloc : memref<1x2x4x4xf32>
-// CHECK-NEXT:    buffer.kernel "max_pool2d_grad" ins(%dy, %x, %y : memref<1x2x2x2xf32>, memref<1x2x4x4xf32>, memref<1x2x2x2xf32>) outs(%dx : memref<1x2x4x4xf32>) {strides = array<i64: 2, 2>, epilogue = "relu_grad"}
+// CHECK-NEXT:    buffer.kernel "max_pool2d_grad" ins(%dy, %x, %y : memref<1x2x2x2xf32>, memref<1x2x4x4xf32>, memref<1x2x2x2xf32>) outs(%dx : memref<1x2x4x4xf32>) {epilogue = "relu_grad", strides = array<i64: 2, 2>}
 // CHECK-NEXT:    buffer.output %dx
 // CHECK-NEXT:    %e = buffer.alloc
 // CHECK-NEXT:    buffer.kernel "max_pool2d_grad" {{.*}} outs(%e : memref<1x2x4x4xf32>) {strides = array<i64: 2, 2>}
