@@ -19,7 +19,7 @@ from irflow.dialects.job import JobOp
 from irflow.dialects.sbp import PlacementAttr
 from irflow.passes.locations import source_location
 from irflow.frontend import tracing
-from irflow.frontend.tracing import fail
+from irflow.frontend.locations import fail
 
 
 class PlacementScope:
