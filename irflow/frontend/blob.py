@@ -9,7 +9,7 @@ dtype, as OneFlow's scalar ops do.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from xdsl.ir import SSAValue
 
