@@ -1,18 +1,21 @@
 """Blob: a value of a job function while it is being defined (OneFlow's BlobDef).
 
-A Blob has no data, only a shape and a dtype; Python's operators on Blobs
-append job ops, and Python numbers mix in as rank-0 constants of the Blob's
+A Blob has no data, only a shape and a dtype. Python's operators on Blobs
+append job ops; the modules that define those ops install them (`flow.math`
+the arithmetic and comparisons, `ops` indexing and `@`), so this module
+imports no op module. Python numbers mix in as rank-0 constants of the Blob's
 dtype, as OneFlow's scalar ops do.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from xdsl.ir import SSAValue
 
 from irflow.dialects.job import dtype_of, shape_of
 from irflow.frontend import dtypes
+from irflow.frontend.locations import fail
 
 if TYPE_CHECKING:
     from irflow.frontend.tracing import Trace
@@ -45,90 +48,7 @@ class Blob:
         return self.shape[0]
 
     def __bool__(self) -> bool:
-        from irflow.frontend.tracing import fail
-
         fail(f"the truth value of Blob '{self.name}' is unknown while a job is defined; use flow.math ops instead")
 
-    def __getitem__(self, index: Any) -> Blob:
-        """Basic indexing with ints and slices of positive step (`x[:, 1:3]`, `x[0]`), as a static slice."""
-        from irflow.frontend.ops import reshape, static_slice
-
-        return static_slice(self, index, reshape)
-
-    __hash__ = object.__hash__  # Blobs compare elementwise, yet stay usable as dict keys by identity
+    __hash__ = object.__hash__  # Blobs compare elementwise (flow.math installs ==), yet stay usable as dict keys
     __array_ufunc__ = None  # `np.float32(2) * blob` defers to Blob.__rmul__ instead of making an object array
-
-    # -- arithmetic: each operator is the flow.math function of the same name
-    def __add__(self, other: Any) -> Blob:
-        return _math().add(self, other)
-
-    def __radd__(self, other: Any) -> Blob:
-        return _math().add(other, self)
-
-    def __sub__(self, other: Any) -> Blob:
-        return _math().subtract(self, other)
-
-    def __rsub__(self, other: Any) -> Blob:
-        return _math().subtract(other, self)
-
-    def __mul__(self, other: Any) -> Blob:
-        return _math().multiply(self, other)
-
-    def __rmul__(self, other: Any) -> Blob:
-        return _math().multiply(other, self)
-
-    def __truediv__(self, other: Any) -> Blob:
-        return _math().divide(self, other)
-
-    def __rtruediv__(self, other: Any) -> Blob:
-        return _math().divide(other, self)
-
-    def __pow__(self, other: Any) -> Blob:
-        return _math().pow(self, other)
-
-    def __rpow__(self, other: Any) -> Blob:
-        return _math().pow(other, self)
-
-    def __matmul__(self, other: Any) -> Blob:
-        from irflow.frontend.ops import matmul
-
-        return matmul(self, other)
-
-    def __rmatmul__(self, other: Any) -> Blob:
-        from irflow.frontend.ops import matmul
-
-        return matmul(other, self)
-
-    def __neg__(self) -> Blob:
-        return _math().negative(self)
-
-    def __pos__(self) -> Blob:
-        return self
-
-    def __abs__(self) -> Blob:
-        return _math().abs(self)
-
-    # -- comparisons give int8 Blobs of 0/1, as OneFlow's
-    def __eq__(self, other: Any) -> Blob:  # type: ignore[override]
-        return _math().equal(self, other)
-
-    def __ne__(self, other: Any) -> Blob:  # type: ignore[override]
-        return _math().not_equal(self, other)
-
-    def __lt__(self, other: Any) -> Blob:
-        return _math().less(self, other)
-
-    def __le__(self, other: Any) -> Blob:
-        return _math().less_equal(self, other)
-
-    def __gt__(self, other: Any) -> Blob:
-        return _math().greater(self, other)
-
-    def __ge__(self, other: Any) -> Blob:
-        return _math().greater_equal(self, other)
-
-
-def _math() -> Any:
-    from irflow.frontend import math
-
-    return math

@@ -17,7 +17,7 @@ import numpy as np
 from irflow import checkpoint_store
 from irflow.errors import ExecutionError
 from irflow.frontend.session import default_session
-from irflow.frontend.tracing import user_location
+from irflow.frontend.locations import user_location
 
 
 class Variable:

@@ -1,8 +1,8 @@
 """Configuration: `flow.function_config()` per job, `flow.config` per session, `flow.env` per process.
 
 Every OneFlow name exists. A setting irflow acts on is checked and kept
-(device counts in `ResourceConfig`, which the session owns and the
-distributed work reads through `resource()`); a setting that means nothing
+(device counts in the session's `ResourceConfig`, which the distributed work
+reads through `resource()`); a setting that means nothing
 to irflow (thread pools, RDMA buffers, NCCL fusion) is checked and recorded,
 so a program written for OneFlow runs unchanged. An unknown name is an
 `AttributeError` that lists the names irflow knows, not a silently ignored
@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from irflow.errors import ExecutionError
-from irflow.frontend import dtypes
+from irflow.frontend import dtypes, optimizer
 from irflow.frontend.scope import LogicalView, PlacementScope
+from irflow.frontend.session import ResourceConfig, default_session
 from irflow.runtime import threads
 
 
@@ -63,8 +64,6 @@ class TrainConfig:
 
     def optimizer(self) -> Any:
         """The flow.optimizer object these settings describe."""
-        from irflow.frontend import optimizer
-
         if self.lr is None:
             raise ValueError("config.train.primary_lr(...) is not set")
         schedule = optimizer.PiecewiseConstantScheduler([], [self.lr])
@@ -219,27 +218,8 @@ class CollectiveBoxing(Settings):
     }
 
 
-@dataclass
-class ResourceConfig:
-    """The session's resources, set through flow.config before the session starts.
-
-    The device counts say how many devices a placement such as "0:0-3" may
-    name; the distributed work reads them through `resource()`.
-    """
-
-    cpu_device_num: int = 1
-    gpu_device_num: int = 1
-    machine_num: int = 1
-    legacy_model_io: bool = True
-    debug_mode: bool = False
-    max_calls_in_flight: int = 1
-    libraries: list[str] = field(default_factory=list)
-
-
 def resource() -> ResourceConfig:
-    """The default session's resources."""
-    from irflow.frontend.session import default_session
-
+    """The default session's resources (device counts and the rest that flow.config sets)."""
     return default_session().resource
 
 
@@ -274,8 +254,6 @@ class SessionConfig(Settings):
 
     def _set(self, name: str, value: Any) -> None:
         """Change a resource of the default session; the devices are fixed once the session has started."""
-        from irflow.frontend.session import default_session
-
         session = default_session()
         if session.started and getattr(session.resource, name) != value:
             raise ExecutionError(

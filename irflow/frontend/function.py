@@ -32,7 +32,8 @@ from irflow.frontend.blob import Blob
 from irflow.frontend.config import FunctionConfig
 from irflow.frontend.session import Session, default_session
 from irflow.frontend.signature import CALLBACK, FUTURE, Future, TupleParam
-from irflow.frontend.tracing import Trace, to_loc, tracing, user_location
+from irflow.frontend.locations import to_loc, user_location
+from irflow.frontend.tracing import Trace, tracing
 from irflow.textir import print_module
 
 JOB_TYPES = ("train", "predict")

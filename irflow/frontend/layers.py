@@ -16,7 +16,8 @@ from irflow.frontend import initializers, math
 from irflow.frontend.blob import Blob
 from irflow.frontend.nn import bias_add, conv2d as nn_conv2d, pair
 from irflow.frontend.ops import matmul, reshape
-from irflow.frontend.tracing import append_op, current, fail
+from irflow.frontend.locations import fail
+from irflow.frontend.tracing import append_op, current
 from irflow.frontend.variables import get_variable
 
 Activation = Callable[..., Blob]

@@ -8,7 +8,8 @@ The optimizer comes from the job's `config.train` (`primary_lr` and
 from __future__ import annotations
 
 from irflow.frontend.blob import Blob
-from irflow.frontend.tracing import current, fail
+from irflow.frontend.locations import fail
+from irflow.frontend.tracing import current
 
 
 def add_loss(loss: Blob) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 from irflow.dialects import job
 from irflow.frontend.blob import Blob
 from irflow.frontend.ops import operands
-from irflow.frontend.tracing import build, fail, published
+from irflow.frontend.locations import fail
+from irflow.frontend.tracing import build, published
 
 
 def _binary(op: type[job.JobOp], what: str) -> Any:
@@ -106,3 +107,20 @@ def reduce_min(
 def argmax(input: Blob, axis: int = -1, name: str | None = None) -> Blob:  # noqa: A002
     """Index of the largest value along `axis` (int64; OneFlow returns int32)."""
     return build(job.ArgmaxOp, [input], None, name, "flow.math.argmax", axis=int(axis))
+
+
+def _install_operators() -> None:
+    """Python's operators on Blobs are these functions; comparisons give int8 Blobs of 0/1, as OneFlow's."""
+    binary = {"add": add, "sub": subtract, "mul": multiply, "truediv": divide, "pow": pow}
+    for dunder, function in binary.items():
+        setattr(Blob, f"__{dunder}__", lambda self, other, f=function: f(self, other))
+        setattr(Blob, f"__r{dunder}__", lambda self, other, f=function: f(other, self))
+    comparisons = {"eq": equal, "ne": not_equal, "lt": less, "le": less_equal, "gt": greater, "ge": greater_equal}
+    for dunder, function in comparisons.items():
+        setattr(Blob, f"__{dunder}__", lambda self, other, f=function: f(self, other))
+    Blob.__neg__ = lambda self: negative(self)  # type: ignore[method-assign]
+    Blob.__pos__ = lambda self: self  # type: ignore[method-assign]
+    Blob.__abs__ = lambda self: abs(self)  # type: ignore[method-assign]
+
+
+_install_operators()

@@ -17,7 +17,8 @@ from irflow.dialects import job
 from irflow.frontend.blob import Blob
 from irflow.frontend.math import multiply, relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
 from irflow.frontend.ops import transpose
-from irflow.frontend.tracing import build, current, fail, published
+from irflow.frontend.locations import fail
+from irflow.frontend.tracing import build, current, published
 
 _NCHW_TO_NHWC = [0, 2, 3, 1]
 _NHWC_TO_NCHW = [0, 3, 1, 2]

@@ -12,7 +12,8 @@ from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 from irflow.dialects import job
 from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
-from irflow.frontend.tracing import build, current, fail
+from irflow.frontend.locations import fail
+from irflow.frontend.tracing import build, current
 
 
 def as_blob(value: Any, like: Blob, what: str) -> Blob:
@@ -82,9 +83,7 @@ def matmul(
         job.MatmulOp, [a, b], None, name, "flow.matmul", transpose_a=bool(transpose_a), transpose_b=bool(transpose_b)
     )
     if alpha != 1.0:
-        from irflow.frontend.math import multiply
-
-        out = multiply(out, alpha)
+        out = build(job.MulOp, list(operands(out, alpha, "flow.matmul")), None, None, "flow.matmul")
     return out
 
 
@@ -212,3 +211,13 @@ def squeeze(input: Blob, axis: Sequence[int] | None = None, name: str | None = N
         if shape[a] != 1:
             fail(f"flow.squeeze: axis {a} of {shape} has size {shape[a]}, not 1")
     return reshape(input, [d for i, d in enumerate(shape) if i not in axes], name)
+
+
+def _install_operators() -> None:
+    """`blob[...]` is a static slice and `a @ b` a matmul."""
+    Blob.__getitem__ = lambda self, index: static_slice(self, index, reshape)  # type: ignore[method-assign]
+    Blob.__matmul__ = lambda self, other: matmul(self, other)  # type: ignore[method-assign]
+    Blob.__rmatmul__ = lambda self, other: matmul(other, self)  # type: ignore[method-assign]
+
+
+_install_operators()

@@ -23,7 +23,8 @@ from irflow.dialects import job
 from irflow.frontend import math
 from irflow.frontend.blob import Blob
 from irflow.frontend.regularizers import Regularizer
-from irflow.frontend.tracing import append_op, current, fail, own_value
+from irflow.frontend.locations import fail
+from irflow.frontend.tracing import append_op, current, own_value
 
 
 class Warmup:

@@ -15,7 +15,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects.sbp import PlacementAttr
 from irflow.frontend import tracing
-from irflow.frontend.tracing import fail
+from irflow.frontend.locations import fail
 
 
 class PlacementScope:

@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from irflow.errors import ExecutionError, SourceLocation
-from irflow.frontend.config import ResourceConfig
 
 if TYPE_CHECKING:
     from irflow.frontend.dtypes import DType
@@ -55,6 +54,22 @@ class VariableDecl:
     trainable: bool
     job: str
     location: SourceLocation | None
+
+
+@dataclass
+class ResourceConfig:
+    """The session's resources, set through flow.config (irflow.frontend.config) before the session starts.
+
+    The device counts say how many devices a placement such as "0:0-3" may
+    name; the distributed work reads them through `resource()`.
+    """
+
+    cpu_device_num: int = 1
+    gpu_device_num: int = 1
+    machine_num: int = 1
+    legacy_model_io: bool = True
+    debug_mode: bool = False
+    max_calls_in_flight: int = 1
 
 
 @dataclass

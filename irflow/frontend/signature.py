@@ -24,7 +24,7 @@ from irflow import typing as tp
 from irflow.errors import ExecutionError, SourceLocation, TraceError
 from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
-from irflow.frontend.tracing import user_location
+from irflow.frontend.locations import user_location
 
 if TYPE_CHECKING:
     from irflow.frontend.session import Registration

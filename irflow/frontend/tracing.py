@@ -10,72 +10,24 @@ ours (MLIR's diagnostics do the same with the op's location).
 from __future__ import annotations
 
 import contextlib
-import itertools
-import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
-from types import FrameType
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
-import irflow
-import irflow.dialects
-import irflow.passes
 from irflow.dialects.job import FuncOp, JobOp
 from irflow.dialects.sbp import PlacementAttr
 from irflow.errors import SourceLocation, TraceError
+from irflow.frontend.blob import Blob
+from irflow.frontend.locations import fail, to_loc, user_location
 
 if TYPE_CHECKING:
-    from irflow.frontend.blob import Blob
     from irflow.frontend.config import FunctionConfig
     from irflow.frontend.regularizers import Regularizer
     from irflow.frontend.scope import LogicalView
     from irflow.frontend.session import VariableDecl
-
-# Frames in these directories are irflow's own; the user's location is the first frame outside them.
-_OWN_DIRS = tuple(
-    os.path.dirname(os.path.abspath(m.__file__)) + os.sep  # type: ignore[arg-type]
-    for m in (irflow, irflow.dialects, irflow.passes)
-)
-
-
-def _is_own(frame: FrameType) -> bool:
-    filename = frame.f_code.co_filename
-    return filename.startswith(_OWN_DIRS) or filename.startswith("<frozen ")
-
-
-def frame_location(frame: FrameType) -> SourceLocation:
-    """file:line:col of the instruction `frame` is executing; columns are 1-based as in MLIR."""
-    line, col = frame.f_lineno, 0
-    position = next(itertools.islice(frame.f_code.co_positions(), frame.f_lasti // 2, None), None)
-    if position is not None:
-        start_line, _, start_col, _ = position
-        if start_line is not None:
-            line = start_line
-        if start_col is not None:
-            col = start_col + 1
-    return SourceLocation(frame.f_code.co_filename, line, col)
-
-
-def user_location() -> SourceLocation | None:
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None and _is_own(frame):
-        frame = frame.f_back
-    return None if frame is None else frame_location(frame)
-
-
-def fail(message: str, location: SourceLocation | None = None) -> NoReturn:
-    """Raise a TraceError at the user's current line (or at `location`)."""
-    raise TraceError(message, location or user_location())
-
-
-def to_loc(location: SourceLocation | None) -> Attribute | None:
-    if location is None:
-        return None
-    return FileLineColLoc(StringAttr(location.file), IntAttr(location.line), IntAttr(location.col))
 
 
 class Trace:
@@ -153,8 +105,6 @@ def build(
 
     `what` names the API for messages ("flow.matmul"); `props` are the op's properties.
     """
-    from irflow.frontend.blob import Blob
-
     what = what or f"flow.{op_class.name.removeprefix('job.')}"
     trace = current(what)
     location = user_location()
@@ -192,8 +142,6 @@ def append_op(op: Operation, what: str) -> None:
 
 def own_value(trace: Trace, blob: object, what: str, location: SourceLocation | None = None) -> SSAValue:
     """The SSA value of a Blob of this job; Blobs of other jobs (or non-Blobs) are errors."""
-    from irflow.frontend.blob import Blob
-
     if not isinstance(blob, Blob):
         fail(f"{what} expects a Blob, got {type(blob).__name__} {blob!r}", location)
     if blob.trace is not trace:

@@ -12,7 +12,8 @@ from irflow.frontend.initializers import constant_initializer
 from irflow.frontend.regularizers import Regularizer
 from irflow.frontend.session import VariableDecl, default_session
 from irflow.frontend import tracing
-from irflow.frontend.tracing import build, current, fail, user_location
+from irflow.frontend.locations import fail, user_location
+from irflow.frontend.tracing import build, current
 
 _KINDS = ("constant", "random_uniform", "random_normal", "truncated_normal", "variance_scaling")
 

@@ -17,7 +17,8 @@ from typing import Any
 from irflow import typing as tp
 from irflow.dialects import job
 from irflow.frontend.blob import Blob
-from irflow.frontend.tracing import build, current, fail, own_value
+from irflow.frontend.locations import fail
+from irflow.frontend.tracing import build, current, own_value
 
 
 def watch(blob_watched: Blob, handler_or_prompt: Callable[[Any], Any] | str | None = None) -> None:
