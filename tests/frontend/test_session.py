@@ -156,22 +156,22 @@ def test_resuming_in_a_new_process_continues_the_same_run(tmp_path):
 
 
 def test_a_failed_start_up_undoes_itself(monkeypatch):
-    import irflow.runtime
+    import irflow.compiler
     from irflow.frontend.session import default_session
 
     train, predict = define_jobs()
-    real = irflow.runtime.compile_job
+    real = irflow.compiler.compile_job
 
     def failing(module, name, *args, **kwargs):
         if name == "predict":
             raise flow.CompileError("no backend today")
         return real(module, name, *args, **kwargs)
 
-    monkeypatch.setattr(irflow.runtime, "compile_job", failing)
+    monkeypatch.setattr(irflow.compiler, "compile_job", failing)
     with pytest.raises(flow.CompileError, match="no backend today"):
         train(np.ones((4, 3), np.float32), np.zeros(4, np.int32))
     session = default_session()
     assert not session.started and session._store is None  # the train job's variables went too
-    monkeypatch.setattr(irflow.runtime, "compile_job", real)
+    monkeypatch.setattr(irflow.compiler, "compile_job", real)
     train(np.ones((4, 3), np.float32), np.zeros(4, np.int32))
     assert int(flow.get_all_variables()["System-Train-TrainStep"].numpy()) == 1
