@@ -13,14 +13,28 @@ What prunes:
   neighbour at least, at every step no buffer fitting inside it covers (the
   buffers that do cover it reach over a neighbour), which MiniMalloc's
   section floors see only after the fact;
+- covers: a step of the lowest segment whose slack is less than the least
+  waste a bare step costs there (the smallest usable buffer, or the raise)
+  must be covered at the segment's height, so disjoint buffers that are still
+  usable there must cover all such steps (an interval DP);
 - symmetry: a buffer already tried at this height is not tried there again
   deeper down (nor its identical twins), and a raise is skipped when some
   fitting buffer would fit under it (dropping that buffer gives a solution
-  found in an earlier branch).
+  found in an earlier branch);
+- backjumping: a dead end names the steps whose state decides it (the segment
+  and its neighbours, or the valley that cannot fit); choices made at segments
+  that miss those steps cannot change it and are skipped, not retried.  This
+  is what stops the search from thrashing on MiniMalloc's I and K, where the
+  plain depth-first search retried thousands of unrelated choices.
 
-`improve` drives it: binary search on the capacity between the best known
-lower and upper bounds, several candidate orders per capacity (restarts), a
-dead-end limit per run doubling per round; deterministic given that it
+Branches go exact fits first, then buffers flush with the segment's left end,
+right end, the rest, each group by a priority order; with `chain`, left-flush
+buffers after which the rest of the segment can be tiled exactly go first.
+
+`improve` drives it as MiniMalloc drives its solver: restarts over a few
+(order, chain) pairs with a dead-end limit per run that doubles every round;
+per round, the lower bound itself first, then capacities 3/4 of the way from
+the best proven bound to the best plan.  Deterministic given that it
 finishes, so more time can only give a better plan.
 """
 
@@ -297,11 +311,12 @@ def improve(
 ) -> tuple[np.ndarray, int]:
     """Best (offsets, height) found before `deadline` and within `nodes` search nodes, from a known plan.
 
-    Each round tries the lower bound itself, then binary-searches the
-    capacity between it and the best height, every capacity with each rank in
-    turn; a round's dead-end limit is twice the last one's.  A run that
-    finishes without a solution proves its capacity infeasible and raises the
-    bound.
+    Each round tries the lower bound itself, then capacities 3/4 of the way
+    from the bound to the best height (closer to what is likely feasible than
+    halving), every capacity with each (rank, chain) pair in turn, the last
+    one that worked first; a round's dead-end limit is twice the last one's.
+    A run that finishes without a solution proves its capacity infeasible and
+    raises the bound.
     """
     orders = [(rank.tolist(), chain) for chain in (True, False) for rank in ranks]
     limit = _FIRST_FAIL_LIMIT
