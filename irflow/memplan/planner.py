@@ -66,7 +66,7 @@ def plan(buffers: Sequence[Buffer], alignment: int = 64, budget_s: float | None 
 def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: float, improve_plan: bool) -> np.ndarray:
     """Offsets in units for positive unit sizes.
 
-    With a budget, the improvement phase starts from the default plan, so more time never
+    With a budget, the improvement phase continues the default's steps, so more time never
     gives a worse plan.
     """
     cfirst, clast, steps = compress(first, last)
@@ -91,18 +91,22 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
             if (top := int((offsets + size).max())) < height:
                 best, height = offsets, top
 
-    def search(until: float, nodes: int | None) -> None:
+    def search(until: float, nodes: int | None, floor: int) -> None:
         nonlocal best, height
-        best, height = improve(exact, [rank(name) for name in SEARCH_ORDERS], best, height, lower, until, nodes)
+        orders = [rank(name) for name in SEARCH_ORDERS]
+        best, height = improve(exact, orders, best, height, lower, until, nodes, floor)
 
     default = max(1, min(len(ORDERS), _DEFAULT_WORK // len(size)))
     pack(ORDERS[:default], float("inf"))
     searched = _SEARCH_MAX if improve_plan else _DEFAULT_SEARCH_MAX
     exact = Search(cfirst, clast, size, steps) if len(size) <= searched and height > lower else None
-    if exact is not None and len(size) <= _DEFAULT_SEARCH_MAX:
-        search(float("inf"), _DEFAULT_SEARCH_NODES)
+    # A budgeted search runs the default's search first, whatever the clock says, and goes on
+    # from there: the same steps, so never a worse plan.
+    floor = _DEFAULT_SEARCH_NODES if len(size) <= _DEFAULT_SEARCH_MAX else 0
+    if exact is not None and improve_plan:
+        search(deadline, None, floor)
+    elif exact is not None:
+        search(float("inf"), _DEFAULT_SEARCH_NODES, 0)
     if improve_plan:
         pack(ORDERS[default:], deadline)
-        if exact is not None and height > lower:
-            search(deadline, None)
     return best

@@ -106,7 +106,8 @@ class Search:
 
     def __init__(self, first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int) -> None:
         self.size, self.steps = size, steps
-        self.nodes, self.node_limit = 0, _INF  # nodes expanded by all runs, and the most allowed
+        # Nodes expanded by all runs, the most allowed, and how many the clock cannot stop.
+        self.nodes, self.node_limit, self.node_floor = 0, _INF, 0
         self.load = step_load(first, last, size, steps)
         self.first_at, self.last_at = first, last
         self.first, self.last, self.sizes = first.tolist(), last.tolist(), size.tolist()
@@ -140,7 +141,7 @@ class Search:
         fails = 0
         while st.placed < n:
             self.nodes += 1
-            if self.nodes >= self.node_limit or self.nodes & 127 == 0 and time.perf_counter() > deadline:
+            if self.nodes >= self.node_limit or self._late(deadline):
                 return ABORTED
             changed = (stack[-1][1] - 1, stack[-1][2] + 1) if stack else (0, self.steps - 1)
             stack.append(self._expand(cap, rank, st, chain, changed) + [0, len(st.trail)])
@@ -175,6 +176,10 @@ class Search:
                 offsets[c] = h
                 break
         return np.array(offsets, np.int64)
+
+    def _late(self, deadline: float, every: int = 128) -> bool:
+        """Past the deadline, once the floor is reached; the clock is read every `every` nodes."""
+        return self.nodes >= self.node_floor and self.nodes % every == 0 and time.perf_counter() > deadline
 
     def _expand(self, cap: int, rank: Sequence[int], st: _State, chain: bool, changed: tuple[int, int]) -> list:
         """[h, a, b, raise height, branches, conflict lo, conflict hi] for the lowest segment.
@@ -308,8 +313,11 @@ def improve(
     lower: int,
     deadline: float,
     nodes: int | None = None,
+    floor: int = 0,
 ) -> tuple[np.ndarray, int]:
     """Best (offsets, height) found before `deadline` and within `nodes` search nodes, from a known plan.
+
+    The first `floor` nodes run whatever the clock says.
 
     Each round tries the lower bound itself, then capacities 3/4 of the way
     from the bound to the best height (closer to what is likely feasible than
@@ -321,9 +329,10 @@ def improve(
     orders = [(rank.tolist(), chain) for chain in (True, False) for rank in ranks]
     limit = _FIRST_FAIL_LIMIT
     search.node_limit = _INF if nodes is None else search.nodes + nodes
+    search.node_floor = search.nodes + floor
 
     def more() -> bool:
-        return time.perf_counter() < deadline and search.nodes < search.node_limit
+        return search.nodes < search.node_limit and not search._late(deadline, every=1)
 
     while height > lower and more():
         low, cap = lower, lower
