@@ -6,16 +6,22 @@ planner, arena / LB and the planning time in CPU seconds of this process
 and `budget_s` is wall time).  Instances: the shared real
 profiles and the MiniMalloc challenging set (`<repo>/../shared/benchmarks/
 memplan`), irflow's own train jobs (`job_profiles`), and generated instances
-of 1k, 10k and 100k buffers (`irflow.memplan.instances`).  Planners:
+(`irflow.memplan.instances`): perfect packings of 60 and 100 buffers, and
+1k, 10k and 100k buffers.  Planners and anchors:
 
 - irflow: `plan` with default settings, and with `budget_s` (default 1 s);
-- greedy by size, first fit (TFLite Micro, XLA), best fit in input order
-  (TFLite arena, IREE), no reuse: `memplan_baselines.py`.
+- MiniMalloc: its published result on its own set, every instance in
+  1,048,576 bytes (the capacity its benchmark files name);
+- greedy by size, first fit (TFLite Micro's greedy planner), best fit in
+  allocation order (XLA's heap simulator style), no reuse:
+  `memplan_baselines.py`.
 
 Sizes are planned at alignment 1, then the real profiles again at 64 (ratios
 still against the unaligned LB).  Every plan is checked with `validate`.  The
 quadratic baselines are skipped above `--baseline-max` buffers (they take
-about 25 s each at 100k).
+about 25 s each at 100k).  The last lines count the perfect packings the
+default plans at their optimum, and the MiniMalloc instances each irflow run
+fits in MiniMalloc's 1,048,576 bytes.
 
     python benchmarks/memplan.py [--budget 1] [--sizes 1000,10000,100000] [--profiles DIR]
 """
@@ -43,6 +49,8 @@ BASELINES: dict[str, Baseline] = {
     "best fit in order": best_fit_in_order,
     "no reuse": no_reuse,
 }
+# MiniMalloc's published result: every instance of its challenging set fits in this many bytes.
+MINIMALLOC = 1_048_576
 
 
 def job_profiles() -> list[tuple[str, list[Buffer]]]:
@@ -81,30 +89,54 @@ def run_baseline(baseline: Baseline, buffers: list[Buffer], alignment: int) -> t
     return result.size, took
 
 
-def row(name: str, buffers: list[Buffer], alignment: int, budget: float | None, baseline_max: int) -> str:
+def row(name: str, buffers: list[Buffer], alignment: int, args: argparse.Namespace, fits: dict) -> str:
     lb = lower_bound(buffers)
     cells = [name, f"{len(buffers):,}", f"{lb:,}"]
-    runs = [run_irflow(buffers, alignment, None)]
-    if budget is not None:
-        runs.append(run_irflow(buffers, alignment, budget))
+    runs = [("irflow", run_irflow(buffers, alignment, None))]
+    if args.budget is not None:
+        runs.append((f"irflow {args.budget:g}s", run_irflow(buffers, alignment, args.budget)))
+    challenging = name in CHALLENGING
+    cells.append(f"{MINIMALLOC / lb:.4f}" if challenging else "-")
+    for label, run in runs:
+        if challenging:
+            fits.setdefault(label, []).append(name[3:] if run[0] <= MINIMALLOC else name[3:].lower())
+        cells.append(f"{run[0] / lb:.4f} {run[1]:.2f}s")
     for baseline in BASELINES.values():
         quadratic = baseline is not no_reuse
-        runs.append(None if quadratic and len(buffers) > baseline_max else run_baseline(baseline, buffers, alignment))
-    for run in runs:
+        run = None if quadratic and len(buffers) > args.baseline_max else run_baseline(baseline, buffers, alignment)
         cells.append("-" if run is None else f"{run[0] / lb:.4f} {run[1]:.2f}s")
     return "| " + " | ".join(cells) + " |"
 
 
 def table(title: str, instances: list[tuple[str, list[Buffer]]], alignment: int, args: argparse.Namespace) -> None:
-    heads = ["instance", "n", "LB (B)", "irflow"]
+    heads = ["instance", "n", "LB (B)", "MiniMalloc", "irflow"]
     if args.budget is not None:
         heads.append(f"irflow {args.budget:g}s")
     heads += list(BASELINES)
     print(f"\n{title} (alignment {alignment}; arena / LB, CPU seconds)\n")
     print("| " + " | ".join(heads) + " |")
     print("|" + "---|" * len(heads))
+    fits: dict[str, list[str]] = {}
     for name, buffers in instances:
-        print(row(name, buffers, alignment, args.budget, args.baseline_max), flush=True)
+        print(row(name, buffers, alignment, args, fits), flush=True)
+    for label, names in fits.items():
+        inside = sum(c.isupper() for c in names)
+        print(f"\n{label}: {inside} of {len(names)} MiniMalloc instances in {MINIMALLOC:,} bytes "
+              f"(upper case: in; lower case: above): {' '.join(names)}")
+
+
+def perfect_packings(seeds: int) -> None:
+    """How many guillotine tilings of 60 and 100 buffers the default plans at their optimum (the LB)."""
+    for n in (60, 100):
+        ratios, took = [], 0.0
+        for seed in range(seeds):
+            buffers = tiled(n, seed=seed)
+            size, seconds = run_irflow(buffers, 1, None)
+            ratios.append(size / lower_bound(buffers))
+            took = max(took, seconds)
+        optimal = sum(r == 1 for r in ratios)
+        print(f"\nperfect packings of {n} buffers, seeds 0-{seeds - 1}, default: {optimal} of {seeds} at the optimum, "
+              f"worst {max(ratios):.4f}, slowest {took:.3f} CPU s")
 
 
 def main() -> None:
@@ -113,6 +145,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000", help="sizes of the generated instances")
     parser.add_argument("--profiles", type=Path, default=SHARED, help="directory of the shared CSV profiles")
     parser.add_argument("--baseline-max", type=int, default=70_000, help="largest n for the O(n^2) baselines")
+    parser.add_argument("--seeds", type=int, default=20, help="perfect packings of each size to count")
     args = parser.parse_args()
     if args.budget < 0:
         args.budget = None
@@ -121,7 +154,7 @@ def main() -> None:
     ]
     if not real:
         print(f"no shared profiles at {args.profiles}")
-    generated = [
+    generated = [(f"tiled {n}", tiled(n)) for n in (60, 100)] + [
         (f"{gen.__name__} {n // 1000}k", gen(n))
         for gen in (tiled, training, mixed)
         for n in map(int, args.sizes.split(","))
@@ -129,7 +162,7 @@ def main() -> None:
     table("Real profiles, MiniMalloc set, irflow jobs", real + job_profiles(), 1, args)
     table("Generated", generated, 1, args)
     table("Real profiles", [r for r in real if r[0] in REAL], 64, args)
-
+    perfect_packings(args.seeds)
 
 if __name__ == "__main__":
     main()

@@ -4,9 +4,9 @@
 - `greedy_by_size`: TFLite Micro's GreedyMemoryPlanner and the XLA/TVM greedy:
   largest buffer first, each at the lowest offset that clears the buffers
   already placed whose lifetimes overlap its own (first fit).
-- `best_fit_in_order`: TFLite's ArenaPlanner / IREE style: buffers in input
-  (allocation) order, each in the smallest gap between overlapping buffers
-  already placed, or on top.
+- `best_fit_in_order`: XLA's heap simulator style (also TFLite's ArenaPlanner
+  and IREE): buffers in input (allocation) order, each in the smallest gap
+  between overlapping buffers already placed, or on top.
 
 All take (size, first, last) arrays in alignment units and return offsets in
 units.  The overlap search is a numpy pass over the buffers placed so far, so

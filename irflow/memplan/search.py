@@ -13,14 +13,28 @@ What prunes:
   neighbour at least, at every step no buffer fitting inside it covers (the
   buffers that do cover it reach over a neighbour), which MiniMalloc's
   section floors see only after the fact;
+- covers: a step of the lowest segment whose slack is less than the least
+  waste a bare step costs there (the smallest usable buffer, or the raise)
+  must be covered at the segment's height, so disjoint buffers that are still
+  usable there must cover all such steps (an interval DP);
 - symmetry: a buffer already tried at this height is not tried there again
   deeper down (nor its identical twins), and a raise is skipped when some
   fitting buffer would fit under it (dropping that buffer gives a solution
-  found in an earlier branch).
+  found in an earlier branch);
+- backjumping: a dead end names the steps whose state decides it (the segment
+  and its neighbours, or the valley that cannot fit); choices made at segments
+  that miss those steps cannot change it and are skipped, not retried.  This
+  is what stops the search from thrashing on MiniMalloc's I and K, where the
+  plain depth-first search retried thousands of unrelated choices.
 
-`improve` drives it: binary search on the capacity between the best known
-lower and upper bounds, several candidate orders per capacity (restarts), a
-dead-end limit per run doubling per round; deterministic given that it
+Branches go exact fits first, then buffers flush with the segment's left end,
+right end, the rest, each group by a priority order; with `chain`, left-flush
+buffers after which the rest of the segment can be tiled exactly go first.
+
+`improve` drives it as MiniMalloc drives its solver: restarts over a few
+(order, chain) pairs with a dead-end limit per run that doubles every round;
+per round, the lower bound itself first, then capacities 3/4 of the way from
+the best proven bound to the best plan.  Deterministic given that it
 finishes, so more time can only give a better plan.
 """
 
@@ -92,7 +106,8 @@ class Search:
 
     def __init__(self, first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int) -> None:
         self.size, self.steps = size, steps
-        self.nodes, self.node_limit = 0, _INF  # nodes expanded by all runs, and the most allowed
+        # Nodes expanded by all runs, the most allowed, and how many the clock cannot stop.
+        self.nodes, self.node_limit, self.node_floor = 0, _INF, 0
         self.load = step_load(first, last, size, steps)
         self.first_at, self.last_at = first, last
         self.first, self.last, self.sizes = first.tolist(), last.tolist(), size.tolist()
@@ -126,7 +141,7 @@ class Search:
         fails = 0
         while st.placed < n:
             self.nodes += 1
-            if self.nodes >= self.node_limit or self.nodes & 127 == 0 and time.perf_counter() > deadline:
+            if self.nodes >= self.node_limit or self._late(deadline):
                 return ABORTED
             changed = (stack[-1][1] - 1, stack[-1][2] + 1) if stack else (0, self.steps - 1)
             stack.append(self._expand(cap, rank, st, chain, changed) + [0, len(st.trail)])
@@ -161,6 +176,10 @@ class Search:
                 offsets[c] = h
                 break
         return np.array(offsets, np.int64)
+
+    def _late(self, deadline: float, every: int = 128) -> bool:
+        """Past the deadline, once the floor is reached; the clock is read every `every` nodes."""
+        return self.nodes >= self.node_floor and self.nodes % every == 0 and time.perf_counter() > deadline
 
     def _expand(self, cap: int, rank: Sequence[int], st: _State, chain: bool, changed: tuple[int, int]) -> list:
         """[h, a, b, raise height, branches, conflict lo, conflict hi] for the lowest segment.
@@ -294,21 +313,26 @@ def improve(
     lower: int,
     deadline: float,
     nodes: int | None = None,
+    floor: int = 0,
 ) -> tuple[np.ndarray, int]:
     """Best (offsets, height) found before `deadline` and within `nodes` search nodes, from a known plan.
 
-    Each round tries the lower bound itself, then binary-searches the
-    capacity between it and the best height, every capacity with each rank in
-    turn; a round's dead-end limit is twice the last one's.  A run that
-    finishes without a solution proves its capacity infeasible and raises the
-    bound.
+    The first `floor` nodes run whatever the clock says.
+
+    Each round tries the lower bound itself, then capacities 3/4 of the way
+    from the bound to the best height (closer to what is likely feasible than
+    halving), every capacity with each (rank, chain) pair in turn, the last
+    one that worked first; a round's dead-end limit is twice the last one's.
+    A run that finishes without a solution proves its capacity infeasible and
+    raises the bound.
     """
     orders = [(rank.tolist(), chain) for chain in (True, False) for rank in ranks]
     limit = _FIRST_FAIL_LIMIT
     search.node_limit = _INF if nodes is None else search.nodes + nodes
+    search.node_floor = search.nodes + floor
 
     def more() -> bool:
-        return time.perf_counter() < deadline and search.nodes < search.node_limit
+        return search.nodes < search.node_limit and not search._late(deadline, every=1)
 
     while height > lower and more():
         low, cap = lower, lower
