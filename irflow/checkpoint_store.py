@@ -1,7 +1,7 @@
 """The on-disk checkpoint: OneFlow's layout plus an index that makes it safe.
 
-Layout of a checkpoint directory (OneFlow reads it as its own, ignoring the
-two files it does not know):
+Layout of a checkpoint directory (OneFlow reads it as its own and ignores
+index.json):
 
     index.json       {"format", "version", "meta", "count", "variables", "sha256"}
     snapshot_done    empty: OneFlow's mark of a finished save
