@@ -24,11 +24,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
+from irflow.runtime import threads
+
 from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
 from .window import Window
 
-_CHUNK_BYTES = 1 << 22  # one chunk's columns: big enough for 2 BLAS threads, small enough for L2/L3
+# One chunk's columns with one BLAS thread: small enough to stay in L2/L3. With more threads the chunks
+# are 8x bigger: each GEMM call makes the threads meet, and on a loaded machine a meeting waits for a thread
+# that lost its core (conv2 of LeNet, 2 threads, load 9-10: 4 MiB chunks 1.0-1.4 s, 16 MiB 0.6-0.7 s;
+# 1 thread: 2 MiB ~10% faster than 4).
+_CHUNK_BYTES = 1 << 21
+_THREADED_CHUNK_SCALE = 8
 
 
 @dataclass(frozen=True)
@@ -52,7 +59,8 @@ class _Conv:
         self.groups, self.fg, self.cg, self.k = g, f // g, cg, kh * kw * cg
         self.x_shape, self.y_shape = (n, c, h, w), (n, f, oh, ow)
         self.channels_last = kw * cg >= ow
-        images = max(1, min(n, _CHUNK_BYTES // (oh * ow * kh * kw * c * itemsize)))
+        budget = _CHUNK_BYTES * (_THREADED_CHUNK_SCALE if threads.cpu_thread_num() > 1 else 1)
+        images = max(1, min(n, budget // (oh * ow * kh * kw * c * itemsize)))
         self.chunk_rows = images * oh * ow
         self.chunks = [_Chunk(s, min(s + images, n), (min(s + images, n) - s) * oh * ow) for s in range(0, n, images)]
 
