@@ -871,6 +871,16 @@ class _Builder(Transformer):
         (type,) = children
         return type
 
+    def builtin_attr(self, children: list[Any]) -> Attribute:
+        """A builtin attribute the grammar does not model (`affine_map<...>`, `strided<...>`): xDSL reads it."""
+        tok, type = children
+        key = (tok.value, type)
+        attr = self.attr_cache.get(key)
+        if attr is None:
+            text = tok.value if type is None else f"{tok.value} : {type}"
+            attr = self.attr_cache[key] = self._xdsl_attribute(tok, "attribute", lambda p: p.parse_attribute(), text)
+        return attr
+
     def dialect_attr(self, children: list[Any]) -> Attribute:
         (tok,) = children
         attr = self.attr_cache.get(tok.value)
@@ -1001,9 +1011,54 @@ class _Builder(Transformer):
 # Terminals tried in this order; words and punctuation come last.
 _LEXER_ORDER = (
     "RESULTS", "VALUES", "STRING", "FLOAT", "INT", "SHAPED_TYPE", "DENSE", "DENSE_ARRAY", "LOC",
-    "DIALECT_ATTR", "DIALECT_TYPE", "SYMBOL", "BLOCK_ID", "FUNC_TYPE",
+    "DIALECT_ATTR", "DIALECT_TYPE", "SYMBOL", "BLOCK_ID", "FUNC_TYPE", "BUILTIN_ATTR",
 )  # fmt: skip
 _SKIP = r"(?:\s++|//[^\n]*+)*+"  # possessive: never give back part of a comment
+
+# Bracketed tokens: the lexer matches the prefix, then scans to the balanced close.
+_PREFIX = {
+    "SHAPED_TYPE": r"(?:tensor|memref|vector|complex|tuple)(?=<)",
+    "DENSE": r"dense(?=<)",
+    "DENSE_ARRAY": r"array(?=<)",
+    "LOC": r"loc(?=\()",
+    "DIALECT_ATTR": r"#[A-Za-z_][\w$.]*",
+    "DIALECT_TYPE": r"![A-Za-z_][\w$.]*",
+    "BUILTIN_ATTR": r"(?!(?:tensor|memref|vector|complex|tuple|dense|array)<)[a-z_]\w*(?=<)",
+}
+# Brackets deeper than this are an error: regions, arrays and dictionaries (`{`, `[`, `<`; parentheses
+# do not count) and any bracket inside one token.  xDSL's verifier, printer and attribute parser
+# recurse once or more per level.
+MAX_NESTING = 64
+_CLOSE = {"<": ">", "(": ")", "[": "]", "{": "}"}
+_SCAN = re.compile(r'[^<>()\[\]{}"\-]++|"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"|->|>=|.', re.S)
+
+
+class _TokenError(Exception):
+    """A token the lexer cannot finish (unbalanced brackets, nesting too deep), at a text offset."""
+
+    def __init__(self, message: str, offset: int) -> None:
+        super().__init__(message)
+        self.message, self.offset = message, offset
+
+
+def balanced_end(text: str, pos: int) -> int:
+    """The offset just past the bracket that closes the one at `pos` (strings and `->` skipped)."""
+    stack: list[str] = []
+    i = pos
+    match = _SCAN.match
+    while (m := match(text, i)) is not None:
+        piece = m.group()
+        if piece in _CLOSE:
+            stack.append(_CLOSE[piece])
+            if len(stack) > MAX_NESTING:
+                raise _TokenError(f"brackets nested deeper than {MAX_NESTING}", m.start())
+        elif piece in (">", ")", "]", "}"):
+            if not stack or stack.pop() != piece:
+                raise _TokenError(f"'{piece}' at offset {m.start() - pos} closes nothing opened here", m.start())
+            if not stack:
+                return m.end()
+        i = m.end()
+    raise _TokenError(f"the '{text[pos]}' is never closed", pos)
 
 
 class _Lexer(Lexer):
@@ -1021,7 +1076,7 @@ class _Lexer(Lexer):
     def __init__(self, conf: Any) -> None:
         terminals = {t.name: t for t in conf.terminals}
         self.literal = {t.pattern.value: t.name for t in conf.terminals if isinstance(t.pattern, PatternStr)}
-        groups = [f"(?P<{name}>{terminals[name].pattern.to_regexp()})" for name in _LEXER_ORDER]
+        groups = [f"(?P<{name}>{_PREFIX.get(name) or terminals[name].pattern.to_regexp()})" for name in _LEXER_ORDER]
         groups += [r"(?P<WORD>[A-Za-z_][\w$.]*)", r"(?P<PUNCT>->|[(){}\[\]<>,:=])"]
         self.regex = re.compile(_SKIP + "(?:" + "|".join(groups) + ")")
         self.skip = re.compile(_SKIP)
@@ -1054,7 +1109,7 @@ class _Lexer(Lexer):
         states = parser_state.parse_conf.states
         literal_paren = self.literal["("]
         match, count, new = self.regex.match, text.count, str.__new__
-        pos, line, line_start = 0, 1, 0
+        pos, line, line_start, depth = 0, 1, 0, 0
         self.last = None
         while True:
             m = match(text, pos)
@@ -1083,6 +1138,21 @@ class _Lexer(Lexer):
                 kind = next((k for k in kinds if k in accepted), kinds[0])
             elif kind == "PUNCT":
                 kind = self.literal[value]
+                if value in "{[<":  # regions, arrays and dictionaries: what xDSL recurses on
+                    depth += 1
+                    if depth > MAX_NESTING:
+                        raise _TokenError(f"brackets nested deeper than {MAX_NESTING}", start)
+                elif value in "}]>":
+                    depth -= 1
+            elif kind in _PREFIX:
+                if end < len(text) and text[end] in "<(":
+                    try:
+                        end = balanced_end(text, end)
+                    except _TokenError as e:
+                        if e.message.startswith("brackets nested"):
+                            raise
+                        raise _TokenError(f"'{value}{text[end]}': {e.message}", start) from None
+                    value = text[start:end]
             elif kind == "FUNC_TYPE" and kind not in states[parser_state.position]:
                 kind, value, end = literal_paren, "(", start + 1
             elif kind in self.shorter and kind not in (accepted := states[parser_state.position]):
@@ -1182,6 +1252,9 @@ class _LarkParser:
             raise self.convert(e) from None
         except IRParseError:
             raise
+        except _TokenError as e:
+            line = text.count("\n", 0, e.offset) + 1
+            raise b._error(e.message, (line, e.offset - text.rfind("\n", 0, e.offset))) from None
         except Exception as e:  # noqa: BLE001
             # xDSL refusing a construct the grammar accepts (say, an i640 array): still a parse error
             where = self.lark.parser.lexer.last

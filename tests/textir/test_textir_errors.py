@@ -26,7 +26,7 @@ def error_of(text: str) -> IRParseError:
             "%a = job.fill {value = } : tensor<4xf32>\n", 1, 24, "expected an attribute value", id="attr-value"
         ),
         pytest.param(
-            "%a = job.fill {value = 1.0 : f32} : tensor<4xf32\n", 1, 37, "expected a type, got 'tensor'", id="lexing"
+            "%a = job.fill {value = 1.0 : f32} : tensor<4xf32\n", 1, 37, "'tensor<': the '<' is never closed", id="lexing"
         ),
         pytest.param(FILL + "%b = job.relu %a : (tensor<4xf32>) -> ", 2, 39, "got end of input", id="eof"),
         pytest.param("%a = job.frob : tensor<4xf32>\n", 1, 6, "unknown operation 'job.frob'", id="unknown-op"),
