@@ -210,6 +210,17 @@ class JobOp(IRDLOperation):
 
     def verify_(self) -> None:
         self.check([o.type for o in self.operands], self.properties, self.results[0].type)
+        check_split_axes(self.sbp, self.results[0].type)
+
+
+def check_split_axes(sbp: NdSbpAttr | None, t: Attribute) -> None:
+    """Every `split(axis)` of a tensor's SBP names one of its axes."""
+    if sbp is None or not isinstance(t, TensorType):
+        return
+    rank = len(shape_of(t))
+    for c in sbp.components:
+        if c.kind.data == "split" and c.axis.data >= rank:
+            raise VerifyException(f"SBP split({c.axis.data}) needs an axis < {rank}, the rank of {fmt(t)}")
 
 
 class NullaryOp(JobOp):
