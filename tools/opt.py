@@ -28,7 +28,7 @@ from io import StringIO
 
 from xdsl.context import Context
 from xdsl.dialects import get_all_dialects
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, get_pass_option_infos
 from xdsl.utils.arg_spec import ArgSpec
 from xdsl.utils.arg_spec import parse_pipeline as xdsl_parse_pipeline
@@ -38,7 +38,8 @@ import irflow.passes
 from irflow.context import make_context
 from irflow.errors import CompileError, IrflowError, SourceLocation
 from irflow.textir import decode_source, parse_module, print_module
-from irflow.textir.parser import first_verify_failure
+from irflow.passes.locations import source_location
+from irflow.textir.verification import first_verify_failure
 
 SPLIT_MARKER = "// -----"
 
@@ -395,7 +396,7 @@ class Driver:
         failure = first_verify_failure(module)
         if failure is not None:
             op, e = failure
-            raise CompileError(f"'{op.name}' op {e} (after {after})", location_of(op))
+            raise CompileError(f"'{op.name}' op {e} (after {after})", source_location(op))
 
     def check_roundtrip(self, module: ModuleOp, when: str) -> None:
         for generic in (False, True):
@@ -437,13 +438,6 @@ def _context(allow_unregistered: bool) -> Context:
             ctx.register_dialect(name, factory)
     ctx.allow_unregistered = allow_unregistered
     return ctx
-
-
-def location_of(op: object) -> SourceLocation | None:
-    loc = getattr(op, "location", None)
-    if isinstance(loc, FileLineColLoc):
-        return SourceLocation(loc.filename.data, loc.line.data, loc.column.data)
-    return None
 
 
 def _debug() -> bool:

@@ -13,7 +13,6 @@ ops are wrapped in an implicit one.
 
 from __future__ import annotations
 
-import functools
 import gc
 import re
 import threading
@@ -29,7 +28,7 @@ from lark.exceptions import (
     UnexpectedInput,
     UnexpectedToken,
 )
-from lark.lexer import Lexer, PatternStr
+from lark.lexer import PatternStr
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     UNKNOWN_LOC,
@@ -69,10 +68,11 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, VarOperandDef
 from xdsl.parser import AttrParser, Parser
-from xdsl.traits import IsTerminator, NoTerminator
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 from irflow.errors import IRParseError, SourceLocation
+from irflow.textir.lexer import TextIRLexer, TokenError
+from irflow.textir.verification import first_verify_failure
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
@@ -135,8 +135,8 @@ _FLOATS: dict[str, Attribute] = {
 _INT_TYPE = re.compile(r"([su]?)i(\d+)")
 _SIGNEDNESS = {"": Signedness.SIGNLESS, "s": Signedness.SIGNED, "u": Signedness.UNSIGNED}
 _SHAPED_FAST = re.compile(r"(tensor|memref)<((?:\d+x)*)([su]?i\d+|bf16|f16|f32|f64|index)>")
-_LOC_FILE = re.compile(r'loc\(("(?:[^"\\\n]|\\.)*"):(\d+):(\d+)\)')
-_SYMBOL_PART = re.compile(r'@([A-Za-z_][\w$.]*|"(?:[^"\\\n]|\\.)*")')
+_LOC_FILE = re.compile(r'loc\(("[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"):(\d+):(\d+)\)')
+_SYMBOL_PART = re.compile(r'@([A-Za-z_][\w$.]*|"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+")')
 _DENSE_TOKEN = re.compile(r"\s*(?:(\[)|(\])|(,)|(true|false)|(-?(?:0x[0-9A-Fa-f]+|\d+(?:\.\d*(?:[eE][+\-]?\d+)?)?)))")
 _MAX_INT_WIDTH = (1 << 24) - 1  # MLIR's limit; `1 << width` for a wider type exhausts memory
 _WIDE_INT = re.compile(r"(?<![\w$.])[su]?i(\d{8,})(?![\w$.])")
@@ -1006,172 +1006,6 @@ class _Builder(Transformer):
         return self._function_type(inputs, outputs)
 
 
-# ----------------------------------------------------------------- lexer
-
-# Terminals tried in this order; words and punctuation come last.
-_LEXER_ORDER = (
-    "RESULTS", "VALUES", "STRING", "FLOAT", "INT", "SHAPED_TYPE", "DENSE", "DENSE_ARRAY", "LOC",
-    "DIALECT_ATTR", "DIALECT_TYPE", "SYMBOL", "BLOCK_ID", "FUNC_TYPE", "BUILTIN_ATTR",
-)  # fmt: skip
-_SKIP = r"(?:\s++|//[^\n]*+)*+"  # possessive: never give back part of a comment
-
-# Bracketed tokens: the lexer matches the prefix, then scans to the balanced close.
-_PREFIX = {
-    "SHAPED_TYPE": r"(?:tensor|memref|vector|complex|tuple)(?=<)",
-    "DENSE": r"dense(?=<)",
-    "DENSE_ARRAY": r"array(?=<)",
-    "LOC": r"loc(?=\()",
-    "DIALECT_ATTR": r"#[A-Za-z_][\w$.]*",
-    "DIALECT_TYPE": r"![A-Za-z_][\w$.]*",
-    "BUILTIN_ATTR": r"(?!(?:tensor|memref|vector|complex|tuple|dense|array)<)[a-z_]\w*(?=<)",
-}
-# Brackets deeper than this are an error: regions, arrays and dictionaries (`{`, `[`, `<`; parentheses
-# do not count) and any bracket inside one token.  xDSL's verifier, printer and attribute parser
-# recurse once or more per level.
-MAX_NESTING = 64
-_CLOSE = {"<": ">", "(": ")", "[": "]", "{": "}"}
-_SCAN = re.compile(r'[^<>()\[\]{}"\-]++|"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"|->|>=|.', re.S)
-
-
-class _TokenError(Exception):
-    """A token the lexer cannot finish (unbalanced brackets, nesting too deep), at a text offset."""
-
-    def __init__(self, message: str, offset: int) -> None:
-        super().__init__(message)
-        self.message, self.offset = message, offset
-
-
-def balanced_end(text: str, pos: int) -> int:
-    """The offset just past the bracket that closes the one at `pos` (strings and `->` skipped)."""
-    stack: list[str] = []
-    i = pos
-    match = _SCAN.match
-    while (m := match(text, i)) is not None:
-        piece = m.group()
-        if piece in _CLOSE:
-            stack.append(_CLOSE[piece])
-            if len(stack) > MAX_NESTING:
-                raise _TokenError(f"brackets nested deeper than {MAX_NESTING}", m.start())
-        elif piece in (">", ")", "]", "}"):
-            if not stack or stack.pop() != piece:
-                raise _TokenError(f"'{piece}' at offset {m.start() - pos} closes nothing opened here", m.start())
-            if not stack:
-                return m.end()
-        i = m.end()
-    raise _TokenError(f"the '{text[pos]}' is never closed", pos)
-
-
-class _Lexer(Lexer):
-    """All of grammar.lark's terminals as one compiled regex, one match per token.
-
-    A word (`index`, `on`, `a.b`) may be a keyword, a type, an op name or a
-    dictionary key; like lark's contextual lexer, it becomes the first of those
-    the parser accepts in its current state.  A function-type token is only
-    produced where the parser accepts one (`func.func @f(i32) -> i32` reads
-    its argument list as `(` ...).
-    """
-
-    __future_interface__ = 2
-
-    def __init__(self, conf: Any) -> None:
-        terminals = {t.name: t for t in conf.terminals}
-        self.literal = {t.pattern.value: t.name for t in conf.terminals if isinstance(t.pattern, PatternStr)}
-        groups = [f"(?P<{name}>{_PREFIX.get(name) or terminals[name].pattern.to_regexp()})" for name in _LEXER_ORDER]
-        groups += [r"(?P<WORD>[A-Za-z_][\w$.]*)", r"(?P<PUNCT>->|[(){}\[\]<>,:=])"]
-        self.regex = re.compile(_SKIP + "(?:" + "|".join(groups) + ")")
-        self.skip = re.compile(_SKIP)
-        self.word_terminals = [
-            (t.name, re.compile(t.pattern.to_regexp()))
-            for t in conf.terminals
-            if not isinstance(t.pattern, PatternStr) and t.name not in ("OP_NAME", "BARE_ID")
-        ]
-        self.word_kinds: dict[str, tuple[str, ...]] = {}
-        # where a list of values is not accepted, the same text starts a shorter token
-        self.shorter = {
-            "RESULTS": [(k, re.compile(terminals[k].pattern.to_regexp())) for k in ("VALUES", "VALUE")],
-            "VALUES": [("VALUE", re.compile(terminals["VALUE"].pattern.to_regexp()))],
-        }
-        self.last: Token | None = None  # where to blame an error raised outside the grammar
-
-    def kinds(self, word: str) -> tuple[str, ...]:
-        """The terminals a word could be, most specific first."""
-        kinds = self.word_kinds.get(word)
-        if kinds is None:
-            first = [self.literal[word]] if word in self.literal else []
-            first += [name for name, regex in self.word_terminals if regex.fullmatch(word)]
-            kinds = self.word_kinds[word] = (*first, "OP_NAME" if "." in word else "BARE_ID", "BARE_ID")
-        return kinds
-
-    def lex(self, lexer_state: Any, parser_state: Any) -> Any:
-        text = lexer_state.text
-        if not isinstance(text, str):
-            text = text.text
-        states = parser_state.parse_conf.states
-        literal_paren = self.literal["("]
-        match, count, new = self.regex.match, text.count, str.__new__
-        pos, line, line_start, depth = 0, 1, 0, 0
-        self.last = None
-        while True:
-            m = match(text, pos)
-            if m is None:
-                start = self.skip.match(text, pos).end()
-                line += count("\n", pos, start)
-                if start >= len(text):
-                    return
-                line_start = text.rfind("\n", 0, start) + 1
-                raise UnexpectedCharacters(
-                    text,
-                    start,
-                    line,
-                    start - line_start + 1,
-                    allowed={s for s in states[parser_state.position] if s.isupper()},
-                )
-            kind = m.lastgroup
-            start, end = m.span(kind)
-            if start != pos and (n := count("\n", pos, start)):
-                line += n
-                line_start = text.rfind("\n", pos, start) + 1
-            value = m.group(kind)
-            if kind == "WORD":
-                accepted = states[parser_state.position]
-                kinds = self.kinds(value)
-                kind = next((k for k in kinds if k in accepted), kinds[0])
-            elif kind == "PUNCT":
-                kind = self.literal[value]
-                if value in "{[<":  # regions, arrays and dictionaries: what xDSL recurses on
-                    depth += 1
-                    if depth > MAX_NESTING:
-                        raise _TokenError(f"brackets nested deeper than {MAX_NESTING}", start)
-                elif value in "}]>":
-                    depth -= 1
-            elif kind in _PREFIX:
-                if end < len(text) and text[end] in "<(":
-                    try:
-                        end = balanced_end(text, end)
-                    except _TokenError as e:
-                        if e.message.startswith("brackets nested"):
-                            raise
-                        raise _TokenError(f"'{value}{text[end]}': {e.message}", start) from None
-                    value = text[start:end]
-            elif kind == "FUNC_TYPE" and kind not in states[parser_state.position]:
-                kind, value, end = literal_paren, "(", start + 1
-            elif kind in self.shorter and kind not in (accepted := states[parser_state.position]):
-                for shorter, regex in self.shorter[kind]:
-                    if shorter in accepted and (short := regex.match(text, start)):
-                        kind, value, end = shorter, short.group(), short.end()
-                        break
-            tok = new(Token, value)
-            tok.type, tok.value, tok.start_pos = kind, value, start
-            tok.line, tok.column = line, start - line_start + 1
-            tok.end_line = tok.end_column = tok.end_pos = None
-            self.last = tok
-            yield tok
-            if "\n" in value:
-                line += value.count("\n")
-                line_start = text.rfind("\n", start, end) + 1
-            pos = end
-
-
 # ----------------------------------------------------------------- driver
 
 
@@ -1183,7 +1017,7 @@ class _LarkParser:
         self.lark = Lark(
             GRAMMAR.read_text(),
             parser="lalr",
-            lexer=_Lexer,
+            lexer=TextIRLexer,
             transformer=self.builder,
             maybe_placeholders=True,
             propagate_positions=False,
@@ -1252,7 +1086,7 @@ class _LarkParser:
             raise self.convert(e) from None
         except IRParseError:
             raise
-        except _TokenError as e:
+        except TokenError as e:
             line = text.count("\n", 0, e.offset) + 1
             raise b._error(e.message, (line, e.offset - text.rfind("\n", 0, e.offset))) from None
         except Exception as e:  # noqa: BLE001
@@ -1296,71 +1130,6 @@ def _clip(text: str) -> str:
 def _end_position(text: str) -> tuple[int, int]:
     lines = text.splitlines() or [""]
     return len(lines), len(lines[-1]) + 1
-
-
-def first_verify_failure(module: Operation) -> tuple[Operation, Exception] | None:
-    """The first op (nested ops first, as `module.verify()` goes) that fails verification, and why.
-
-    A verifier that crashes on IR it did not expect (an assertion, a KeyError)
-    counts as a failure too: bad input must never surface as a traceback.
-    """
-    for op in module.walk(region_first=True):
-        try:
-            verify_op(op)
-        except VerifyException as e:
-            return op, e
-        except Exception as e:  # noqa: BLE001 - see the docstring
-            return op, VerifyException(f"failed to verify ({type(e).__name__}: {e})")
-    return None
-
-
-def verify_op(op: Operation) -> None:
-    """`Operation.verify(verify_nested_ops=False)` plus the empty-block check of `Block.verify`.
-
-    Written out because xDSL's version prints the whole module into the
-    exception's notes on every failure, which is slow on big modules and
-    useless here: the error already points at the op.
-    """
-    block = op.parent
-    region = block.parent if block is not None else None
-    if op.successors:
-        if block is None or region is None:
-            raise VerifyException(f"Operation {op.name} with block successors does not belong to a block or a region")
-        if block.last_op is not op:
-            raise VerifyException(f"Operation {op.name} with block successors must terminate its parent block")
-        if any(succ.parent is not region for succ in op.successors):
-            raise VerifyException(f"Operation {op.name} is branching to a block of a different region")
-    if block is not None and region is not None and block.last_op is op:
-        parent = region.parent
-        if len(region.blocks) == 1:
-            if parent is not None and not parent.has_trait(NoTerminator) and not op.has_trait(IsTerminator):
-                raise VerifyException(
-                    f"Operation {op.name} terminates block in single-block region but is not a terminator"
-                )
-        elif not op.has_trait(IsTerminator):
-            raise VerifyException(f"Operation {op.name} terminates block in multi-block region but is not a terminator")
-    if op.attributes and (clash := sorted(op.attributes.keys() & property_names(op))):
-        raise VerifyException(
-            f"attribute {', '.join(repr(k) for k in clash)} has the name of a property of {op.name}: "
-            "an op's properties and attributes share one namespace, as in MLIR"
-        )
-    for r in op.regions:
-        if len(r.blocks) == 1 and r.blocks[0].first_op is None and not op.has_trait(NoTerminator):
-            raise VerifyException(
-                f"Operation {op.name} contains empty block in single-block region that expects at least a terminator"
-            )
-    op.verify_()
-
-
-@functools.cache
-def _declared_properties(cls: type[Operation]) -> frozenset[str]:
-    return frozenset(cls.get_irdl_definition().properties) if issubclass(cls, IRDLOperation) else frozenset()
-
-
-def property_names(op: Operation) -> frozenset[str] | set[str]:
-    """Every property name `op` has or could have: an attribute of such a name could not be told apart in text."""
-    declared = _declared_properties(type(op))
-    return declared if op.properties.keys() <= declared else declared | op.properties.keys()
 
 
 _local = threading.local()

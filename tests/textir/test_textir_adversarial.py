@@ -18,7 +18,7 @@ from xdsl.parser import Parser
 from irflow.context import make_context
 from irflow.errors import IRParseError
 from irflow.textir import parse_module, print_module
-from irflow.textir.parser import MAX_NESTING
+from irflow.textir.lexer import MAX_NESTING
 
 
 def context() -> Context:

@@ -204,7 +204,7 @@ def test_an_attribute_may_not_share_a_property_name() -> None:
     assert "attribute 'kernel' has the name of a property of buffer.kernel" in str(error)
     # an optional property that is not set still owns its name
     from irflow.dialects import buffer
-    from irflow.textir.parser import first_verify_failure
+    from irflow.textir.verification import first_verify_failure
     from xdsl.dialects.builtin import DictionaryAttr, MemRefType, ModuleOp, f32
 
     alloc = buffer.AllocOp(MemRefType(f32, [4]))
