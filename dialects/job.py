@@ -1116,23 +1116,31 @@ class FuncOp(IRDLOperation):
                 f"({', '.join(fmt(t) for t in self.function_type.outputs)})"
             )
 
+    # The custom form is func.func's, `job.func @f(%x: t) -> t attributes {job_type = "train"} {...}`:
+    # `job_type` is written in the attribute dictionary, and is "predict" when left out.
+    DEFAULT_JOB_TYPE: ClassVar[str] = "predict"
+
+    @classmethod
+    def from_syntax(
+        cls, name: str | StringAttr, function_type: FunctionType, region: Region, attributes: Mapping[str, Attribute]
+    ) -> FuncOp:
+        """The op the custom form stands for; xDSL's parse hook and irflow's parser both build it here."""
+        attrs = dict(attributes)
+        job_type = attrs.pop("job_type", StringAttr(cls.DEFAULT_JOB_TYPE))
+        sym_name = StringAttr(name) if isinstance(name, str) else name
+        return cls.create(
+            regions=[region],
+            properties={"sym_name": sym_name, "function_type": function_type, "job_type": job_type},
+            attributes=attrs,
+        )
+
     @classmethod
     def parse(cls, parser: Parser) -> FuncOp:
         name, inputs, outputs, region, extra, _, _ = parse_func_op_like(
             parser, reserved_attr_names=("sym_name", "function_type")
         )
         attrs = dict(extra.data) if extra is not None else {}
-        job_type = attrs.pop("job_type", StringAttr("predict"))
-        op = cls.create(
-            regions=[region],
-            properties={
-                "sym_name": StringAttr(name),
-                "function_type": FunctionType.from_lists(inputs, outputs),
-                "job_type": job_type,
-            },
-            attributes=attrs,
-        )
-        return op
+        return cls.from_syntax(name, FunctionType.from_lists(inputs, outputs), region, attrs)
 
     def print(self, printer: Printer) -> None:
         print_func_op_like(

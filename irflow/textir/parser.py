@@ -353,10 +353,14 @@ class _Builder(Transformer):
         return info
 
     def _create(self, tok: Token, cls: type[Operation], **parts: Any) -> Operation:
+        return self._build(tok, cls.name, lambda: cls.create(location=UNKNOWN_LOC, **parts))
+
+    def _build(self, tok: Token, name: str, make: Callable[[], Operation]) -> Operation:
+        """`make()`'s op, remembered at `tok` for verifier messages; a refusal is an error there."""
         try:
-            op = cls.create(location=UNKNOWN_LOC, **parts)
+            op = make()
         except (ValueError, TypeError, KeyError, VerifyException) as e:
-            raise self._error(f"cannot build '{cls.name}': {e}", tok) from None
+            raise self._error(f"cannot build '{name}': {e}", tok) from None
         self.positions[op] = (tok.line or 1, tok.column or 1)
         return op
 
@@ -531,19 +535,18 @@ class _Builder(Transformer):
         reserved = {"sym_name", "function_type"} | ({"sym_visibility"} if kw.type == "FUNC" else set())
         if clash := reserved & attrs.keys():
             raise self._error(f"attribute {', '.join(sorted(clash))} is given by the syntax, not the dictionary", kw)
-        if kw.type == "JOB_FUNC":
-            job_type = attrs.pop("job_type", StringAttr("predict"))
-            props = {"sym_name": name, "function_type": ftype, "job_type": job_type}
-        else:
-            props = {"sym_name": name, "function_type": ftype}
-            if visibility is not None:
-                props["sym_visibility"] = StringAttr(str(visibility))
-            if named and any(a[2] for a in named):
-                props["arg_attrs"] = ArrayAttr(DictionaryAttr(a[2]) for a in named)
-            if res_attrs is not None:
-                props["res_attrs"] = res_attrs
+        body = region if region is not None else Region()
+        if kw.type == "JOB_FUNC":  # the op defines what its custom form stands for
+            return self._build(kw, info.cls.name, lambda: info.cls.from_syntax(name, ftype, body, attrs))  # type: ignore[attr-defined]
+        props = {"sym_name": name, "function_type": ftype}
+        if visibility is not None:
+            props["sym_visibility"] = StringAttr(str(visibility))
+        if named and any(a[2] for a in named):
+            props["arg_attrs"] = ArrayAttr(DictionaryAttr(a[2]) for a in named)
+        if res_attrs is not None:
+            props["res_attrs"] = res_attrs
         return self._create(
-            kw, info.cls, properties=props, attributes=attrs, regions=[region if region is not None else Region()]
+            kw, info.cls, properties=props, attributes=attrs, regions=[body]
         )
 
     def program_op(self, children: list[Any]) -> Operation:
