@@ -376,7 +376,10 @@ class Driver:
         assert isinstance(module, ModuleOp)
         if args.verify_roundtrip:
             self.check_roundtrip(module, "after parsing")
-        last_text = print_module(module) if args.print_ir_after_change else ""
+        def dump() -> str:
+            return print_module(module, generic=args.print_op_generic, debuginfo=args.print_debuginfo)
+
+        last_text = dump() if args.print_ir_after_change else ""
         names = [p.name for p in self.passes]
         for i, p in enumerate(self.passes):
             label = p.name if names.count(p.name) == 1 else f"{p.name} #{i + 1}"
@@ -386,10 +389,10 @@ class Driver:
             if args.verify_roundtrip:
                 self.check_roundtrip(module, f"after {p.name}")
             if args.print_ir_after_all or args.print_ir_after_change:
-                dump = print_module(module, generic=args.print_op_generic, debuginfo=args.print_debuginfo)
-                if args.print_ir_after_all or dump != last_text:
-                    sys.stderr.write(f"// -----// IR Dump After {p.name} //----- //\n{dump}\n")
-                last_text = dump
+                text_now = dump()
+                if args.print_ir_after_all or text_now != last_text:
+                    sys.stderr.write(f"// -----// IR Dump After {p.name} //----- //\n{text_now}\n")
+                last_text = text_now
         return str(self._timed("print", lambda: self.output(module)))
 
     def verify(self, module: ModuleOp, after: str) -> None:

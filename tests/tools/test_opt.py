@@ -138,6 +138,8 @@ def test_pipeline_with_print_ir_after_all_and_change(write, capsys) -> None:
     assert err.count("// -----// IR Dump After") == 2
     code, out, err = run([write(GOOD), "-p", "cse,dce", "--print-ir-after-change"], capsys)
     assert "IR Dump After cse" in err and "IR Dump After dce" not in err
+    code, out, err = run([write(GOOD), "-p", "dce,cse", "--mlir-print-ir-after-change", "--mlir-print-op-generic"], capsys)
+    assert "IR Dump After cse" in err and "IR Dump After dce" not in err and '"job.add"' in err
 
 
 def test_output_file_generic_and_debuginfo(write, tmp_path, capsys) -> None:
