@@ -210,6 +210,17 @@ class JobOp(IRDLOperation):
 
     def verify_(self) -> None:
         self.check([o.type for o in self.operands], self.properties, self.results[0].type)
+        check_split_axes(self.sbp, self.results[0].type)
+
+
+def check_split_axes(sbp: NdSbpAttr | None, t: Attribute) -> None:
+    """Every `split(axis)` of a tensor's SBP names one of its axes."""
+    if sbp is None or not isinstance(t, TensorType):
+        return
+    rank = len(shape_of(t))
+    for c in sbp.components:
+        if c.kind.data == "split" and c.axis.data >= rank:
+            raise VerifyException(f"SBP split({c.axis.data}) needs an axis < {rank}, the rank of {fmt(t)}")
 
 
 class NullaryOp(JobOp):
@@ -1105,23 +1116,31 @@ class FuncOp(IRDLOperation):
                 f"({', '.join(fmt(t) for t in self.function_type.outputs)})"
             )
 
+    # The custom form is func.func's, `job.func @f(%x: t) -> t attributes {job_type = "train"} {...}`:
+    # `job_type` is written in the attribute dictionary, and is "predict" when left out.
+    DEFAULT_JOB_TYPE: ClassVar[str] = "predict"
+
+    @classmethod
+    def from_syntax(
+        cls, name: str | StringAttr, function_type: FunctionType, region: Region, attributes: Mapping[str, Attribute]
+    ) -> FuncOp:
+        """The op the custom form stands for; xDSL's parse hook and irflow's parser both build it here."""
+        attrs = dict(attributes)
+        job_type = attrs.pop("job_type", StringAttr(cls.DEFAULT_JOB_TYPE))
+        sym_name = StringAttr(name) if isinstance(name, str) else name
+        return cls.create(
+            regions=[region],
+            properties={"sym_name": sym_name, "function_type": function_type, "job_type": job_type},
+            attributes=attrs,
+        )
+
     @classmethod
     def parse(cls, parser: Parser) -> FuncOp:
         name, inputs, outputs, region, extra, _, _ = parse_func_op_like(
             parser, reserved_attr_names=("sym_name", "function_type")
         )
         attrs = dict(extra.data) if extra is not None else {}
-        job_type = attrs.pop("job_type", StringAttr("predict"))
-        op = cls.create(
-            regions=[region],
-            properties={
-                "sym_name": StringAttr(name),
-                "function_type": FunctionType.from_lists(inputs, outputs),
-                "job_type": job_type,
-            },
-            attributes=attrs,
-        )
-        return op
+        return cls.from_syntax(name, FunctionType.from_lists(inputs, outputs), region, attrs)
 
     def print(self, printer: Printer) -> None:
         print_func_op_like(

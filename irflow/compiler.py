@@ -18,13 +18,14 @@ from xdsl.utils.exceptions import VerifyException
 
 from irflow.context import make_context
 from irflow.dialects import buffer, job
-from irflow.errors import CompileError, IrflowError
+from irflow.errors import CompileError, IrflowError, source_location
 from irflow.passes import PREDICT_PIPELINE, TRAIN_PIPELINE, available_passes
 from irflow.runtime.backend import available_memory
 from irflow.runtime.executor import Executor, shape_dtype
 from irflow.runtime.memory_plan import MemoryPlan
 from irflow.runtime.variables import VariableStore
 from irflow.target import Target
+from irflow.textir.verification import first_verify_failure
 
 
 class Executable:
@@ -91,11 +92,13 @@ def run_pipeline(module: ModuleOp, spec: str) -> dict[str, ModuleOp]:
     for p in passes:
         try:
             p.apply(ctx, module)
-            module.verify()
         except IrflowError:
             raise
         except VerifyException as e:
-            raise CompileError(f"IR after '{p.name}' does not verify: {e}") from e
+            raise CompileError(f"'{p.name}' failed: {e}") from e
+        if (failure := first_verify_failure(module)) is not None:
+            op, e = failure
+            raise CompileError(f"IR after '{p.name}' does not verify: '{op.name}' op {e}", source_location(op))
         stages[p.name] = module.clone()
     stages["buffer"] = stages[passes[-1].name] if passes else stages["job"]
     return stages

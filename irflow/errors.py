@@ -51,11 +51,18 @@ class IRParseError(IrflowError, ValueError):
         super().__init__(message, location)
         self.source_line = source_line
 
+    SHOWN = 160  # characters of a long source line shown around the column
+
     def __str__(self) -> str:
         text = super().__str__()
         if self.source_line is not None and self.location is not None:
-            caret = " " * max(self.location.col - 1, 0) + "^"
-            text += f"\n{self.source_line}\n{caret}"
+            line, col = self.source_line, max(self.location.col - 1, 0)
+            if len(line) > self.SHOWN:  # a 50 MB one-line attribute must not print 50 MB
+                start = max(0, min(col - self.SHOWN // 2, len(line) - self.SHOWN))
+                head = "..." if start else ""
+                line = head + line[start : start + self.SHOWN] + ("..." if start + self.SHOWN < len(line) else "")
+                col = col - start + len(head)
+            text += f"\n{line}\n{' ' * col}^"
         return text
 
 

@@ -28,7 +28,7 @@ from io import StringIO
 
 from xdsl.context import Context
 from xdsl.dialects import get_all_dialects
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, get_pass_option_infos
 from xdsl.utils.arg_spec import ArgSpec
 from xdsl.utils.arg_spec import parse_pipeline as xdsl_parse_pipeline
@@ -36,9 +36,9 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 
 import irflow.passes
 from irflow.context import make_context
-from irflow.errors import CompileError, IrflowError, SourceLocation
+from irflow.errors import CompileError, IrflowError, SourceLocation, source_location
 from irflow.textir import decode_source, parse_module, print_module
-from irflow.textir.parser import first_verify_failure
+from irflow.textir.verification import first_verify_failure
 
 SPLIT_MARKER = "// -----"
 
@@ -375,7 +375,10 @@ class Driver:
         assert isinstance(module, ModuleOp)
         if args.verify_roundtrip:
             self.check_roundtrip(module, "after parsing")
-        last_text = print_module(module) if args.print_ir_after_change else ""
+        def dump() -> str:
+            return print_module(module, generic=args.print_op_generic, debuginfo=args.print_debuginfo)
+
+        last_text = dump() if args.print_ir_after_change else ""
         names = [p.name for p in self.passes]
         for i, p in enumerate(self.passes):
             label = p.name if names.count(p.name) == 1 else f"{p.name} #{i + 1}"
@@ -385,17 +388,17 @@ class Driver:
             if args.verify_roundtrip:
                 self.check_roundtrip(module, f"after {p.name}")
             if args.print_ir_after_all or args.print_ir_after_change:
-                dump = print_module(module, generic=args.print_op_generic, debuginfo=args.print_debuginfo)
-                if args.print_ir_after_all or dump != last_text:
-                    sys.stderr.write(f"// -----// IR Dump After {p.name} //----- //\n{dump}\n")
-                last_text = dump
+                text_now = dump()
+                if args.print_ir_after_all or text_now != last_text:
+                    sys.stderr.write(f"// -----// IR Dump After {p.name} //----- //\n{text_now}\n")
+                last_text = text_now
         return str(self._timed("print", lambda: self.output(module)))
 
     def verify(self, module: ModuleOp, after: str) -> None:
         failure = first_verify_failure(module)
         if failure is not None:
             op, e = failure
-            raise CompileError(f"'{op.name}' op {e} (after {after})", location_of(op))
+            raise CompileError(f"'{op.name}' op {e} (after {after})", source_location(op))
 
     def check_roundtrip(self, module: ModuleOp, when: str) -> None:
         for generic in (False, True):
@@ -437,13 +440,6 @@ def _context(allow_unregistered: bool) -> Context:
             ctx.register_dialect(name, factory)
     ctx.allow_unregistered = allow_unregistered
     return ctx
-
-
-def location_of(op: object) -> SourceLocation | None:
-    loc = getattr(op, "location", None)
-    if isinstance(loc, FileLineColLoc):
-        return SourceLocation(loc.filename.data, loc.line.data, loc.column.data)
-    return None
 
 
 def _debug() -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.ir import SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from irflow import typing as tp
@@ -157,7 +158,10 @@ class JobFunction:
         def make(name: str, spec: Any) -> Any:
             if isinstance(spec, TupleParam):
                 return tuple(make(f"{name}_{i}", s) for i, s in enumerate(spec.items))
-            return Blob(next(block_args), trace, name)
+            arg = next(block_args)
+            if SSAValue.is_valid_name(name):
+                arg.name_hint = name  # the placeholder's parameter name reads in the IR: %images
+            return Blob(arg, trace, name)
 
         return [make(name, spec) for name, spec in self.signature.params]
 

@@ -116,6 +116,8 @@ def build(
     except VerifyException as err:
         raise TraceError(f"{what}: {err}", location) from None
     trace.append(op, location)
+    if blob_name is not None and SSAValue.is_valid_name(blob_name):
+        op.results[0].name_hint = blob_name  # the user's name reads in the IR: %dense1-weight, %softmax_loss
     return Blob(op.results[0], trace, blob_name or trace.unique_name(op_class.name.removeprefix("job.")))
 
 

@@ -59,11 +59,13 @@ class MemoryPlan:
         return self.arena_size / self.lower_bound if self.lower_bound else 1.0
 
     def table(self) -> str:
+        """One row per buffer; the name column is as wide as the longest name, so columns stay aligned."""
+        width = max([len("buffer"), *(len(b.name) for b in self.buffers)]) + 2
         rows = [f"memory plan of @{self.program}: arena {self.arena_size} bytes, lower bound {self.lower_bound} "
                 f"bytes, ratio {self.ratio:.4f}",
-                f"{'buffer':<40}{'bytes':>12}{'offset':>12}{'lifetime':>14}"]  # fmt: skip
+                f"{'buffer':<{width}}{'bytes':>12}{'offset':>12}{'lifetime':>14}"]  # fmt: skip
         for b in self.buffers:
-            rows.append(f"{b.name:<40}{b.size:>12}{b.offset:>12}{f'[{b.first}, {b.last}]':>14}")
+            rows.append(f"{b.name:<{width}}{b.size:>12}{b.offset:>12}{f'[{b.first}, {b.last}]':>14}")
         return "\n".join(rows) + "\n"
 
     def planned(self) -> tuple[list[Buffer], Plan]:
@@ -112,5 +114,8 @@ def _first_writers(program: buffer.ProgramOp) -> dict[SSAValue, str]:
             what = op.kernel.data if isinstance(op, buffer.KernelOp) else op.name.removeprefix("buffer.")
             loc = op.location
             where = f" ({Path(loc.filename.data).name}:{loc.line.data})" if isinstance(loc, FileLineColLoc) else ""
-            names[v] = f"{v.name_hint or what}{where}"
+            if isinstance(op, buffer.InputOp):  # the call's argument: its index, and its name where known
+                names[v] = f"input {op.index.value.data}" + (f" %{v.name_hint}" if v.name_hint else "") + where
+            else:
+                names[v] = f"{v.name_hint or what}{where}"
     return names

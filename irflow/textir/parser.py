@@ -13,7 +13,6 @@ ops are wrapped in an implicit one.
 
 from __future__ import annotations
 
-import functools
 import gc
 import re
 import threading
@@ -29,7 +28,7 @@ from lark.exceptions import (
     UnexpectedInput,
     UnexpectedToken,
 )
-from lark.lexer import Lexer, PatternStr
+from lark.lexer import PatternStr
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     UNKNOWN_LOC,
@@ -69,10 +68,11 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, VarOperandDef
 from xdsl.parser import AttrParser, Parser
-from xdsl.traits import IsTerminator, NoTerminator
 from xdsl.utils.exceptions import ParseError, VerifyException
 
 from irflow.errors import IRParseError, SourceLocation
+from irflow.textir.lexer import TextIRLexer, TokenError
+from irflow.textir.verification import first_verify_failure
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
@@ -135,8 +135,8 @@ _FLOATS: dict[str, Attribute] = {
 _INT_TYPE = re.compile(r"([su]?)i(\d+)")
 _SIGNEDNESS = {"": Signedness.SIGNLESS, "s": Signedness.SIGNED, "u": Signedness.UNSIGNED}
 _SHAPED_FAST = re.compile(r"(tensor|memref)<((?:\d+x)*)([su]?i\d+|bf16|f16|f32|f64|index)>")
-_LOC_FILE = re.compile(r'loc\(("(?:[^"\\\n]|\\.)*"):(\d+):(\d+)\)')
-_SYMBOL_PART = re.compile(r'@([A-Za-z_][\w$.]*|"(?:[^"\\\n]|\\.)*")')
+_LOC_FILE = re.compile(r'loc\(("[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"):(\d+):(\d+)\)')
+_SYMBOL_PART = re.compile(r'@([A-Za-z_][\w$.]*|"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+")')
 _DENSE_TOKEN = re.compile(r"\s*(?:(\[)|(\])|(,)|(true|false)|(-?(?:0x[0-9A-Fa-f]+|\d+(?:\.\d*(?:[eE][+\-]?\d+)?)?)))")
 _MAX_INT_WIDTH = (1 << 24) - 1  # MLIR's limit; `1 << width` for a wider type exhausts memory
 _WIDE_INT = re.compile(r"(?<![\w$.])[su]?i(\d{8,})(?![\w$.])")
@@ -353,10 +353,14 @@ class _Builder(Transformer):
         return info
 
     def _create(self, tok: Token, cls: type[Operation], **parts: Any) -> Operation:
+        return self._build(tok, cls.name, lambda: cls.create(location=UNKNOWN_LOC, **parts))
+
+    def _build(self, tok: Token, name: str, make: Callable[[], Operation]) -> Operation:
+        """`make()`'s op, remembered at `tok` for verifier messages; a refusal is an error there."""
         try:
-            op = cls.create(location=UNKNOWN_LOC, **parts)
+            op = make()
         except (ValueError, TypeError, KeyError, VerifyException) as e:
-            raise self._error(f"cannot build '{cls.name}': {e}", tok) from None
+            raise self._error(f"cannot build '{name}': {e}", tok) from None
         self.positions[op] = (tok.line or 1, tok.column or 1)
         return op
 
@@ -531,19 +535,18 @@ class _Builder(Transformer):
         reserved = {"sym_name", "function_type"} | ({"sym_visibility"} if kw.type == "FUNC" else set())
         if clash := reserved & attrs.keys():
             raise self._error(f"attribute {', '.join(sorted(clash))} is given by the syntax, not the dictionary", kw)
-        if kw.type == "JOB_FUNC":
-            job_type = attrs.pop("job_type", StringAttr("predict"))
-            props = {"sym_name": name, "function_type": ftype, "job_type": job_type}
-        else:
-            props = {"sym_name": name, "function_type": ftype}
-            if visibility is not None:
-                props["sym_visibility"] = StringAttr(str(visibility))
-            if named and any(a[2] for a in named):
-                props["arg_attrs"] = ArrayAttr(DictionaryAttr(a[2]) for a in named)
-            if res_attrs is not None:
-                props["res_attrs"] = res_attrs
+        body = region if region is not None else Region()
+        if kw.type == "JOB_FUNC":  # the op defines what its custom form stands for
+            return self._build(kw, info.cls.name, lambda: info.cls.from_syntax(name, ftype, body, attrs))  # type: ignore[attr-defined]
+        props = {"sym_name": name, "function_type": ftype}
+        if visibility is not None:
+            props["sym_visibility"] = StringAttr(str(visibility))
+        if named and any(a[2] for a in named):
+            props["arg_attrs"] = ArrayAttr(DictionaryAttr(a[2]) for a in named)
+        if res_attrs is not None:
+            props["res_attrs"] = res_attrs
         return self._create(
-            kw, info.cls, properties=props, attributes=attrs, regions=[region if region is not None else Region()]
+            kw, info.cls, properties=props, attributes=attrs, regions=[body]
         )
 
     def program_op(self, children: list[Any]) -> Operation:
@@ -871,6 +874,16 @@ class _Builder(Transformer):
         (type,) = children
         return type
 
+    def builtin_attr(self, children: list[Any]) -> Attribute:
+        """A builtin attribute the grammar does not model (`affine_map<...>`, `strided<...>`): xDSL reads it."""
+        tok, type = children
+        key = (tok.value, type)
+        attr = self.attr_cache.get(key)
+        if attr is None:
+            text = tok.value if type is None else f"{tok.value} : {type}"
+            attr = self.attr_cache[key] = self._xdsl_attribute(tok, "attribute", lambda p: p.parse_attribute(), text)
+        return attr
+
     def dialect_attr(self, children: list[Any]) -> Attribute:
         (tok,) = children
         attr = self.attr_cache.get(tok.value)
@@ -996,112 +1009,6 @@ class _Builder(Transformer):
         return self._function_type(inputs, outputs)
 
 
-# ----------------------------------------------------------------- lexer
-
-# Terminals tried in this order; words and punctuation come last.
-_LEXER_ORDER = (
-    "RESULTS", "VALUES", "STRING", "FLOAT", "INT", "SHAPED_TYPE", "DENSE", "DENSE_ARRAY", "LOC",
-    "DIALECT_ATTR", "DIALECT_TYPE", "SYMBOL", "BLOCK_ID", "FUNC_TYPE",
-)  # fmt: skip
-_SKIP = r"(?:\s++|//[^\n]*+)*+"  # possessive: never give back part of a comment
-
-
-class _Lexer(Lexer):
-    """All of grammar.lark's terminals as one compiled regex, one match per token.
-
-    A word (`index`, `on`, `a.b`) may be a keyword, a type, an op name or a
-    dictionary key; like lark's contextual lexer, it becomes the first of those
-    the parser accepts in its current state.  A function-type token is only
-    produced where the parser accepts one (`func.func @f(i32) -> i32` reads
-    its argument list as `(` ...).
-    """
-
-    __future_interface__ = 2
-
-    def __init__(self, conf: Any) -> None:
-        terminals = {t.name: t for t in conf.terminals}
-        self.literal = {t.pattern.value: t.name for t in conf.terminals if isinstance(t.pattern, PatternStr)}
-        groups = [f"(?P<{name}>{terminals[name].pattern.to_regexp()})" for name in _LEXER_ORDER]
-        groups += [r"(?P<WORD>[A-Za-z_][\w$.]*)", r"(?P<PUNCT>->|[(){}\[\]<>,:=])"]
-        self.regex = re.compile(_SKIP + "(?:" + "|".join(groups) + ")")
-        self.skip = re.compile(_SKIP)
-        self.word_terminals = [
-            (t.name, re.compile(t.pattern.to_regexp()))
-            for t in conf.terminals
-            if not isinstance(t.pattern, PatternStr) and t.name not in ("OP_NAME", "BARE_ID")
-        ]
-        self.word_kinds: dict[str, tuple[str, ...]] = {}
-        # where a list of values is not accepted, the same text starts a shorter token
-        self.shorter = {
-            "RESULTS": [(k, re.compile(terminals[k].pattern.to_regexp())) for k in ("VALUES", "VALUE")],
-            "VALUES": [("VALUE", re.compile(terminals["VALUE"].pattern.to_regexp()))],
-        }
-        self.last: Token | None = None  # where to blame an error raised outside the grammar
-
-    def kinds(self, word: str) -> tuple[str, ...]:
-        """The terminals a word could be, most specific first."""
-        kinds = self.word_kinds.get(word)
-        if kinds is None:
-            first = [self.literal[word]] if word in self.literal else []
-            first += [name for name, regex in self.word_terminals if regex.fullmatch(word)]
-            kinds = self.word_kinds[word] = (*first, "OP_NAME" if "." in word else "BARE_ID", "BARE_ID")
-        return kinds
-
-    def lex(self, lexer_state: Any, parser_state: Any) -> Any:
-        text = lexer_state.text
-        if not isinstance(text, str):
-            text = text.text
-        states = parser_state.parse_conf.states
-        literal_paren = self.literal["("]
-        match, count, new = self.regex.match, text.count, str.__new__
-        pos, line, line_start = 0, 1, 0
-        self.last = None
-        while True:
-            m = match(text, pos)
-            if m is None:
-                start = self.skip.match(text, pos).end()
-                line += count("\n", pos, start)
-                if start >= len(text):
-                    return
-                line_start = text.rfind("\n", 0, start) + 1
-                raise UnexpectedCharacters(
-                    text,
-                    start,
-                    line,
-                    start - line_start + 1,
-                    allowed={s for s in states[parser_state.position] if s.isupper()},
-                )
-            kind = m.lastgroup
-            start, end = m.span(kind)
-            if start != pos and (n := count("\n", pos, start)):
-                line += n
-                line_start = text.rfind("\n", pos, start) + 1
-            value = m.group(kind)
-            if kind == "WORD":
-                accepted = states[parser_state.position]
-                kinds = self.kinds(value)
-                kind = next((k for k in kinds if k in accepted), kinds[0])
-            elif kind == "PUNCT":
-                kind = self.literal[value]
-            elif kind == "FUNC_TYPE" and kind not in states[parser_state.position]:
-                kind, value, end = literal_paren, "(", start + 1
-            elif kind in self.shorter and kind not in (accepted := states[parser_state.position]):
-                for shorter, regex in self.shorter[kind]:
-                    if shorter in accepted and (short := regex.match(text, start)):
-                        kind, value, end = shorter, short.group(), short.end()
-                        break
-            tok = new(Token, value)
-            tok.type, tok.value, tok.start_pos = kind, value, start
-            tok.line, tok.column = line, start - line_start + 1
-            tok.end_line = tok.end_column = tok.end_pos = None
-            self.last = tok
-            yield tok
-            if "\n" in value:
-                line += value.count("\n")
-                line_start = text.rfind("\n", start, end) + 1
-            pos = end
-
-
 # ----------------------------------------------------------------- driver
 
 
@@ -1113,7 +1020,7 @@ class _LarkParser:
         self.lark = Lark(
             GRAMMAR.read_text(),
             parser="lalr",
-            lexer=_Lexer,
+            lexer=TextIRLexer,
             transformer=self.builder,
             maybe_placeholders=True,
             propagate_positions=False,
@@ -1182,6 +1089,9 @@ class _LarkParser:
             raise self.convert(e) from None
         except IRParseError:
             raise
+        except TokenError as e:
+            line = text.count("\n", 0, e.offset) + 1
+            raise b._error(e.message, (line, e.offset - text.rfind("\n", 0, e.offset))) from None
         except Exception as e:  # noqa: BLE001
             # xDSL refusing a construct the grammar accepts (say, an i640 array): still a parse error
             where = self.lark.parser.lexer.last
@@ -1223,71 +1133,6 @@ def _clip(text: str) -> str:
 def _end_position(text: str) -> tuple[int, int]:
     lines = text.splitlines() or [""]
     return len(lines), len(lines[-1]) + 1
-
-
-def first_verify_failure(module: Operation) -> tuple[Operation, Exception] | None:
-    """The first op (nested ops first, as `module.verify()` goes) that fails verification, and why.
-
-    A verifier that crashes on IR it did not expect (an assertion, a KeyError)
-    counts as a failure too: bad input must never surface as a traceback.
-    """
-    for op in module.walk(region_first=True):
-        try:
-            verify_op(op)
-        except VerifyException as e:
-            return op, e
-        except Exception as e:  # noqa: BLE001 - see the docstring
-            return op, VerifyException(f"failed to verify ({type(e).__name__}: {e})")
-    return None
-
-
-def verify_op(op: Operation) -> None:
-    """`Operation.verify(verify_nested_ops=False)` plus the empty-block check of `Block.verify`.
-
-    Written out because xDSL's version prints the whole module into the
-    exception's notes on every failure, which is slow on big modules and
-    useless here: the error already points at the op.
-    """
-    block = op.parent
-    region = block.parent if block is not None else None
-    if op.successors:
-        if block is None or region is None:
-            raise VerifyException(f"Operation {op.name} with block successors does not belong to a block or a region")
-        if block.last_op is not op:
-            raise VerifyException(f"Operation {op.name} with block successors must terminate its parent block")
-        if any(succ.parent is not region for succ in op.successors):
-            raise VerifyException(f"Operation {op.name} is branching to a block of a different region")
-    if block is not None and region is not None and block.last_op is op:
-        parent = region.parent
-        if len(region.blocks) == 1:
-            if parent is not None and not parent.has_trait(NoTerminator) and not op.has_trait(IsTerminator):
-                raise VerifyException(
-                    f"Operation {op.name} terminates block in single-block region but is not a terminator"
-                )
-        elif not op.has_trait(IsTerminator):
-            raise VerifyException(f"Operation {op.name} terminates block in multi-block region but is not a terminator")
-    if op.attributes and (clash := sorted(op.attributes.keys() & property_names(op))):
-        raise VerifyException(
-            f"attribute {', '.join(repr(k) for k in clash)} has the name of a property of {op.name}: "
-            "an op's properties and attributes share one namespace, as in MLIR"
-        )
-    for r in op.regions:
-        if len(r.blocks) == 1 and r.blocks[0].first_op is None and not op.has_trait(NoTerminator):
-            raise VerifyException(
-                f"Operation {op.name} contains empty block in single-block region that expects at least a terminator"
-            )
-    op.verify_()
-
-
-@functools.cache
-def _declared_properties(cls: type[Operation]) -> frozenset[str]:
-    return frozenset(cls.get_irdl_definition().properties) if issubclass(cls, IRDLOperation) else frozenset()
-
-
-def property_names(op: Operation) -> frozenset[str] | set[str]:
-    """Every property name `op` has or could have: an attribute of such a name could not be told apart in text."""
-    declared = _declared_properties(type(op))
-    return declared if op.properties.keys() <= declared else declared | op.properties.keys()
 
 
 _local = threading.local()

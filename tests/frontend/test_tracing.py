@@ -36,7 +36,7 @@ def test_trace_records_ops_types_and_user_locations():
     names = [op.name for op in ops_of(mlp)]
     assert names == ["job.variable", "job.matmul", "job.variable", "job.bias_add", "job.relu", "job.softmax"]
     text = mlp.ir("job")
-    assert '@mlp(%0: tensor<4x3xf32>' in text
+    assert '@mlp(%x: tensor<4x3xf32>' in text and '%hidden-weight = job.variable' in text
     assert 'name = "hidden-weight"' in text and "tensor<5x3xf32>" in text
     assert 'name = "hidden-bias"' in text
     assert "transpose_b = true" in text

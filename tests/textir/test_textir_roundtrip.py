@@ -220,3 +220,16 @@ def test_hex_floats_are_bit_patterns() -> None:
     assert "array<f64: 0x412E848200000000, 1.000000e-02>" in printed
     assert "dense<[0x7fc00000, 1.500000e+00]> : tensor<2xf32>" in printed and "dense<[16, 7]>" in printed
     assert print_module(parse_module(printed)) == printed
+
+
+def test_job_func_custom_form_is_defined_once() -> None:
+    """xDSL's parse hook and irflow's parser both build job.func through FuncOp.from_syntax (job_type default)."""
+    from irflow.dialects.job import FuncOp
+
+    text = "job.func @f(%x: tensor<4xf32>) -> tensor<4xf32> attributes {note = 1 : i64} {\n  job.return %x : tensor<4xf32>\n}\n"
+    ours = parse_module(text)
+    theirs = Parser(make_context(), text).parse_module()
+    op = ours.body.block.first_op
+    assert isinstance(op, FuncOp) and op.job_type.data == FuncOp.DEFAULT_JOB_TYPE == "predict"
+    assert dict(op.attributes) == dict(theirs.body.block.first_op.attributes) and "note" in op.attributes
+    assert ours.is_structurally_equivalent(theirs)

@@ -99,3 +99,12 @@ def test_pooling_parameters_do_not_collide_with_the_kernel_name(stages) -> None:
         if op.kernel.data.startswith(("max_pool2d", "avg_pool2d")):
             assert list(op.parameters()["kernel"].get_values()) == [2, 2]
     assert print_module(module, debuginfo=True) == text
+
+
+def test_values_carry_the_names_users_gave(stages) -> None:
+    """Placeholders, variables and named layers read as %images, %dense1-weight, %softmax_loss, not %15."""
+    job = stages["job"]
+    for name in ("%images", "%dense1-weight", "%dense2-bias"):
+        assert f"{name} " in job or f"{name}:" in job
+    if "%labels" in job:
+        assert "%softmax_loss = job.sparse_softmax_cross_entropy" in job

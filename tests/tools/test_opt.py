@@ -140,6 +140,8 @@ def test_pipeline_with_print_ir_after_all_and_change(write, capsys) -> None:
     assert err.count("// -----// IR Dump After") == 2
     code, out, err = run([write(GOOD), "-p", "cse,dce", "--print-ir-after-change"], capsys)
     assert "IR Dump After cse" in err and "IR Dump After dce" not in err
+    code, out, err = run([write(GOOD), "-p", "dce,cse", "--mlir-print-ir-after-change", "--mlir-print-op-generic"], capsys)
+    assert "IR Dump After cse" in err and "IR Dump After dce" not in err and '"job.add"' in err
 
 
 def test_output_file_generic_and_debuginfo(write, tmp_path, capsys) -> None:
@@ -429,3 +431,16 @@ def test_other_flags(write, capsys, tmp_path) -> None:
 def test_passes_say_when_the_ir_is_not_theirs(write, capsys, text: str, pipeline: str, expected: str) -> None:
     code, _, err = run([write(text), "-p", pipeline], capsys)
     assert code == 1 and expected in err
+
+
+def test_memory_plan_columns_stay_aligned_for_long_names(write, capsys) -> None:
+    long = "a_value_with_a_name_much_longer_than_forty_characters_in_all"
+    text = GOOD.replace("%a", f"%{long}")
+    code, out, err = run([write(text), "-p", "convert-job-to-buffer,plan-memory", "--emit=memory-plan"], capsys)
+    assert code == 0, err
+    header, *rows = out.splitlines()[1:]
+    assert any(row.startswith(long) for row in rows) and rows[0].startswith("input 0 %x")
+    # every number column ends where its header ends
+    for column in ("bytes", "offset", "lifetime"):
+        end = header.index(column) + len(column)
+        assert all(row[end - 1] in "0123456789]" and row[end : end + 1] in ("", " ") for row in rows), column

@@ -592,3 +592,13 @@ job.func @f(%x: tensor<0x4xf32>) {
 // expected-error@+1 {{invalid attribute '#job.placement<cpu, ["0:0-99999999999"]>': device ranges ['0:0-99999999999'] name more than 65536 devices}}
 %x = "test.op"() {p = #job.placement<cpu, ["0:0-99999999999"]>} : () -> tensor<4xf32>
 // CHECK: name more than 65536 devices
+
+// -----
+
+// A split axis beyond the tensor's rank.
+
+job.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'job.relu' op SBP split(3) needs an axis < 1, the rank of tensor<4xf32>}}
+  %a = job.relu %x {sbp = #job.nd_sbp<[split(3)]>} : (tensor<4xf32>) -> tensor<4xf32>
+  job.return %a : tensor<4xf32>
+}

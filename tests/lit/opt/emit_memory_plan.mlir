@@ -9,7 +9,7 @@ job.func @chain(%x: tensor<16x16xf32>) -> tensor<16x16xf32> attributes {job_type
 
 // CHECK:      memory plan of @chain: arena 2048 bytes, lower bound 2048 bytes, ratio 1.0000
 // CHECK-NEXT: buffer {{ +}}bytes{{ +}}offset{{ +}}lifetime
-// CHECK-NEXT: x{{ +}}1024{{ +}}[[X:[0-9]+]]{{ +}}[1, 5]
+// CHECK-NEXT: input 0 %x{{ +}}1024{{ +}}[[X:[0-9]+]]{{ +}}[1, 5]
 // CHECK-NEXT: a{{ +}}1024{{ +}}[[X]]{{ +}}[1, 5]
 // CHECK-NEXT: b{{ +}}1024{{ +}}{{[0-9]+}}{{ +}}[5, 6]
 
