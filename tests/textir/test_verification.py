@@ -9,7 +9,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 
-import irflow.runtime.compile as compile_module
+import irflow.compiler as compile_module
 from irflow.errors import CompileError
 from irflow.textir import parse_module
 
