@@ -96,6 +96,11 @@ def compile_job(
 ) -> Executable:
     """Compile the job.func `name` of `module` (left untouched) for `target` (default: one CPU)."""
     target = target or Target()
+    if target.num_devices > 1:
+        raise CompileError(
+            f"job '{name}' is placed on {target.num_devices} devices ({target.placement}); "
+            "multi-device execution is not available yet"
+        )
     funcs = {f.sym_name.data: f for f in module.walk() if isinstance(f, job.FuncOp)}
     if name not in funcs:
         raise CompileError(f"no job '{name}' in the module (jobs: {', '.join(funcs) or 'none'})")

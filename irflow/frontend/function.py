@@ -22,14 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, FunctionType, ModuleOp, StringAttr
 from xdsl.utils.exceptions import VerifyException
 
 from irflow import typing as tp
-from irflow.dialects.job import ReturnOp, tensor
+from irflow.dialects.job import ReturnOp, shape_of, tensor
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr
 from irflow.errors import ExecutionError, SourceLocation, TraceError
 from irflow.frontend.blob import Blob
 from irflow.frontend.config import FunctionConfig
+from irflow.frontend.distribute import hierarchy_of, job_placement, placement_here, sbp_text
 from irflow.frontend.session import Session, default_session
 from irflow.frontend.tracing import Trace, to_loc, tracing, user_location
 from irflow.textir import print_module
@@ -266,9 +268,15 @@ class JobFunction:
     def _trace(self) -> None:
         returns, spec = self._read_signature()
         leaves = [leaf for _, spec in self._params for leaf in _leaves(spec)]
-        trace = Trace(self.job_name, self.job_type, self.config, [_tensor(leaf) for leaf in leaves])
-        with tracing(trace), (self.config.placement_scope or contextlib.nullcontext()):
-            result = self._func(*self._arguments(trace))
+        self.mirrored = self.config.mirrored
+        with self.config.placement_scope or contextlib.nullcontext():
+            placement = placement_here()
+            # Mirrored: a placeholder's shape is one device's; the job sees their concatenation along axis 0.
+            self.devices = len(placement.devices) if self.mirrored else 1
+            types = [self._logical_type(leaf) for leaf in leaves]
+            trace = Trace(self.job_name, self.job_type, self.config, types, placement)
+            with tracing(trace):
+                result = self._func(*self._arguments(trace))
         blobs = self._returned_blobs(returns, spec, result, trace)
         self.output_count = len(blobs)
         self._watchers = [(handler, kind) for _, handler, kind in trace.watches]
@@ -333,6 +341,7 @@ class JobFunction:
             for located in (ret, trace.func, *trace.block.args):
                 located.location = loc
         trace.block.add_op(ret)
+        self._distribute(trace, values)
         trace.func.properties["function_type"] = FunctionType.from_lists(
             [a.type for a in trace.block.args], [v.type for v in values]
         )
@@ -341,6 +350,57 @@ class JobFunction:
         except VerifyException as err:
             raise TraceError(f"job '{self.job_name}' does not verify: {err}", self._where) from None
         self.module: ModuleOp = trace.module
+
+    def _logical_type(self, leaf: type[tp.PlaceholderDef]) -> Any:
+        if self.devices == 1:
+            return tensor(leaf.shape, leaf.dtype.element_type)
+        if leaf.kind == "numpy" or not leaf.shape:
+            raise TraceError(
+                f"job '{self.job_name}' is in the mirrored view on {self.devices} devices, so each input is one "
+                f"array per device: use tp.ListNumpy.Placeholder with a shape of rank >= 1, "
+                f"got {_describe(leaf)}",
+                self._where,
+            )
+        return tensor((leaf.shape[0] * self.devices, *leaf.shape[1:]), leaf.dtype.element_type)
+
+    def _distribute(self, trace: Trace, values: list[Any]) -> None:
+        """Record the job's placement, view and input SBP on its job.func (see docs/distributed.md)."""
+        func, placement = trace.func, job_placement(trace)
+        if placement != PlacementAttr("cpu", ["0:0"]):
+            func.attributes["placement"] = placement
+        count = len(placement.devices)
+        if self.mirrored and count != self.devices:
+            raise TraceError(
+                f"job '{self.job_name}' is in the mirrored view: its inputs were laid out for the {self.devices} "
+                f"device(s) of {trace.arg_placement}, but its ops run on {count}; give the job one placement",
+                self._where,
+            )
+        if self.mirrored and count > 1:
+            func.attributes["view"] = StringAttr("mirrored")
+            for value in values:
+                if not shape_of(value.type):
+                    raise TraceError(
+                        f"job '{self.job_name}' is in the mirrored view, where each output is one array per "
+                        "device split along axis 0: a rank-0 output has no such split; return it unreduced",
+                        self._where,
+                    )
+        if count == 1 and not trace.arg_sbp:
+            return
+        axes = len(hierarchy_of(placement))
+        split0 = NdSbpAttr([SbpAttr("split", 0)] * axes)
+        whole = NdSbpAttr([SbpAttr("broadcast")] * axes)
+        arg_sbp = []
+        for arg in trace.block.args:
+            default = split0 if shape_of(arg.type) else whole
+            hinted = trace.arg_sbp.get(arg.index, default)
+            if self.mirrored and hinted != split0:
+                raise TraceError(
+                    f"job '{self.job_name}' is in the mirrored view, where every input is split along axis 0 "
+                    f"(one array per device); input {arg.index} is hinted {sbp_text(hinted)}",
+                    self._where,
+                )
+            arg_sbp.append(hinted)
+        func.attributes["arg_sbp"] = ArrayAttr(arg_sbp)
 
     def _arguments(self, trace: Trace) -> list[Any]:
         block_args = iter(trace.block.args)
@@ -462,7 +522,3 @@ class JobFunction:
 
     def __repr__(self) -> str:
         return f"<irflow job function '{self.job_name}' ({self.job_type})>"
-
-
-def _tensor(leaf: type[tp.PlaceholderDef]) -> Any:
-    return tensor(leaf.shape, leaf.dtype.element_type)

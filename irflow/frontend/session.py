@@ -37,6 +37,7 @@ class VariableDecl:
     trainable: bool
     job: str
     location: SourceLocation | None
+    distribute: Any = None  # the SBP hint (flow.distribute...), if the declaration gave one
 
 
 @dataclass
@@ -233,6 +234,9 @@ def default_session() -> Session:
 def clear_default_session() -> None:
     """Drop every job, variable and queued result: the next job starts a fresh session."""
     global _default
+    from irflow.frontend.config import reset_devices
+
+    reset_devices()
     old = _default
     _default = Session()
     old.close()
