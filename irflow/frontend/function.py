@@ -215,26 +215,32 @@ def _collect(spec: Out, value: Any, blobs: list[Blob], path: str) -> Any:
     raise AssertionError(spec.kind)
 
 
-def _rebuild(node: Any, arrays: Sequence[np.ndarray]) -> Any:
+def _rebuild(node: Any, arrays: Sequence[np.ndarray], devices: int) -> Any:
     kind = node[0]
     if kind == "none":
         return None
     if kind == "leaf":
-        return leaf_value(node[2], arrays[node[1]])
+        return leaf_value(node[2], arrays[node[1]], devices)
     if kind == "tuple":
-        return tuple(_rebuild(n, arrays) for n in node[1])
+        return tuple(_rebuild(n, arrays, devices) for n in node[1])
     if kind == "list":
-        return [_rebuild(n, arrays) for n in node[1]]
-    return {k: _rebuild(n, arrays) for k, n in node[1]}
+        return [_rebuild(n, arrays, devices) for n in node[1]]
+    return {k: _rebuild(n, arrays, devices) for k, n in node[1]}
 
 
-def leaf_value(kind: str, array: np.ndarray) -> Any:
-    """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device."""
-    if kind == "list_numpy":
-        return [array]
-    if kind == "list_list_numpy":
-        return [[array]]
-    return array
+def leaf_value(kind: str, array: np.ndarray, devices: int = 1) -> Any:
+    """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device.
+
+    In the mirrored view (`devices` > 1) device r's array is its split(0) chunk of
+    the job's value: ceil-sized rows, the last devices' fewer.
+    """
+    if kind == "numpy":
+        return array
+    pieces = [array]
+    if devices > 1:
+        chunk = -(-array.shape[0] // devices)
+        pieces = [array[r * chunk : (r + 1) * chunk] for r in range(devices)]
+    return pieces if kind == "list_numpy" else [[piece] for piece in pieces]
 
 
 # ----------------------------------------------------------------- the job
@@ -443,18 +449,27 @@ class JobFunction:
             for i, (s, v) in enumerate(zip(spec.items, value)):
                 self._check(f"{name}[{i}]", s, v, flat, copy)
             return
+        if spec.kind == "numpy":
+            flat.append(self._checked(name, spec, value, copy))
+            return
+        devices = self.devices
+        if not isinstance(value, (list, tuple)) or len(value) != devices:
+            raise TypeError(f"{self.job_name}() argument '{name}' must be a list with one array per device "
+                            f"({devices} device(s) here), got {_what(value)}")
+        arrays = list(value)
+        if spec.kind == "list_list_numpy":
+            for i, item in enumerate(value):
+                if not isinstance(item, (list, tuple)) or len(item) != 1:
+                    raise TypeError(f"{self.job_name}() argument '{name}' must be a list per device of one "
+                                    f"array each ([[array], ...]), got {_what(item)} for device {i}")
+            arrays = [item[0] for item in value]
+        pieces = [self._checked(name if devices == 1 else f"{name}[{i}]", spec, a, copy) for i, a in enumerate(arrays)]
+        # The mirrored view's devices hold consecutive rows of the job's input: split(0) cuts them apart again.
+        flat.append(pieces[0] if devices == 1 else np.concatenate(pieces))
+
+    def _checked(self, name: str, spec: Any, array: Any, copy: bool) -> np.ndarray:
+        """One array of the placeholder's (per-device) shape and dtype, contiguous (copied if `copy`)."""
         expected = f"numpy.ndarray of shape {spec.shape} and dtype {spec.dtype.name}"
-        array = value
-        if spec.kind in ("list_numpy", "list_list_numpy"):
-            if not isinstance(value, (list, tuple)) or len(value) != 1:
-                raise TypeError(f"{self.job_name}() argument '{name}' must be a list with one array per device "
-                                f"(one device here), got {_what(value)}")
-            array = value[0]
-            if spec.kind == "list_list_numpy":
-                if not isinstance(array, (list, tuple)) or len(array) != 1:
-                    raise TypeError(f"{self.job_name}() argument '{name}' must be [[array]]: one tensor list of "
-                                    f"one array per device, got [{_what(array)}]")
-                array = array[0]
         if not isinstance(array, np.ndarray):
             raise TypeError(f"{self.job_name}() argument '{name}' must be a {expected}, got {type(array).__name__}")
         if array.dtype != spec.dtype.np_dtype:
@@ -467,13 +482,13 @@ class JobFunction:
                 f"{self.job_name}() argument '{name}': expected shape {spec.shape}, given {array.shape}",
                 user_location(),
             )
-        flat.append(np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array))
+        return np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array)
 
     def _run(self, inputs: list[np.ndarray]) -> Any:
         outputs = (self._exe or self.executable())(inputs)
         for (handler, kind), array in zip(self._watchers, outputs[self.output_count :]):
-            handler(leaf_value(kind, array))
-        return _rebuild(self._out, outputs[: self.output_count])
+            handler(leaf_value(kind, array, self.devices))
+        return _rebuild(self._out, outputs[: self.output_count], self.devices)
 
     def _live_session(self) -> Session:
         if self._session is None or self._session is not default_session():
