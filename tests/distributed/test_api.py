@@ -257,3 +257,21 @@ def test_one_device_mirrored_view_is_the_consistent_one():
         return x + 1.0
 
     assert not {"placement", "arg_sbp", "view"} & set(func_of(f).attributes)
+
+
+def test_gpu_device_count_falls_back_to_as_many_cpu_devices():
+    from irflow.runtime.backend import gpu_module
+
+    if gpu_module() is not None:
+        pytest.skip("a GPU is usable here")
+    flow.config.gpu_device_num(2)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((4,))) -> tp.Numpy:
+        return x + 1.0
+
+    assert func_of(f).attributes["placement"] == PlacementAttr("gpu", ["0:0-1"])
+    with pytest.warns(RuntimeWarning, match="no usable GPU"):
+        target, warned = decide_target(f.module)
+    assert warned and (target.device, target.num_devices) == ("cpu", 2)
+    assert target.placement == PlacementAttr("cpu", ["0:0-1"])
