@@ -1057,6 +1057,156 @@ class ApplyGradientsOp(EffectOp):
                 raise VerifyException(f"gradient {fmt(grad.type)} does not match its variable {fmt(var.type)}")
 
 
+# ----------------------------------------------------------------- per-device (physical) ops
+
+
+class MeshOp(JobOp):
+    """An op of a per-device program that involves the devices along one axis of the mesh.
+
+    `lower-to-physical` writes these for job.boxing; shapes are per-device
+    shapes, and `mesh` / `mesh_axis` name the group exactly as the buffer
+    collectives do (the devices sharing this device's other coordinates).
+    """
+
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    mesh = prop_def(DenseArrayBase)
+    mesh_axis = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def parts(cls, props: Props) -> int:
+        mesh, axis = ints(props, "mesh"), integer(props, "mesh_axis")
+        if not mesh or min(mesh) <= 0 or not 0 <= axis < len(mesh):
+            raise VerifyException(f"{cls.name}: mesh_axis {axis} of the mesh {list(mesh)} is not a mesh axis")
+        return mesh[axis]
+
+    @classmethod
+    def scaled(cls, t: Attribute, props: Props, key: str, factor: float) -> TensorType:
+        """`t` with its dimension `props[key]` multiplied by `factor` (which must give a whole size)."""
+        shape = list(shape_of(t))
+        axis = normalize_axis(integer(props, key), len(shape), f"{cls.name} {key}")
+        size = shape[axis] * factor
+        if size != int(size):
+            raise VerifyException(f"{cls.name}: dimension {axis} of {fmt(t)} does not divide into {round(1 / factor)} parts")
+        shape[axis] = int(size)
+        return tensor(shape, dtype_of(t))
+
+
+@irdl_op_definition
+class AllReduceOp(MeshOp):
+    """partial -> broadcast: every device gets the reduction of the group's values."""
+
+    name = "job.all_reduce"
+    reduction = prop_def(StringAttr, default_value=StringAttr("sum"))
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        cls.parts(props)
+        return types[0]
+
+
+@irdl_op_definition
+class AllGatherOp(MeshOp):
+    """split(axis) -> broadcast: the group's chunks concatenated (padding included) along `axis`."""
+
+    name = "job.all_gather"
+    axis = prop_def(IntegerAttr)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        return cls.scaled(types[0], props, "axis", cls.parts(props))
+
+
+@irdl_op_definition
+class ReduceScatterOp(MeshOp):
+    """partial -> split(axis): this device's chunk of the group's reduction."""
+
+    name = "job.reduce_scatter"
+    axis = prop_def(IntegerAttr)
+    reduction = prop_def(StringAttr, default_value=StringAttr("sum"))
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        return cls.scaled(types[0], props, "axis", 1 / cls.parts(props))
+
+
+@irdl_op_definition
+class AllToAllOp(MeshOp):
+    """split(concat_axis) -> split(split_axis): chunk k along `split_axis` goes to coordinate k."""
+
+    name = "job.all_to_all"
+    split_axis = prop_def(IntegerAttr)
+    concat_axis = prop_def(IntegerAttr)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        p = cls.parts(props)
+        return cls.scaled(cls.scaled(types[0], props, "split_axis", 1 / p), props, "concat_axis", p)
+
+
+@irdl_op_definition
+class ShardSliceOp(MeshOp):
+    """broadcast -> split(axis), no communication: this device's chunk, zero padded to ceil(size / parts)."""
+
+    name = "job.shard_slice"
+    axis = prop_def(IntegerAttr)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        shape = list(shape_of(types[0]))
+        axis = normalize_axis(integer(props, "axis"), len(shape), f"{cls.name} axis")
+        shape[axis] = -(-shape[axis] // cls.parts(props))
+        return tensor(shape, dtype_of(types[0]))
+
+
+@irdl_op_definition
+class ShardEmbedOp(MeshOp):
+    """split(axis) -> partial_sum, no communication: this device's chunk in place in zeros of the whole size."""
+
+    name = "job.shard_embed"
+    axis = prop_def(IntegerAttr)
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        expected = ShardSliceOp.infer([result], props)
+        if expected != types[0]:
+            raise VerifyException(f"{cls.name}: the chunk of {fmt(result)} is {fmt(expected)}, not {fmt(types[0])}")
+
+
+@irdl_op_definition
+class BroadcastToPartialOp(MeshOp):
+    """broadcast -> partial_sum, no communication: coordinate 0 keeps the value, the others hold zeros."""
+
+    name = "job.broadcast_to_partial"
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        cls.parts(props)
+        return types[0]
+
+
+@irdl_op_definition
+class PadOp(JobOp):
+    """Zeros after the end of each axis up to the result's size: an uneven chunk padded for a collective."""
+
+    name = "job.pad"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        a, b = shape_of(types[0]), shape_of(result)
+        if len(a) != len(b) or any(x > y for x, y in zip(a, b)) or dtype_of(types[0]) != dtype_of(result):
+            raise VerifyException(f"cannot pad {fmt(types[0])} to {fmt(result)}")
+
+
+PHYSICAL_OPS: list[type[Operation]] = [
+    AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, ShardSliceOp, ShardEmbedOp, BroadcastToPartialOp, PadOp,
+]  # fmt: skip
+
+
 # ----------------------------------------------------------------- functions
 
 
@@ -1165,4 +1315,4 @@ COMPUTE_OPS: list[type[Operation]] = [
     LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp, MinimizeOp, ApplyGradientsOp,
 ]  # fmt: skip
 
-Job = Dialect("job", [FuncOp, ReturnOp, *COMPUTE_OPS], [SbpAttr, NdSbpAttr, PlacementAttr])
+Job = Dialect("job", [FuncOp, ReturnOp, *COMPUTE_OPS, *PHYSICAL_OPS], [SbpAttr, NdSbpAttr, PlacementAttr])

@@ -262,3 +262,31 @@ job.func @located(%x: tensor<4x8xf32> loc("model.py":3:1)) -> tensor<4x8xf32> {
 // LOC-NEXT:    %b = job.tanh %a {{.*}} loc(unknown)
 // LOC-NEXT:    job.return %b : tensor<4x8xf32> loc("model.py":5:4)
 // LOC-NEXT:  } loc(unknown)
+
+// -----
+
+// Per-device ops (what lower-to-physical writes for job.boxing): a 2x2 mesh, uneven sizes padded.
+
+job.func @physical(%x: tensor<5x4xf32>) -> tensor<6x2xf32> {
+  %a = job.shard_slice %x {mesh = array<i64: 2, 2>, mesh_axis = 1 : i64, axis = 0 : i64} : (tensor<5x4xf32>) -> tensor<3x4xf32>
+  %b = job.all_gather %a {mesh = array<i64: 2, 2>, mesh_axis = 1 : i64, axis = 0 : i64} : (tensor<3x4xf32>) -> tensor<6x4xf32>
+  %c = job.all_reduce %b {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64, reduction = "max"} : (tensor<6x4xf32>) -> tensor<6x4xf32>
+  %d = job.all_to_all %c {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64, split_axis = 1 : i64, concat_axis = 0 : i64} : (tensor<6x4xf32>) -> tensor<12x2xf32>
+  %e = job.reduce_scatter %d {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64, axis = 0 : i64} : (tensor<12x2xf32>) -> tensor<6x2xf32>
+  %f = job.shard_embed %e {mesh = array<i64: 2, 2>, mesh_axis = 1 : i64, axis = 0 : i64} : (tensor<6x2xf32>) -> tensor<11x2xf32>
+  %g = job.pad %f : (tensor<11x2xf32>) -> tensor<12x2xf32>
+  %h = job.broadcast_to_partial %e {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64} : (tensor<6x2xf32>) -> tensor<6x2xf32>
+  job.return %h : tensor<6x2xf32>
+}
+
+// CHECK-LABEL: job.func @physical(%x: tensor<5x4xf32>) -> tensor<6x2xf32> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %a = job.shard_slice %x {mesh = array<i64: 2, 2>, mesh_axis = 1 : i64, axis = 0 : i64} : (tensor<5x4xf32>) -> tensor<3x4xf32>
+// CHECK-NEXT:    %b = job.all_gather %a {mesh = array<i64: 2, 2>, mesh_axis = 1 : i64, axis = 0 : i64} : (tensor<3x4xf32>) -> tensor<6x4xf32>
+// CHECK-NEXT:    %c = job.all_reduce %b {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64, reduction = "max"} : (tensor<6x4xf32>) -> tensor<6x4xf32>
+// CHECK-NEXT:    %d = job.all_to_all %c {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64, split_axis = 1 : i64, concat_axis = 0 : i64} : (tensor<6x4xf32>) -> tensor<12x2xf32>
+// CHECK-NEXT:    %e = job.reduce_scatter %d {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64, axis = 0 : i64} : (tensor<12x2xf32>) -> tensor<6x2xf32>
+// CHECK-NEXT:    %f = job.shard_embed %e {mesh = array<i64: 2, 2>, mesh_axis = 1 : i64, axis = 0 : i64} : (tensor<6x2xf32>) -> tensor<11x2xf32>
+// CHECK-NEXT:    %g = job.pad %f : (tensor<11x2xf32>) -> tensor<12x2xf32>
+// CHECK-NEXT:    %h = job.broadcast_to_partial %e {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64} : (tensor<6x2xf32>) -> tensor<6x2xf32>
+// CHECK-NEXT:    job.return %h : tensor<6x2xf32>
+// CHECK-NEXT:  }

@@ -651,3 +651,27 @@ job.func @f(%x: tensor<0x4xf32>) {
 
 %x = "test.op"() {p = #job.placement<cpu, ["0:0-99999999999"]>} : () -> tensor<4xf32>
 // CHECK: name more than 65536 devices
+
+// -----
+
+// A reduce_scatter over a dimension the group does not divide (lower-to-physical pads first).
+
+%a = "test.op"() : () -> tensor<5x4xf32>
+%b = job.reduce_scatter %a {mesh = array<i64: 2>, mesh_axis = 0 : i64, axis = 0 : i64} : (tensor<5x4xf32>) -> tensor<2x4xf32>
+// CHECK: job.reduce_scatter: dimension 0 of tensor<5x4xf32> does not divide into 2 parts
+
+// -----
+
+// A mesh axis the mesh does not have.
+
+%a = "test.op"() : () -> tensor<4xf32>
+%b = job.all_reduce %a {mesh = array<i64: 2, 2>, mesh_axis = 2 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK: job.all_reduce: mesh_axis 2 of the mesh [2, 2] is not a mesh axis
+
+// -----
+
+// shard_embed of a piece that is not the chunk of its result.
+
+%a = "test.op"() : () -> tensor<2x4xf32>
+%b = job.shard_embed %a {mesh = array<i64: 4>, mesh_axis = 0 : i64, axis = 0 : i64} : (tensor<2x4xf32>) -> tensor<9x4xf32>
+// CHECK: job.shard_embed: the chunk of tensor<9x4xf32> is tensor<3x4xf32>, not tensor<2x4xf32>
