@@ -228,6 +228,12 @@ def _rebuild(node: Any, arrays: Sequence[np.ndarray], devices: int) -> Any:
     return {k: _rebuild(n, arrays, devices) for k, n in node[1]}
 
 
+def _joined(pieces: Sequence[np.ndarray], rows: int) -> np.ndarray:
+    """The split(0) value of `rows` rows from every device's piece, padding cut off (ceil-sized chunks)."""
+    chunk = -(-rows // len(pieces))
+    return np.concatenate([p[: max(0, min(chunk, rows - r * chunk))] for r, p in enumerate(pieces)])
+
+
 def leaf_value(kind: str, array: np.ndarray, devices: int = 1) -> Any:
     """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device.
 
@@ -347,6 +353,7 @@ class JobFunction:
             for located in (ret, trace.func, *trace.block.args):
                 located.location = loc
         trace.block.add_op(ret)
+        self._output_rows = [shape_of(v.type)[0] if shape_of(v.type) else 1 for v in values]
         self._distribute(trace, values)
         trace.func.properties["function_type"] = FunctionType.from_lists(
             [a.type for a in trace.block.args], [v.type for v in values]
@@ -464,8 +471,7 @@ class JobFunction:
                                     f"array each ([[array], ...]), got {_what(item)} for device {i}")
             arrays = [item[0] for item in value]
         pieces = [self._checked(name if devices == 1 else f"{name}[{i}]", spec, a, copy) for i, a in enumerate(arrays)]
-        # The mirrored view's devices hold consecutive rows of the job's input: split(0) cuts them apart again.
-        flat.append(pieces[0] if devices == 1 else np.concatenate(pieces))
+        flat.append(pieces[0] if devices == 1 else pieces)  # mirrored: each device's piece of the split(0) input
 
     def _checked(self, name: str, spec: Any, array: Any, copy: bool) -> np.ndarray:
         """One array of the placeholder's (per-device) shape and dtype, contiguous (copied if `copy`)."""
@@ -484,8 +490,10 @@ class JobFunction:
             )
         return np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array)
 
-    def _run(self, inputs: list[np.ndarray]) -> Any:
+    def _run(self, inputs: list[Any]) -> Any:
         outputs = (self._exe or self.executable())(inputs)
+        if self.devices > 1:  # mirrored: each output is every device's (padded) piece of its split(0) value
+            outputs = [_joined(pieces, rows) for pieces, rows in zip(outputs, self._output_rows)]
         for (handler, kind), array in zip(self._watchers, outputs[self.output_count :]):
             handler(leaf_value(kind, array, self.devices))
         return _rebuild(self._out, outputs[: self.output_count], self.devices)
@@ -508,7 +516,7 @@ class JobFunction:
                 from irflow.target import decide_target
 
                 target, session.gpu_warned = decide_target(self.module, session.gpu_warned)
-                self._exe = compile_job(self.module, self.job_name, session.store_for(target), target)
+                self._exe = compile_job(self.module, self.job_name, session.store_for(target, self.job_name), target)
                 self._dump(os.environ.get(DUMP_ENV))
             return self._exe
 
