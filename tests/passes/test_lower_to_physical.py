@@ -190,3 +190,75 @@ def test_a_placement_change_is_a_located_error() -> None:
     )
     with pytest.raises(CompileError, match=r"model.py:7:5: error: moving a value from .* is not supported yet"):
         run_pipeline(parse_module(text), "lower-to-physical")
+
+
+def run_job(text: str, mesh, inputs, seed: int = 0):
+    module = parse_module(text)
+    run_pipeline(module, "lower-to-physical,convert-job-to-buffer,plan-memory")
+    variables = LogicalVariables(mesh, seed=seed)
+    return SpmdExecutor(module.body.block.first_op, variables)(inputs), variables
+
+
+PLACE2 = '#job.placement<cpu, ["0:0-1"]>'
+
+
+def test_mean_over_a_split_axis_divides_by_the_logical_count() -> None:
+    text = f"""
+job.func @mean(%x: tensor<6x4xf64>) -> tensor<4xf64> attributes {{placement = {PLACE2}, view = "consistent"}} {{
+  %m = job.reduce_mean %x {{axes = array<i64: 0>, sbp = #job.nd_sbp<[partial_sum]>, sbp_in = [#job.nd_sbp<[split(0)]>]}} : (tensor<6x4xf64>) -> tensor<4xf64>
+  %b = job.boxing %m {{src_sbp = #job.nd_sbp<[partial_sum]>, sbp = #job.nd_sbp<[broadcast]>}} : (tensor<4xf64>) -> tensor<4xf64>
+  job.return %b : tensor<4xf64>
+}}"""
+    x = np.random.default_rng(0).standard_normal((6, 4))
+    (mean,), _ = run_job(text, (2,), [x])
+    np.testing.assert_allclose(mean, x.mean(0), rtol=1e-12)
+
+
+def test_a_partial_source_is_counted_once() -> None:
+    text = f"""
+job.func @bias(%x: tensor<3x4xf64>) -> tensor<3x4xf64> attributes {{placement = {PLACE2}, arg_sbp = [#job.nd_sbp<[partial_sum]>], view = "consistent"}} {{
+  %f = job.fill {{value = 2.0 : f64, sbp = #job.nd_sbp<[partial_sum]>}} : tensor<3x4xf64>
+  %y = job.add %x, %f {{sbp = #job.nd_sbp<[partial_sum]>}} : (tensor<3x4xf64>, tensor<3x4xf64>) -> tensor<3x4xf64>
+  %b = job.boxing %y {{src_sbp = #job.nd_sbp<[partial_sum]>, sbp = #job.nd_sbp<[broadcast]>}} : (tensor<3x4xf64>) -> tensor<3x4xf64>
+  job.return %b : tensor<3x4xf64>
+}}"""
+    x = np.random.default_rng(1).standard_normal((3, 4))
+    (y,), _ = run_job(text, (2,), [x])
+    np.testing.assert_allclose(y, x + 2.0, rtol=1e-12)
+
+
+def test_model_parallel_variable_starts_from_the_one_device_value() -> None:
+    from irflow.runtime.variables import VariableStore
+
+    place = '#job.placement<cpu, ["0:0-2"]>'
+    text = f"""
+job.func @mp(%x: tensor<5x4xf64>) -> tensor<5x7xf64> attributes {{placement = {place}, arg_sbp = [#job.nd_sbp<[broadcast]>], view = "consistent"}} {{
+  %w = job.variable {{name = "w", initializer = {{kind = "random_normal"}}, sbp = #job.nd_sbp<[split(1)]>}} : tensor<4x7xf64>
+  %y = job.matmul %x, %w {{sbp = #job.nd_sbp<[split(1)]>}} : (tensor<5x4xf64>, tensor<4x7xf64>) -> tensor<5x7xf64>
+  %b = job.boxing %y {{src_sbp = #job.nd_sbp<[split(1)]>, sbp = #job.nd_sbp<[broadcast]>}} : (tensor<5x7xf64>) -> tensor<5x7xf64>
+  job.return %b : tensor<5x7xf64>
+}}"""
+    x = np.random.default_rng(2).standard_normal((5, 4))
+    (y,), variables = run_job(text, (3,), [x], seed=9)
+    one = VariableStore(seed=9)
+    one.ensure("w", (4, 7), np.dtype(np.float64), {"kind": "random_normal"}, True)
+    np.testing.assert_array_equal(variables["w"], one["w"])
+    assert [s["w"].shape for s in variables.shards] == [(4, 3)] * 3
+    np.testing.assert_allclose(y, x @ one["w"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("op, attrs, message", [
+    ("reduce_sum", "axes = array<i64: 0>", "reduces over axis 0 of size 5, split unevenly over 2 devices"),
+    ("softmax", "axis = 0 : i64", "normalizes over axis 0, which is split"),
+], ids=["uneven-reduce", "split-softmax"])  # fmt: skip
+def test_inexact_per_device_ops_are_located_errors(op, attrs, message) -> None:
+    out = "tensor<4xf64>" if op == "reduce_sum" else "tensor<5xf64>"
+    sbp = "partial_sum" if op == "reduce_sum" else "split(0)"
+    shape = "tensor<5x4xf64>" if op == "reduce_sum" else "tensor<5xf64>"
+    text = f"""
+job.func @bad(%x: {shape}) -> {out} attributes {{placement = {PLACE2}}} {{
+  %m = job.{op} %x {{{attrs}, sbp = #job.nd_sbp<[{sbp}]>, sbp_in = [#job.nd_sbp<[split(0)]>]}} : ({shape}) -> {out} loc("model.py":30:9)
+  job.return %m : {out}
+}}"""
+    with pytest.raises(CompileError, match=f"model.py:30:9: error: 'job.{op}' {message}"):
+        run_pipeline(parse_module(text), "lower-to-physical")
