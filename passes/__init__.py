@@ -19,6 +19,12 @@ def _optimizer() -> type[ModulePass]:
     return OptimizerPass
 
 
+def _lower_to_physical() -> type[ModulePass]:
+    from irflow.passes.lower_to_physical import LowerToPhysicalPass
+
+    return LowerToPhysicalPass
+
+
 def _convert_job_to_buffer() -> type[ModulePass]:
     from irflow.passes.convert_job_to_buffer import ConvertJobToBufferPass
 
@@ -35,6 +41,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "autodiff": _autodiff,
         "optimizer": _optimizer,
+        "lower-to-physical": _lower_to_physical,
         "convert-job-to-buffer": _convert_job_to_buffer,
         "plan-memory": _plan_memory,
     }

@@ -291,6 +291,8 @@ job.func @physical(%x: tensor<5x4xf32>) -> tensor<6x2xf32> {
 // CHECK-NEXT:    job.return %h : tensor<6x2xf32>
 // CHECK-NEXT:  }
 
+// -----
+
 // Distribution: a boxing (logically the identity) between SBPs and placements,
 // with the discardable attributes sbp-infer and insert-boxing write.
 
