@@ -19,6 +19,18 @@ def _optimizer() -> type[ModulePass]:
     return OptimizerPass
 
 
+def _sbp_infer() -> type[ModulePass]:
+    from irflow.passes.sbp_infer import SbpInferPass
+
+    return SbpInferPass
+
+
+def _insert_boxing() -> type[ModulePass]:
+    from irflow.passes.insert_boxing import InsertBoxingPass
+
+    return InsertBoxingPass
+
+
 def _convert_job_to_buffer() -> type[ModulePass]:
     from irflow.passes.convert_job_to_buffer import ConvertJobToBufferPass
 
@@ -35,6 +47,8 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "autodiff": _autodiff,
         "optimizer": _optimizer,
+        "sbp-infer": _sbp_infer,
+        "insert-boxing": _insert_boxing,
         "convert-job-to-buffer": _convert_job_to_buffer,
         "plan-memory": _plan_memory,
     }
