@@ -69,5 +69,7 @@ def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
 
 # What a job goes through from trace to execution; `irflow-opt -p` takes the same names.
-TRAIN_PIPELINE = "autodiff,optimizer,cse,convert-job-to-buffer,plan-memory"
-PREDICT_PIPELINE = "cse,convert-job-to-buffer,plan-memory"
+# On one device sbp-infer makes everything broadcast, insert-boxing adds nothing and lower-to-physical
+# changes nothing; on many, they turn the logical job into the one program every device runs.
+TRAIN_PIPELINE = "autodiff,optimizer,cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,plan-memory"
+PREDICT_PIPELINE = "cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,plan-memory"
