@@ -34,10 +34,11 @@ from xdsl.dialects.builtin import ArrayAttr, FloatAttr, FunctionType, ModuleOp, 
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
+from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects import job
 from irflow.dialects.mesh import local_shape
-from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
 from irflow.errors import CompileError, source_location
 
 B = SbpAttr("broadcast")
@@ -47,6 +48,17 @@ ONE_DEVICE = PlacementAttr("cpu", ["0:0"])
 def default_arg_sbp(rank: int, mesh: Sequence[int]) -> NdSbpAttr:
     """Inputs without a hint are split along their first axis on every mesh axis (whole if scalar)."""
     return NdSbpAttr([SbpAttr("split", 0) if rank else B] * len(mesh))
+
+
+def _prod(dims: Sequence[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def _operands_text(sbps: Sequence[NdSbpAttr]) -> str:
+    return "(" + ", ".join(nd_text(nd) for nd in sbps) + ")"
 
 
 def _split_axes(*parts: SbpAttr) -> set[int]:
@@ -146,6 +158,13 @@ class _Physical:
             self.partial_source(op, sbp)
             return
         self.retype(op.results[0], sbp, op)
+        try:
+            op.verify_()
+        except VerifyException as e:
+            raise CompileError(
+                f"'{op.name}' with sbp {_operands_text(self.sbp_in(op))} -> {nd_text(sbp)} does not fit per-device pieces: {e}",
+                source_location(op),
+            ) from e
         if isinstance(op, job.ReduceMeanOp) and self.reduced_axes(op) & _split_axes(*self.sbp_in(op)[0].components):
             self.mean_over_split_axis(op)
 
@@ -166,6 +185,15 @@ class _Physical:
                 if (start[axis], stop[axis], step[axis]) != (0, full[axis], 1):
                     raise CompileError(
                         f"'{op.name}' slices axis {axis}, which is split: per-device slices would differ", source_location(op)
+                    )
+        if isinstance(op, job.ReshapeOp):
+            out = job.shape_of(op.res.type)
+            for c_in, c_out in zip(ins[0].components, sbp.components):
+                i, j = c_in.axis.data, c_out.axis.data
+                if c_in.kind.data == "split" and c_out.kind.data == "split" and _prod(shapes[0][:i]) != _prod(out[:j]):
+                    raise CompileError(
+                        f"'{op.name}' of {shapes[0]} to {out}: {c_in} does not map to {c_out}, the pieces would differ",
+                        source_location(op),
                     )
         if isinstance(op, job.CrossEntropyOp | job.SoftmaxLikeOp) and len(shapes[0]) - 1 in split_in:
             raise CompileError(

@@ -262,3 +262,36 @@ job.func @bad(%x: {shape}) -> {out} attributes {{placement = {PLACE2}}} {{
 }}"""
     with pytest.raises(CompileError, match=f"model.py:30:9: error: 'job.{op}' {message}"):
         run_pipeline(parse_module(text), "lower-to-physical")
+
+
+@pytest.mark.parametrize("src, dst, sbp_out, ok", [
+    ("4x6", "24", "split(0)", True),
+    ("4x6", "8x3", "split(0)", True),
+    ("2x8", "16", "split(0)", False),  # rank 0 holds a column block: not the first half of the flat vector
+], ids=["flatten", "regroup", "columns"])  # fmt: skip
+def test_a_reshape_keeps_a_split_only_where_the_pieces_agree(src, dst, sbp_out, ok) -> None:
+    sbp_in = "split(0)" if src == "4x6" else "split(1)"
+    text = f"""
+job.func @r(%x: tensor<{src}xf64>) -> tensor<{dst}xf64> attributes {{placement = {PLACE2}, arg_sbp = [#job.nd_sbp<[{sbp_in}]>], view = "consistent"}} {{
+  %y = job.reshape %x {{sbp = #job.nd_sbp<[{sbp_out}]>, sbp_in = [#job.nd_sbp<[{sbp_in}]>]}} : (tensor<{src}xf64>) -> tensor<{dst}xf64> loc("model.py":40:2)
+  %b = job.boxing %y {{src_sbp = #job.nd_sbp<[{sbp_out}]>, sbp = #job.nd_sbp<[broadcast]>}} : (tensor<{dst}xf64>) -> tensor<{dst}xf64>
+  job.return %b : tensor<{dst}xf64>
+}}"""
+    if not ok:
+        with pytest.raises(CompileError, match="model.py:40:2: error: 'job.reshape' of \\(2, 8\\) to \\(16,\\): split\\(1\\) does not map"):
+            run_pipeline(parse_module(text), "lower-to-physical")
+        return
+    x = np.arange(24.0).reshape(4, 6)
+    (y,), _ = run_job(text, (2,), [x])
+    np.testing.assert_array_equal(y, x.reshape([int(d) for d in dst.split("x")]))
+
+
+def test_pieces_that_do_not_fit_the_op_are_a_located_error() -> None:
+    text = f"""
+job.func @r(%x: tensor<5x4xf64>) -> tensor<20xf64> attributes {{placement = {PLACE2}}} {{
+  %y = job.reshape %x {{sbp = #job.nd_sbp<[split(0)]>, sbp_in = [#job.nd_sbp<[split(0)]>]}} : (tensor<5x4xf64>) -> tensor<20xf64> loc("model.py":41:2)
+  job.return %y : tensor<20xf64>
+}}"""
+    with pytest.raises(CompileError, match=r"model.py:41:2: error: 'job.reshape' with sbp \(\[split\(0\)\]\) -> \[split\(0\)\] "
+                       r"does not fit per-device pieces: cannot reshape tensor<3x4xf64> to tensor<10xf64>"):
+        run_pipeline(parse_module(text), "lower-to-physical")
