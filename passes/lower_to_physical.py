@@ -86,7 +86,7 @@ class _Physical:
             return
         # Logical operand shapes, read before any value gets its per-device type.
         self.logical_in = {op: [job.shape_of(v.type) for v in op.operands] for op in block.ops}
-        arg_sbp = self.argument_sbp()
+        self.arg_sbp = arg_sbp = self.argument_sbp()
         logical_args = [job.shape_of(a.type) for a in block.args]
         logical_results = [job.shape_of(t) for t in self.func.function_type.outputs]
         for arg, sbp in zip(list(block.args), arg_sbp):
@@ -99,7 +99,7 @@ class _Physical:
         attrs["mesh"] = job.i64_array(self.mesh)
         attrs["arg_sbp"] = ArrayAttr(arg_sbp)
         attrs["arg_shapes"] = ArrayAttr([job.i64_array(s) for s in logical_args])
-        attrs["result_sbp"] = ArrayAttr([self.sbp_of(v, ret) for v in ret.operands])
+        attrs["result_sbp"] = ArrayAttr([self.sbp_of(v) for v in ret.operands])
         attrs["result_shapes"] = ArrayAttr([job.i64_array(s) for s in logical_results])
         self.func.properties["function_type"] = FunctionType.from_lists(
             [a.type for a in block.args], [v.type for v in ret.operands]
@@ -118,14 +118,14 @@ class _Physical:
             return list(given.data)  # type: ignore[arg-type]
         return [default_arg_sbp(len(job.shape_of(a.type)), self.mesh) for a in args]
 
-    def sbp_of(self, value: SSAValue, user: Operation) -> NdSbpAttr:
+    def sbp_of(self, value: SSAValue) -> NdSbpAttr:
         owner = value.owner
         if isinstance(owner, Operation):
             sbp = owner.properties.get("sbp")
             if not isinstance(sbp, NdSbpAttr):
                 raise CompileError(f"'{owner.name}' has no sbp: run sbp-infer before lower-to-physical", source_location(owner))
             return sbp
-        return self.argument_sbp()[value.index]  # type: ignore[union-attr]
+        return self.arg_sbp[value.index]  # type: ignore[union-attr]
 
     def local(self, logical: Sequence[int], sbp: NdSbpAttr | Sequence[SbpAttr], where: Operation) -> tuple[int, ...]:
         try:
@@ -149,11 +149,10 @@ class _Physical:
             return
         if not isinstance(op, job.JobOp) or not op.results:
             return
-        sbp = self.sbp_of(op.results[0], op)
-        logical = job.shape_of(op.results[0].type)
+        sbp = self.sbp_of(op.results[0])
         self.check_exact(op, sbp)
         if isinstance(op, job.VariableOp):
-            op.attributes["logical_shape"] = job.i64_array(logical)
+            op.attributes["logical_shape"] = job.i64_array(job.shape_of(op.res.type))
         if isinstance(op, job.NullaryOp) and any(c.kind.data == "partial_sum" for c in sbp.components):
             self.partial_source(op, sbp)
             return
@@ -172,7 +171,7 @@ class _Physical:
         given = op.attributes.get("sbp_in")
         if isinstance(given, ArrayAttr):
             return list(given.data)  # type: ignore[arg-type]
-        return [self.sbp_of(v, op) for v in op.operands]
+        return [self.sbp_of(v) for v in op.operands]
 
     def check_exact(self, op: job.JobOp, sbp: NdSbpAttr) -> None:
         """Refuse the few signatures whose per-device op would not compute the logical result."""
