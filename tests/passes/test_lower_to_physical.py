@@ -295,3 +295,12 @@ job.func @r(%x: tensor<5x4xf64>) -> tensor<20xf64> attributes {{placement = {PLA
     with pytest.raises(CompileError, match=r"model.py:41:2: error: 'job.reshape' with sbp \(\[split\(0\)\]\) -> \[split\(0\)\] "
                        r"does not fit per-device pieces: cannot reshape tensor<3x4xf64> to tensor<10xf64>"):
         run_pipeline(parse_module(text), "lower-to-physical")
+
+
+def test_the_program_does_not_grow_with_the_device_count() -> None:
+    sizes = []
+    for p in (2, 1024):
+        module = parse_module(boxing_job((4096, 3), [S0], [S1], (p,)))
+        run_pipeline(module, "lower-to-physical,convert-job-to-buffer")
+        sizes.append(sum(1 for _ in module.walk()))
+    assert sizes[0] == sizes[1]
