@@ -19,6 +19,18 @@ def _optimizer() -> type[ModulePass]:
     return OptimizerPass
 
 
+def _sbp_infer() -> type[ModulePass]:
+    from irflow.passes.sbp_infer import SbpInferPass
+
+    return SbpInferPass
+
+
+def _insert_boxing() -> type[ModulePass]:
+    from irflow.passes.insert_boxing import InsertBoxingPass
+
+    return InsertBoxingPass
+
+
 def _lower_to_physical() -> type[ModulePass]:
     from irflow.passes.lower_to_physical import LowerToPhysicalPass
 
@@ -41,6 +53,8 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "autodiff": _autodiff,
         "optimizer": _optimizer,
+        "sbp-infer": _sbp_infer,
+        "insert-boxing": _insert_boxing,
         "lower-to-physical": _lower_to_physical,
         "convert-job-to-buffer": _convert_job_to_buffer,
         "plan-memory": _plan_memory,
