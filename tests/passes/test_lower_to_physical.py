@@ -15,6 +15,7 @@ import pytest
 
 from irflow.compiler import run_pipeline
 from irflow.dialects import buffer, job
+from irflow.dialects.mesh import local_shape
 from irflow.dialects.sbp import NdSbpAttr, SbpAttr
 from irflow.errors import CompileError
 from irflow.runtime.spmd import SpmdExecutor
@@ -304,3 +305,51 @@ def test_the_program_does_not_grow_with_the_device_count() -> None:
         run_pipeline(module, "lower-to-physical,convert-job-to-buffer")
         sizes.append(sum(1 for _ in module.walk()))
     assert sizes[0] == sizes[1]
+
+
+TRAIN = """
+job.func @train(%x: tensor<{b}x6xf64>, %y: tensor<{b}xi32>) -> tensor<{b}xf64> attributes {{job_type = "train"{placement}}} {{
+  %w1 = job.variable {{name = "w1", initializer = {{kind = "random_normal"}}{hint}}} : tensor<8x6xf64>
+  %h = job.matmul %x, %w1 {{transpose_b = true}} : (tensor<{b}x6xf64>, tensor<8x6xf64>) -> tensor<{b}x8xf64>
+  %b1 = job.variable {{name = "b1", initializer = {{kind = "constant", value = 0.1 : f64}}}} : tensor<8xf64>
+  %hb = job.bias_add %h, %b1 : (tensor<{b}x8xf64>, tensor<8xf64>) -> tensor<{b}x8xf64>
+  %r = job.relu %hb : (tensor<{b}x8xf64>) -> tensor<{b}x8xf64>
+  %w2 = job.variable {{name = "w2", initializer = {{kind = "random_normal"}}}} : tensor<3x8xf64>
+  %o = job.matmul %r, %w2 {{transpose_b = true}} : (tensor<{b}x8xf64>, tensor<3x8xf64>) -> tensor<{b}x3xf64>
+  %loss = job.sparse_softmax_cross_entropy %o, %y : (tensor<{b}x3xf64>, tensor<{b}xi32>) -> tensor<{b}xf64>
+  job.minimize %loss {{optimizer = {{kind = "sgd", momentum = 0.0 : f64, lr = {{kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}}}}} : tensor<{b}xf64>
+  job.return %loss : tensor<{b}xf64>
+}}"""
+
+
+def train(devices: int, batch: int, hint: str, steps: int = 3):
+    from irflow.compiler import compile_job
+    from irflow.dialects.sbp import PlacementAttr
+    from irflow.runtime.variables import VariableStore
+    from irflow.target import Target
+
+    placement = f', placement = #job.placement<cpu, ["0:0-{devices - 1}"]>' if devices > 1 else ""
+    attrs = f', sbp = #job.nd_sbp<[{hint}]>, sbp_origin = "hint"' if hint and devices > 1 else ""
+    text = TRAIN.format(b=batch, placement=placement, hint=attrs)
+    store = LogicalVariables((devices,), seed=3) if devices > 1 else VariableStore(seed=3)
+    pipeline = "autodiff,optimizer,cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,plan-memory"
+    exe = compile_job(parse_module(text), "train", store, Target("cpu", PlacementAttr("cpu", [f"0:0-{devices - 1}"])), pipeline)
+    rng = np.random.default_rng(0)
+    losses = [exe([rng.standard_normal((batch, 6)), rng.integers(0, 3, batch).astype(np.int32)])[0] for _ in range(steps)]
+    if hint and devices > 1:  # the hinted weight lives in pieces: model parallel
+        assert store.shards[0]["w1"].shape == local_shape((8, 6), [SbpAttr("split", int(hint[6]))], (devices,))
+    return losses, store.snapshot()
+
+
+@pytest.mark.parametrize("hint", ["", "split(0)", "split(1)"], ids=["inferred", "w1-split-out", "w1-split-in"])
+@pytest.mark.parametrize("batch", [12, 10], ids=["even", "uneven"])
+def test_train_steps_on_many_devices_equal_one_device(hint, batch) -> None:
+    """The whole pipeline (autodiff to plan-memory) with sbp-infer's plan: same losses and variables as one device."""
+    losses, variables = train(1, batch, hint)
+    for devices in (2, 3, 4):
+        many_losses, many = train(devices, batch, hint)
+        for a, b in zip(losses, many_losses):
+            np.testing.assert_allclose(b, a, rtol=1e-10)
+        assert sorted(many) == sorted(variables)
+        for name in variables:
+            np.testing.assert_allclose(many[name], variables[name], rtol=1e-10, err_msg=name)
