@@ -34,10 +34,11 @@ from xdsl.dialects.builtin import ArrayAttr, FloatAttr, FunctionType, ModuleOp, 
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
+from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects import job
 from irflow.dialects.mesh import local_shape
-from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
 from irflow.errors import CompileError, source_location
 
 B = SbpAttr("broadcast")
@@ -47,6 +48,17 @@ ONE_DEVICE = PlacementAttr("cpu", ["0:0"])
 def default_arg_sbp(rank: int, mesh: Sequence[int]) -> NdSbpAttr:
     """Inputs without a hint are split along their first axis on every mesh axis (whole if scalar)."""
     return NdSbpAttr([SbpAttr("split", 0) if rank else B] * len(mesh))
+
+
+def _prod(dims: Sequence[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
+def _operands_text(sbps: Sequence[NdSbpAttr]) -> str:
+    return "(" + ", ".join(nd_text(nd) for nd in sbps) + ")"
 
 
 def _split_axes(*parts: SbpAttr) -> set[int]:
@@ -74,7 +86,7 @@ class _Physical:
             return
         # Logical operand shapes, read before any value gets its per-device type.
         self.logical_in = {op: [job.shape_of(v.type) for v in op.operands] for op in block.ops}
-        arg_sbp = self.argument_sbp()
+        self.arg_sbp = arg_sbp = self.argument_sbp()
         logical_args = [job.shape_of(a.type) for a in block.args]
         logical_results = [job.shape_of(t) for t in self.func.function_type.outputs]
         for arg, sbp in zip(list(block.args), arg_sbp):
@@ -87,7 +99,7 @@ class _Physical:
         attrs["mesh"] = job.i64_array(self.mesh)
         attrs["arg_sbp"] = ArrayAttr(arg_sbp)
         attrs["arg_shapes"] = ArrayAttr([job.i64_array(s) for s in logical_args])
-        attrs["result_sbp"] = ArrayAttr([self.sbp_of(v, ret) for v in ret.operands])
+        attrs["result_sbp"] = ArrayAttr([self.sbp_of(v) for v in ret.operands])
         attrs["result_shapes"] = ArrayAttr([job.i64_array(s) for s in logical_results])
         self.func.properties["function_type"] = FunctionType.from_lists(
             [a.type for a in block.args], [v.type for v in ret.operands]
@@ -106,14 +118,14 @@ class _Physical:
             return list(given.data)  # type: ignore[arg-type]
         return [default_arg_sbp(len(job.shape_of(a.type)), self.mesh) for a in args]
 
-    def sbp_of(self, value: SSAValue, user: Operation) -> NdSbpAttr:
+    def sbp_of(self, value: SSAValue) -> NdSbpAttr:
         owner = value.owner
         if isinstance(owner, Operation):
             sbp = owner.properties.get("sbp")
             if not isinstance(sbp, NdSbpAttr):
                 raise CompileError(f"'{owner.name}' has no sbp: run sbp-infer before lower-to-physical", source_location(owner))
             return sbp
-        return self.argument_sbp()[value.index]  # type: ignore[union-attr]
+        return self.arg_sbp[value.index]  # type: ignore[union-attr]
 
     def local(self, logical: Sequence[int], sbp: NdSbpAttr | Sequence[SbpAttr], where: Operation) -> tuple[int, ...]:
         try:
@@ -137,15 +149,21 @@ class _Physical:
             return
         if not isinstance(op, job.JobOp) or not op.results:
             return
-        sbp = self.sbp_of(op.results[0], op)
-        logical = job.shape_of(op.results[0].type)
+        sbp = self.sbp_of(op.results[0])
         self.check_exact(op, sbp)
         if isinstance(op, job.VariableOp):
-            op.attributes["logical_shape"] = job.i64_array(logical)
+            op.attributes["logical_shape"] = job.i64_array(job.shape_of(op.res.type))
         if isinstance(op, job.NullaryOp) and any(c.kind.data == "partial_sum" for c in sbp.components):
             self.partial_source(op, sbp)
             return
         self.retype(op.results[0], sbp, op)
+        try:
+            op.verify_()
+        except VerifyException as e:
+            raise CompileError(
+                f"'{op.name}' with sbp {_operands_text(self.sbp_in(op))} -> {nd_text(sbp)} does not fit per-device pieces: {e}",
+                source_location(op),
+            ) from e
         if isinstance(op, job.ReduceMeanOp) and self.reduced_axes(op) & _split_axes(*self.sbp_in(op)[0].components):
             self.mean_over_split_axis(op)
 
@@ -153,7 +171,7 @@ class _Physical:
         given = op.attributes.get("sbp_in")
         if isinstance(given, ArrayAttr):
             return list(given.data)  # type: ignore[arg-type]
-        return [self.sbp_of(v, op) for v in op.operands]
+        return [self.sbp_of(v) for v in op.operands]
 
     def check_exact(self, op: job.JobOp, sbp: NdSbpAttr) -> None:
         """Refuse the few signatures whose per-device op would not compute the logical result."""
@@ -166,6 +184,15 @@ class _Physical:
                 if (start[axis], stop[axis], step[axis]) != (0, full[axis], 1):
                     raise CompileError(
                         f"'{op.name}' slices axis {axis}, which is split: per-device slices would differ", source_location(op)
+                    )
+        if isinstance(op, job.ReshapeOp):
+            out = job.shape_of(op.res.type)
+            for c_in, c_out in zip(ins[0].components, sbp.components):
+                i, j = c_in.axis.data, c_out.axis.data
+                if c_in.kind.data == "split" and c_out.kind.data == "split" and _prod(shapes[0][:i]) != _prod(out[:j]):
+                    raise CompileError(
+                        f"'{op.name}' of {shapes[0]} to {out}: {c_in} does not map to {c_out}, the pieces would differ",
+                        source_location(op),
                     )
         if isinstance(op, job.CrossEntropyOp | job.SoftmaxLikeOp) and len(shapes[0]) - 1 in split_in:
             raise CompileError(

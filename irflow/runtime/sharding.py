@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -87,7 +86,6 @@ class Layout:
         return f"[{', '.join(str(c) for c in self.sbp)}] on mesh {list(self.mesh)}"
 
 
-def _window(sizes: Sequence[int], starts: Sequence[int] | None = None) -> tuple[Any, ...]:
-    """The index of a region; it ends with `...` so that a rank-0 value gives a view, not a scalar."""
+def _window(sizes: Sequence[int], starts: Sequence[int] | None = None) -> tuple[slice, ...]:
     starts = starts or (0,) * len(sizes)
-    return (*(slice(a, a + n) for a, n in zip(starts, sizes)), ...)
+    return (*(slice(a, a + n) for a, n in zip(starts, sizes)), ...)  # `...`: a view even of a 0-d array

@@ -15,6 +15,7 @@ import pytest
 
 from irflow.compiler import run_pipeline
 from irflow.dialects import buffer, job
+from irflow.dialects.mesh import local_shape
 from irflow.dialects.sbp import NdSbpAttr, SbpAttr
 from irflow.errors import CompileError
 from irflow.runtime.spmd import SpmdExecutor
@@ -262,3 +263,93 @@ job.func @bad(%x: {shape}) -> {out} attributes {{placement = {PLACE2}}} {{
 }}"""
     with pytest.raises(CompileError, match=f"model.py:30:9: error: 'job.{op}' {message}"):
         run_pipeline(parse_module(text), "lower-to-physical")
+
+
+@pytest.mark.parametrize("src, dst, sbp_out, ok", [
+    ("4x6", "24", "split(0)", True),
+    ("4x6", "8x3", "split(0)", True),
+    ("2x8", "16", "split(0)", False),  # rank 0 holds a column block: not the first half of the flat vector
+], ids=["flatten", "regroup", "columns"])  # fmt: skip
+def test_a_reshape_keeps_a_split_only_where_the_pieces_agree(src, dst, sbp_out, ok) -> None:
+    sbp_in = "split(0)" if src == "4x6" else "split(1)"
+    text = f"""
+job.func @r(%x: tensor<{src}xf64>) -> tensor<{dst}xf64> attributes {{placement = {PLACE2}, arg_sbp = [#job.nd_sbp<[{sbp_in}]>], view = "consistent"}} {{
+  %y = job.reshape %x {{sbp = #job.nd_sbp<[{sbp_out}]>, sbp_in = [#job.nd_sbp<[{sbp_in}]>]}} : (tensor<{src}xf64>) -> tensor<{dst}xf64> loc("model.py":40:2)
+  %b = job.boxing %y {{src_sbp = #job.nd_sbp<[{sbp_out}]>, sbp = #job.nd_sbp<[broadcast]>}} : (tensor<{dst}xf64>) -> tensor<{dst}xf64>
+  job.return %b : tensor<{dst}xf64>
+}}"""
+    if not ok:
+        with pytest.raises(CompileError, match="model.py:40:2: error: 'job.reshape' of \\(2, 8\\) to \\(16,\\): split\\(1\\) does not map"):
+            run_pipeline(parse_module(text), "lower-to-physical")
+        return
+    x = np.arange(24.0).reshape(4, 6)
+    (y,), _ = run_job(text, (2,), [x])
+    np.testing.assert_array_equal(y, x.reshape([int(d) for d in dst.split("x")]))
+
+
+def test_pieces_that_do_not_fit_the_op_are_a_located_error() -> None:
+    text = f"""
+job.func @r(%x: tensor<5x4xf64>) -> tensor<20xf64> attributes {{placement = {PLACE2}}} {{
+  %y = job.reshape %x {{sbp = #job.nd_sbp<[split(0)]>, sbp_in = [#job.nd_sbp<[split(0)]>]}} : (tensor<5x4xf64>) -> tensor<20xf64> loc("model.py":41:2)
+  job.return %y : tensor<20xf64>
+}}"""
+    with pytest.raises(CompileError, match=r"model.py:41:2: error: 'job.reshape' with sbp \(\[split\(0\)\]\) -> \[split\(0\)\] "
+                       r"does not fit per-device pieces: cannot reshape tensor<3x4xf64> to tensor<10xf64>"):
+        run_pipeline(parse_module(text), "lower-to-physical")
+
+
+def test_the_program_does_not_grow_with_the_device_count() -> None:
+    sizes = []
+    for p in (2, 1024):
+        module = parse_module(boxing_job((4096, 3), [S0], [S1], (p,)))
+        run_pipeline(module, "lower-to-physical,convert-job-to-buffer")
+        sizes.append(sum(1 for _ in module.walk()))
+    assert sizes[0] == sizes[1]
+
+
+TRAIN = """
+job.func @train(%x: tensor<{b}x6xf64>, %y: tensor<{b}xi32>) -> tensor<{b}xf64> attributes {{job_type = "train"{placement}}} {{
+  %w1 = job.variable {{name = "w1", initializer = {{kind = "random_normal"}}{hint}}} : tensor<8x6xf64>
+  %h = job.matmul %x, %w1 {{transpose_b = true}} : (tensor<{b}x6xf64>, tensor<8x6xf64>) -> tensor<{b}x8xf64>
+  %b1 = job.variable {{name = "b1", initializer = {{kind = "constant", value = 0.1 : f64}}}} : tensor<8xf64>
+  %hb = job.bias_add %h, %b1 : (tensor<{b}x8xf64>, tensor<8xf64>) -> tensor<{b}x8xf64>
+  %r = job.relu %hb : (tensor<{b}x8xf64>) -> tensor<{b}x8xf64>
+  %w2 = job.variable {{name = "w2", initializer = {{kind = "random_normal"}}}} : tensor<3x8xf64>
+  %o = job.matmul %r, %w2 {{transpose_b = true}} : (tensor<{b}x8xf64>, tensor<3x8xf64>) -> tensor<{b}x3xf64>
+  %loss = job.sparse_softmax_cross_entropy %o, %y : (tensor<{b}x3xf64>, tensor<{b}xi32>) -> tensor<{b}xf64>
+  job.minimize %loss {{optimizer = {{kind = "sgd", momentum = 0.0 : f64, lr = {{kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}}}}} : tensor<{b}xf64>
+  job.return %loss : tensor<{b}xf64>
+}}"""
+
+
+def train(devices: int, batch: int, hint: str, steps: int = 3):
+    from irflow.compiler import compile_job
+    from irflow.dialects.sbp import PlacementAttr
+    from irflow.runtime.variables import VariableStore
+    from irflow.target import Target
+
+    placement = f', placement = #job.placement<cpu, ["0:0-{devices - 1}"]>' if devices > 1 else ""
+    attrs = f', sbp = #job.nd_sbp<[{hint}]>, sbp_origin = "hint"' if hint and devices > 1 else ""
+    text = TRAIN.format(b=batch, placement=placement, hint=attrs)
+    store = LogicalVariables((devices,), seed=3) if devices > 1 else VariableStore(seed=3)
+    pipeline = "autodiff,optimizer,cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,plan-memory"
+    exe = compile_job(parse_module(text), "train", store, Target("cpu", PlacementAttr("cpu", [f"0:0-{devices - 1}"])), pipeline)
+    rng = np.random.default_rng(0)
+    losses = [exe([rng.standard_normal((batch, 6)), rng.integers(0, 3, batch).astype(np.int32)])[0] for _ in range(steps)]
+    if hint and devices > 1:  # the hinted weight lives in pieces: model parallel
+        assert store.shards[0]["w1"].shape == local_shape((8, 6), [SbpAttr("split", int(hint[6]))], (devices,))
+    return losses, store.snapshot()
+
+
+@pytest.mark.parametrize("hint", ["", "split(0)", "split(1)"], ids=["inferred", "w1-split-out", "w1-split-in"])
+@pytest.mark.parametrize("batch", [12, 10], ids=["even", "uneven"])
+def test_train_steps_on_many_devices_equal_one_device(hint, batch) -> None:
+    """The whole pipeline (autodiff to plan-memory) with sbp-infer's plan: same losses and variables as one device."""
+    losses, variables = train(1, batch, hint)
+    for devices in (2, 3, 4):
+        many_losses, many = train(devices, batch, hint)
+        for a, b in zip(losses, many_losses):
+            np.testing.assert_allclose(b, a, rtol=1e-10)
+        assert sorted(many) == sorted(variables)
+        for name in variables:
+            np.testing.assert_allclose(many[name], variables[name], rtol=1e-10, err_msg=name)
