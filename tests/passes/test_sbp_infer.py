@@ -78,7 +78,7 @@ def _signatures(op: job.JobOp, placement: PlacementAttr) -> list:
     from irflow.dialects.sbp import hierarchy_of
     from irflow.passes.sbp_rules import signatures
 
-    return signatures(op, hierarchy_of(placement), 0.25)
+    return signatures(op, hierarchy_of(placement), 0.25, {})
 
 
 def brute_force(g) -> float:  # noqa: ANN001 - the graph of sbp_infer

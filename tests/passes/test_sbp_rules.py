@@ -183,14 +183,16 @@ def test_uneven_contraction_never_becomes_partial():
 
 def test_one_device_is_all_broadcast():
     for _, op in SAMPLES:
-        assert {s.out for s in signatures(op, (1,), 0.0)} == {(BROADCAST,)}
+        assert {s.out for s in signatures(op, (1,), 0.0, {})} == {(BROADCAST,)}
 
 
-def test_nd_signatures_split_a_tensor_axis_once():
-    op = dict(SAMPLES)["matmul"]
-    sigs = signatures(op, (2, 2), 0.0)
+def test_nd_signatures_nest_splits_only_when_even():
+    op = dict(SAMPLES)["matmul"]  # (6, 4) x (4, 6)
+    sigs = signatures(op, (2, 2), 0.0, {})
     assert any(s.ins == ((0, BROADCAST), (BROADCAST, 1)) and s.out == (0, 1) for s in sigs)
-    assert not any(s.out == (0, 0) for s in sigs)
+    assert not any(s.out == (0, 0) for s in sigs)  # 6 rows do not split over 2 x 2 devices
+    even = make(job.MatmulOp, [t(8, 4), t(4, 6)])
+    assert any(s.ins[0] == (0, 0) and s.out == (0, 0) for s in signatures(even, (2, 2), 0.0, {}))
 
 
 def test_conversion_costs_follow_oneflow():
