@@ -37,7 +37,7 @@ from irflow.dialects.sbp import (
     normalize,
 )
 from irflow.errors import CompileError, source_location
-from irflow.passes.sbp_rules import BOXING_COST, INFEASIBLE, Signature, nbytes, signatures, transfer_cost
+from irflow.passes.sbp_rules import BOXING_COST, INFEASIBLE, Signature, moved_bytes, nbytes, signatures, transfer_cost
 
 DEFAULT_PLACEMENT = PlacementAttr("cpu", ["0:0"])
 
@@ -335,10 +335,11 @@ class _Builder:
         producer = self.graph.nodes[self.index[op.x]]
         size = producer.size
         sources = sorted({c.out for c in producer.choices} | ({hint} if producer.place == place else set()))
+        # The boxing exists anyway: converting in it is cheaper, by BOXING_COST, than adding another.
         if producer.place == place:
-            choices = [Signature((s,), hint, transfer_cost(s, hint, size, hierarchy)) for s in sources]
+            choices = [Signature((s,), hint, moved_bytes(s, hint, size, hierarchy)) for s in sources]
         else:
-            choices = [Signature((s,), hint, size + BOXING_COST) for s in sources]
+            choices = [Signature((s,), hint, float(size)) for s in sources]
         origin = op.attributes["sbp_origin"].data if "sbp_origin" in op.attributes else "hint"  # type: ignore[attr-defined]
         self.add(op, op.res, choices, origin, op.operands, place, [producer.place])
 

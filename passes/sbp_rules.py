@@ -401,17 +401,23 @@ def axis_cost(src: Code, dst: Code, size: float, p: int) -> float:
 
 
 def moved_bytes(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int]) -> float:
-    """Bytes per step to convert a value of `size` bytes, one hierarchy axis at a time.
+    """Bytes per step, over all devices, to convert a value of `size` bytes one hierarchy axis at a time.
 
-    On axis a a conversion runs within groups that each hold the value divided
-    by the splits of the other axes.
+    Converting axis a runs in every group of devices that differ only in their
+    axis-a coordinate, each group holding the value divided by the current
+    splits of the other axes; the cheapest order of the axes counts.
     """
-    total = 0.0
-    for a, (s, d) in enumerate(zip(src, dst, strict=True)):
-        if s != d:
-            share = math.prod(p for b, (p, c) in enumerate(zip(hierarchy, src)) if b != a and c >= 0)
-            total += axis_cost(s, d, size / share, hierarchy[a])
-    return total
+    best = INFEASIBLE
+    for order in itertools.permutations([a for a, (s, d) in enumerate(zip(src, dst, strict=True)) if s != d]):
+        current, total = list(src), 0.0
+        for a in order:
+            others = [(p, c) for b, (p, c) in enumerate(zip(hierarchy, current)) if b != a]
+            groups = math.prod(p for p, _ in others)
+            share = math.prod(p for p, c in others if c >= 0)
+            total += groups * axis_cost(current[a], dst[a], size / share, hierarchy[a])
+            current[a] = dst[a]
+        best = min(best, total)
+    return best
 
 
 def transfer_cost(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int]) -> float:

@@ -204,5 +204,9 @@ def test_conversion_costs_follow_oneflow():
     assert moved_bytes((PARTIAL,), (BROADCAST,), T, (p,)) == 2 * T * (p - 1)
     assert moved_bytes((BROADCAST,), (PARTIAL,), T, (p,)) == float("inf")
     assert transfer_cost((0,), (0,), T, (p,)) == 0
-    # 2x2: gathering axis 1 of a value also split on axis 0 moves half the value per group.
-    assert moved_bytes((0, 1), (0, BROADCAST), T, (2, 2)) == (T / 2) * 1
+    # 2x2: gathering axis 1 of a value also split on axis 0: two groups each gather half the value.
+    assert moved_bytes((0, 1), (0, BROADCAST), T, (2, 2)) == 2 * (T / 2) * 1
+    # Gathering both axes moves what one gather over all 4 devices moves: T(p-1).
+    assert moved_bytes((0, 0), (BROADCAST, BROADCAST), T, (2, 2)) == moved_bytes((0,), (BROADCAST,), T, (4,))
+    # All-reduce axis by axis: the whole value in every group, twice.
+    assert moved_bytes((PARTIAL, PARTIAL), (BROADCAST, BROADCAST), T, (2, 2)) == 2 * 2 * (2 * T)
