@@ -442,7 +442,7 @@ def solve(g: Graph, max_states: int) -> tuple[list[int], bool]:
 
 @dataclass(frozen=True)
 class SbpInferPass(ModulePass):
-    """Chooses an SBP signature for every op of every job.func (see the module docstring).
+    """Chooses an SBP signature for every op of each job.func by a whole-graph search over a cost model.
 
     Writes `sbp` and `placement` on every op with a result, `sbp_in` (what each
     operand must be) and `sbp_origin` ("hint", "default", "rule" or "cost") on
