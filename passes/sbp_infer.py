@@ -284,7 +284,8 @@ class _Builder:
                 codes, origin = nd_codes(given.data[i]), "hint"  # type: ignore[arg-type]
             else:
                 codes, origin = ((0,) * len(hierarchy) if shape_of(arg.type) else broadcast_codes(hierarchy)), "default"
-            self.add(None, arg, [Signature((), normalize(codes, hierarchy), 0.0)], origin, (), home, ())
+            codes = _fitted(codes, hierarchy, len(shape_of(arg.type)), f"arg_sbp #{i} of job '{func.sym_name.data}'", None)
+            self.add(None, arg, [Signature((), codes, 0.0)], origin, (), home, ())
         state_of = _optimizer_state(func)
         for op in func.body.block.ops:
             self.add_op(op, state_of)
@@ -300,7 +301,9 @@ class _Builder:
         hierarchy = self.graph.hierarchies[place]
         value = op.results[0] if op.results else None
         in_place = [place] * len(op.operands)
-        hint = normalize(nd_codes(op.sbp), hierarchy) if isinstance(getattr(op, "sbp", None), NdSbpAttr) else None
+        given = getattr(op, "sbp", None)
+        rank = len(shape_of(value.type)) if value is not None else 0
+        hint = _fitted(nd_codes(given), hierarchy, rank, f"{op.name} sbp", op) if isinstance(given, NdSbpAttr) else None
         if isinstance(op, job.VariableOp):
             origin = "hint" if hint is not None and is_hint(op) else "default"
             if origin == "default" and op in state_of:
@@ -396,6 +399,18 @@ class _Builder:
                     )
 
 
+def _fitted(codes: NdCode, hierarchy: tuple[int, ...], rank: int, what: str, op: Operation | None) -> NdCode:
+    """`codes` normalized for `hierarchy`, or a located error when they do not fit it or the value's rank."""
+    where = source_location(op) if op is not None else None
+    if len(codes) != len(hierarchy):
+        raise CompileError(
+            f"{what} {code_text(codes)} has {len(codes)} components for a placement hierarchy {list(hierarchy)}", where
+        )
+    if any(c >= rank for c in codes):
+        raise CompileError(f"{what} {code_text(codes)} splits an axis a rank-{rank} value does not have", where)
+    return normalize(codes, hierarchy)
+
+
 def _optimizer_state(func: job.FuncOp) -> dict[job.VariableOp, job.VariableOp]:
     """Optimizer state variables (momentum, Adam's m and v) -> the weight they belong to."""
     state: dict[job.VariableOp, job.VariableOp] = {}
@@ -427,7 +442,7 @@ def solve(g: Graph, max_states: int) -> tuple[list[int], bool]:
 
 @dataclass(frozen=True)
 class SbpInferPass(ModulePass):
-    """Chooses an SBP signature for every op of every job.func (see the module docstring).
+    """Chooses an SBP signature for every op of each job.func by a whole-graph search over a cost model.
 
     Writes `sbp` and `placement` on every op with a result, `sbp_in` (what each
     operand must be) and `sbp_origin` ("hint", "default", "rule" or "cost") on
