@@ -9,7 +9,8 @@
    all-reduced), against the hidden layer hinted model parallel (split(0)),
    and against the optimum of an unbounded search of the same
    model where that finishes (sbp-infer's search is exact when its states fit).
-2. Compile time of sbp-infer + insert-boxing on predict jobs of 1k and 10k ops.
+2. Compile time of sbp-infer + insert-boxing at 1k and 10k ops (the deep MLP
+   train job of benchmarks/sbp_compile.py, on 4 devices).
 3. Step time of a train step on 4 simulated devices against one device (the
    same process does 4 devices' work plus the collectives: the ratio shows
    the simulation's overhead, not a speed-up).
@@ -28,11 +29,12 @@ import irflow as flow
 import irflow.typing as tp
 from irflow.compiler import pipeline_for, run_pipeline
 from irflow.dialects import job
-from irflow.dialects.sbp import NdSbpAttr, SbpAttr
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr
 from irflow.passes.insert_boxing import boxing_bytes
 from irflow.target import decide_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # benchmarks/sbp_compile.py
 from models import lenet, mlp  # noqa: E402  the documentation's models, as the examples use them
 
 DEVICES = 4
@@ -128,34 +130,12 @@ def optimum(module: ModuleOp) -> tuple[float, float] | None:
 
 
 def compile_time(sizes: list[int]) -> None:
-    print("== compile time of sbp-infer + insert-boxing (predict jobs, 4 devices)")
-    base = None
+    """S's measurement (benchmarks/sbp_compile.py: a deep MLP train job), on the 4 devices used here."""
+    import sbp_compile
+
+    print(f"== compile time of sbp-infer + insert-boxing, train jobs on {DEVICES} devices (benchmarks/sbp_compile.py)")
     for ops in sizes:
-        fn = chain_job(ops)
-        count = sum(1 for op in fn.module.walk() if isinstance(op, job.JobOp))
-        start = time.perf_counter()
-        sbp_stages(fn.module, "sbp-infer,insert-boxing")
-        seconds = time.perf_counter() - start
-        base = base or seconds / count
-        print(f"{count:>7} ops: {seconds:8.3f} s  ({seconds / count * 1e6:7.1f} us/op, x{seconds / count / base:.2f} per op vs the smallest)")
-
-
-def chain_job(ops: int):
-    """A predict job of about `ops` ops: dense-like blocks (matmul with a variable, bias, relu), some residual adds."""
-    flow.clear_default_session()
-    flow.config.cpu_device_num(DEVICES)
-
-    @flow.global_function()
-    def chain(x: tp.Numpy.Placeholder((16, 8), dtype=flow.float)) -> tp.Numpy:
-        h, skip = x, x
-        for i in range(max(1, round(ops / 5.5))):  # 5.5 ops per block
-            w = flow.get_variable(f"w{i}", shape=(8, 8), initializer=flow.random_normal_initializer())
-            h = flow.math.relu(flow.matmul(h, w) + 0.5)
-            if i % 2:
-                h, skip = h + skip, h
-        return h
-
-    return chain
+        sbp_compile.measure(max(1, ops // sbp_compile.OPS_PER_LAYER), PlacementAttr("cpu", [f"0:0-{DEVICES - 1}"]))
 
 
 def step_time(repeats: int) -> None:
