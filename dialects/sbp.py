@@ -250,10 +250,6 @@ def code_text(codes: Sequence[Code]) -> str:
     return f"[{', '.join(str(code_attr(c)) for c in codes)}]"
 
 
-def is_partial(code: Code) -> bool:
-    return code <= PARTIAL
-
-
 def hierarchy_of(placement: PlacementAttr) -> tuple[int, ...]:
     """Devices per hierarchy axis: the declared hierarchy, or one axis over all devices."""
     return tuple(h.data for h in placement.hierarchy) or (len(placement.devices),)

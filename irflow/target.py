@@ -70,7 +70,7 @@ class Target:
         return ""
 
 
-def job_placement(module: ModuleOp) -> PlacementAttr:
+def _recorded_placement(module: ModuleOp) -> PlacementAttr:
     """The placement the frontend recorded on the module's job.func (one CPU device if none)."""
     for op in module.walk():
         if isinstance(op, FuncOp):
@@ -88,7 +88,7 @@ def decide_target(module: ModuleOp, warned: bool = False) -> tuple[Target, bool]
     machine without a usable GPU runs on as many simulated CPU devices after
     one warning per session, as OneFlow falls back.
     """
-    placement = job_placement(module)
+    placement = _recorded_placement(module)
     gpu_ops = [
         op
         for op in module.walk()

@@ -92,7 +92,8 @@ def _boxing(value: SSAValue, have: Form, need: Form, reason: str, consumer: Oper
     box.attributes["reason"] = StringAttr(reason)
     box.location = consumer.location
     if value.name_hint is not None:
-        box.res.name_hint = f"{value.name_hint}_{_kind(box).replace(', ', '_')}"
+        kinds = [k for k in _kind(box).split(", ") if k != "none"]
+        box.res.name_hint = "_".join([value.name_hint, *kinds])
     owner = value.owner
     point = InsertPoint.after(owner) if isinstance(owner, Operation) else InsertPoint.at_start(owner)  # type: ignore[arg-type]
     Rewriter.insert_op(box, point)

@@ -37,7 +37,7 @@ from irflow.dialects.sbp import (
     normalize,
 )
 from irflow.errors import CompileError, source_location
-from irflow.passes.sbp_rules import BOXING_COST, INFEASIBLE, Signature, nbytes, signatures, transfer_cost
+from irflow.passes.sbp_rules import BOXING_COST, INFEASIBLE, Signature, moved_bytes, nbytes, signatures, transfer_cost
 
 DEFAULT_PLACEMENT = PlacementAttr("cpu", ["0:0"])
 
@@ -127,7 +127,9 @@ def search(g: Graph, max_states: int) -> tuple[list[int], bool]:
     """Dynamic program over the nodes in order; exact unless more than `max_states` states were cut.
 
     A state holds, for each value still awaiting a consumer and with several
-    possible SBPs, the index of the SBP it was made with.
+    possible SBPs, the index of the SBP it was made with, in a slot the value
+    keeps while it lives (freed slots read 0, so states differing only in dead
+    values merge).
     """
     n = len(g.nodes)
     last = [-1] * n
@@ -136,46 +138,77 @@ def search(g: Graph, max_states: int) -> tuple[list[int], bool]:
             last[u] = max(last[u], v)
     outs = [sorted({c.out for c in node.choices}) for node in g.nodes]
     tracked = [len(outs[v]) > 1 and last[v] > v for v in range(n)]
-    live: list[int] = []
+    slot_of: dict[int, int] = {}
+    free: list[int] = []
+    width = 0
     states: dict[tuple[int, ...], tuple[float, object]] = {(): (0.0, None)}
     exact = True
+    cache: dict[tuple[object, ...], np.ndarray] = {}
     for v, node in enumerate(g.nodes):
-        pos = {u: i for i, u in enumerate(live)}
         own = np.array([c.cost for c in node.choices])
         # tables[k][j]: cost of each choice of v when operand k's producer made it as its j-th SBP
-        tables = [
-            np.array([[g.edge(u, out, v, k, c.ins[k]) for c in node.choices] for out in outs[u]])
-            for k, u in enumerate(node.operands)
-        ]
-        slots = [pos.get(u, -1) for u in node.operands]
+        tables = [_table(g, u, outs[u], v, k, cache) for k, u in enumerate(node.operands)]
+        slots = [slot_of.get(u, -1) for u in node.operands]
         groups = [np.array([i for i, c in enumerate(node.choices) if c.out == out]) for out in outs[v]]
-        keep = [i for i, u in enumerate(live) if last[u] > v]
+        dying = sorted({slot_of.pop(u) for u in node.operands if u in slot_of and last[u] == v})
+        free.extend(dying)
+        slot = -1
+        if tracked[v]:
+            if free:
+                free.sort()
+                slot = free.pop(0)
+            else:
+                slot, width = width, width + 1
+            slot_of[v] = slot
+        # Only the operands' SBPs matter to v: its best choices are worked out once per combination.
+        best: dict[tuple[int, ...], list[tuple[int, int, float]]] = {}
         new: dict[tuple[int, ...], tuple[float, object]] = {}
         for key, (cost, chain) in states.items():
-            vec = own + cost
-            for table, slot in zip(tables, slots):
-                vec = vec + table[key[slot] if slot >= 0 else 0]
-            base = tuple(key[i] for i in keep)
-            options = (
-                [((*base, j), group[int(vec[group].argmin())]) for j, group in enumerate(groups)]
-                if tracked[v]
-                else [(base, int(vec.argmin()))]
-            )
-            for new_key, ci in options:
-                c = float(vec[ci])
+            combo = tuple(key[s] if s >= 0 else 0 for s in slots)
+            options = best.get(combo)
+            if options is None:
+                vec = own.copy()
+                for table, j in zip(tables, combo):
+                    vec += table[j]
+                picks = [group[int(vec[group].argmin())] for group in groups] if tracked[v] else [int(vec.argmin())]
+                options = [(j, int(ci), float(vec[ci])) for j, ci in enumerate(picks)]
+                finite = [o for o in options if o[2] != INFEASIBLE]
+                options = best[combo] = finite or options
+            if dying or tracked[v]:
+                cells = list(key)
+                for s in dying:
+                    cells[s] = 0
+                if slot == len(cells):
+                    cells.append(0)
+            for j, ci, extra in options:
+                if tracked[v]:
+                    cells[slot] = j
+                    new_key = tuple(cells)
+                else:
+                    new_key = tuple(cells) if dying else key
+                c = cost + extra
                 old = new.get(new_key)
                 if old is None or c < old[0]:
-                    new[new_key] = (c, (int(ci), chain))
+                    new[new_key] = (c, (ci, chain))
         if len(new) > max_states:
             exact = False
             new = dict(heapq.nsmallest(max_states, new.items(), key=lambda item: item[1][0]))
         states = new
-        live = [live[i] for i in keep] + ([v] if tracked[v] else [])
     _, chain = min(states.values(), key=lambda s: s[0])
     plan = [0] * n
     for v in range(n - 1, -1, -1):
         plan[v], chain = chain  # type: ignore[misc]
     return plan, exact
+
+
+def _table(g: Graph, u: int, outs: list[NdCode], v: int, k: int, cache: dict[tuple[object, ...], np.ndarray]) -> np.ndarray:
+    """Edge costs from each SBP node u can make to each choice of node v; repeated layers share one table."""
+    src, node = g.nodes[u], g.nodes[v]
+    key = (tuple(outs), id(node.choices), k, src.size, src.place, node.in_place[k])
+    table = cache.get(key)
+    if table is None:
+        table = cache[key] = np.array([[g.edge(u, out, v, k, c.ins[k]) for c in node.choices] for out in outs])
+    return table
 
 
 def refine(g: Graph, plan: list[int], max_sweeps: int = 20) -> list[int]:
@@ -218,6 +251,7 @@ class _Builder:
     placements: list[PlacementAttr] = field(default_factory=list)
     ops: list[Operation | None] = field(default_factory=list)
     origins: list[str] = field(default_factory=list)
+    known: dict[tuple[object, ...], list[Signature]] = field(default_factory=dict)
 
     def place(self, placement: PlacementAttr) -> int:
         if placement not in self.places:
@@ -250,7 +284,8 @@ class _Builder:
                 codes, origin = nd_codes(given.data[i]), "hint"  # type: ignore[arg-type]
             else:
                 codes, origin = ((0,) * len(hierarchy) if shape_of(arg.type) else broadcast_codes(hierarchy)), "default"
-            self.add(None, arg, [Signature((), normalize(codes, hierarchy), 0.0)], origin, (), home, ())
+            codes = _fitted(codes, hierarchy, len(shape_of(arg.type)), f"arg_sbp #{i} of job '{func.sym_name.data}'", None)
+            self.add(None, arg, [Signature((), codes, 0.0)], origin, (), home, ())
         state_of = _optimizer_state(func)
         for op in func.body.block.ops:
             self.add_op(op, state_of)
@@ -266,7 +301,9 @@ class _Builder:
         hierarchy = self.graph.hierarchies[place]
         value = op.results[0] if op.results else None
         in_place = [place] * len(op.operands)
-        hint = normalize(nd_codes(op.sbp), hierarchy) if isinstance(getattr(op, "sbp", None), NdSbpAttr) else None
+        given = getattr(op, "sbp", None)
+        rank = len(shape_of(value.type)) if value is not None else 0
+        hint = _fitted(nd_codes(given), hierarchy, rank, f"{op.name} sbp", op) if isinstance(given, NdSbpAttr) else None
         if isinstance(op, job.VariableOp):
             origin = "hint" if hint is not None and is_hint(op) else "default"
             if origin == "default" and op in state_of:
@@ -281,7 +318,7 @@ class _Builder:
             self.add(op, None, [Signature(self.update_needs(op, hierarchy), (), 0.0)], "rule", op.operands, place,
                      in_place)
             return
-        choices = signatures(op, hierarchy, self.compute_cost)
+        choices = signatures(op, hierarchy, self.compute_cost, self.known)
         origin = "cost" if len(choices) > 1 else "rule"
         if hint is not None and is_hint(op):
             legal = {c.out for c in choices}
@@ -301,10 +338,11 @@ class _Builder:
         producer = self.graph.nodes[self.index[op.x]]
         size = producer.size
         sources = sorted({c.out for c in producer.choices} | ({hint} if producer.place == place else set()))
+        # The boxing exists anyway: converting in it is cheaper, by BOXING_COST, than adding another.
         if producer.place == place:
-            choices = [Signature((s,), hint, transfer_cost(s, hint, size, hierarchy)) for s in sources]
+            choices = [Signature((s,), hint, moved_bytes(s, hint, size, hierarchy)) for s in sources]
         else:
-            choices = [Signature((s,), hint, size + BOXING_COST) for s in sources]
+            choices = [Signature((s,), hint, float(size)) for s in sources]
         origin = op.attributes["sbp_origin"].data if "sbp_origin" in op.attributes else "hint"  # type: ignore[attr-defined]
         self.add(op, op.res, choices, origin, op.operands, place, [producer.place])
 
@@ -361,6 +399,18 @@ class _Builder:
                     )
 
 
+def _fitted(codes: NdCode, hierarchy: tuple[int, ...], rank: int, what: str, op: Operation | None) -> NdCode:
+    """`codes` normalized for `hierarchy`, or a located error when they do not fit it or the value's rank."""
+    where = source_location(op) if op is not None else None
+    if len(codes) != len(hierarchy):
+        raise CompileError(
+            f"{what} {code_text(codes)} has {len(codes)} components for a placement hierarchy {list(hierarchy)}", where
+        )
+    if any(c >= rank for c in codes):
+        raise CompileError(f"{what} {code_text(codes)} splits an axis a rank-{rank} value does not have", where)
+    return normalize(codes, hierarchy)
+
+
 def _optimizer_state(func: job.FuncOp) -> dict[job.VariableOp, job.VariableOp]:
     """Optimizer state variables (momentum, Adam's m and v) -> the weight they belong to."""
     state: dict[job.VariableOp, job.VariableOp] = {}
@@ -380,15 +430,19 @@ def build_graph(func: job.FuncOp, compute_cost: float) -> _Builder:
     return builder
 
 
+STATE_VISITS = 20_000
+"""States kept times nodes: past it the beam narrows, so a 10k-op job still compiles in seconds."""
+
+
 def solve(g: Graph, max_states: int) -> tuple[list[int], bool]:
     """The plan of least cost: exact while the dynamic program's states fit, else beam plus descent."""
-    plan, exact = search(g, max_states)
+    plan, exact = search(g, max(4, min(max_states, STATE_VISITS // max(1, len(g.nodes)))))
     return (plan, True) if exact else (refine(g, plan), False)
 
 
 @dataclass(frozen=True)
 class SbpInferPass(ModulePass):
-    """Chooses an SBP signature for every op of every job.func (see the module docstring).
+    """Chooses an SBP signature for every op of each job.func by a whole-graph search over a cost model.
 
     Writes `sbp` and `placement` on every op with a result, `sbp_in` (what each
     operand must be) and `sbp_origin` ("hint", "default", "rule" or "cost") on

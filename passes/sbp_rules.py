@@ -318,19 +318,46 @@ class Signature:
     cost: float
 
 
-def _splits_twice(codes: Sequence[NdCode]) -> bool:
-    return any(len(set(c for c in nd if c >= 0)) < sum(1 for c in nd if c >= 0) for nd in codes)
+def _nests_evenly(codes: Sequence[NdCode], shapes: Sequence[tuple[int, ...]], hierarchy: Sequence[int]) -> bool:
+    """A tensor axis split on several hierarchy axes must divide evenly by all of them together."""
+    for nd, shape in zip(codes, shapes):
+        for axis in {c for c in nd if c >= 0}:
+            mesh = [p for p, c in zip(hierarchy, nd) if c == axis]
+            if len(mesh) > 1 and shape[axis] % math.prod(mesh):
+                return False
+    return True
 
 
-def signatures(op: Operation, hierarchy: Sequence[int], compute_cost: float) -> list[Signature]:
-    """The op's signatures on `hierarchy`: one 1-D signature per axis, each tensor axis split at most once."""
+def signatures(
+    op: Operation, hierarchy: Sequence[int], compute_cost: float, cache: dict[tuple[object, ...], list[Signature]]
+) -> list[Signature]:
+    """The op's signatures on `hierarchy`: one 1-D signature per axis (nested splits only when even).
+
+    Ops of one kind, types and properties share one list in `cache` (the layers of a deep model repeat).
+    """
+    key = (
+        type(op),
+        tuple(o.type for o in op.operands),
+        tuple(r.type for r in op.results),
+        tuple(sorted((k, v) for k, v in op.properties.items() if k not in ("sbp", "placement"))),
+        tuple(hierarchy),
+        compute_cost,
+    )
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = _signatures(op, hierarchy, compute_cost)
+    return found
+
+
+def _signatures(op: Operation, hierarchy: Sequence[int], compute_cost: float) -> list[Signature]:
     per_axis = [axis_signatures(op, p) for p in hierarchy]
+    shapes = [shape_of(v.type) for v in (*op.operands, *op.results)]
     work = flops(op) * compute_cost
     out = []
     for combo in itertools.product(*per_axis):
         ins = tuple(tuple(sig[0][k] for sig in combo) for k in range(len(op.operands)))
         res = tuple(sig[1] for sig in combo)
-        if len(hierarchy) > 1 and _splits_twice((*ins, res)):
+        if len(hierarchy) > 1 and not _nests_evenly((*ins, res), shapes, hierarchy):
             continue
         share = math.prod(p for p, sig in zip(hierarchy, combo) if any(c >= 0 for c in (*sig[0], sig[1])))
         out.append(Signature(ins, res, work / share))
@@ -374,17 +401,23 @@ def axis_cost(src: Code, dst: Code, size: float, p: int) -> float:
 
 
 def moved_bytes(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int]) -> float:
-    """Bytes per step to convert a value of `size` bytes, one hierarchy axis at a time.
+    """Bytes per step, over all devices, to convert a value of `size` bytes one hierarchy axis at a time.
 
-    On axis a a conversion runs within groups that each hold the value divided
-    by the splits of the other axes.
+    Converting axis a runs in every group of devices that differ only in their
+    axis-a coordinate, each group holding the value divided by the current
+    splits of the other axes; the cheapest order of the axes counts.
     """
-    total = 0.0
-    for a, (s, d) in enumerate(zip(src, dst, strict=True)):
-        if s != d:
-            share = math.prod(p for b, (p, c) in enumerate(zip(hierarchy, src)) if b != a and c >= 0)
-            total += axis_cost(s, d, size / share, hierarchy[a])
-    return total
+    best = INFEASIBLE
+    for order in itertools.permutations([a for a, (s, d) in enumerate(zip(src, dst, strict=True)) if s != d]):
+        current, total = list(src), 0.0
+        for a in order:
+            others = [(p, c) for b, (p, c) in enumerate(zip(hierarchy, current)) if b != a]
+            groups = math.prod(p for p, _ in others)
+            share = math.prod(p for p, c in others if c >= 0)
+            total += groups * axis_cost(current[a], dst[a], size / share, hierarchy[a])
+            current[a] = dst[a]
+        best = min(best, total)
+    return best
 
 
 def transfer_cost(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int]) -> float:

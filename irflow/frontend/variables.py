@@ -38,7 +38,7 @@ def get_variable(
     loss (flow.regularizers); inside `flow.scope.namespace("ns")` the name is `ns-<name>`.
     `distribute` (flow.distribute.split(0), ...) fixes how the variable lies over
     the job's devices; the first declaration decides for every job (default:
-    chosen by sbp-infer, broadcast unless a hint or the cost model says otherwise).
+    broadcast, a whole copy on every device).
     """
     what = "flow.get_variable"
     trace = current(what)

@@ -65,8 +65,7 @@ def bind(
 def boundary_types(program: buffer.ProgramOp, kind: type) -> list[tuple[tuple[int, ...], np.dtype]]:
     """Logical shape and dtype of each input (kind=InputOp) or output (OutputOp), as callers see them."""
     mesh = program_mesh(program)
-    ops = sorted((op for op in program.body.block.ops if isinstance(op, kind)), key=lambda op: op.index.value.data)
-    return [(value_layout(op, mesh).shape, shape_dtype(op.buf.type)[1]) for op in ops]
+    return [(value_layout(op, mesh).shape, shape_dtype(op.buf.type)[1]) for op in _boundary(program, kind)]
 
 
 class SpmdExecutor:
@@ -91,9 +90,8 @@ class SpmdExecutor:
             Executor(program, store, xp, self.group.communicator(rank), check_finite)
             for rank, store in enumerate(variables.shards)
         ]
-        ops = program.body.block.ops
-        self.input_layouts = _layouts(ops, buffer.InputOp, self.mesh)
-        self.output_layouts = _layouts(ops, buffer.OutputOp, self.mesh)
+        self.input_layouts = [value_layout(op, self.mesh) for op in _boundary(program, buffer.InputOp)]
+        self.output_layouts = [value_layout(op, self.mesh) for op in _boundary(program, buffer.OutputOp)]
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         if len(inputs) != len(self.input_layouts):
@@ -124,6 +122,6 @@ class SpmdExecutor:
             raise ExecutionError(f"job '{self.name}', input {index}: {e}") from e
 
 
-def _layouts(ops: Any, kind: type, mesh: Sequence[int]) -> list[Layout]:
-    found = sorted((op for op in ops if isinstance(op, kind)), key=lambda op: op.index.value.data)
-    return [value_layout(op, mesh) for op in found]
+def _boundary(program: buffer.ProgramOp, kind: type) -> list[Any]:
+    """The program's buffer.input (or buffer.output) ops in argument order."""
+    return sorted((op for op in program.body.block.ops if isinstance(op, kind)), key=lambda op: op.index.value.data)

@@ -2,10 +2,10 @@
 
 The same job function, changed only by configuration and SBP hints, must give
 the one-device losses at every step and the one-device variables after
-several steps: data parallel, model parallel over the output features
-(split(0) of the (units, in) weight), over the input features (split(1):
-partial sums), hybrid on one mesh axis and on a 2x2 hierarchy, and the
-mirrored view. The one-device run is itself checked against PyTorch in
+several steps: the compiler's own plan, data parallel (checked to be the
+plan), model parallel over the output features (split(0) of the (units, in)
+weight), over the input features (split(1): partial sums), hybrid on one mesh
+axis and on a 2x2 hierarchy, and the mirrored view. The one-device run is itself checked against PyTorch in
 tests/test_torch_parity.py.
 """
 
@@ -18,19 +18,24 @@ import pytest
 
 import irflow as flow
 import irflow.typing as tp
+from irflow.dialects import job
+from irflow.textir import parse_module
 
 BATCH, STEPS = 12, 3
 TOLERANCE = {flow.float64: 1e-5, flow.float32: 1e-4}
 
 S0, S1, B = flow.distribute.split(0), flow.distribute.split(1), flow.distribute.broadcast()
 # hints per mode: {layer name: model_distribute}; "images": the input's distribute
+# "auto" is configuration alone: on these small layers the cost model computes the dense layers whole
+# on every device (LeNet's convolutions run data parallel); test_data_parallel_plan uses a larger batch.
 MODES: dict[str, dict[str, object]] = {
-    "data": {},
+    "auto": {},
     "model-rows": {"dense1": S0},  # the hidden layer's weight split over its output features
     "model-cols": {"dense2": S1},  # the output layer's weight split over its input features: partial sums
-    "hybrid": {"dense2": S0},  # data parallel up to dense2, model parallel in it
+    "hybrid": {"flat": S0, "dense2": S0},  # split batch into dense1, model parallel in dense2
 }
-HYBRID_2D = {"images": [S0, B], "dense1": [B, S0], "dense2": [B, S1]}  # 2x2: data on one axis, model on the other
+# 2x2: data parallel on mesh axis 0, model parallel on axis 1
+HYBRID_2D = {"images": [S0, B], "flat": [S0, B], "dense1": [B, S0], "dense2": [B, S1]}
 
 
 @pytest.fixture(autouse=True)
@@ -44,11 +49,14 @@ def mlp(images: flow.Blob, hints: dict[str, object], hidden: int = 12) -> flow.B
     """The documentation's MLP (examples/models.py), narrower: flatten, dense(relu), dense(10)."""
     initializer = flow.truncated_normal(0.1)
     flat = flow.reshape(images, [images.shape[0], -1])
+    if "flat" in hints:
+        flat = flat.with_distribute(hints["flat"])
     h = flow.layers.dense(
         flat, hidden, activation=flow.nn.relu, kernel_initializer=initializer, name="dense1",
         model_distribute=hints.get("dense1"),
     )  # fmt: skip
-    return flow.layers.dense(h, 10, kernel_initializer=initializer, name="dense2", model_distribute=hints.get("dense2"))
+    logits = flow.layers.dense(h, 10, kernel_initializer=initializer, name="dense2", model_distribute=hints.get("dense2"))
+    return logits.with_distribute(hints["logits"]) if "logits" in hints else logits
 
 
 def lenet(images: flow.Blob, hints: dict[str, object]) -> flow.Blob:
@@ -91,7 +99,7 @@ def batches(image_shape, dtype, steps: int = STEPS):
 
 
 def run(model, hints, dtype, image_shape, devices=1, hierarchy=None, mirrored=False):
-    """Losses of every step (whole batches) and the variables after the last, on `devices` devices."""
+    """Losses of every step (whole batches), the variables after the last, and the job, on `devices` devices."""
     flow.clear_default_session()
     config = flow.function_config()
     config.default_data_type(dtype)
@@ -101,17 +109,17 @@ def run(model, hints, dtype, image_shape, devices=1, hierarchy=None, mirrored=Fa
         flow.config.cpu_device_num(devices)
     if mirrored:
         config.default_logical_view(flow.scope.mirrored_view())
-    job = train_job(model, hints, dtype, config, image_shape, devices if mirrored else 0)
+    train = train_job(model, hints, dtype, config, image_shape, devices if mirrored else 0)
     losses = []
     for images, labels in batches(image_shape, dtype):
         if mirrored:
-            per_device = job(np.array_split(images, devices), np.array_split(labels, devices))
+            per_device = train(np.array_split(images, devices), np.array_split(labels, devices))
             assert len(per_device) == devices
             losses.append(np.concatenate(per_device))
         else:
-            (loss,) = job(images, labels)
+            (loss,) = train(images, labels)
             losses.append(loss)
-    return losses, {name: v.numpy() for name, v in flow.get_all_variables().items()}
+    return losses, {name: v.numpy() for name, v in flow.get_all_variables().items()}, train
 
 
 def assert_same(reference, other, dtype, what: str) -> None:
@@ -145,9 +153,9 @@ def test_n_devices_train_like_one(model_name, mode, devices):
 
 
 @pytest.mark.parametrize("model_name", list(MODELS))
-def test_float32_data_and_model_parallel(model_name):
+def test_float32_auto_and_model_parallel(model_name):
     model, shape = MODELS[model_name]
-    for mode in ("data", "model-rows"):
+    for mode in ("auto", "model-rows"):
         got = run(model, MODES[mode], flow.float32, shape, 4)
         assert_same(reference(model_name, flow.float32), got, flow.float32, f"{model_name} {mode} float32")
 
@@ -163,6 +171,21 @@ def test_mirrored_view_gives_per_device_results(devices):
     model, shape = MODELS["mlp"]
     got = run(model, {}, flow.float64, shape, devices, mirrored=True)
     assert_same(reference("mlp", flow.float64), got, flow.float64, f"mirrored on {devices}")
+
+
+@pytest.mark.parametrize("devices", [2, 3, 4])
+def test_data_parallel_plan(devices):
+    """Batch 120: the plan is plain data parallelism, every gradient all-reduced once."""
+    def wide(images, hints):
+        return mlp(images, hints, hidden=64)
+
+    shape = (120, 1, 4, 4)
+    want = run(wide, {}, flow.float64, shape)
+    got = run(wide, {}, flow.float64, shape, devices)
+    assert_same(want, got, flow.float64, f"data parallel on {devices}")
+    boxing = [op for op in parse_module(got[2].ir("insert-boxing")).walk() if isinstance(op, job.BoxingOp)]
+    reduced = [op for op in boxing if str(op.src_sbp.components.data[0]) == "partial_sum"]
+    assert len(reduced) == 4 and all("momentum_update" in op.attributes["reason"].data for op in reduced)
 
 
 def test_uneven_model_splits():

@@ -322,34 +322,46 @@ job.func @train(%x: tensor<{b}x6xf64>, %y: tensor<{b}xi32>) -> tensor<{b}xf64> a
 }}"""
 
 
-def train(devices: int, batch: int, hint: str, steps: int = 3):
+def train(mesh: tuple[int, ...], batch: int, hint: str, steps: int = 3):
     from irflow.compiler import compile_job
     from irflow.dialects.sbp import PlacementAttr
     from irflow.runtime.variables import VariableStore
     from irflow.target import Target
 
-    placement = f', placement = #job.placement<cpu, ["0:0-{devices - 1}"]>' if devices > 1 else ""
-    attrs = f', sbp = #job.nd_sbp<[{hint}]>, sbp_origin = "hint"' if hint and devices > 1 else ""
-    text = TRAIN.format(b=batch, placement=placement, hint=attrs)
-    store = LogicalVariables((devices,), seed=3) if devices > 1 else VariableStore(seed=3)
+    devices = int(np.prod(mesh))
+    placement = PlacementAttr("cpu", [f"0:0-{devices - 1}"], mesh if len(mesh) > 1 else ())
+    text = TRAIN.format(
+        b=batch,
+        placement=f", placement = {placement}" if devices > 1 else "",
+        hint=f', sbp = #job.nd_sbp<[{hint}]>, sbp_origin = "hint"' if hint and devices > 1 else "",
+    )
+    store = LogicalVariables(mesh, seed=3) if devices > 1 else VariableStore(seed=3)
     pipeline = "autodiff,optimizer,cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,plan-memory"
-    exe = compile_job(parse_module(text), "train", store, Target("cpu", PlacementAttr("cpu", [f"0:0-{devices - 1}"])), pipeline)
+    exe = compile_job(parse_module(text), "train", store, Target("cpu", placement), pipeline)
     rng = np.random.default_rng(0)
     losses = [exe([rng.standard_normal((batch, 6)), rng.integers(0, 3, batch).astype(np.int32)])[0] for _ in range(steps)]
-    if hint and devices > 1:  # the hinted weight lives in pieces: model parallel
-        assert store.shards[0]["w1"].shape == local_shape((8, 6), [SbpAttr("split", int(hint[6]))], (devices,))
+    if hint and devices > 1:  # the hinted weight lives in pieces: model (or hybrid) parallel
+        parts = [SbpAttr("split", int(c[6])) if c.startswith("split") else B for c in hint.split(", ")]
+        assert store.shards[0]["w1"].shape == local_shape((8, 6), parts, mesh) != (8, 6)
     return losses, store.snapshot()
 
 
-@pytest.mark.parametrize("hint", ["", "split(0)", "split(1)"], ids=["inferred", "w1-split-out", "w1-split-in"])
+@pytest.mark.parametrize("mesh, hint", [
+    ((2,), ""), ((3,), ""), ((4,), ""), ((2, 2), ""),
+    ((2,), "split(0)"), ((3,), "split(0)"), ((4,), "split(1)"), ((3,), "split(1)"),
+    ((2, 2), "split(0), split(1)"), ((2, 2), "broadcast, split(0)"),
+], ids=str)  # fmt: skip
 @pytest.mark.parametrize("batch", [12, 10], ids=["even", "uneven"])
-def test_train_steps_on_many_devices_equal_one_device(hint, batch) -> None:
-    """The whole pipeline (autodiff to plan-memory) with sbp-infer's plan: same losses and variables as one device."""
-    losses, variables = train(1, batch, hint)
-    for devices in (2, 3, 4):
-        many_losses, many = train(devices, batch, hint)
-        for a, b in zip(losses, many_losses):
-            np.testing.assert_allclose(b, a, rtol=1e-10)
-        assert sorted(many) == sorted(variables)
-        for name in variables:
-            np.testing.assert_allclose(many[name], variables[name], rtol=1e-10, err_msg=name)
+def test_train_steps_on_many_devices_equal_one_device(mesh, hint, batch) -> None:
+    """The whole pipeline (autodiff to plan-memory) with sbp-infer's plan: same losses and variables as one device.
+
+    Inferred plans, and the first weight hinted split over its output or input
+    features (model parallel) or over both mesh axes of a 2x2 mesh (hybrid).
+    """
+    losses, variables = train((1,), batch, "")
+    many_losses, many = train(mesh, batch, hint)
+    for a, b in zip(losses, many_losses):
+        np.testing.assert_allclose(b, a, rtol=1e-10)
+    assert sorted(many) == sorted(variables)
+    for name in variables:
+        np.testing.assert_allclose(many[name], variables[name], rtol=1e-10, err_msg=name)

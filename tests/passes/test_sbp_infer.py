@@ -78,7 +78,7 @@ def _signatures(op: job.JobOp, placement: PlacementAttr) -> list:
     from irflow.dialects.sbp import hierarchy_of
     from irflow.passes.sbp_rules import signatures
 
-    return signatures(op, hierarchy_of(placement), 0.25)
+    return signatures(op, hierarchy_of(placement), 0.25, {})
 
 
 def brute_force(g) -> float:  # noqa: ANN001 - the graph of sbp_infer
@@ -213,3 +213,18 @@ def test_pass_runs_standalone_on_every_func() -> None:
     for op in module.walk():
         if isinstance(op, job.JobOp) and op.results:
             assert op.sbp is not None and op.placement is not None
+
+
+def test_report_lists_each_boxing_with_its_collective_and_bytes() -> None:
+    text = (Path(__file__).parents[1] / "lit" / "passes" / "insert_boxing.mlir").read_text()
+    train = text.split("// -----")[1]
+    from irflow.textir import parse_module
+
+    module = parse_module(train)
+    run_pipeline(module, "sbp-infer,insert-boxing")
+    report = sbp_report(module)
+    # dw: 4x2 f32 = 32 bytes, all-reduced over 4 devices: 2 * 32 * 3; y: 64x2 f32 gathered: 512 * 3.
+    assert "boxing %dw_all_reduce [partial_sum] -> [broadcast]: all_reduce, 192 bytes/step; " \
+        "job.sgd_update needs [broadcast] for operand 1 at model.py:6:4" in report
+    assert "boxing %y_all_gather [split(0)] -> [broadcast]: all_gather, 1536 bytes/step" in report
+    assert "2 boxing ops, 1728 bytes/step" in report

@@ -183,14 +183,16 @@ def test_uneven_contraction_never_becomes_partial():
 
 def test_one_device_is_all_broadcast():
     for _, op in SAMPLES:
-        assert {s.out for s in signatures(op, (1,), 0.0)} == {(BROADCAST,)}
+        assert {s.out for s in signatures(op, (1,), 0.0, {})} == {(BROADCAST,)}
 
 
-def test_nd_signatures_split_a_tensor_axis_once():
-    op = dict(SAMPLES)["matmul"]
-    sigs = signatures(op, (2, 2), 0.0)
+def test_nd_signatures_nest_splits_only_when_even():
+    op = dict(SAMPLES)["matmul"]  # (6, 4) x (4, 6)
+    sigs = signatures(op, (2, 2), 0.0, {})
     assert any(s.ins == ((0, BROADCAST), (BROADCAST, 1)) and s.out == (0, 1) for s in sigs)
-    assert not any(s.out == (0, 0) for s in sigs)
+    assert not any(s.out == (0, 0) for s in sigs)  # 6 rows do not split over 2 x 2 devices
+    even = make(job.MatmulOp, [t(8, 4), t(4, 6)])
+    assert any(s.ins[0] == (0, 0) and s.out == (0, 0) for s in signatures(even, (2, 2), 0.0, {}))
 
 
 def test_conversion_costs_follow_oneflow():
@@ -202,5 +204,9 @@ def test_conversion_costs_follow_oneflow():
     assert moved_bytes((PARTIAL,), (BROADCAST,), T, (p,)) == 2 * T * (p - 1)
     assert moved_bytes((BROADCAST,), (PARTIAL,), T, (p,)) == float("inf")
     assert transfer_cost((0,), (0,), T, (p,)) == 0
-    # 2x2: gathering axis 1 of a value also split on axis 0 moves half the value per group.
-    assert moved_bytes((0, 1), (0, BROADCAST), T, (2, 2)) == (T / 2) * 1
+    # 2x2: gathering axis 1 of a value also split on axis 0: two groups each gather half the value.
+    assert moved_bytes((0, 1), (0, BROADCAST), T, (2, 2)) == 2 * (T / 2) * 1
+    # Gathering both axes moves what one gather over all 4 devices moves: T(p-1).
+    assert moved_bytes((0, 0), (BROADCAST, BROADCAST), T, (2, 2)) == moved_bytes((0,), (BROADCAST,), T, (4,))
+    # All-reduce axis by axis: the whole value in every group, twice.
+    assert moved_bytes((PARTIAL, PARTIAL), (BROADCAST, BROADCAST), T, (2, 2)) == 2 * 2 * (2 * T)

@@ -74,3 +74,19 @@ job.func @placements(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placeme
 // CHECK-NEXT:    %b = job.tanh %a_copy
 // CHECK:         %b_copy = job.boxing %b {{.*}}src_placement = #job.placement<cpu, ["0:4-5"]>
 // CHECK-NEXT:    job.return %b_copy
+
+// -----
+
+// flow.parallel_cast traces a hinted job.boxing: it is the conversion itself
+// (sbp-infer fills its src_sbp), so no second boxing is added before it.
+
+job.func @parallel_cast(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placement = #job.placement<cpu, ["0:0-1"]>} {
+  %b = job.boxing %x {sbp = #job.nd_sbp<[broadcast]>, sbp_origin = "hint"} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  %r = job.relu %b : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  job.return %r : tensor<8x4xf32>
+}
+
+// CHECK-LABEL: job.func @parallel_cast
+// CHECK-NEXT:    %b = job.boxing %x {{{.*}}, sbp = #job.nd_sbp<[broadcast]>, sbp_in = [#job.nd_sbp<[split(0)]>], sbp_origin = "hint", src_sbp = #job.nd_sbp<[split(0)]>}
+// CHECK-NEXT:    %r = job.relu %b {{{.*}}, sbp_in = [#job.nd_sbp<[broadcast]>],
+// CHECK-NEXT:    job.return %r

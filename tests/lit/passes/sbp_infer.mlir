@@ -78,11 +78,11 @@ job.func @hinted(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placement =
 // -----
 
 // A 2x2 hierarchy: one SBP per mesh axis, batch split on the first, the weight's
-// output features on the second.
+// output features on the second; the small result is gathered, not the inputs.
 
-job.func @hybrid(%x: tensor<8x4xf32>) -> tensor<8x6xf32> attributes {placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>, arg_sbp = [#job.nd_sbp<[split(0), broadcast]>]} {
-  %w = job.variable {name = "w", initializer = {kind = "zeros"}, sbp = #job.nd_sbp<[broadcast, split(1)]>, sbp_origin = "hint"} : tensor<4x6xf32>
-  %y = job.matmul %x, %w : (tensor<8x4xf32>, tensor<4x6xf32>) -> tensor<8x6xf32>
+job.func @hybrid(%x: tensor<8x64xf32>) -> tensor<8x6xf32> attributes {placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>, arg_sbp = [#job.nd_sbp<[split(0), broadcast]>]} {
+  %w = job.variable {name = "w", initializer = {kind = "zeros"}, sbp = #job.nd_sbp<[broadcast, split(1)]>, sbp_origin = "hint"} : tensor<64x6xf32>
+  %y = job.matmul %x, %w : (tensor<8x64xf32>, tensor<64x6xf32>) -> tensor<8x6xf32>
   job.return %y : tensor<8x6xf32>
 }
 

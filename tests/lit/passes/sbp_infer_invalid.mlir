@@ -22,3 +22,30 @@ job.func @impossible(%x: tensor<4x7xf32>) -> tensor<4xi64> attributes {placement
 }
 
 // CHECK: model.py:5:8: error: job.argmax: no signature produces the hinted sbp [partial_sum] on 1-axis hierarchy [2]; it can produce [broadcast], [split(0)]
+
+// -----
+
+// An SBP with one component per axis of another hierarchy.
+
+job.func @components(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>} {
+  %r = job.relu %x {sbp = #job.nd_sbp<[split(0)]>, sbp_origin = "hint"} : (tensor<8x4xf32>) -> tensor<8x4xf32> loc("model.py":7:8)
+  job.return %r : tensor<8x4xf32>
+}
+
+// CHECK: model.py:7:8: error: job.relu sbp [split(0)] has 1 components for a placement hierarchy [2, 2]
+
+// -----
+
+job.func @arguments(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[split(0), split(1)]>]} {
+  job.return %x : tensor<8x4xf32>
+}
+
+// CHECK: error: arg_sbp #0 of job 'arguments' [split(0), split(1)] has 2 components for a placement hierarchy [2]
+
+// -----
+
+job.func @rank(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[split(2)]>]} {
+  job.return %x : tensor<8x4xf32>
+}
+
+// CHECK: error: arg_sbp #0 of job 'rank' [split(2)] splits an axis a rank-2 value does not have
