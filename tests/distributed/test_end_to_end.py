@@ -133,3 +133,32 @@ def test_mirrored_predict_returns_each_devices_rows():
     np.testing.assert_allclose(np.concatenate(got), want, rtol=1e-12)
     with pytest.raises(TypeError, match=r"one array per device \(3 device\(s\) here\)"):
         f([x[0:2], x[2:4]])
+
+
+def test_detect_anomaly_checks_every_device():
+    flow.config.cpu_device_num(2)
+    config = flow.function_config()
+    config.detect_anomaly(True)
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.Numpy.Placeholder((4, 3), dtype=flow.float64)) -> tp.Numpy:
+        return flow.math.sqrt(x)  # MARK-sqrt
+
+    np.testing.assert_array_equal(f(np.full((4, 3), 4.0)), np.full((4, 3), 2.0))
+    x = np.full((4, 3), 4.0)
+    x[3, 0] = -1.0  # a row of the second device's split(0) piece
+    with np.errstate(invalid="ignore"), pytest.raises(flow.ExecutionError, match="'sqrt' produced NaN") as err:
+        f(x)
+    assert err.value.location.line == line_of("MARK-sqrt")
+
+
+def test_a_mirrored_view_scope_around_the_definition_makes_a_mirrored_job():
+    flow.config.cpu_device_num(2)
+    with flow.scope.mirrored_view():
+
+        @flow.global_function()
+        def f(x: tp.ListNumpy.Placeholder((2, 3), dtype=flow.float64)) -> tp.ListNumpy:
+            return x * 2.0
+
+    got = f([np.ones((2, 3)), np.full((2, 3), 3.0)])
+    assert [g.tolist() for g in got] == [[[2.0] * 3] * 2, [[6.0] * 3] * 2]
