@@ -329,11 +329,18 @@ class CopyOp(BufferOp):
 
 
 class CollectiveOp(BufferOp):
-    """Communication among the devices of `group` (ranks in the placement)."""
+    """Communication within this device's group along one axis of the device mesh.
+
+    `mesh` is the placement's hierarchy and `mesh_axis` one of its axes: the
+    group is every device that shares this device's other coordinates (on a
+    2x2 mesh, axis 0 pairs ranks {0, 2} and {1, 3}). The group depends on the
+    rank, so one program serves every device (SPMD).
+    """
 
     src = operand_def(MemRefType)
     dst = operand_def(MemRefType)
-    group = prop_def(DenseArrayBase)
+    mesh = prop_def(DenseArrayBase)
+    mesh_axis = prop_def(IntegerAttr)
     traits = traits_def(OperandEffects())
     assembly_format = "$src `,` $dst attr-dict `:` type($src) `,` type($dst)"
 
@@ -343,20 +350,25 @@ class CollectiveOp(BufferOp):
     def writes(self) -> Sequence[SSAValue]:
         return (self.dst,)
 
-    def group_ranks(self) -> tuple[int, ...]:
-        return tuple(int(r) for r in self.group.get_values())
+    def mesh_shape(self) -> tuple[int, ...]:
+        return tuple(int(d) for d in self.mesh.get_values())
+
+    def group_size(self) -> int:
+        return self.mesh_shape()[self.mesh_axis.value.data]
 
     def verify_(self) -> None:
-        ranks = self.group_ranks()
-        if not ranks or len(set(ranks)) != len(ranks) or min(ranks) < 0:
-            raise VerifyException(f"group must list distinct non-negative ranks, got {list(ranks)}")
+        mesh, axis = self.mesh_shape(), self.mesh_axis.value.data
+        if not mesh or min(mesh) <= 0:
+            raise VerifyException(f"mesh must list positive extents, got {list(mesh)}")
+        if not 0 <= axis < len(mesh):
+            raise VerifyException(f"mesh_axis {axis} out of range for the {len(mesh)}-d mesh {list(mesh)}")
         reduction = self.properties.get("reduction")
         if isinstance(reduction, StringAttr) and reduction.data not in REDUCTIONS:
             raise VerifyException(f"unknown reduction '{reduction.data}', expected one of {', '.join(REDUCTIONS)}")
         root = self.properties.get("root")
-        if isinstance(root, IntegerAttr) and root.value.data not in ranks:
-            raise VerifyException(f"root {root.value.data} is not in the group {list(ranks)}")
-        self.verify_shapes(len(ranks))
+        if isinstance(root, IntegerAttr) and not 0 <= root.value.data < mesh[axis]:
+            raise VerifyException(f"root {root.value.data} is not a coordinate of mesh axis {axis} (size {mesh[axis]})")
+        self.verify_shapes(mesh[axis])
 
     def verify_shapes(self, n: int) -> None:
         if self.src.type != self.dst.type:
@@ -376,6 +388,8 @@ def _scaled(shape: tuple[int, ...], axis: int, factor: int) -> tuple[int, ...]:
 
 @irdl_op_definition
 class AllReduceOp(CollectiveOp):
+    """dst = the reduction of every src of the group (sums in coordinate order)."""
+
     name = "buffer.all_reduce"
     reduction = prop_def(StringAttr)
 
@@ -426,12 +440,16 @@ class AllToAllOp(CollectiveOp):
 
 @irdl_op_definition
 class BroadcastOp(CollectiveOp):
+    """Every device of the group gets the src of the device at coordinate `root`."""
+
     name = "buffer.broadcast"
     root = prop_def(IntegerAttr)
 
 
 @irdl_op_definition
 class ReduceOp(CollectiveOp):
+    """The device at coordinate `root` gets the reduction of every src; the others' dst is untouched."""
+
     name = "buffer.reduce"
     root = prop_def(IntegerAttr)
     reduction = prop_def(StringAttr)

@@ -3,8 +3,8 @@
 The train job takes the mirrored view (one list entry per device, as OneFlow's
 mirrored strategy feeds it); the evaluation job keeps the default consistent
 view, and a `with flow.scope.mirrored_view()` block shows how a scope
-overrides a job's default. irflow runs one device here, so each list holds
-one array: the program reads as it would with more devices.
+overrides a job's default. Two simulated CPU devices run it: each list holds
+one array per device, and the evaluation job's batch is split between them.
 
     python examples/logical_views.py      (IRFLOW_EPOCHS, default 1)
 """
@@ -17,7 +17,7 @@ from models import mlp
 import irflow as flow
 import irflow.typing as tp
 
-DEVICES = 1
+DEVICES = 2
 BATCH_SIZE = 100
 PER_DEVICE = BATCH_SIZE // DEVICES
 EPOCHS = int(os.environ.get("IRFLOW_EPOCHS", "1"))

@@ -17,11 +17,12 @@ import types as _types
 from irflow import data, typing
 from irflow.checkpoint_store import CheckpointError
 from irflow.errors import CompileError, ExecutionError, IrflowError, TraceError
-from irflow.frontend import checkpoint, layers, losses, math, nn, optimizer, random, regularizers, scope
+from irflow.frontend import checkpoint, distribute, layers, losses, math, nn, optimizer, random, regularizers, scope
 from irflow.frontend.blob import Blob
 from irflow.frontend.checkpoint import CheckPoint as _CheckPoint
 from irflow.frontend.checkpoint import get_all_variables, load_variables
 from irflow.frontend.config import FunctionConfig, config, env, function_config
+from irflow.frontend.distribute import parallel_cast
 from irflow.frontend.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
 from irflow.frontend.function import global_function
 from irflow.frontend.initializers import (
@@ -66,11 +67,12 @@ __all__ = [
     "Blob", "CheckpointError", "CompileError", "ExecutionError", "FixedTensorDef", "FunctionConfig", "IrflowError",
     "MirroredTensorDef", "TraceError",
     "cast", "char", "checkpoint", "clear_default_session", "concat", "config", "constant", "constant_initializer",
-    "constant_like", "data", "double", "env", "expand_dims", "float", "float16", "float32", "float64",
+    "constant_like", "data", "distribute", "double", "env", "expand_dims", "float", "float16", "float32", "float64",
     "function_config", "get_all_variables", "get_variable", "global_function", "glorot_normal_initializer",
     "glorot_uniform_initializer", "int8", "int32", "int64", "kaiming_initializer", "layers", "load_variables", "losses",
-    "math", "matmul", "nn", "ones_initializer", "ones_like", "optimizer", "random", "random_normal_initializer",
-    "random_uniform_initializer", "regularizers", "reshape", "scope", "slice", "squeeze", "sync_default_session", "train", "transpose",
+    "math", "matmul", "nn", "ones_initializer", "ones_like", "optimizer", "parallel_cast", "random",
+    "random_normal_initializer", "random_uniform_initializer", "regularizers", "reshape", "scope", "slice", "squeeze",
+    "sync_default_session", "train", "transpose",
     "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "variance_scaling_initializer",
     "watch", "watch_diff", "xavier_normal_initializer", "xavier_uniform_initializer", "zeros_initializer", "zeros_like",
 ]  # fmt: skip

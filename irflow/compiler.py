@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import VerifyException
@@ -20,10 +19,10 @@ from irflow.context import make_context
 from irflow.dialects import buffer, job
 from irflow.errors import CompileError, IrflowError, source_location
 from irflow.passes import PREDICT_PIPELINE, TRAIN_PIPELINE, available_passes
+from irflow.runtime import spmd
 from irflow.runtime.backend import available_memory
-from irflow.runtime.executor import Executor, shape_dtype
 from irflow.runtime.memory_plan import MemoryPlan
-from irflow.runtime.variables import VariableStore
+from irflow.runtime.variables import LogicalVariables, VariableStore
 from irflow.target import Target
 from irflow.textir.verification import first_verify_failure
 
@@ -35,22 +34,24 @@ class Executable:
         self,
         stages: dict[str, ModuleOp],
         program: buffer.ProgramOp,
-        store: VariableStore,
+        store: VariableStore | LogicalVariables,
         target: Target,
         check_finite: bool = False,
     ):
         self.stages = stages
         self.program = program
         self.target = target
-        self.executor = Executor(program, store, target.xp, check_finite=check_finite)
-        self.input_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.InputOp)]
-        self.output_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.OutputOp)]
+        # One device, or every device of the program's mesh (then `store` holds one shard per device).
+        self.executor = spmd.bind(program, store, target.xp, check_finite)
+        self.input_types = spmd.boundary_types(program, buffer.InputOp)
+        self.output_types = spmd.boundary_types(program, buffer.OutputOp)
 
     @property
     def xp(self) -> Any:
         return self.target.xp
 
-    def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+    def __call__(self, inputs: Sequence[Any]) -> list[Any]:
+        """Whole arrays in and out; in the mirrored view, one array per device for each input and output."""
         return self.executor(inputs)
 
     def memory_plan(self) -> MemoryPlan:
@@ -65,14 +66,10 @@ class Executable:
         return print_module(self.stages[stage], debuginfo=True)
 
 
-def new_variable_bytes(program: buffer.ProgramOp, store: VariableStore) -> int:
-    """What the variables this program creates (those not in `store` yet) will take."""
+def new_variable_bytes(program: buffer.ProgramOp, store: VariableStore | LogicalVariables) -> int:
+    """What the variables this program creates (those not in `store` yet) will take on one device."""
     ops = (op for op in program.body.block.ops if isinstance(op, buffer.VariableOp))
     return sum(buffer.nbytes(op.res.type) for op in ops if op.var_name.data not in store)
-
-
-def _ordered(program: buffer.ProgramOp, kind: type) -> list[Any]:
-    return sorted((op for op in program.body.block.ops if isinstance(op, kind)), key=lambda op: op.index.value.data)
 
 
 def pipeline_for(func: job.FuncOp, target: Target) -> str:
@@ -107,7 +104,7 @@ def run_pipeline(module: ModuleOp, spec: str) -> dict[str, ModuleOp]:
 def compile_job(
     module: ModuleOp,
     name: str,
-    store: VariableStore,
+    store: VariableStore | LogicalVariables,
     target: Target | None = None,
     pipeline: str | None = None,
     check_finite: bool = False,

@@ -3,6 +3,12 @@
 The one-shot bufferization of irflow (MLIR's `one-shot-bufferize` without the
 analysis: every tensor gets a fresh buffer, and `plan-memory` later decides
 which of them share bytes).  The job's op order is the schedule.
+
+A per-device job (after `lower-to-physical`, marked by its `mesh` attribute)
+lowers the same way: its collectives become buffer collectives over the same
+mesh axis, and the program, its inputs, outputs and variables keep what the
+runtime needs to cut and join logical values (`mesh`, `view`, `logical_shape`,
+`sbp`).
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -19,6 +25,14 @@ from irflow.errors import CompileError, source_location
 
 # Properties that describe distribution, not the computation.
 _NON_KERNEL_PROPS = ("sbp", "placement")
+
+# Per-device job ops that communicate, and the buffer collectives they become.
+_COLLECTIVES: dict[type[Operation], type[buffer.CollectiveOp]] = {
+    job.AllReduceOp: buffer.AllReduceOp,
+    job.AllGatherOp: buffer.AllGatherOp,
+    job.ReduceScatterOp: buffer.ReduceScatterOp,
+    job.AllToAllOp: buffer.AllToAllOp,
+}
 
 
 def memref_of(t: Attribute) -> MemRefType:
@@ -61,13 +75,25 @@ class _Lowering:
             dst = self.emit(buffer.AllocOp(memref_of(arg.type))).results[0]
             dst.name_hint = arg.name_hint
             self.buffers[arg] = dst
-            self.emit(buffer.InputOp.create(operands=[dst], properties={"index": job.to_attr(index)}))
+            self.emit(buffer.InputOp.create(
+                operands=[dst], properties={"index": job.to_attr(index)}, attributes=self.layout("arg", index)
+            ))  # fmt: skip
         for op in self.func.body.block.ops:
             self.lower(op)
         program = buffer.ProgramOp(self.func.sym_name.data, self.device, self.ops)
         program.attributes["job_type"] = self.func.job_type
+        for key in ("mesh", "view"):
+            if key in self.func.attributes:
+                program.attributes[key] = self.func.attributes[key]
         program.location = self.func.location
         return program
+
+    def layout(self, kind: str, index: int) -> dict[str, Attribute]:
+        """A per-device job's logical shape and sbp of argument or result `index`, for the runtime."""
+        shapes, sbps = self.func.attributes.get(f"{kind}_shapes"), self.func.attributes.get(f"{kind}_sbp")
+        if not isinstance(shapes, ArrayAttr) or not isinstance(sbps, ArrayAttr):
+            return {}
+        return {"logical_shape": shapes.data[index], "sbp": sbps.data[index]}
 
     def operand_buffers(self, op: Operation) -> list[SSAValue]:
         written = op.WRITTEN_OPERANDS if isinstance(op, job.UpdateOp) else ()
@@ -100,6 +126,9 @@ class _Lowering:
             var = buffer.VariableOp(op.var_name.data, memref_of(op.res.type))
             var.attributes["initializer"] = op.initializer
             var.attributes["trainable"] = op.trainable
+            if "logical_shape" in op.attributes and op.sbp is not None:  # a piece of a distributed variable
+                var.attributes["logical_shape"] = op.attributes["logical_shape"]
+                var.attributes["sbp"] = op.sbp
             self.buffers[op.res] = self.emit(var, op).results[0]
             self.buffers[op.res].name_hint = op.res.name_hint
         elif isinstance(op, job.ConstantOp):
@@ -109,7 +138,10 @@ class _Lowering:
             self.buffers[op.res] = self.emit(const, op).results[0]
         elif isinstance(op, job.ReturnOp):
             for index, buf in enumerate(ins):
-                self.emit(buffer.OutputOp.create(operands=[buf], properties={"index": job.to_attr(index)}), op)
+                out = buffer.OutputOp.create(
+                    operands=[buf], properties={"index": job.to_attr(index)}, attributes=self.layout("result", index)
+                )
+                self.emit(out, op)
         elif isinstance(op, job.AssignOp):
             self.emit(buffer.CopyOp.create(operands=[ins[1], ins[0]]), op)
         elif isinstance(op, job.UpdateOp):
@@ -120,6 +152,11 @@ class _Lowering:
                 f"'{op.name}' must be lowered by the autodiff and optimizer passes before convert-job-to-buffer",
                 source_location(op),
             )
+        elif type(op) in _COLLECTIVES:
+            kind = _COLLECTIVES[type(op)]
+            names = kind.get_irdl_definition().properties
+            props = {name: getattr(op, name) for name in names}
+            self.emit(kind.create(operands=[ins[0], self.alloc(op.results[0], op)], properties=props), op)
         elif isinstance(op, job.JobOp):
             out = self.alloc(op.results[0], op)
             self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], kernel_attributes(op)), op)

@@ -97,7 +97,8 @@ class FunctionConfig:
         self.data_type = dtypes.as_dtype(value, "default_data_type")
 
     def default_logical_view(self, value: LogicalView) -> None:
-        """flow.scope.consistent_view() or flow.scope.mirrored_view(): the job's view unless a scope says otherwise."""
+        """flow.scope.consistent_view() (logical inputs and outputs) or flow.scope.mirrored_view() (one array
+        per device): the job's view unless a scope says otherwise."""
         if not isinstance(value, LogicalView):
             raise TypeError(
                 f"default_logical_view expects flow.scope.consistent_view() or flow.scope.mirrored_view(), got {value!r}"
@@ -252,24 +253,30 @@ class SessionConfig(Settings):
         super().__init__()
         self.collective_boxing = CollectiveBoxing()
 
-    def _set(self, name: str, value: Any) -> None:
-        """Change a resource of the default session; the devices are fixed once the session has started."""
+    def _set(self, name: str, value: Any, **implied: Any) -> None:
+        """Change a resource of the default session (and the `implied` ones with it); fixed once the session started."""
         session = default_session()
-        if session.started and getattr(session.resource, name) != value:
+        changes = {name: value, **implied}
+        if session.started and any(getattr(session.resource, k) != v for k, v in changes.items()):
             raise ExecutionError(
                 f"flow.config.{name}({value!r}) comes after the session started with "
                 f"{getattr(session.resource, name)!r}; set it before the first job call "
                 "(or after flow.clear_default_session())"
             )
-        setattr(session.resource, name, value)
+        for k, v in changes.items():
+            setattr(session.resource, k, v)
 
     def gpu_device_num(self, value: int) -> None:
-        """GPUs per machine that placements may use."""
-        self._set("gpu_device_num", _count(0)("flow.config.gpu_device_num", value))
+        """GPUs per machine; a positive count makes jobs without a placement scope run on them (0: on the CPU).
+
+        Without a usable GPU they run on as many simulated CPU devices, after one warning.
+        """
+        count = _count(0)("flow.config.gpu_device_num", value)
+        self._set("gpu_device_num", count, device_tag="gpu" if count else "cpu")
 
     def cpu_device_num(self, value: int) -> None:
-        """CPU devices per machine that placements may use."""
-        self._set("cpu_device_num", _count(0)("flow.config.cpu_device_num", value))
+        """CPU devices per machine: those of jobs without a placement scope, simulated in one process."""
+        self._set("cpu_device_num", _count(1)("flow.config.cpu_device_num", value))
 
     def machine_num(self, value: int) -> None:
         """Machines in the session (one process each)."""

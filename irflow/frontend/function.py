@@ -20,17 +20,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, FunctionType, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from irflow import typing as tp
-from irflow.dialects.job import ReturnOp, tensor
+from irflow.dialects.job import ReturnOp, shape_of, tensor
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
 from irflow.errors import ExecutionError, TraceError
 from irflow.frontend import signature
 from irflow.frontend.blob import Blob
 from irflow.frontend.config import FunctionConfig
+from irflow.frontend.distribute import job_placement, placement_here
+from irflow.frontend.scope import view_here
 from irflow.frontend.session import Session, default_session
 from irflow.frontend.signature import CALLBACK, FUTURE, Future, TupleParam
 from irflow.frontend.locations import to_loc, user_location
@@ -120,9 +122,15 @@ class JobFunction:
         self.signature = sig = signature.read_signature(self._func, self._where)
         self.is_callback = sig.mode == CALLBACK
         leaves = [leaf for _, spec in sig.params for leaf in signature.leaves(spec)]
-        trace = Trace(self.job_name, self.job_type, self.config, [_tensor(leaf) for leaf in leaves])
-        with tracing(trace), (self.config.placement_scope or contextlib.nullcontext()):
-            result = self._func(*self._arguments(trace))
+        with self.config.placement_scope or contextlib.nullcontext():
+            self.mirrored = view_here(self.config).mirrored
+            placement = placement_here()
+            # Mirrored: a placeholder's shape is one device's; the job sees their concatenation along axis 0.
+            self.devices = len(placement.devices) if self.mirrored else 1
+            types = [self._logical_type(leaf) for leaf in leaves]
+            trace = Trace(self.job_name, self.job_type, self.config, types, placement)
+            with tracing(trace):
+                result = self._func(*self._arguments(trace))
         if self.job_type == "train" and not trace.minimized:
             raise TraceError(
                 f"train job '{self.job_name}' minimizes nothing: call flow.optimizer.SGD(...).minimize(loss) "
@@ -143,6 +151,8 @@ class JobFunction:
             for located in (ret, trace.func, *trace.block.args):
                 located.location = loc
         trace.block.add_op(ret)
+        self._output_rows = [shape_of(v.type)[0] if shape_of(v.type) else 1 for v in values]
+        self._distribute(trace, values)
         trace.func.properties["function_type"] = FunctionType.from_lists(
             [a.type for a in trace.block.args], [v.type for v in values]
         )
@@ -151,6 +161,57 @@ class JobFunction:
         except VerifyException as err:
             raise TraceError(f"job '{self.job_name}' does not verify: {err}", self._where) from None
         self.module: ModuleOp = trace.module
+
+    def _logical_type(self, leaf: type[tp.PlaceholderDef]) -> Any:
+        if self.devices == 1:
+            return tensor(leaf.shape, leaf.dtype.element_type)
+        if leaf.kind == "numpy" or not leaf.shape:
+            raise TraceError(
+                f"job '{self.job_name}' is in the mirrored view on {self.devices} devices, so each input is one "
+                f"array per device: use tp.ListNumpy.Placeholder with a shape of rank >= 1, "
+                f"got {signature.describe(leaf)}",
+                self._where,
+            )
+        return tensor((leaf.shape[0] * self.devices, *leaf.shape[1:]), leaf.dtype.element_type)
+
+    def _distribute(self, trace: Trace, values: list[Any]) -> None:
+        """Record the job's placement, view and input SBP on its job.func (see docs/distributed.md)."""
+        func, placement = trace.func, job_placement(trace)
+        if placement != PlacementAttr("cpu", ["0:0"]):
+            func.attributes["placement"] = placement
+        count = len(placement.devices)
+        if self.mirrored and count != self.devices:
+            raise TraceError(
+                f"job '{self.job_name}' is in the mirrored view: its inputs were laid out for the {self.devices} "
+                f"device(s) of {trace.arg_placement}, but its ops run on {count}; give the job one placement",
+                self._where,
+            )
+        if self.mirrored and count > 1:
+            func.attributes["view"] = StringAttr("mirrored")
+            for value in values:
+                if not shape_of(value.type):
+                    raise TraceError(
+                        f"job '{self.job_name}' is in the mirrored view, where each output is one array per "
+                        "device split along axis 0: a rank-0 output has no such split; return it unreduced",
+                        self._where,
+                    )
+        if count == 1 and not trace.arg_sbp:
+            return
+        axes = len(hierarchy_of(placement))
+        split0 = NdSbpAttr([SbpAttr("split", 0)] * axes)
+        whole = NdSbpAttr([SbpAttr("broadcast")] * axes)
+        arg_sbp = []
+        for arg in trace.block.args:
+            default = split0 if shape_of(arg.type) else whole
+            hinted = trace.arg_sbp.get(arg.index, default)
+            if self.mirrored and hinted != split0:
+                raise TraceError(
+                    f"job '{self.job_name}' is in the mirrored view, where every input is split along axis 0 "
+                    f"(one array per device); input {arg.index} is hinted {nd_text(hinted)}",
+                    self._where,
+                )
+            arg_sbp.append(hinted)
+        func.attributes["arg_sbp"] = ArrayAttr(arg_sbp)
 
     def _arguments(self, trace: Trace) -> list[Any]:
         block_args = iter(trace.block.args)
@@ -181,9 +242,9 @@ class JobFunction:
             args = tuple(bound.arguments[name] for name, _ in params)
         mode = self.signature.mode
         copy = mode != signature.SYNC  # the caller may reuse its arrays as soon as an async call returns
-        flat: list[np.ndarray] = []
+        flat: list[Any] = []
         for (name, spec), value in zip(params, args):
-            signature.check_argument(self.job_name, name, spec, value, flat, copy)
+            signature.check_argument(self.job_name, name, spec, value, flat, copy, self.devices)
         session.start()
         if mode == CALLBACK:
             return session.run_async(lambda: self._run(flat))
@@ -191,11 +252,13 @@ class JobFunction:
             return Future(session.run_async(lambda: self._run(flat)))
         return session.run(lambda: self._run(flat))
 
-    def _run(self, inputs: list[np.ndarray]) -> Any:
+    def _run(self, inputs: list[Any]) -> Any:
         outputs = (self._exe or self.executable())(inputs)
+        if self.devices > 1:  # mirrored: each output is every device's (padded) piece of its split(0) value
+            outputs = [signature.joined(pieces, rows) for pieces, rows in zip(outputs, self._output_rows)]
         for (handler, kind), array in zip(self._watchers, outputs[self.output_count :]):
-            handler(signature.leaf_value(kind, array))
-        return signature.rebuild(self._out, outputs[: self.output_count])
+            handler(signature.leaf_value(kind, array, self.devices))
+        return signature.rebuild(self._out, outputs[: self.output_count], self.devices)
 
     def _live_session(self) -> Session:
         if self._session is None or self._session is not default_session():
@@ -217,7 +280,11 @@ class JobFunction:
                 dump = dump_directory()
                 target, session.gpu_warned = decide_target(self.module, session.gpu_warned)
                 self._exe = compile_job(
-                    self.module, self.job_name, session.store_for(target), target, check_finite=self.config.check_finite
+                    self.module,
+                    self.job_name,
+                    session.store_for(target, self.job_name),
+                    target,
+                    check_finite=self.config.check_finite,
                 )
                 if dump is not None:
                     self._dump(dump)
@@ -266,7 +333,3 @@ def dump_directory() -> Path | None:
             f"{DUMP_ENV}={value!r} is not a directory irflow can write the IR to: {err.strerror or err}"
         ) from None
     return out
-
-
-def _tensor(leaf: type[tp.PlaceholderDef]) -> Any:
-    return tensor(leaf.shape, leaf.dtype.element_type)

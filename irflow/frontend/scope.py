@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects.sbp import PlacementAttr
 from irflow.frontend import tracing
 from irflow.frontend.locations import fail
+
+if TYPE_CHECKING:
+    from irflow.frontend.config import FunctionConfig
 
 
 class PlacementScope:
@@ -74,8 +78,8 @@ class LogicalView:
     """OneFlow's logical view: a job's default (`default_logical_view`) or a `with` scope.
 
     The tracer reads the view in force with `current_view()`; on one
-    device both views run alike (mirrored execution belongs to the
-    distributed work).
+    device both views run alike, on many the mirrored view hands each device
+    its own piece of every input and output (docs/distributed.md).
     """
 
     def __init__(self, name: str):
@@ -106,17 +110,23 @@ def mirrored_view() -> LogicalView:
     return LogicalView("mirrored_view")
 
 
+def view_here(config: FunctionConfig | None) -> LogicalView:
+    """The innermost `with` view scope, else `config`'s default view, else consistent."""
+    if tracing.views:
+        return tracing.views[-1]
+    if config is not None and config.logical_view is not None:
+        return config.logical_view
+    return consistent_view()
+
+
 def current_view() -> LogicalView:
     """The view in force here: the innermost `with` view scope, else the job's default, else consistent.
 
-    This is the value the tracer and the distributed passes read.
+    A job takes the view in force where it is defined: in the mirrored view its
+    inputs and outputs are lists of one array per device.
     """
-    if tracing.views:
-        return tracing.views[-1]
     trace = tracing.active()
-    if trace is not None and trace.config.logical_view is not None:
-        return trace.config.logical_view
-    return consistent_view()
+    return view_here(trace.config if trace is not None else None)
 
 
 def mirrored_view_enabled() -> bool:

@@ -33,6 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from irflow.dialects.sbp import PlacementAttr
 from irflow.errors import ExecutionError, SourceLocation
 
 if TYPE_CHECKING:
@@ -54,22 +55,30 @@ class VariableDecl:
     trainable: bool
     job: str
     location: SourceLocation | None
+    distribute: Any = None  # the SBP hint (flow.distribute...), if the declaration gave one
 
 
 @dataclass
 class ResourceConfig:
     """The session's resources, set through flow.config (irflow.frontend.config) before the session starts.
 
-    The device counts say how many devices a placement such as "0:0-3" may
-    name; the distributed work reads them through `resource()`.
+    The device counts give the placement of jobs that name none (`placement`):
+    every device of machine 0 of kind `device_tag`, which is "gpu" once
+    flow.config.gpu_device_num gave a positive count.
     """
 
     cpu_device_num: int = 1
     gpu_device_num: int = 1
+    device_tag: str = "cpu"
     machine_num: int = 1
     legacy_model_io: bool = True
     debug_mode: bool = False
     max_calls_in_flight: int = 1
+
+    def placement(self) -> PlacementAttr:
+        """The placement of ops traced outside any placement scope."""
+        count = self.gpu_device_num if self.device_tag == "gpu" else self.cpu_device_num
+        return PlacementAttr(self.device_tag, [f"0:0-{count - 1}" if count > 1 else "0:0"])
 
 
 @dataclass
@@ -161,19 +170,35 @@ class Session:
 
     @property
     def store(self) -> Any:
-        """The runtime's VariableStore, made on first use from the session's seed (on the host by default)."""
+        """The runtime's variables, made on first use from the session's seed, on the host and the configured devices."""
         if self._store is None:
-            from irflow.runtime import VariableStore
+            from irflow.target import Target
 
-            self._store = VariableStore(seed=self.seed)
+            return self.store_for(Target.of("cpu", self.resource.placement()))
         return self._store
 
-    def store_for(self, target: Target) -> Any:
-        """The store, made for `target`'s array module if no variable exists yet."""
-        if self._store is None or (not len(self._store) and self._store.xp is not target.xp):
-            from irflow.runtime import VariableStore
+    def store_for(self, target: Target, job: str = "") -> Any:
+        """The store, made for `target`'s array module and mesh if no variable exists yet.
 
-            self._store = VariableStore(seed=self.seed, xp=target.xp)
+        On many devices it is a logical view over one store per device, so users
+        and checkpoints still see whole values. Jobs of one session share their
+        variables, hence their devices.
+        """
+        from irflow.runtime import VariableStore
+        from irflow.runtime.variables import LogicalVariables
+
+        mesh = getattr(self._store, "mesh", (1,))
+        if self._store is None or (not len(self._store) and (self._store.xp is not target.xp or mesh != target.hierarchy)):
+            if target.num_devices > 1:
+                self._store = LogicalVariables(target.hierarchy, seed=self.seed, xp=target.xp)
+            else:
+                self._store = VariableStore(seed=self.seed, xp=target.xp)
+        elif mesh != target.hierarchy:
+            raise ExecutionError(
+                f"job '{job}' runs on the device mesh {list(target.hierarchy)}, but this session's variables "
+                f"live on {list(mesh)}; the jobs of one session share their devices "
+                "(flow.clear_default_session() starts over)"
+            )
         return self._store
 
     def set_seed(self, seed: int) -> None:

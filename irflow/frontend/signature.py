@@ -240,28 +240,40 @@ def _collect(spec: Out, value: Any, blobs: list[Blob], path: str) -> Any:
     raise AssertionError(spec.kind)
 
 
-def rebuild(node: Any, arrays: Sequence[np.ndarray]) -> Any:
+def rebuild(node: Any, arrays: Sequence[np.ndarray], devices: int = 1) -> Any:
     kind = node[0]
     if kind == "none":
         return None
     if kind == "leaf":
-        return leaf_value(node[2], arrays[node[1]])
+        return leaf_value(node[2], arrays[node[1]], devices)
     if kind == "tuple":
-        return tuple(rebuild(n, arrays) for n in node[1])
+        return tuple(rebuild(n, arrays, devices) for n in node[1])
     if kind == "list":
-        return [rebuild(n, arrays) for n in node[1]]
-    return {k: rebuild(n, arrays) for k, n in node[1]}
+        return [rebuild(n, arrays, devices) for n in node[1]]
+    return {k: rebuild(n, arrays, devices) for k, n in node[1]}
 
 
-def leaf_value(kind: str, array: np.ndarray) -> Any:
-    """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device."""
-    if kind == "list_numpy":
-        return [array]
-    if kind == "list_list_numpy":
-        return [[array]]
+def leaf_value(kind: str, array: np.ndarray, devices: int = 1) -> Any:
+    """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device.
+
+    In the mirrored view (`devices` > 1) device r's array is its split(0) chunk of
+    the job's value: ceil-sized rows, the last devices' fewer.
+    """
+    if kind == "numpy":
+        return array
     if kind == "local_blob":
         return array.view(LocalBlob)
-    return array
+    pieces = [array]
+    if devices > 1:
+        chunk = -(-array.shape[0] // devices)
+        pieces = [array[r * chunk : (r + 1) * chunk] for r in range(devices)]
+    return pieces if kind == "list_numpy" else [[piece] for piece in pieces]
+
+
+def joined(pieces: Sequence[np.ndarray], rows: int) -> np.ndarray:
+    """The split(0) value of `rows` rows from every device's piece, padding cut off (ceil-sized chunks)."""
+    chunk = -(-rows // len(pieces))
+    return np.concatenate([p[: max(0, min(chunk, rows - r * chunk))] for r, p in enumerate(pieces)])
 
 
 class LocalBlob(np.ndarray):
@@ -292,26 +304,40 @@ class Future:
 # ----------------------------------------------------------------- arguments
 
 
-def check_argument(job: str, name: str, spec: Any, value: Any, flat: list[np.ndarray], copy: bool) -> None:
-    """Validate one argument against its placeholder before anything runs; append its array(s) to `flat`."""
+def check_argument(
+    job: str, name: str, spec: Any, value: Any, flat: list[Any], copy: bool, devices: int = 1
+) -> None:
+    """Validate one argument against its placeholder before anything runs; append its array(s) to `flat`.
+
+    A list placeholder takes one array per device; in the mirrored view on many
+    devices (`devices` > 1) `flat` gets the list of every device's piece.
+    """
     if isinstance(spec, TupleParam):
         if not isinstance(value, (tuple, list)) or len(value) != len(spec.items):
             raise TypeError(f"{job}() argument '{name}' must be a tuple of {len(spec.items)} arrays, got {what(value)}")
         for i, (s, v) in enumerate(zip(spec.items, value)):
-            check_argument(job, f"{name}[{i}]", s, v, flat, copy)
+            check_argument(job, f"{name}[{i}]", s, v, flat, copy, devices)
         return
+    if spec.kind == "numpy":
+        flat.append(_checked(job, name, spec, value, copy))
+        return
+    if not isinstance(value, (list, tuple)) or len(value) != devices:
+        raise TypeError(f"{job}() argument '{name}' must be a list with one array per device "
+                        f"({devices} device(s) here), got {what(value)}")
+    arrays = list(value)
+    if spec.kind == "list_list_numpy":
+        for i, item in enumerate(value):
+            if not isinstance(item, (list, tuple)) or len(item) != 1:
+                raise TypeError(f"{job}() argument '{name}' must be a list per device of one "
+                                f"array each ([[array], ...]), got {what(item)} for device {i}")
+        arrays = [item[0] for item in value]
+    pieces = [_checked(job, name if devices == 1 else f"{name}[{i}]", spec, a, copy) for i, a in enumerate(arrays)]
+    flat.append(pieces[0] if devices == 1 else pieces)
+
+
+def _checked(job: str, name: str, spec: Any, array: Any, copy: bool) -> np.ndarray:
+    """One array of the placeholder's (per-device) shape and dtype, contiguous (copied if `copy`)."""
     expected = f"numpy.ndarray of shape {spec.shape} and dtype {spec.dtype.name}"
-    array = value
-    if spec.kind in ("list_numpy", "list_list_numpy"):
-        if not isinstance(value, (list, tuple)) or len(value) != 1:
-            raise TypeError(f"{job}() argument '{name}' must be a list with one array per device "
-                            f"(one device here), got {what(value)}")
-        array = value[0]
-        if spec.kind == "list_list_numpy":
-            if not isinstance(array, (list, tuple)) or len(array) != 1:
-                raise TypeError(f"{job}() argument '{name}' must be [[array]]: one tensor list of "
-                                f"one array per device, got [{what(array)}]")
-            array = array[0]
     if not isinstance(array, np.ndarray):
         raise TypeError(f"{job}() argument '{name}' must be a {expected}, got {type(array).__name__}")
     if isinstance(array, np.ma.MaskedArray):
@@ -325,7 +351,7 @@ def check_argument(job: str, name: str, spec: Any, value: Any, flat: list[np.nda
     if array.shape != spec.shape:
         raise ExecutionError(f"{job}() argument '{name}': expected shape {spec.shape}, given {array.shape}",
                              user_location())
-    flat.append(np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array))
+    return np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array)
 
 
 def tensor_def(kind: str, name: str) -> Callable[..., type[tp.PlaceholderDef]]:

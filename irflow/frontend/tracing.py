@@ -18,7 +18,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects.job import FuncOp, JobOp
-from irflow.dialects.sbp import PlacementAttr
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr
 from irflow.errors import SourceLocation, TraceError
 from irflow.frontend.blob import Blob
 from irflow.frontend.locations import fail, to_loc, user_location
@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 class Trace:
     """One job function being defined: its module, its block and the state of its scopes."""
 
-    def __init__(self, name: str, job_type: str, config: FunctionConfig, inputs: Sequence[Attribute]):
+    def __init__(
+        self, name: str, job_type: str, config: FunctionConfig, inputs: Sequence[Attribute], placement: PlacementAttr
+    ):
         self.name = name
         self.job_type = job_type
         self.config = config
@@ -45,6 +47,8 @@ class Trace:
         self.watches: list[tuple[Blob, Any]] = []
         self.regularizers: dict[str, tuple[Blob, Regularizer]] = {}  # variable name -> (its Blob, penalty)
         self.minimized = False
+        self.arg_placement = placement  # where the placeholders live: the placement when the job was defined
+        self.arg_sbp: dict[int, NdSbpAttr] = {}
         self._counters: dict[str, int] = {}
 
     def unique_name(self, prefix: str) -> str:

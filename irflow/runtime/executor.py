@@ -4,7 +4,9 @@ Binding happens once: every buffer becomes a fixed view of the arena (or of a
 variable in the store, or of a constant), every kernel a closure over those
 views.  A step then copies the inputs in, runs the closures, and copies the
 outputs out: nothing else is allocated.  The array module `xp` is numpy or
-cupy; kernels see only it, and collectives go through the communicator.
+cupy; kernels see only it, and collectives go through the communicator the
+executor is bound to (`irflow.runtime.communicator`), so the same program runs
+on one device, on simulated devices and, later, under MPI.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from irflow.dialects import buffer
 from irflow.errors import CompileError, ExecutionError, source_location
 from irflow.runtime import kernels, threads
 from irflow.runtime.attributes import python_value
+from irflow.runtime.communicator import Communicator, Site
+from irflow.runtime.sharding import Layout
 from irflow.runtime.variables import VariableStore
 
 def numpy_dtype(element_type: Attribute) -> np.dtype:
@@ -44,10 +48,23 @@ def shape_dtype(t: Attribute) -> tuple[tuple[int, ...], np.dtype]:
 
 
 class Executor:
-    """One device's program, bound to an arena and a variable store, callable once per step."""
+    """One device's program, bound to an arena, a variable store and a communicator, callable once per step.
 
-    def __init__(self, program: buffer.ProgramOp, store: VariableStore, xp: ModuleType = np, check_finite: bool = False):
+    `feed`, `steps` and `results` are the parts of a call, for drivers that
+    interleave the steps of several devices (`InProcessGroup.run`). With
+    `check_finite`, a step stops at the first kernel whose output holds NaN or inf.
+    """
+
+    def __init__(
+        self,
+        program: buffer.ProgramOp,
+        store: VariableStore,
+        xp: ModuleType = np,
+        comm: Communicator | None = None,
+        check_finite: bool = False,
+    ):
         self.xp = xp
+        self.comm = comm
         self.check_finite = check_finite
         self.name = program.sym_name.data
         self.views: dict[SSAValue, Any] = {}
@@ -87,6 +104,7 @@ class Executor:
                 dtype,
                 python_value(init) if init is not None else {"kind": "zeros"},
                 python_value(trainable) if trainable is not None else True,
+                self.layout(op),
             )
         elif isinstance(op, buffer.ConstantOp):
             shape, dtype = shape_dtype(op.res.type)
@@ -98,6 +116,8 @@ class Executor:
         elif isinstance(op, buffer.KernelOp):
             factory = kernels.get_kernel(op.kernel.data)
             attrs = {k: python_value(v) for k, v in op.parameters().items()}
+            if "mesh_axis" in attrs:  # a rank-dependent kernel: told this device's coordinate, never the communicator
+                attrs["coordinate"] = self.comm.coords[attrs["mesh_axis"]] if self.comm else 0
             ins = [self.views[v] for v in op.ins]
             outs = [self.views[v] for v in op.outs]
             run = factory(xp, attrs, ins, outs)
@@ -106,13 +126,52 @@ class Executor:
         elif isinstance(op, buffer.CopyOp):
             src, dst = self.views[op.src], self.views[op.dst]
             self.steps.append(lambda src=src, dst=dst: xp.copyto(dst, src.reshape(dst.shape)))
+        elif isinstance(op, (buffer.CollectiveOp, buffer.PointToPointOp)):
+            self.steps.append(self.collective(op))
         else:
-            raise CompileError(
-                f"'{op.name}' needs a multi-device communicator; this executor runs one device",
-                source_location(op),
-            )
+            raise CompileError(f"the executor cannot run '{op.name}'", source_location(op))
 
-    def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+    def layout(self, op: buffer.VariableOp) -> Layout | None:
+        """How the variable's logical value is cut over the mesh (None: this device holds all of it)."""
+        sbp, shape = op.attributes.get("sbp"), op.attributes.get("logical_shape")
+        if sbp is None or shape is None:
+            return None
+        mesh = self.comm.mesh if self.comm else (1,) * len(sbp.components)  # type: ignore[union-attr]
+        return Layout.of(python_value(shape), sbp, mesh)  # type: ignore[arg-type]
+
+    def collective(self, op: buffer.CollectiveOp | buffer.PointToPointOp) -> Callable[[], None]:
+        """A step that hands the op's views to the communicator."""
+        comm, site = self.comm, Site(op.name, source_location(op))
+        if comm is None:
+            raise CompileError(f"'{op.name}' needs a communicator; this executor runs one device", site.location)
+        if isinstance(op, buffer.PointToPointOp):
+            buf, peer = self.views[op.buf], op.peer.value.data
+            if isinstance(op, buffer.SendOp):
+                return lambda: comm.send(buf, peer, site)
+            return lambda: comm.recv(buf, peer, site)
+        if op.mesh_shape() != comm.mesh:
+            raise CompileError(
+                f"'{op.name}' was compiled for the mesh {list(op.mesh_shape())}, but runs on {list(comm.mesh)}",
+                site.location,
+            )
+        src, dst, axis = self.views[op.src], self.views[op.dst], op.mesh_axis.value.data
+        p = {k: python_value(v) for k, v in op.properties.items() if k not in ("mesh", "mesh_axis")}
+        if isinstance(op, buffer.AllReduceOp):
+            return lambda: comm.all_reduce(src, dst, axis, p["reduction"], site)
+        if isinstance(op, buffer.AllGatherOp):
+            return lambda: comm.all_gather(src, dst, p["axis"], axis, site)
+        if isinstance(op, buffer.ReduceScatterOp):
+            return lambda: comm.reduce_scatter(src, dst, p["axis"], axis, p["reduction"], site)
+        if isinstance(op, buffer.AllToAllOp):
+            return lambda: comm.all_to_all(src, dst, p["split_axis"], p["concat_axis"], axis, site)
+        if isinstance(op, buffer.BroadcastOp):
+            return lambda: comm.broadcast(src, dst, p["root"], axis, site)
+        if isinstance(op, buffer.ReduceOp):
+            return lambda: comm.reduce(src, dst, p["root"], axis, p["reduction"], site)
+        raise CompileError(f"the executor cannot run '{op.name}'", site.location)
+
+    def feed(self, inputs: Sequence[Any]) -> None:
+        """Copy one step's inputs (this device's pieces) into the arena."""
         if len(inputs) != len(self.inputs):
             raise ExecutionError(f"job '{self.name}' takes {len(self.inputs)} inputs, got {len(inputs)}")
         xp = self.xp
@@ -120,11 +179,18 @@ class Executor:
             threads.apply()  # the chosen BLAS pool size, even if the user's own numpy code changed it
         for (_, view), value in zip(self.inputs, inputs):
             view[...] = xp.asarray(value)
+
+    def results(self) -> list[np.ndarray]:
+        """Host copies of the step's outputs."""
+        if self.xp is np:
+            return [view.copy() for _, view in self.outputs]
+        return [self.xp.asnumpy(view) for _, view in self.outputs]
+
+    def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+        self.feed(inputs)
         for step in self.steps:
             step()
-        if xp is np:
-            return [view.copy() for _, view in self.outputs]
-        return [xp.asnumpy(view) for _, view in self.outputs]
+        return self.results()
 
 
 def finite_checked(step: Callable[[], None], op: buffer.KernelOp, outs: list[Any], xp: ModuleType) -> Callable[[], None]:

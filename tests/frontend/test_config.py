@@ -34,7 +34,7 @@ def test_device_counts_belong_to_the_session():
     "call, message",
     [
         (lambda: flow.config.gpu_device_num(-1), r"gpu_device_num expects an int >= 0, got -1"),
-        (lambda: flow.config.cpu_device_num("2"), r"cpu_device_num expects an int >= 0, got '2'"),
+        (lambda: flow.config.cpu_device_num("2"), r"cpu_device_num expects an int >= 1, got '2'"),
         (lambda: flow.config.machine_num(0), r"machine_num expects an int >= 1"),
         (lambda: flow.config.enable_debug_mode("yes"), r"enable_debug_mode expects True or False"),
         (lambda: flow.config.collective_boxing.nccl_num_streams(0), r"nccl_num_streams expects an int >= 1"),

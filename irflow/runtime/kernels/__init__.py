@@ -4,8 +4,8 @@ See docs/kernels.md for the contract. Importing this package registers every
 kernel; each module holds one theme.
 """
 
-from . import activation, conv, elementwise, linalg, nn, optimizer, pooling, random, reduction, schedule, shape
+from . import activation, conv, elementwise, linalg, mesh, nn, optimizer, pooling, random, reduction, schedule, shape
 from .registry import CHECKS_DATA, KERNELS, Array, DataError, KernelFactory, Run, get_kernel, register, sequence
 
 __all__ = ["CHECKS_DATA", "KERNELS", "Array", "DataError", "KernelFactory", "Run", "get_kernel", "register", "sequence"]
-del activation, conv, elementwise, linalg, nn, optimizer, pooling, random, reduction, schedule, shape
+del activation, conv, elementwise, linalg, mesh, nn, optimizer, pooling, random, reduction, schedule, shape

@@ -65,12 +65,12 @@ buffer.program @collectives on "gpu" {
   %g = buffer.alloc : memref<8x8xf32>
   %s = buffer.alloc : memref<2x8xf32>
   %t = buffer.alloc : memref<8x4xf32>
-  buffer.all_reduce %a, %b {group = array<i64: 0, 1>, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
-  buffer.all_gather %a, %g {group = array<i64: 0, 1>, axis = 0 : i64} : memref<4x8xf32>, memref<8x8xf32>
-  buffer.reduce_scatter %a, %s {group = array<i64: 0, 1>, axis = 0 : i64, reduction = "max"} : memref<4x8xf32>, memref<2x8xf32>
-  buffer.all_to_all %a, %t {group = array<i64: 0, 1>, split_axis = 1 : i64, concat_axis = 0 : i64} : memref<4x8xf32>, memref<8x4xf32>
-  buffer.broadcast %a, %b {group = array<i64: 0, 1>, root = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
-  buffer.reduce %a, %b {group = array<i64: 0, 1>, root = 1 : i64, reduction = "min"} : memref<4x8xf32>, memref<4x8xf32>
+  buffer.all_reduce %a, %b {mesh = array<i64: 2, 2>, mesh_axis = 1 : i64, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
+  buffer.all_gather %a, %g {mesh = array<i64: 2>, mesh_axis = 0 : i64, axis = 0 : i64} : memref<4x8xf32>, memref<8x8xf32>
+  buffer.reduce_scatter %a, %s {mesh = array<i64: 2>, mesh_axis = 0 : i64, axis = 0 : i64, reduction = "max"} : memref<4x8xf32>, memref<2x8xf32>
+  buffer.all_to_all %a, %t {mesh = array<i64: 2>, mesh_axis = 0 : i64, split_axis = 1 : i64, concat_axis = 0 : i64} : memref<4x8xf32>, memref<8x4xf32>
+  buffer.broadcast %a, %b {mesh = array<i64: 2>, mesh_axis = 0 : i64, root = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
+  buffer.reduce %a, %b {mesh = array<i64: 2>, mesh_axis = 0 : i64, root = 1 : i64, reduction = "min"} : memref<4x8xf32>, memref<4x8xf32>
   buffer.send %a {peer = 1 : i64} : memref<4x8xf32>
   buffer.recv %b {peer = 0 : i64} : memref<4x8xf32> loc("model.py":9:2)
 }
@@ -81,12 +81,12 @@ buffer.program @collectives on "gpu" {
 // CHECK-NEXT:    %g = buffer.alloc : memref<8x8xf32>
 // CHECK-NEXT:    %s = buffer.alloc : memref<2x8xf32>
 // CHECK-NEXT:    %t = buffer.alloc : memref<8x4xf32>
-// CHECK-NEXT:    buffer.all_reduce %a, %b {group = array<i64: 0, 1>, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
-// CHECK-NEXT:    buffer.all_gather %a, %g {axis = 0 : i64, group = array<i64: 0, 1>} : memref<4x8xf32>, memref<8x8xf32>
-// CHECK-NEXT:    buffer.reduce_scatter %a, %s {axis = 0 : i64, group = array<i64: 0, 1>, reduction = "max"} : memref<4x8xf32>, memref<2x8xf32>
-// CHECK-NEXT:    buffer.all_to_all %a, %t {concat_axis = 0 : i64, group = array<i64: 0, 1>, split_axis = 1 : i64} : memref<4x8xf32>, memref<8x4xf32>
-// CHECK-NEXT:    buffer.broadcast %a, %b {group = array<i64: 0, 1>, root = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
-// CHECK-NEXT:    buffer.reduce %a, %b {group = array<i64: 0, 1>, reduction = "min", root = 1 : i64} : memref<4x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    buffer.all_reduce %a, %b {mesh = array<i64: 2, 2>, mesh_axis = 1 : i64, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    buffer.all_gather %a, %g {axis = 0 : i64, mesh = array<i64: 2>, mesh_axis = 0 : i64} : memref<4x8xf32>, memref<8x8xf32>
+// CHECK-NEXT:    buffer.reduce_scatter %a, %s {axis = 0 : i64, mesh = array<i64: 2>, mesh_axis = 0 : i64, reduction = "max"} : memref<4x8xf32>, memref<2x8xf32>
+// CHECK-NEXT:    buffer.all_to_all %a, %t {concat_axis = 0 : i64, mesh = array<i64: 2>, mesh_axis = 0 : i64, split_axis = 1 : i64} : memref<4x8xf32>, memref<8x4xf32>
+// CHECK-NEXT:    buffer.broadcast %a, %b {mesh = array<i64: 2>, mesh_axis = 0 : i64, root = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
+// CHECK-NEXT:    buffer.reduce %a, %b {mesh = array<i64: 2>, mesh_axis = 0 : i64, reduction = "min", root = 1 : i64} : memref<4x8xf32>, memref<4x8xf32>
 // CHECK-NEXT:    buffer.send %a {peer = 1 : i64} : memref<4x8xf32>
 // CHECK-NEXT:    buffer.recv %b {peer = 0 : i64} : memref<4x8xf32>
 // CHECK-NEXT:  }

@@ -101,12 +101,12 @@ buffer.program @p on "cpu" {
 
 // -----
 
-// A group that names a rank twice.
+// A mesh axis the mesh does not have.
 
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
-  // expected-error@+1 {{'buffer.all_reduce' op group must list distinct non-negative ranks, got [0, 0]}}
-  buffer.all_reduce %a, %a {group = array<i64: 0, 0>, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
+  // expected-error@+1 {{'buffer.all_reduce' op mesh_axis 2 out of range for the 2-d mesh [2, 2]}}
+  buffer.all_reduce %a, %a {mesh = array<i64: 2, 2>, mesh_axis = 2 : i64, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
 }
 
 // -----
@@ -116,17 +116,17 @@ buffer.program @p on "cpu" {
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
   // expected-error@+1 {{'buffer.all_reduce' op unknown reduction 'avg', expected one of sum, max, min}}
-  buffer.all_reduce %a, %a {group = array<i64: 0, 1>, reduction = "avg"} : memref<4x8xf32>, memref<4x8xf32>
+  buffer.all_reduce %a, %a {mesh = array<i64: 2>, mesh_axis = 0 : i64, reduction = "avg"} : memref<4x8xf32>, memref<4x8xf32>
 }
 
 // -----
 
-// A root outside the group.
+// A root beyond the mesh axis.
 
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
-  // expected-error@+1 {{'buffer.broadcast' op root 2 is not in the group [0, 1]}}
-  buffer.broadcast %a, %a {group = array<i64: 0, 1>, root = 2 : i64} : memref<4x8xf32>, memref<4x8xf32>
+  // expected-error@+1 {{'buffer.broadcast' op root 2 is not a coordinate of mesh axis 0 (size 2)}}
+  buffer.broadcast %a, %a {mesh = array<i64: 2>, mesh_axis = 0 : i64, root = 2 : i64} : memref<4x8xf32>, memref<4x8xf32>
 }
 
 // -----
@@ -137,7 +137,7 @@ buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
   %b = buffer.alloc : memref<8x4xf32>
   // expected-error@+1 {{'buffer.all_reduce' op buffer.all_reduce keeps the buffer type: memref<4x8xf32> vs memref<8x4xf32>}}
-  buffer.all_reduce %a, %b {group = array<i64: 0, 1>, reduction = "sum"} : memref<4x8xf32>, memref<8x4xf32>
+  buffer.all_reduce %a, %b {mesh = array<i64: 2>, mesh_axis = 0 : i64, reduction = "sum"} : memref<4x8xf32>, memref<8x4xf32>
 }
 
 // -----
@@ -147,7 +147,7 @@ buffer.program @p on "cpu" {
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
   // expected-error@+1 {{'buffer.all_gather' op axis 2 out of range for shape (4, 8)}}
-  buffer.all_gather %a, %a {group = array<i64: 0, 1>, axis = 2 : i64} : memref<4x8xf32>, memref<4x8xf32>
+  buffer.all_gather %a, %a {mesh = array<i64: 2>, mesh_axis = 0 : i64, axis = 2 : i64} : memref<4x8xf32>, memref<4x8xf32>
 }
 
 // -----
@@ -157,7 +157,7 @@ buffer.program @p on "cpu" {
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
   // expected-error@+1 {{'buffer.all_gather' op all_gather of memref<4x8xf32> over 2 ranks cannot produce memref<4x8xf32>}}
-  buffer.all_gather %a, %a {group = array<i64: 0, 1>, axis = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
+  buffer.all_gather %a, %a {mesh = array<i64: 2>, mesh_axis = 0 : i64, axis = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
 }
 
 // -----
@@ -167,7 +167,7 @@ buffer.program @p on "cpu" {
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
   // expected-error@+1 {{'buffer.reduce_scatter' op reduce_scatter of memref<4x8xf32> over 2 ranks cannot produce memref<4x8xf32>}}
-  buffer.reduce_scatter %a, %a {group = array<i64: 0, 1>, axis = 0 : i64, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
+  buffer.reduce_scatter %a, %a {mesh = array<i64: 2>, mesh_axis = 0 : i64, axis = 0 : i64, reduction = "sum"} : memref<4x8xf32>, memref<4x8xf32>
 }
 
 // -----
@@ -178,7 +178,7 @@ buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
   %b = buffer.alloc : memref<12x8xf32>
   // expected-error@+1 {{'buffer.all_to_all' op all_to_all cannot split memref<4x8xf32> along 0 into 3 parts}}
-  buffer.all_to_all %a, %b {group = array<i64: 0, 1, 2>, split_axis = 0 : i64, concat_axis = 0 : i64} : memref<4x8xf32>, memref<12x8xf32>
+  buffer.all_to_all %a, %b {mesh = array<i64: 3>, mesh_axis = 0 : i64, split_axis = 0 : i64, concat_axis = 0 : i64} : memref<4x8xf32>, memref<12x8xf32>
 }
 
 // -----
@@ -188,6 +188,6 @@ buffer.program @p on "cpu" {
 buffer.program @p on "cpu" {
   %a = buffer.alloc : memref<4x8xf32>
   // expected-error@+1 {{'buffer.all_to_all' op all_to_all of memref<4x8xf32> over 2 ranks cannot produce memref<4x8xf32>}}
-  buffer.all_to_all %a, %a {group = array<i64: 0, 1>, split_axis = 1 : i64, concat_axis = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
+  buffer.all_to_all %a, %a {mesh = array<i64: 2>, mesh_axis = 0 : i64, split_axis = 1 : i64, concat_axis = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
 }
 

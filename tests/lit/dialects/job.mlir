@@ -276,3 +276,47 @@ job.func @diff(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {job_type = "t
 // CHECK-NEXT:    %d = job.diff %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    job.return %d : tensor<4x8xf32>
 // CHECK-NEXT:  }
+
+// -----
+
+// Per-device ops (what lower-to-physical writes for job.boxing): a 2x2 mesh, uneven sizes padded.
+
+job.func @physical(%x: tensor<5x4xf32>) -> tensor<6x2xf32> {
+  %a = job.shard_slice %x {mesh = array<i64: 2, 2>, mesh_axis = 1 : i64, axis = 0 : i64} : (tensor<5x4xf32>) -> tensor<3x4xf32>
+  %b = job.all_gather %a {mesh = array<i64: 2, 2>, mesh_axis = 1 : i64, axis = 0 : i64} : (tensor<3x4xf32>) -> tensor<6x4xf32>
+  %c = job.all_reduce %b {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64, reduction = "max"} : (tensor<6x4xf32>) -> tensor<6x4xf32>
+  %d = job.all_to_all %c {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64, split_axis = 1 : i64, concat_axis = 0 : i64} : (tensor<6x4xf32>) -> tensor<12x2xf32>
+  %e = job.reduce_scatter %d {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64, axis = 0 : i64} : (tensor<12x2xf32>) -> tensor<6x2xf32>
+  %f = job.shard_embed %e {mesh = array<i64: 2, 2>, mesh_axis = 1 : i64, axis = 0 : i64} : (tensor<6x2xf32>) -> tensor<11x2xf32>
+  %g = job.pad %f : (tensor<11x2xf32>) -> tensor<12x2xf32>
+  %h = job.broadcast_to_partial %e {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64} : (tensor<6x2xf32>) -> tensor<6x2xf32>
+  job.return %h : tensor<6x2xf32>
+}
+
+// CHECK-LABEL: job.func @physical(%x: tensor<5x4xf32>) -> tensor<6x2xf32> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %a = job.shard_slice %x {axis = 0 : i64, mesh = array<i64: 2, 2>, mesh_axis = 1 : i64} : (tensor<5x4xf32>) -> tensor<3x4xf32>
+// CHECK-NEXT:    %b = job.all_gather %a {axis = 0 : i64, mesh = array<i64: 2, 2>, mesh_axis = 1 : i64} : (tensor<3x4xf32>) -> tensor<6x4xf32>
+// CHECK-NEXT:    %c = job.all_reduce %b {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64, reduction = "max"} : (tensor<6x4xf32>) -> tensor<6x4xf32>
+// CHECK-NEXT:    %d = job.all_to_all %c {concat_axis = 0 : i64, mesh = array<i64: 2, 2>, mesh_axis = 0 : i64, split_axis = 1 : i64} : (tensor<6x4xf32>) -> tensor<12x2xf32>
+// CHECK-NEXT:    %e = job.reduce_scatter %d {axis = 0 : i64, mesh = array<i64: 2, 2>, mesh_axis = 0 : i64} : (tensor<12x2xf32>) -> tensor<6x2xf32>
+// CHECK-NEXT:    %f = job.shard_embed %e {axis = 0 : i64, mesh = array<i64: 2, 2>, mesh_axis = 1 : i64} : (tensor<6x2xf32>) -> tensor<11x2xf32>
+// CHECK-NEXT:    %g = job.pad %f : (tensor<11x2xf32>) -> tensor<12x2xf32>
+// CHECK-NEXT:    %h = job.broadcast_to_partial %e {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64} : (tensor<6x2xf32>) -> tensor<6x2xf32>
+// CHECK-NEXT:    job.return %h : tensor<6x2xf32>
+// CHECK-NEXT:  }
+
+// -----
+
+// Distribution: a boxing (logically the identity) between SBPs and placements,
+// with the discardable attributes sbp-infer and insert-boxing write.
+
+job.func @boxing(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {placement = #job.placement<cpu, ["0:0-3"]>, arg_sbp = [#job.nd_sbp<[split(0)]>]} {
+  %r = job.relu %x {sbp = #job.nd_sbp<[split(0)]>, sbp_in = [#job.nd_sbp<[split(0)]>], sbp_origin = "rule"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %b = job.boxing %r {src_sbp = #job.nd_sbp<[split(0)]>, sbp = #job.nd_sbp<[broadcast]>, placement = #job.placement<cpu, ["0:0-1"]>, src_placement = #job.placement<cpu, ["0:0-3"]>, reason = "job.return needs [broadcast]"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  job.return %b : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: job.func @boxing
+// CHECK-NEXT:    %r = job.relu %x {sbp = #job.nd_sbp<[split(0)]>, sbp_in = [#job.nd_sbp<[split(0)]>], sbp_origin = "rule"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %b = job.boxing %r {placement = #job.placement<cpu, ["0:0-1"]>, reason = "job.return needs [broadcast]", sbp = #job.nd_sbp<[broadcast]>, src_placement = #job.placement<cpu, ["0:0-3"]>, src_sbp = #job.nd_sbp<[split(0)]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-GENERIC:      "job.boxing"(%r) <{placement = #job.placement<cpu, ["0:0-1"]>, sbp = #job.nd_sbp<[broadcast]>, src_placement = #job.placement<cpu, ["0:0-3"]>, src_sbp = #job.nd_sbp<[split(0)]>}> {reason = "job.return needs [broadcast]"}

@@ -55,3 +55,37 @@ job.func @returns_variable(%g: tensor<3xf32>) -> tensor<3xf32> attributes {job_t
 // CHECK-NEXT:    buffer.copy %w, %[[SNAP]] : memref<3xf32>, memref<3xf32>
 // CHECK-NEXT:    buffer.kernel "sgd_update" ins(%w, %g, %lr : {{.*}}) outs(%w : memref<3xf32>)
 // CHECK-NEXT:    buffer.output %[[SNAP]] {index = 0 : i64} : memref<3xf32>
+
+// -----
+
+// A per-device job (after lower-to-physical): collectives become buffer
+// collectives over the same mesh axis, rank-dependent ops become kernels that
+// read the device's coordinate, and the program, its inputs, outputs and
+// variables keep the logical shapes and SBP the runtime cuts and joins by.
+
+job.func @model_parallel(%x: tensor<3x4xf32>) -> tensor<5x2xf32> attributes {job_type = "predict", mesh = array<i64: 2>, view = "consistent", arg_sbp = [#job.nd_sbp<[split(0)]>], arg_shapes = [array<i64: 5, 4>], result_sbp = [#job.nd_sbp<[broadcast]>], result_shapes = [array<i64: 5, 2>]} {
+  %w = job.variable {name = "w", initializer = {kind = "zeros"}, sbp = #job.nd_sbp<[split(0)]>, logical_shape = array<i64: 4, 2>} : tensor<2x2xf32>
+  %g = job.all_gather %x {mesh = array<i64: 2>, mesh_axis = 0 : i64, axis = 0 : i64, sbp = #job.nd_sbp<[broadcast]>} : (tensor<3x4xf32>) -> tensor<6x4xf32>
+  %u = job.slice %g {start = array<i64: 0, 0>, stop = array<i64: 5, 4>, step = array<i64: 1, 1>, sbp = #job.nd_sbp<[broadcast]>} : (tensor<6x4xf32>) -> tensor<5x4xf32>
+  %s = job.shard_slice %u {mesh = array<i64: 2>, mesh_axis = 0 : i64, axis = 1 : i64, sbp = #job.nd_sbp<[split(1)]>} : (tensor<5x4xf32>) -> tensor<5x2xf32>
+  %y = job.matmul %s, %w {sbp = #job.nd_sbp<[partial_sum]>} : (tensor<5x2xf32>, tensor<2x2xf32>) -> tensor<5x2xf32>
+  %r = job.all_reduce %y {mesh = array<i64: 2>, mesh_axis = 0 : i64, sbp = #job.nd_sbp<[broadcast]>} : (tensor<5x2xf32>) -> tensor<5x2xf32>
+  job.return %r : tensor<5x2xf32>
+}
+
+// CHECK-LABEL: buffer.program @model_parallel on "cpu" attributes {job_type = "predict", mesh = array<i64: 2>, view = "consistent"} {
+// CHECK-NEXT:    %x = buffer.alloc : memref<3x4xf32>
+// CHECK-NEXT:    buffer.input %x {index = 0 : i64, logical_shape = array<i64: 5, 4>, sbp = #job.nd_sbp<[split(0)]>} : memref<3x4xf32>
+// CHECK-NEXT:    %w = buffer.variable {initializer = {kind = "zeros"}, logical_shape = array<i64: 4, 2>, name = "w", sbp = #job.nd_sbp<[split(0)]>, trainable = true} : memref<2x2xf32>
+// CHECK-NEXT:    %g = buffer.alloc : memref<6x4xf32>
+// CHECK-NEXT:    buffer.all_gather %x, %g {axis = 0 : i64, mesh = array<i64: 2>, mesh_axis = 0 : i64} : memref<3x4xf32>, memref<6x4xf32>
+// CHECK-NEXT:    %u = buffer.alloc : memref<5x4xf32>
+// CHECK-NEXT:    buffer.kernel "slice" ins(%g : memref<6x4xf32>) outs(%u : memref<5x4xf32>) {start = array<i64: 0, 0>, step = array<i64: 1, 1>, stop = array<i64: 5, 4>}
+// CHECK-NEXT:    %s = buffer.alloc : memref<5x2xf32>
+// CHECK-NEXT:    buffer.kernel "shard_slice" ins(%u : memref<5x4xf32>) outs(%s : memref<5x2xf32>) {axis = 1 : i64, mesh = array<i64: 2>, mesh_axis = 0 : i64}
+// CHECK-NEXT:    %y = buffer.alloc : memref<5x2xf32>
+// CHECK-NEXT:    buffer.kernel "matmul" ins(%s, %w : memref<5x2xf32>, memref<2x2xf32>) outs(%y : memref<5x2xf32>) {transpose_a = false, transpose_b = false}
+// CHECK-NEXT:    %r = buffer.alloc : memref<5x2xf32>
+// CHECK-NEXT:    buffer.all_reduce %y, %r {mesh = array<i64: 2>, mesh_axis = 0 : i64, reduction = "sum"} : memref<5x2xf32>, memref<5x2xf32>
+// CHECK-NEXT:    buffer.output %r {index = 0 : i64, logical_shape = array<i64: 5, 2>, sbp = #job.nd_sbp<[broadcast]>} : memref<5x2xf32>
+// CHECK-NEXT:  }

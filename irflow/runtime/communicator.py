@@ -1,0 +1,93 @@
+"""The one interface between an executor and the other devices of its mesh.
+
+An executor is bound to a `Communicator` when it is built; its collective steps
+call these methods on arena views, in place, and nothing else in the runtime
+talks to other devices (kernels never see a communicator: a rank-dependent
+kernel is told its mesh coordinate when it is built). Implementations:
+`irflow.runtime.inprocess` (N simulated devices in one process) and, later,
+MPI / NCCL ones that run the same per-device programs unchanged.
+
+Completion rule: a call's `dst` is written by the time the calling device runs
+its next step. A blocking implementation (MPI) writes it before returning; the
+in-process one writes it when the last member of the group has called, and its
+scheduler does not run the caller's next step before then.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from irflow.dialects.mesh import mesh_coords, mesh_group
+from irflow.errors import SourceLocation
+
+Array = Any
+"""A numpy or cupy ndarray: a view of the device's arena or of a variable."""
+
+
+@dataclass(frozen=True)
+class Site:
+    """Which op of the program makes a call, for the errors a disagreeing group raises."""
+
+    op: str
+    location: SourceLocation | None = None
+
+    def __str__(self) -> str:
+        return f"'{self.op}'" + (f" at {self.location}" if self.location else "")
+
+
+class Communicator(ABC):
+    """One device's view of the mesh: its rank, coordinates, and the collectives over a mesh axis."""
+
+    def __init__(self, rank: int, mesh: Sequence[int]):
+        size = 1
+        for extent in mesh:
+            size *= extent
+        if not 0 <= rank < size:
+            raise ValueError(f"rank {rank} is not on the mesh {list(mesh)} of {size} devices")
+        self.rank = rank
+        self.mesh = tuple(mesh)
+        self.size = size
+        self.coords = mesh_coords(rank, mesh)
+
+    def group(self, mesh_axis: int) -> tuple[int, ...]:
+        """The ranks a collective over `mesh_axis` involves, in coordinate order."""
+        return mesh_group(self.rank, self.mesh, mesh_axis)
+
+    @abstractmethod
+    def all_reduce(self, src: Array, dst: Array, mesh_axis: int, reduction: str, site: Site) -> None:
+        """dst = reduction of every src of the group."""
+
+    @abstractmethod
+    def all_gather(self, src: Array, dst: Array, axis: int, mesh_axis: int, site: Site) -> None:
+        """dst = the group's srcs concatenated along `axis` in coordinate order."""
+
+    @abstractmethod
+    def reduce_scatter(self, src: Array, dst: Array, axis: int, mesh_axis: int, reduction: str, site: Site) -> None:
+        """dst = this device's chunk along `axis` of the reduction of every src."""
+
+    @abstractmethod
+    def all_to_all(self, src: Array, dst: Array, split_axis: int, concat_axis: int, mesh_axis: int, site: Site) -> None:
+        """Chunk k of src along `split_axis` goes to coordinate k; dst concatenates what arrives along `concat_axis`."""
+
+    @abstractmethod
+    def broadcast(self, src: Array, dst: Array, root: int, mesh_axis: int, site: Site) -> None:
+        """dst = src of the group's device at coordinate `root`."""
+
+    @abstractmethod
+    def reduce(self, src: Array, dst: Array, root: int, mesh_axis: int, reduction: str, site: Site) -> None:
+        """The root's dst = reduction of every src; other devices' dst is left alone."""
+
+    @abstractmethod
+    def send(self, src: Array, peer: int, site: Site) -> None:
+        """Rank `peer` receives src (it calls recv with this rank as its peer)."""
+
+    @abstractmethod
+    def recv(self, dst: Array, peer: int, site: Site) -> None:
+        """dst = what rank `peer` sends."""
+
+    @abstractmethod
+    def barrier(self) -> None:
+        """Returns once every device of the mesh has called it."""

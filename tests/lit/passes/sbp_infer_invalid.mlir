@@ -1,0 +1,51 @@
+// RUN: not irflow-opt %s --split-input-file -p sbp-infer 2>&1 | filecheck %s
+
+// Hints sbp-infer cannot honour: located errors, never a silently different plan.
+
+// A hint that no signature can produce is an error at the user's line: a reduction
+// over an unevenly split axis (7 over 2 devices) would sum padding.
+
+job.func @uneven(%x: tensor<4x7xf32>) -> tensor<4xf32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[split(1)]>]} {
+  %s = job.reduce_sum %x {axes = array<i64: 1>, sbp = #job.nd_sbp<[partial_sum]>, sbp_origin = "hint"} : (tensor<4x7xf32>) -> tensor<4xf32> loc("model.py":3:8)
+  job.return %s : tensor<4xf32>
+}
+
+// CHECK: model.py:3:8: error: job.reduce_sum needs operand 0 as [partial_sum], but it can only be had as [split(1)] here: no boxing makes a value partial (the hinted sbp forces this signature)
+
+// -----
+
+// A hint no signature produces at all.
+
+job.func @impossible(%x: tensor<4x7xf32>) -> tensor<4xi64> attributes {placement = #job.placement<cpu, ["0:0-1"]>} {
+  %a = job.argmax %x {axis = 1 : i64, sbp = #job.nd_sbp<[partial_sum]>, sbp_origin = "hint"} : (tensor<4x7xf32>) -> tensor<4xi64> loc("model.py":5:8)
+  job.return %a : tensor<4xi64>
+}
+
+// CHECK: model.py:5:8: error: job.argmax: no signature produces the hinted sbp [partial_sum] on 1-axis hierarchy [2]; it can produce [broadcast], [split(0)]
+
+// -----
+
+// An SBP with one component per axis of another hierarchy.
+
+job.func @components(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>} {
+  %r = job.relu %x {sbp = #job.nd_sbp<[split(0)]>, sbp_origin = "hint"} : (tensor<8x4xf32>) -> tensor<8x4xf32> loc("model.py":7:8)
+  job.return %r : tensor<8x4xf32>
+}
+
+// CHECK: model.py:7:8: error: job.relu sbp [split(0)] has 1 components for a placement hierarchy [2, 2]
+
+// -----
+
+job.func @arguments(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[split(0), split(1)]>]} {
+  job.return %x : tensor<8x4xf32>
+}
+
+// CHECK: error: arg_sbp #0 of job 'arguments' [split(0), split(1)] has 2 components for a placement hierarchy [2]
+
+// -----
+
+job.func @rank(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[split(2)]>]} {
+  job.return %x : tensor<8x4xf32>
+}
+
+// CHECK: error: arg_sbp #0 of job 'rank' [split(2)] splits an axis a rank-2 value does not have
