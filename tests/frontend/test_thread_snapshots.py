@@ -57,7 +57,12 @@ def test_snapshots_and_saves_during_training_in_another_thread(tmp_path):
     states = states_between_steps()
     step = train_job()
     step(X)  # creates the variables and the optimizer state
-    trainer = threading.Thread(target=lambda: [step(X) for _ in range(STEPS - 1)])
+    def train() -> None:
+        for _ in range(STEPS - 1):
+            step(X)
+            time.sleep(0.0005)  # an idle machine would finish before the first snapshot; steps still race them
+
+    trainer = threading.Thread(target=train)
     torn, snapshots, saves = [], 0, 0
     deadline = time.monotonic() + 10.0
     trainer.start()
