@@ -16,7 +16,7 @@ import types as _types
 
 from irflow import data, typing
 from irflow.errors import CompileError, ExecutionError, IrflowError, TraceError
-from irflow.frontend import checkpoint, layers, math, nn, optimizer, random, scope
+from irflow.frontend import checkpoint, config, distribute, layers, math, nn, optimizer, random, scope
 from irflow.frontend.blob import Blob
 from irflow.frontend.checkpoint import CheckPoint as _CheckPoint
 from irflow.frontend.checkpoint import get_all_variables, load_variables
@@ -60,7 +60,7 @@ train = _types.SimpleNamespace(CheckPoint=_CheckPoint)  # OneFlow's older checkp
 
 __all__ = [
     "Blob", "CompileError", "ExecutionError", "FunctionConfig", "IrflowError", "TraceError",
-    "cast", "char", "checkpoint", "clear_default_session", "concat", "constant", "constant_initializer",
+    "cast", "char", "checkpoint", "clear_default_session", "concat", "config", "distribute", "constant", "constant_initializer",
     "constant_like", "data", "double", "expand_dims", "float", "float16", "float32", "float64",
     "function_config", "get_all_variables", "get_variable", "global_function", "glorot_normal_initializer",
     "glorot_uniform_initializer", "int8", "int32", "int64", "kaiming_initializer", "layers", "load_variables",

@@ -22,18 +22,26 @@ from irflow.errors import CompileError, IrflowError
 from irflow.passes import PREDICT_PIPELINE, TRAIN_PIPELINE, available_passes
 from irflow.runtime.executor import Executor, shape_dtype
 from irflow.runtime.memory_plan import MemoryPlan
-from irflow.runtime.variables import VariableStore
+from irflow.runtime.spmd import SpmdExecutor
+from irflow.runtime.variables import LogicalVariables, VariableStore
 from irflow.target import Target
 
 
 class Executable:
     """A compiled job: call it with the inputs of one step, get the outputs of `job.return`."""
 
-    def __init__(self, stages: dict[str, ModuleOp], program: buffer.ProgramOp, store: VariableStore, target: Target):
+    def __init__(
+        self, stages: dict[str, ModuleOp], program: buffer.ProgramOp, store: VariableStore | LogicalVariables, target: Target
+    ):
         self.stages = stages
         self.program = program
         self.target = target
-        self.executor = Executor(program, store, target.xp)
+        if target.num_devices > 1:
+            assert isinstance(store, LogicalVariables)
+            self.executor: Executor | SpmdExecutor = SpmdExecutor(program, store, target.xp)
+        else:
+            assert isinstance(store, VariableStore)
+            self.executor = Executor(program, store, target.xp)
         self.input_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.InputOp)]
         self.output_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.OutputOp)]
 
@@ -90,11 +98,15 @@ def run_pipeline(module: ModuleOp, spec: str) -> dict[str, ModuleOp]:
 def compile_job(
     module: ModuleOp,
     name: str,
-    store: VariableStore,
+    store: VariableStore | LogicalVariables,
     target: Target | None = None,
     pipeline: str | None = None,
 ) -> Executable:
-    """Compile the job.func `name` of `module` (left untouched) for `target` (default: one CPU)."""
+    """Compile the job.func `name` of `module` (left untouched) for `target` (default: one CPU).
+
+    On many devices `store` is the LogicalVariables of the target's mesh, and
+    the executable runs one SPMD program on every device.
+    """
     target = target or Target()
     funcs = {f.sym_name.data: f for f in module.walk() if isinstance(f, job.FuncOp)}
     if name not in funcs:

@@ -14,29 +14,36 @@ from types import ModuleType
 
 from xdsl.dialects.builtin import ModuleOp
 
-from irflow.dialects.job import JobOp
+from irflow.dialects.job import FuncOp, JobOp
 from irflow.dialects.sbp import PlacementAttr
 from irflow.errors import source_location
 from irflow.runtime import backend
 
 # Byte alignment of arena offsets: a CPU cache line; what GPU allocators guarantee.
 DEVICE_ALIGNMENT = {"cpu": 64, "gpu": 256}
+ONE_CPU = PlacementAttr("cpu", ["0:0"])
 
 
 @dataclass(frozen=True)
 class Target:
-    """Where a job runs: `device` is the kind that actually executes (after any GPU fallback)."""
+    """Where a job runs: `device` is the kind that actually executes (after any GPU fallback).
+
+    `placement` is the job's placement with that device kind: how many devices,
+    and their hierarchy (mesh).
+    """
 
     device: str = "cpu"
-    placement: PlacementAttr = PlacementAttr("cpu", ["0:0"])
+    placement: PlacementAttr = ONE_CPU
 
     @classmethod
-    def of(cls, device_tag: str) -> Target:
-        """One device of kind `device_tag`, on the CPU when "gpu" is asked for and none is usable."""
-        if device_tag == "gpu" and backend.gpu_module() is not None:
-            return cls("gpu", PlacementAttr("gpu", ["0:0"]))
+    def of(cls, device_tag: str, placement: PlacementAttr | None = None) -> Target:
+        """The devices of `placement` (default: device 0), on the CPU when "gpu" is asked for and none is usable."""
         backend.array_module(device_tag)  # rejects unknown tags
-        return cls("cpu")
+        device = "gpu" if device_tag == "gpu" and backend.gpu_module() is not None else "cpu"
+        ranges, hierarchy = ["0:0"], []
+        if placement is not None:
+            ranges, hierarchy = [r.data for r in placement.ranges], [h.data for h in placement.hierarchy]
+        return cls(device, PlacementAttr(device, ranges, hierarchy))
 
     @property
     def alignment(self) -> int:
@@ -63,28 +70,41 @@ class Target:
         return ""
 
 
+def job_placement(module: ModuleOp) -> PlacementAttr:
+    """The placement the frontend recorded on the module's job.func (one CPU device if none)."""
+    for op in module.walk():
+        if isinstance(op, FuncOp):
+            placement = op.attributes.get("placement")
+            if isinstance(placement, PlacementAttr):
+                return placement
+    return ONE_CPU
+
+
 def decide_target(module: ModuleOp, warned: bool = False) -> tuple[Target, bool]:
     """The target of a traced module, and whether the GPU fallback warning has now been given.
 
-    A "gpu" placement on a machine without a usable GPU runs on the CPU after
+    The devices are the job's placement (from its placement scopes, else
+    flow.config.cpu_device_num / gpu_device_num). A "gpu" placement on a
+    machine without a usable GPU runs on as many simulated CPU devices after
     one warning per session, as OneFlow falls back.
     """
+    placement = job_placement(module)
     gpu_ops = [
         op
         for op in module.walk()
         if isinstance(op, JobOp) and op.placement is not None and op.placement.device_tag.data == "gpu"
     ]
-    if not gpu_ops:
-        return Target("cpu"), warned
-    target = Target.of("gpu")
+    if not gpu_ops and placement.device_tag.data != "gpu":
+        return Target.of("cpu", placement), warned
+    target = Target.of("gpu", placement)
     if target.device == "gpu" or warned:
         return target, warned
-    where = source_location(gpu_ops[0])
+    where = source_location(gpu_ops[0]) if gpu_ops else None
     warnings.warn_explicit(
-        "flow.scope.placement('gpu', ...) but no usable GPU was found: running on the CPU",
+        "a 'gpu' placement (flow.scope.placement or flow.config.gpu_device_num) but no usable GPU was found: "
+        "running on the CPU",
         RuntimeWarning,
         where.file if where else "irflow",
         where.line if where else 0,
     )
     return target, True
-

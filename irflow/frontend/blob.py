@@ -55,6 +55,23 @@ class Blob:
 
         return static_slice(self, index, reshape)
 
+    def with_distribute(self, distribute: Any) -> Blob:
+        """This Blob, its SBP fixed to `distribute` (flow.distribute.split(0), ...): a hint sbp-infer keeps."""
+        from irflow.frontend.distribute import hint
+
+        hint(self, distribute, "Blob.with_distribute")
+        return self
+
+    def with_split_distribute(self, axis: int) -> Blob:
+        from irflow.frontend.distribute import split
+
+        return self.with_distribute(split(axis))
+
+    def with_broadcast_distribute(self) -> Blob:
+        from irflow.frontend.distribute import broadcast
+
+        return self.with_distribute(broadcast())
+
     __hash__ = object.__hash__  # Blobs compare elementwise, yet stay usable as dict keys by identity
     __array_ufunc__ = None  # `np.float32(2) * blob` defers to Blob.__rmul__ instead of making an object array
 

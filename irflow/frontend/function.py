@@ -22,14 +22,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, FunctionType, ModuleOp, StringAttr
 from xdsl.utils.exceptions import VerifyException
 
 from irflow import typing as tp
-from irflow.dialects.job import ReturnOp, tensor
+from irflow.dialects.job import ReturnOp, shape_of, tensor
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr
 from irflow.errors import ExecutionError, SourceLocation, TraceError
 from irflow.frontend.blob import Blob
 from irflow.frontend.config import FunctionConfig
+from irflow.frontend.distribute import hierarchy_of, job_placement, placement_here, sbp_text
 from irflow.frontend.session import Session, default_session
 from irflow.frontend.tracing import Trace, to_loc, tracing, user_location
 from irflow.textir import print_module
@@ -213,26 +215,38 @@ def _collect(spec: Out, value: Any, blobs: list[Blob], path: str) -> Any:
     raise AssertionError(spec.kind)
 
 
-def _rebuild(node: Any, arrays: Sequence[np.ndarray]) -> Any:
+def _rebuild(node: Any, arrays: Sequence[np.ndarray], devices: int) -> Any:
     kind = node[0]
     if kind == "none":
         return None
     if kind == "leaf":
-        return leaf_value(node[2], arrays[node[1]])
+        return leaf_value(node[2], arrays[node[1]], devices)
     if kind == "tuple":
-        return tuple(_rebuild(n, arrays) for n in node[1])
+        return tuple(_rebuild(n, arrays, devices) for n in node[1])
     if kind == "list":
-        return [_rebuild(n, arrays) for n in node[1]]
-    return {k: _rebuild(n, arrays) for k, n in node[1]}
+        return [_rebuild(n, arrays, devices) for n in node[1]]
+    return {k: _rebuild(n, arrays, devices) for k, n in node[1]}
 
 
-def leaf_value(kind: str, array: np.ndarray) -> Any:
-    """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device."""
-    if kind == "list_numpy":
-        return [array]
-    if kind == "list_list_numpy":
-        return [[array]]
-    return array
+def _joined(pieces: Sequence[np.ndarray], rows: int) -> np.ndarray:
+    """The split(0) value of `rows` rows from every device's piece, padding cut off (ceil-sized chunks)."""
+    chunk = -(-rows // len(pieces))
+    return np.concatenate([p[: max(0, min(chunk, rows - r * chunk))] for r, p in enumerate(pieces)])
+
+
+def leaf_value(kind: str, array: np.ndarray, devices: int = 1) -> Any:
+    """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device.
+
+    In the mirrored view (`devices` > 1) device r's array is its split(0) chunk of
+    the job's value: ceil-sized rows, the last devices' fewer.
+    """
+    if kind == "numpy":
+        return array
+    pieces = [array]
+    if devices > 1:
+        chunk = -(-array.shape[0] // devices)
+        pieces = [array[r * chunk : (r + 1) * chunk] for r in range(devices)]
+    return pieces if kind == "list_numpy" else [[piece] for piece in pieces]
 
 
 # ----------------------------------------------------------------- the job
@@ -266,9 +280,15 @@ class JobFunction:
     def _trace(self) -> None:
         returns, spec = self._read_signature()
         leaves = [leaf for _, spec in self._params for leaf in _leaves(spec)]
-        trace = Trace(self.job_name, self.job_type, self.config, [_tensor(leaf) for leaf in leaves])
-        with tracing(trace), (self.config.placement_scope or contextlib.nullcontext()):
-            result = self._func(*self._arguments(trace))
+        self.mirrored = self.config.mirrored
+        with self.config.placement_scope or contextlib.nullcontext():
+            placement = placement_here()
+            # Mirrored: a placeholder's shape is one device's; the job sees their concatenation along axis 0.
+            self.devices = len(placement.devices) if self.mirrored else 1
+            types = [self._logical_type(leaf) for leaf in leaves]
+            trace = Trace(self.job_name, self.job_type, self.config, types, placement)
+            with tracing(trace):
+                result = self._func(*self._arguments(trace))
         blobs = self._returned_blobs(returns, spec, result, trace)
         self.output_count = len(blobs)
         self._watchers = [(handler, kind) for _, handler, kind in trace.watches]
@@ -333,6 +353,8 @@ class JobFunction:
             for located in (ret, trace.func, *trace.block.args):
                 located.location = loc
         trace.block.add_op(ret)
+        self._output_rows = [shape_of(v.type)[0] if shape_of(v.type) else 1 for v in values]
+        self._distribute(trace, values)
         trace.func.properties["function_type"] = FunctionType.from_lists(
             [a.type for a in trace.block.args], [v.type for v in values]
         )
@@ -341,6 +363,57 @@ class JobFunction:
         except VerifyException as err:
             raise TraceError(f"job '{self.job_name}' does not verify: {err}", self._where) from None
         self.module: ModuleOp = trace.module
+
+    def _logical_type(self, leaf: type[tp.PlaceholderDef]) -> Any:
+        if self.devices == 1:
+            return tensor(leaf.shape, leaf.dtype.element_type)
+        if leaf.kind == "numpy" or not leaf.shape:
+            raise TraceError(
+                f"job '{self.job_name}' is in the mirrored view on {self.devices} devices, so each input is one "
+                f"array per device: use tp.ListNumpy.Placeholder with a shape of rank >= 1, "
+                f"got {_describe(leaf)}",
+                self._where,
+            )
+        return tensor((leaf.shape[0] * self.devices, *leaf.shape[1:]), leaf.dtype.element_type)
+
+    def _distribute(self, trace: Trace, values: list[Any]) -> None:
+        """Record the job's placement, view and input SBP on its job.func (see docs/distributed.md)."""
+        func, placement = trace.func, job_placement(trace)
+        if placement != PlacementAttr("cpu", ["0:0"]):
+            func.attributes["placement"] = placement
+        count = len(placement.devices)
+        if self.mirrored and count != self.devices:
+            raise TraceError(
+                f"job '{self.job_name}' is in the mirrored view: its inputs were laid out for the {self.devices} "
+                f"device(s) of {trace.arg_placement}, but its ops run on {count}; give the job one placement",
+                self._where,
+            )
+        if self.mirrored and count > 1:
+            func.attributes["view"] = StringAttr("mirrored")
+            for value in values:
+                if not shape_of(value.type):
+                    raise TraceError(
+                        f"job '{self.job_name}' is in the mirrored view, where each output is one array per "
+                        "device split along axis 0: a rank-0 output has no such split; return it unreduced",
+                        self._where,
+                    )
+        if count == 1 and not trace.arg_sbp:
+            return
+        axes = len(hierarchy_of(placement))
+        split0 = NdSbpAttr([SbpAttr("split", 0)] * axes)
+        whole = NdSbpAttr([SbpAttr("broadcast")] * axes)
+        arg_sbp = []
+        for arg in trace.block.args:
+            default = split0 if shape_of(arg.type) else whole
+            hinted = trace.arg_sbp.get(arg.index, default)
+            if self.mirrored and hinted != split0:
+                raise TraceError(
+                    f"job '{self.job_name}' is in the mirrored view, where every input is split along axis 0 "
+                    f"(one array per device); input {arg.index} is hinted {sbp_text(hinted)}",
+                    self._where,
+                )
+            arg_sbp.append(hinted)
+        func.attributes["arg_sbp"] = ArrayAttr(arg_sbp)
 
     def _arguments(self, trace: Trace) -> list[Any]:
         block_args = iter(trace.block.args)
@@ -383,18 +456,26 @@ class JobFunction:
             for i, (s, v) in enumerate(zip(spec.items, value)):
                 self._check(f"{name}[{i}]", s, v, flat, copy)
             return
+        if spec.kind == "numpy":
+            flat.append(self._checked(name, spec, value, copy))
+            return
+        devices = self.devices
+        if not isinstance(value, (list, tuple)) or len(value) != devices:
+            raise TypeError(f"{self.job_name}() argument '{name}' must be a list with one array per device "
+                            f"({devices} device(s) here), got {_what(value)}")
+        arrays = list(value)
+        if spec.kind == "list_list_numpy":
+            for i, item in enumerate(value):
+                if not isinstance(item, (list, tuple)) or len(item) != 1:
+                    raise TypeError(f"{self.job_name}() argument '{name}' must be a list per device of one "
+                                    f"array each ([[array], ...]), got {_what(item)} for device {i}")
+            arrays = [item[0] for item in value]
+        pieces = [self._checked(name if devices == 1 else f"{name}[{i}]", spec, a, copy) for i, a in enumerate(arrays)]
+        flat.append(pieces[0] if devices == 1 else pieces)  # mirrored: each device's piece of the split(0) input
+
+    def _checked(self, name: str, spec: Any, array: Any, copy: bool) -> np.ndarray:
+        """One array of the placeholder's (per-device) shape and dtype, contiguous (copied if `copy`)."""
         expected = f"numpy.ndarray of shape {spec.shape} and dtype {spec.dtype.name}"
-        array = value
-        if spec.kind in ("list_numpy", "list_list_numpy"):
-            if not isinstance(value, (list, tuple)) or len(value) != 1:
-                raise TypeError(f"{self.job_name}() argument '{name}' must be a list with one array per device "
-                                f"(one device here), got {_what(value)}")
-            array = value[0]
-            if spec.kind == "list_list_numpy":
-                if not isinstance(array, (list, tuple)) or len(array) != 1:
-                    raise TypeError(f"{self.job_name}() argument '{name}' must be [[array]]: one tensor list of "
-                                    f"one array per device, got [{_what(array)}]")
-                array = array[0]
         if not isinstance(array, np.ndarray):
             raise TypeError(f"{self.job_name}() argument '{name}' must be a {expected}, got {type(array).__name__}")
         if array.dtype != spec.dtype.np_dtype:
@@ -407,13 +488,15 @@ class JobFunction:
                 f"{self.job_name}() argument '{name}': expected shape {spec.shape}, given {array.shape}",
                 user_location(),
             )
-        flat.append(np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array))
+        return np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array)
 
-    def _run(self, inputs: list[np.ndarray]) -> Any:
+    def _run(self, inputs: list[Any]) -> Any:
         outputs = (self._exe or self.executable())(inputs)
+        if self.devices > 1:  # mirrored: each output is every device's (padded) piece of its split(0) value
+            outputs = [_joined(pieces, rows) for pieces, rows in zip(outputs, self._output_rows)]
         for (handler, kind), array in zip(self._watchers, outputs[self.output_count :]):
-            handler(leaf_value(kind, array))
-        return _rebuild(self._out, outputs[: self.output_count])
+            handler(leaf_value(kind, array, self.devices))
+        return _rebuild(self._out, outputs[: self.output_count], self.devices)
 
     def _live_session(self) -> Session:
         if self._session is None or self._session is not default_session():
@@ -433,7 +516,7 @@ class JobFunction:
                 from irflow.target import decide_target
 
                 target, session.gpu_warned = decide_target(self.module, session.gpu_warned)
-                self._exe = compile_job(self.module, self.job_name, session.store_for(target), target)
+                self._exe = compile_job(self.module, self.job_name, session.store_for(target, self.job_name), target)
                 self._dump(os.environ.get(DUMP_ENV))
             return self._exe
 
@@ -462,7 +545,3 @@ class JobFunction:
 
     def __repr__(self) -> str:
         return f"<irflow job function '{self.job_name}' ({self.job_type})>"
-
-
-def _tensor(leaf: type[tp.PlaceholderDef]) -> Any:
-    return tensor(leaf.shape, leaf.dtype.element_type)

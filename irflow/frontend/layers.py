@@ -12,6 +12,7 @@ from typing import Any
 
 from irflow.frontend import initializers
 from irflow.frontend.blob import Blob
+from irflow.frontend.distribute import Distribute, split
 from irflow.frontend.nn import bias_add, conv2d as nn_conv2d, pair
 from irflow.frontend.ops import matmul, reshape
 from irflow.frontend.tracing import current, fail
@@ -33,7 +34,12 @@ def dense(
     name: str | None = None,
     model_distribute: object = None,
 ) -> Blob:
-    """inputs (..., in) @ weight(units, in)^T + bias(units); inputs of rank > 2 are flattened and restored."""
+    """inputs (..., in) @ weight(units, in)^T + bias(units); inputs of rank > 2 are flattened and restored.
+
+    `model_distribute` is the weight's distribute: split(0) splits it over the
+    output features (the bias too, so each device computes its own features),
+    split(1) over the input features (each device then holds a partial sum).
+    """
     what = "flow.layers.dense"
     trace = current(what)
     if inputs.ndim < 2:
@@ -51,10 +57,15 @@ def dense(
         initializer=kernel_initializer or initializers.constant_initializer(0.0),
         regularizer=kernel_regularizer,
         trainable=trainable,
+        distribute=model_distribute,
     )
     out = matmul(inputs, weight, transpose_b=True, name=f"{name}_matmul")
     if use_bias:
-        out = _add_bias(out, f"{name}-bias", units, bias_initializer, bias_regularizer, trainable, name)
+        by_features = isinstance(model_distribute, Distribute) and model_distribute == split(0)
+        out = _add_bias(
+            out, f"{name}-bias", units, bias_initializer, bias_regularizer, trainable, name,
+            distribute=model_distribute if by_features else None,
+        )  # fmt: skip
     out = _activate(out, activation, name)
     if len(in_shape) > 2:
         out = reshape(out, in_shape[:-1] + (units,))
@@ -120,6 +131,7 @@ def _add_bias(
     trainable: bool,
     name: str,
     data_format: str | None = None,
+    distribute: Distribute | None = None,
 ) -> Blob:
     """`<layer>_bias_add`: a (units,) variable, zeros unless `initializer`, on the channel axis of `data_format`."""
     bias = get_variable(
@@ -129,6 +141,7 @@ def _add_bias(
         initializer=initializer or initializers.constant_initializer(0.0),
         regularizer=regularizer,
         trainable=trainable,
+        distribute=distribute,
     )
     return bias_add(out, bias, data_format, name=f"{name}_bias_add")
 

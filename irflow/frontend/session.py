@@ -37,6 +37,7 @@ class VariableDecl:
     trainable: bool
     job: str
     location: SourceLocation | None
+    distribute: Any = None  # the SBP hint (flow.distribute...), if the declaration gave one
 
 
 @dataclass
@@ -70,19 +71,36 @@ class Session:
 
     @property
     def store(self) -> Any:
-        """The runtime's VariableStore, made on first use from the session's seed (on the host by default)."""
+        """The runtime's variables, made on first use from the session's seed, on the host and the configured devices."""
         if self._store is None:
-            from irflow.runtime import VariableStore
+            from irflow.frontend.config import default_placement
+            from irflow.target import Target
 
-            self._store = VariableStore(seed=self.seed)
+            return self.store_for(Target.of("cpu", default_placement()))
         return self._store
 
-    def store_for(self, target: Target) -> Any:
-        """The store, made for `target`'s array module if no variable exists yet."""
-        if self._store is None or (not len(self._store) and self._store.xp is not target.xp):
-            from irflow.runtime import VariableStore
+    def store_for(self, target: Target, job: str = "") -> Any:
+        """The store, made for `target`'s array module and mesh if no variable exists yet.
 
-            self._store = VariableStore(seed=self.seed, xp=target.xp)
+        On many devices it is a logical view over one store per device, so users
+        and checkpoints still see whole values. Jobs of one session share their
+        variables, hence their devices.
+        """
+        from irflow.runtime import VariableStore
+        from irflow.runtime.variables import LogicalVariables
+
+        mesh = getattr(self._store, "mesh", (1,))
+        if self._store is None or (not len(self._store) and (self._store.xp is not target.xp or mesh != target.hierarchy)):
+            if target.num_devices > 1:
+                self._store = LogicalVariables(target.hierarchy, seed=self.seed, xp=target.xp)
+            else:
+                self._store = VariableStore(seed=self.seed, xp=target.xp)
+        elif mesh != target.hierarchy:
+            raise ExecutionError(
+                f"job '{job}' runs on the device mesh {list(target.hierarchy)}, but this session's variables "
+                f"live on {list(mesh)}; the jobs of one session share their devices "
+                "(flow.clear_default_session() starts over)"
+            )
         return self._store
 
     def set_seed(self, seed: int) -> None:
@@ -233,6 +251,9 @@ def default_session() -> Session:
 def clear_default_session() -> None:
     """Drop every job, variable and queued result: the next job starts a fresh session."""
     global _default
+    from irflow.frontend.config import reset_devices
+
+    reset_devices()
     old = _default
     _default = Session()
     old.close()

@@ -25,7 +25,7 @@ import irflow
 import irflow.dialects
 import irflow.passes
 from irflow.dialects.job import FuncOp, JobOp
-from irflow.dialects.sbp import PlacementAttr
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr
 from irflow.errors import SourceLocation, TraceError
 
 if TYPE_CHECKING:
@@ -79,7 +79,9 @@ def to_loc(location: SourceLocation | None) -> Attribute | None:
 class Trace:
     """One job function being defined: its module, its block and the state of its scopes."""
 
-    def __init__(self, name: str, job_type: str, config: FunctionConfig, inputs: Sequence[Attribute]):
+    def __init__(
+        self, name: str, job_type: str, config: FunctionConfig, inputs: Sequence[Attribute], placement: PlacementAttr
+    ):
         self.name = name
         self.job_type = job_type
         self.config = config
@@ -90,6 +92,8 @@ class Trace:
         self.declared: dict[str, VariableDecl] = {}  # joins the session's only if the trace succeeds
         self.watches: list[tuple[Blob, Any]] = []
         self.minimized = False
+        self.arg_placement = placement  # where the placeholders live: the placement when the job was defined
+        self.arg_sbp: dict[int, NdSbpAttr] = {}
         self._counters: dict[str, int] = {}
 
     def unique_name(self, prefix: str) -> str:

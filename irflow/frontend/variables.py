@@ -8,6 +8,7 @@ from typing import Any
 from irflow.dialects import job
 from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
+from irflow.frontend.distribute import hint
 from irflow.frontend.initializers import constant_initializer
 from irflow.frontend.session import VariableDecl, default_session
 from irflow.frontend.tracing import build, current, fail, user_location
@@ -31,6 +32,9 @@ def get_variable(
 
     `dtype` defaults to the job's default_data_type and `initializer` to zeros.
     Regularizers are not supported: add the penalty to the loss instead.
+    `distribute` (flow.distribute.split(0), ...) fixes how the variable lies over
+    the job's devices; the first declaration decides for every job (default:
+    chosen by sbp-infer, broadcast unless a hint or the cost model says otherwise).
     """
     what = "flow.get_variable"
     trace = current(what)
@@ -55,12 +59,12 @@ def get_variable(
         blob = trace.variables[name]
         if not reuse:
             fail(f"{what}: variable '{name}' is already defined in job '{trace.name}' (reuse=False)")
-        _agree(trace.declared[name], shape, dtype, what)
+        _agree(trace.declared[name], shape, dtype, distribute, what)
         return blob
     known = default_session().variables.get(name)
     if known is not None:
-        _agree(known, shape, dtype, what)
-        init, trainable = known.initializer, known.trainable  # the first declaration decides
+        _agree(known, shape, dtype, distribute, what)
+        init, trainable, distribute = known.initializer, known.trainable, known.distribute  # the first decides
     blob = build(
         job.VariableOp,
         [],
@@ -71,15 +75,24 @@ def get_variable(
         initializer=init,
         trainable=trainable,
     )
+    if distribute is not None:
+        hint(blob, distribute, f"{what}('{name}')")
     trace.variables[name] = blob
-    trace.declared[name] = known or VariableDecl(name, shape, dtype, init, trainable, trace.name, user_location())
+    trace.declared[name] = known or VariableDecl(
+        name, shape, dtype, init, trainable, trace.name, user_location(), distribute
+    )
     return blob
 
 
-def _agree(known: VariableDecl, shape: tuple[int, ...], dtype: dtypes.DType, what: str) -> None:
+def _agree(known: VariableDecl, shape: tuple[int, ...], dtype: dtypes.DType, distribute: object, what: str) -> None:
+    where = f" at {known.location}" if known.location else ""
     if known.shape != shape or known.dtype is not dtype:
-        where = f" at {known.location}" if known.location else ""
         fail(
             f"{what}: variable '{known.name}' is {dtype.name} {shape} here, but job '{known.job}' "
             f"declared it {known.dtype.name} {known.shape}{where}; one name is one variable"
+        )
+    if distribute is not None and distribute != known.distribute:
+        fail(
+            f"{what}: variable '{known.name}' is given distribute={distribute!r} here, but job '{known.job}' "
+            f"declared it with distribute={known.distribute!r}{where}; one name is one variable"
         )

@@ -1,0 +1,141 @@
+"""flow.distribute and the SBP hints a user gives while a job is traced.
+
+`flow.distribute.split(axis)`, `broadcast()` and `partial_sum()` name how a
+logical value lies over the devices of its placement. A hint is written on the
+op that produces the value (its `sbp` property, with `sbp_origin = "hint"`), or
+on the job's `arg_sbp` for a placeholder; `sbp-infer` never changes a hint.
+One distribute on a placement with a 2-D hierarchy applies to every hierarchy
+axis (split(0) then splits axis 0 over all devices); a list gives one
+distribute per hierarchy axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import StringAttr
+from xdsl.ir import BlockArgument
+
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr
+from irflow.frontend import tracing
+from irflow.frontend.tracing import fail
+
+HINT = StringAttr("hint")
+
+
+@dataclass(frozen=True)
+class Distribute:
+    """One SBP component, as OneFlow's distribute objects."""
+
+    sbp: SbpAttr
+
+    def __repr__(self) -> str:
+        if self.sbp.kind.data == "split":
+            return f"flow.distribute.split({self.sbp.axis.data})"
+        return f"flow.distribute.{self.sbp.kind.data}()"
+
+
+def split(axis: int) -> Distribute:
+    """Each device holds one slice of the value along `axis` (ceil-sized; the last ones padded)."""
+    if isinstance(axis, bool) or not isinstance(axis, int) or axis < 0:
+        fail(f"flow.distribute.split: axis must be a non-negative int, got {axis!r}")
+    return Distribute(SbpAttr("split", axis))
+
+
+def broadcast() -> Distribute:
+    """Every device holds the whole value."""
+    return Distribute(SbpAttr("broadcast"))
+
+
+def partial_sum() -> Distribute:
+    """Every device holds a whole-shaped addend; the value is their sum."""
+    return Distribute(SbpAttr("partial_sum"))
+
+
+def hierarchy_of(placement: PlacementAttr) -> tuple[int, ...]:
+    """The device mesh of a placement: its hierarchy, or one axis over all its devices."""
+    return tuple(h.data for h in placement.hierarchy) or (len(placement.devices),)
+
+
+def nd_sbp(distribute: object, shape: Sequence[int], placement: PlacementAttr, what: str) -> NdSbpAttr:
+    """The `#job.nd_sbp` that `distribute` asks of a value of `shape` on `placement`, checked."""
+    axes = len(hierarchy_of(placement))
+    parts = list(distribute) if isinstance(distribute, (list, tuple)) else [distribute] * axes
+    if not parts or not all(isinstance(d, Distribute) for d in parts):
+        fail(
+            f"{what}: distribute must be flow.distribute.split(axis), broadcast() or partial_sum() "
+            f"(or a list of them, one per hierarchy axis), got {distribute!r}"
+        )
+    if len(parts) != axes:
+        fail(f"{what}: {len(parts)} distributes given for a placement with {axes} hierarchy axes {placement}")
+    for d in parts:
+        if d.sbp.kind.data == "split" and d.sbp.axis.data >= len(shape):
+            fail(f"{what}: cannot split axis {d.sbp.axis.data} of a value of shape {tuple(shape)}")
+    return NdSbpAttr([d.sbp for d in parts])
+
+
+def placement_here() -> PlacementAttr:
+    """The placement of an op traced now: the innermost scope's, or the configured devices'."""
+    from irflow.frontend.config import default_placement
+
+    return tracing.placements[-1] if tracing.placements else default_placement()
+
+
+def job_placement(trace: tracing.Trace) -> PlacementAttr:
+    """The devices a job runs on: its ops' placements together, or where it was defined if no op names one.
+
+    Ops without a placement run on the whole job's. Equal placements keep their
+    hierarchy; different ones join into one axis over all their devices ("gpu"
+    if any is, as the device falls back together).
+    """
+    seen: list[PlacementAttr] = []
+    for op in trace.block.ops:
+        placement = op.properties.get("placement")
+        if isinstance(placement, PlacementAttr) and placement not in seen:
+            seen.append(placement)
+    if not seen:
+        return trace.arg_placement
+    if len(seen) == 1:
+        return seen[0]
+    devices = list(dict.fromkeys(d for p in seen for d in p.devices))
+    tag = "gpu" if any(p.device_tag.data == "gpu" for p in seen) else "cpu"
+    return PlacementAttr(tag, [f"{machine}:{device}" for machine, device in devices])
+
+
+def hint(blob: object, distribute: object, what: str) -> None:
+    """Fix the SBP of `blob`'s value: on its producer op, or on the job's `arg_sbp` for a placeholder."""
+    from irflow.frontend.blob import Blob
+
+    trace = tracing.current(what)
+    value = tracing.own_value(trace, blob, what)
+    assert isinstance(blob, Blob)
+    if isinstance(value, BlockArgument):
+        sbp = nd_sbp(distribute, blob.shape, trace.arg_placement, what)
+        _agree(trace.arg_sbp.get(value.index), sbp, blob, what)
+        trace.arg_sbp[value.index] = sbp
+        return
+    op = value.owner
+    placement = op.properties.get("placement") or placement_here()
+    assert isinstance(placement, PlacementAttr)
+    sbp = nd_sbp(distribute, blob.shape, placement, what)
+    if op.attributes.get("sbp_origin") == HINT:
+        _agree(op.properties.get("sbp"), sbp, blob, what)  # type: ignore[arg-type]
+    op.properties["sbp"] = sbp
+    op.attributes["sbp_origin"] = HINT
+
+
+def _agree(known: NdSbpAttr | None, sbp: NdSbpAttr, blob: object, what: str) -> None:
+    if known is not None and known != sbp:
+        fail(
+            f"{what}: {blob} already has the distribute {sbp_text(known)}; one value has one SBP: "
+            f"use flow.parallel_cast to convert it to {sbp_text(sbp)}"
+        )
+
+
+def sbp_text(sbp: NdSbpAttr) -> str:
+    """`[split(0), broadcast]`, as the IR prints it."""
+    return f"[{', '.join(str(c) for c in sbp.components)}]"
+
+
+__all__ = ["Distribute", "broadcast", "partial_sum", "split"]

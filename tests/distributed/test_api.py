@@ -1,0 +1,277 @@
+"""The distributed API at trace time: hints, placements and views as the traced job IR records them."""
+
+import pytest
+from xdsl.dialects.builtin import StringAttr
+
+import irflow as flow
+import irflow.typing as tp
+from irflow.dialects import job
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr
+from irflow.target import decide_target
+from irflow.textir import parse_module, print_module
+
+HERE = __file__
+S0, S1, B, P = (NdSbpAttr([c]) for c in (SbpAttr("split", 0), SbpAttr("split", 1), SbpAttr("broadcast"), SbpAttr("partial_sum")))
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    flow.clear_default_session()
+    yield
+    flow.clear_default_session()
+
+
+def line_of(marker: str) -> int:
+    for i, text in enumerate(open(HERE).read().splitlines(), 1):
+        if marker in text and "line_of(" not in text:
+            return i
+    raise AssertionError(marker)
+
+
+def func_of(fn) -> job.FuncOp:
+    return next(op for op in fn.module.walk() if isinstance(op, job.FuncOp))
+
+
+def variables(fn) -> dict[str, job.VariableOp]:
+    return {op.var_name.data: op for op in fn.module.walk() if isinstance(op, job.VariableOp)}
+
+
+def hinted(op) -> NdSbpAttr | None:
+    """The op's SBP if it is the user's hint (and only then)."""
+    if op.attributes.get("sbp_origin") != StringAttr("hint"):
+        assert op.properties.get("sbp") is None
+        return None
+    return op.properties["sbp"]
+
+
+def test_one_device_jobs_carry_no_distribution():
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        return flow.layers.dense(x, 2, name="d")
+
+    func = func_of(f)
+    assert not {"placement", "arg_sbp", "view"} & set(func.attributes)
+    assert all(hinted(op) is None for op in f.module.walk() if isinstance(op, job.JobOp))
+
+
+def test_device_count_gives_the_placement_and_inputs_default_to_split0():
+    flow.config.cpu_device_num(4)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((8, 3)), s: tp.Numpy.Placeholder(())) -> tp.Numpy:
+        return flow.layers.dense(x, 2, name="d") * s
+
+    func = func_of(f)
+    assert func.attributes["placement"] == PlacementAttr("cpu", ["0:0-3"])
+    assert list(func.attributes["arg_sbp"]) == [S0, B]  # a rank-0 input can only be whole
+    assert "view" not in func.attributes
+    target, _ = decide_target(f.module)
+    assert (target.device, target.num_devices, target.hierarchy) == ("cpu", 4, (4,))
+
+
+def test_clearing_the_session_resets_the_device_count():
+    flow.config.cpu_device_num(3)
+    flow.clear_default_session()
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((4,))) -> tp.Numpy:
+        return x + 1.0
+
+    assert "placement" not in func_of(f).attributes
+
+
+def test_bad_device_counts():
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match="positive int"):
+            flow.config.cpu_device_num(bad)
+
+
+def test_placement_scope_wins_over_the_device_count_and_keeps_its_hierarchy():
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((8, 4))) -> tp.Numpy:
+        with flow.scope.placement("cpu", "0:0-3", hierarchy=[2, 2]):
+            return flow.math.relu(x).with_distribute([flow.distribute.split(0), flow.distribute.split(1)])
+
+    func = func_of(f)
+    assert func.attributes["placement"] == PlacementAttr("cpu", ["0:0-3"], [2, 2])
+    relu = next(op for op in f.module.walk() if isinstance(op, job.ReluOp))
+    assert hinted(relu) == NdSbpAttr([SbpAttr("split", 0), SbpAttr("split", 1)])
+    assert decide_target(f.module)[0].hierarchy == (2, 2)
+
+
+def test_one_distribute_on_a_2d_hierarchy_applies_to_every_axis():
+    config = flow.function_config()
+    config.default_placement_scope(flow.scope.placement("cpu", ["0:0-1", "1:0-1"], hierarchy=[2, 2]))
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.Numpy.Placeholder((8, 4))) -> tp.Numpy:
+        return flow.math.relu(x.with_distribute(flow.distribute.broadcast()))
+
+    func = func_of(f)
+    assert list(func.attributes["arg_sbp"]) == [NdSbpAttr([SbpAttr("broadcast")] * 2)]
+    assert func.attributes["placement"].devices == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+def test_different_scopes_join_into_one_job_placement():
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((8,))) -> tp.Numpy:
+        with flow.scope.placement("cpu", "0:0-1"):
+            a = flow.math.exp(x)
+        with flow.scope.placement("cpu", "0:2-3"):
+            return flow.math.log(a)
+
+    assert func_of(f).attributes["placement"] == PlacementAttr("cpu", ["0:0", "0:1", "0:2", "0:3"])
+
+
+def test_variable_and_dense_hints():
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+        h = flow.layers.dense(x, 8, model_distribute=flow.distribute.split(0), name="rows")
+        h = flow.layers.dense(h, 6, model_distribute=flow.distribute.split(1), name="cols")
+        w = flow.get_variable("w", shape=(6, 6), distribute=flow.distribute.broadcast())
+        return flow.matmul(h, w)
+
+    found = variables(f)
+    assert hinted(found["rows-weight"]) == S0 and hinted(found["rows-bias"]) == S0
+    assert hinted(found["cols-weight"]) == S1 and hinted(found["cols-bias"]) is None
+    assert hinted(found["w"]) == B
+    # The hints are printed in the IR and parse back to the same module.
+    text = f.ir("job")
+    assert 'sbp_origin = "hint"' in text and "#job.nd_sbp<[split(1)]>" in text
+    assert print_module(parse_module(text), debuginfo=True) == text
+
+
+def test_the_first_declaration_of_a_variable_decides_its_distribute():
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def train(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+        return flow.layers.dense(x, 8, model_distribute=flow.distribute.split(0), name="d")
+
+    @flow.global_function()
+    def evaluate(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+        return flow.layers.dense(x, 8, name="d")
+
+    assert hinted(variables(evaluate)["d-weight"]) == S0
+    with pytest.raises(flow.TraceError, match=r"'d-weight' is given distribute=flow.distribute.broadcast\(\)") as err:
+
+        @flow.global_function()
+        def other(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+            return flow.layers.dense(x, 8, model_distribute=flow.distribute.broadcast(), name="d")  # MARK-other
+
+    assert err.value.location.line == line_of("MARK-other")
+
+
+def test_input_hints_become_arg_sbp():
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((4, 6)), y: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+        return x.with_split_distribute(1) + y.with_broadcast_distribute()
+
+    assert list(func_of(f).attributes["arg_sbp"]) == [S1, B]
+
+
+def test_bad_hints_are_located_errors():
+    flow.config.cpu_device_num(2)
+    cases = {
+        "axis": (lambda x: x.with_distribute(flow.distribute.split(2)), "cannot split axis 2 of a value of shape"),
+        "kind": (lambda x: x.with_distribute("S(0)"), "distribute must be flow.distribute.split"),
+        "count": (
+            lambda x: x.with_distribute([flow.distribute.split(0)] * 2),
+            "2 distributes given for a placement with 1 hierarchy axes",
+        ),
+        "twice": (
+            lambda x: flow.math.relu(x).with_split_distribute(0).with_broadcast_distribute(),
+            r"already has the distribute \[split\(0\)\]; one value has one SBP: use flow.parallel_cast",
+        ),
+    }
+    for name, (make, message) in cases.items():
+        with pytest.raises(flow.TraceError, match=message) as err:
+
+            @flow.global_function()
+            def f(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+                return make(x)
+
+        assert err.value.location.file == HERE, name  # the user's line: where the hint is written
+    with pytest.raises(flow.TraceError, match="axis must be a non-negative int"):
+        flow.distribute.split(-1)
+
+
+def test_mirrored_view_traces_the_devices_together():
+    flow.config.cpu_device_num(3)
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.ListNumpy.Placeholder((2, 5))) -> tp.ListNumpy:
+        assert x.shape == (6, 5)  # the job sees the three devices' arrays one after another
+        return flow.math.relu(x)
+
+    func = func_of(f)
+    assert func.attributes["view"] == StringAttr("mirrored")
+    assert list(func.attributes["arg_sbp"]) == [S0]
+    assert [a.type for a in func.body.block.args] == [job.tensor((6, 5), job.f32)]
+
+
+def test_mirrored_view_errors():
+    flow.config.cpu_device_num(2)
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+    with pytest.raises(flow.TraceError, match="use tp.ListNumpy.Placeholder"):
+
+        @flow.global_function(function_config=config)
+        def numpy_input(x: tp.Numpy.Placeholder((2, 5))) -> tp.ListNumpy:
+            return x
+
+    with pytest.raises(flow.TraceError, match="a rank-0 output has no such split"):
+
+        @flow.global_function(function_config=config)
+        def scalar_output(x: tp.ListNumpy.Placeholder((2, 5))) -> tp.ListNumpy:
+            return flow.math.reduce_sum(x)
+
+    with pytest.raises(flow.TraceError, match="every input is split along axis 0"):
+
+        @flow.global_function(function_config=config)
+        def hinted_input(x: tp.ListNumpy.Placeholder((2, 5))) -> tp.ListNumpy:
+            return x.with_broadcast_distribute() + 1.0
+
+    with pytest.raises(flow.TraceError, match=r"laid out for the 2 device\(s\)"):
+
+        @flow.global_function(function_config=config)
+        def moved(x: tp.ListNumpy.Placeholder((2, 5))) -> tp.ListNumpy:
+            with flow.scope.placement("cpu", "0:0-3"):
+                return x + 1.0
+
+
+def test_one_device_mirrored_view_is_the_consistent_one():
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.Numpy.Placeholder((2, 5))) -> tp.Numpy:
+        return x + 1.0
+
+    assert not {"placement", "arg_sbp", "view"} & set(func_of(f).attributes)
+
+
+def test_gpu_device_count_falls_back_to_as_many_cpu_devices():
+    from irflow.runtime.backend import gpu_module
+
+    if gpu_module() is not None:
+        pytest.skip("a GPU is usable here")
+    flow.config.gpu_device_num(2)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((4,))) -> tp.Numpy:
+        return x + 1.0
+
+    assert func_of(f).attributes["placement"] == PlacementAttr("gpu", ["0:0-1"])
+    with pytest.warns(RuntimeWarning, match="no usable GPU"):
+        target, warned = decide_target(f.module)
+    assert warned and (target.device, target.num_devices) == ("cpu", 2)
+    assert target.placement == PlacementAttr("cpu", ["0:0-1"])
