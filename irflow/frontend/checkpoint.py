@@ -107,7 +107,12 @@ def save(path: str | os.PathLike[str]) -> None:
     """Write every variable, optimizer state included, as the checkpoint directory `path`."""
     session = default_session()
     session.sync()
-    checkpoint_store.save(path, session.store.snapshot(), meta={"seed": session.seed})
+    store = session.store
+    values = store.snapshot()  # every rank takes part: under MPI this gathers the pieces
+    if getattr(store, "is_writer", True):  # written once, by rank 0, however many ranks run
+        checkpoint_store.save(path, values, meta={"seed": session.seed})
+    if hasattr(store, "barrier"):
+        store.barrier()
 
 
 def get(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:

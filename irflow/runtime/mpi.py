@@ -18,6 +18,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -71,6 +72,19 @@ def stop_all_on_error(comm: Any) -> None:
         comm.Abort(1)
 
     sys.excepthook = hook
+
+
+def join(mesh: Sequence[int]) -> MPICommunicator:
+    """This process's device on `mesh`, for a run started by mpiexec.
+
+    From here on an uncaught error on any rank stops every rank, and only rank
+    0 shows irflow's warnings (IRFLOW_MPI_ALL_RANKS=1 shows every rank's).
+    """
+    comm = world()
+    stop_all_on_error(comm)
+    if comm.Get_rank() != 0 and os.environ.get("IRFLOW_MPI_ALL_RANKS") != "1":
+        warnings.simplefilter("ignore")
+    return MPICommunicator(mesh, comm)
 
 
 def timeout_s() -> float:
