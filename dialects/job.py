@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar, Self
 
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -57,7 +58,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, check_fits, hierarchy_of
 
 ui8 = IntegerType(8, Signedness.UNSIGNED)
 FLOAT_TYPES = (f16, f32, f64)
@@ -187,6 +188,14 @@ class JobOp(IRDLOperation):
 
     assembly_format = "operands attr-dict `:` functional-type(operands, results)"
 
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ()
+    """Groups of operands the op is linear in, together: f(x1 + x2) = f(x1) + f(x2) when the
+    group's operands are split into sums and the other operands are fixed.  A partial_sum value
+    may feed exactly one whole group at a time and nothing else (checked on `sbp_in`)."""
+
+    def linear_groups(self) -> tuple[tuple[int, ...], ...]:
+        return self.LINEAR_OPERANDS
+
     @classmethod
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         raise VerifyException(f"{cls.name} needs its result type given")
@@ -210,6 +219,53 @@ class JobOp(IRDLOperation):
 
     def verify_(self) -> None:
         self.check([o.type for o in self.operands], self.properties, self.results[0].type)
+        verify_distribution(self)
+
+
+def verify_distribution(op: JobOp) -> None:
+    """SBPs fit their values and placement; partial_sum only enters operands the op is linear in.
+
+    `sbp_in` (written by sbp-infer) is what the op's signature needs of each operand.
+    """
+    hierarchy = hierarchy_of(op.placement) if op.placement is not None else None
+    if op.sbp is not None and op.results:
+        check_fits(op.sbp, len(shape_of(op.results[0].type)), hierarchy, "sbp")
+    sbp_in = op.attributes.get("sbp_in")
+    if sbp_in is None:
+        return
+    if not isinstance(sbp_in, ArrayAttr) or len(sbp_in.data) != len(op.operands):
+        raise VerifyException(f"sbp_in needs one #job.nd_sbp per operand ({len(op.operands)}), got {sbp_in}")
+    if isinstance(op, BoxingOp) and op.src_placement is not None:
+        hierarchy = hierarchy_of(op.src_placement)  # a boxing takes its input where it was made
+    for i, (nd, operand) in enumerate(zip(sbp_in.data, op.operands)):
+        if not isinstance(nd, NdSbpAttr):
+            raise VerifyException(f"sbp_in #{i} must be a #job.nd_sbp, got {nd}")
+        check_fits(nd, len(shape_of(operand.type)), hierarchy, f"sbp_in #{i}")
+    if len({len(nd.components) for nd in sbp_in.data}) > 1:  # type: ignore[union-attr]
+        raise VerifyException(f"sbp_in entries have different numbers of components: {sbp_in}")
+    if isinstance(op, BoxingOp):
+        return  # boxing is the conversion: it takes any SBP
+    for axis in range(len(sbp_in.data[0].components) if sbp_in.data else 0):  # type: ignore[union-attr]
+        partial = tuple(
+            i for i, nd in enumerate(sbp_in.data) if nd.components.data[axis].kind.data == "partial_sum"  # type: ignore[union-attr]
+        )
+        if partial and partial not in op.linear_groups():
+            raise VerifyException(_partial_error(op, partial))
+
+
+def _partial_error(op: JobOp, partial: tuple[int, ...]) -> str:
+    names = " and ".join(str(i) for i in partial)
+    groups = [g for g in op.linear_groups() if set(partial) & set(g)]
+    if groups:
+        need = " and ".join(str(i) for i in groups[0])
+        return (
+            f"{op.name} is linear in operands {need} only together: partial_sum input in operand {names} "
+            "alone is not allowed; insert a boxing to broadcast or split"
+        )
+    return (
+        f"{op.name} is not linear in operand {names}: partial_sum input is not allowed; "
+        "insert a boxing to broadcast or split"
+    )
 
 
 class NullaryOp(JobOp):
@@ -257,6 +313,7 @@ class GradOp(JobOp):
     saved = operand_def(TensorType)
     res = result_def(TensorType)
     traits = traits_def(Pure())
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
 
     @classmethod
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
@@ -320,13 +377,17 @@ class DropoutMaskOp(NullaryOp):
 # ----------------------------------------------------------------- elementwise
 
 
-def _define(op_name: str, doc: str, base: type[JobOp]) -> type[JobOp]:
+def _define(op_name: str, doc: str, base: type[JobOp], linear: tuple[tuple[int, ...], ...] = ()) -> type[JobOp]:
     """Define a field-less op on a shared base (the elementwise families)."""
     camel = "".join(p.title() for p in op_name.split("_")) + "Op"
-    return irdl_op_definition(type(camel, (base,), {"name": f"job.{op_name}", "__doc__": doc}))
+    fields: dict[str, object] = {"name": f"job.{op_name}", "__doc__": doc}
+    if linear:
+        fields["LINEAR_OPERANDS"] = linear
+        fields["__annotations__"] = {"LINEAR_OPERANDS": "ClassVar[tuple[tuple[int, ...], ...]]"}
+    return irdl_op_definition(type(camel, (base,), fields))
 
 
-NegOp = _define("neg", "-x", UnaryOp)
+NegOp = _define("neg", "-x", UnaryOp, linear=((0,),))
 ExpOp = _define("exp", "e**x", UnaryOp)
 LogOp = _define("log", "natural logarithm", UnaryOp)
 SqrtOp = _define("sqrt", "square root", UnaryOp)
@@ -345,10 +406,10 @@ class CompareOp(BinaryOp):
 
 
 
-AddOp = _define("add", "a + b", BinaryOp)
-SubOp = _define("sub", "a - b", BinaryOp)
-MulOp = _define("mul", "a * b", BinaryOp)
-DivOp = _define("div", "a / b", BinaryOp)
+AddOp = _define("add", "a + b", BinaryOp, linear=((0, 1),))
+SubOp = _define("sub", "a - b", BinaryOp, linear=((0, 1),))
+MulOp = _define("mul", "a * b", BinaryOp, linear=((0,), (1,)))
+DivOp = _define("div", "a / b", BinaryOp, linear=((0,),))
 MaximumOp = _define("maximum", "elementwise max", BinaryOp)
 MinimumOp = _define("minimum", "elementwise min", BinaryOp)
 PowOp = _define("pow", "a ** b", BinaryOp)
@@ -374,6 +435,7 @@ class CastOp(JobOp):
     x = operand_def(TensorType)
     res = result_def(TensorType)
     traits = traits_def(Pure())
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
 
     @classmethod
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
@@ -389,6 +451,7 @@ class BiasAddOp(JobOp):
     res = result_def(TensorType)
     axis = prop_def(IntegerAttr, default_value=IntegerAttr(1, i64))
     traits = traits_def(Pure())
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0, 1),)
 
     @classmethod
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
@@ -406,6 +469,7 @@ class BiasAddOp(JobOp):
 @irdl_op_definition
 class ReshapeOp(JobOp):
     name = "job.reshape"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     x = operand_def(TensorType)
     res = result_def(TensorType)
     traits = traits_def(Pure())
@@ -427,6 +491,7 @@ def _numel(shape: Shape) -> int:
 @irdl_op_definition
 class TransposeOp(JobOp):
     name = "job.transpose"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     x = operand_def(TensorType)
     res = result_def(TensorType)
     perm = prop_def(DenseArrayBase)
@@ -443,6 +508,7 @@ class TransposeOp(JobOp):
 @irdl_op_definition
 class BroadcastToOp(JobOp):
     name = "job.broadcast_to"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     x = operand_def(TensorType)
     res = result_def(TensorType)
     traits = traits_def(Pure())
@@ -460,6 +526,9 @@ class ConcatOp(JobOp):
     res = result_def(TensorType)
     axis = prop_def(IntegerAttr)
     traits = traits_def(Pure())
+
+    def linear_groups(self) -> tuple[tuple[int, ...], ...]:
+        return (tuple(range(len(self.operands))),)  # linear in all inputs together
 
     @classmethod
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
@@ -494,6 +563,7 @@ class SliceOp(JobOp):
     """Static strided slice; start/stop are normalized to [0, dim] by the frontend."""
 
     name = "job.slice"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     x = operand_def(TensorType)
     res = result_def(TensorType)
     start = prop_def(DenseArrayBase)
@@ -511,6 +581,7 @@ class SliceGradOp(JobOp):
     """Scatter `dy` into zeros of the sliced input's shape."""
 
     name = "job.slice_grad"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     dy = operand_def(TensorType)
     res = result_def(TensorType)
     start = prop_def(DenseArrayBase)
@@ -532,6 +603,7 @@ class MatmulOp(JobOp):
     """(..., m, k) x (..., k, n), either side optionally transposed (OneFlow transpose_a/b)."""
 
     name = "job.matmul"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,), (1,))
     lhs = operand_def(TensorType)
     rhs = operand_def(TensorType)
     res = result_def(TensorType)
@@ -580,11 +652,13 @@ class ReduceOp(JobOp):
 @irdl_op_definition
 class ReduceSumOp(ReduceOp):
     name = "job.reduce_sum"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
 
 
 @irdl_op_definition
 class ReduceMeanOp(ReduceOp):
     name = "job.reduce_mean"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
 
 
 @irdl_op_definition
@@ -597,6 +671,7 @@ class ReduceMaxGradOp(JobOp):
     """dx of reduce_max from (dy, x, y): dy split evenly among the maxima."""
 
     name = "job.reduce_max_grad"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     dy = operand_def(TensorType)
     x = operand_def(TensorType)
     y = operand_def(TensorType)
@@ -704,6 +779,7 @@ class SparseSoftmaxCrossEntropyOp(CrossEntropyOp):
 @irdl_op_definition
 class SoftmaxCrossEntropyOp(CrossEntropyOp):
     name = "job.softmax_cross_entropy"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((1,),)  # -sum(labels * log_softmax(logits))
     SPARSE: ClassVar[bool] = False
 
 
@@ -713,6 +789,7 @@ class CrossEntropyGradOp(JobOp):
     labels = operand_def(TensorType)
     res = result_def(TensorType)
     traits = traits_def(Pure())
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     SPARSE: ClassVar[bool]
 
     @classmethod
@@ -732,6 +809,7 @@ class SparseSoftmaxCrossEntropyGradOp(CrossEntropyGradOp):
 @irdl_op_definition
 class SoftmaxCrossEntropyGradOp(CrossEntropyGradOp):
     name = "job.softmax_cross_entropy_grad"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,), (2,))  # (softmax * sum(labels) - labels) * dloss
     SPARSE: ClassVar[bool] = False
 
 
@@ -786,6 +864,7 @@ class ConvBase(WindowOp):
 @irdl_op_definition
 class Conv2DOp(ConvBase):
     name = "job.conv2d"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,), (1,))
     x = operand_def(TensorType)
     weight = operand_def(TensorType)
     res = result_def(TensorType)
@@ -801,6 +880,7 @@ class Conv2DGradInputOp(ConvBase):
     """dx from (dy, w); the result type is x's."""
 
     name = "job.conv2d_grad_input"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,), (1,))
     dy = operand_def(TensorType)
     weight = operand_def(TensorType)
     res = result_def(TensorType)
@@ -816,6 +896,7 @@ class Conv2DGradFilterOp(ConvBase):
     """dw from (dy, x); the result type is the weight's."""
 
     name = "job.conv2d_grad_filter"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,), (1,))
     dy = operand_def(TensorType)
     x = operand_def(TensorType)
     res = result_def(TensorType)
@@ -865,11 +946,13 @@ class AvgPool2DOp(PoolOp):
     """Average over the window's in-bounds elements (padding excluded, as in TF/OneFlow)."""
 
     name = "job.avg_pool2d"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
 
 
 @irdl_op_definition
 class MaxPool2DGradOp(PoolBase):
     name = "job.max_pool2d_grad"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     dy = operand_def(TensorType)
     x = operand_def(TensorType)
     y = operand_def(TensorType)
@@ -886,6 +969,7 @@ class MaxPool2DGradOp(PoolBase):
 @irdl_op_definition
 class AvgPool2DGradOp(PoolBase):
     name = "job.avg_pool2d_grad"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     dy = operand_def(TensorType)
     res = result_def(TensorType)
 
@@ -893,6 +977,40 @@ class AvgPool2DGradOp(PoolBase):
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
         if pool_output(_nchw(result, "input"), props) != shape_of(types[0]):
             raise VerifyException(f"avg_pool2d of {fmt(result)} does not produce the gradient's shape {fmt(types[0])}")
+
+
+# ----------------------------------------------------------------- distribution
+
+
+@irdl_op_definition
+class BoxingOp(JobOp):
+    """Logically the identity: turns `src_sbp` on `src_placement` into `sbp` on `placement`.
+
+    Inserted by insert-boxing (with a `reason` and the consumer's location) or traced from
+    `flow.parallel_cast` as a user hint, whose `src_sbp` sbp-infer fills in.  Lowering
+    makes it the collective (all_reduce, all_gather, ...) of each hierarchy axis.
+    """
+
+    name = "job.boxing"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    src_sbp = opt_prop_def(NdSbpAttr)
+    src_placement = opt_prop_def(PlacementAttr)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        return types[0]
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.sbp is None:
+            raise VerifyException("job.boxing needs the target sbp")
+        if self.src_sbp is not None:
+            where = self.src_placement or self.placement
+            check_fits(
+                self.src_sbp, len(shape_of(self.x.type)), hierarchy_of(where) if where else None, "src_sbp"
+            )
 
 
 # ----------------------------------------------------------------- training state
@@ -929,7 +1047,7 @@ class EffectOp(JobOp):
         return op
 
     def verify_(self) -> None:
-        pass
+        verify_distribution(self)
 
 
 class UpdateOp(EffectOp):
@@ -949,6 +1067,7 @@ class UpdateOp(EffectOp):
     STATE_COUNT: ClassVar[int]
 
     def verify_(self) -> None:
+        verify_distribution(self)
         self.check_operands([o.type for o in self.operands], self.properties)
         for i in self.WRITTEN_OPERANDS:
             if not isinstance(self.operands[i].owner, VariableOp):
@@ -1032,6 +1151,7 @@ class MinimizeOp(EffectOp):
     optimizer = prop_def(DictionaryAttr)
 
     def verify_(self) -> None:
+        verify_distribution(self)
         require_float(self.loss.type, "loss")
 
 
@@ -1048,6 +1168,7 @@ class ApplyGradientsOp(EffectOp):
         return list(zip(ops[0::2], ops[1::2]))
 
     def verify_(self) -> None:
+        verify_distribution(self)
         if len(self.operands) % 2:
             raise VerifyException("apply_gradients takes (variable, gradient) pairs")
         for var, grad in self.pairs():
@@ -1312,7 +1433,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     SparseSoftmaxCrossEntropyGradOp, SoftmaxCrossEntropyGradOp,
     Conv2DOp, Conv2DGradInputOp, Conv2DGradFilterOp,
     MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp,
-    LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp, MinimizeOp, ApplyGradientsOp,
+    BoxingOp, LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp, MinimizeOp, ApplyGradientsOp,
 ]  # fmt: skip
 
 Job = Dialect("job", [FuncOp, ReturnOp, *COMPUTE_OPS, *PHYSICAL_OPS], [SbpAttr, NdSbpAttr, PlacementAttr])

@@ -196,3 +196,100 @@ class PlacementAttr(ParametrizedAttribute):
 
     def _hierarchy(self) -> list[int]:
         return [h.data for h in self.hierarchy]
+
+
+# ----------------------------------------------------------------- compact codes
+# Passes search over thousands of SBP choices; they work on small ints and turn
+# them back into attributes once: split(i) is i >= 0, the rest are negative.
+
+BROADCAST = -1
+PARTIAL = -2  # partial_sum (sum)
+PARTIAL_MAX = -3
+PARTIAL_MIN = -4
+_PARTIAL_CODES = {"sum": PARTIAL, "max": PARTIAL_MAX, "min": PARTIAL_MIN}
+
+Code = int
+NdCode = tuple[int, ...]
+
+
+def sbp_code(c: SbpAttr) -> Code:
+    kind = c.kind.data
+    if kind == "split":
+        return c.axis.data
+    if kind == "broadcast":
+        return BROADCAST
+    return _PARTIAL_CODES[c.reduction.data]
+
+
+def code_attr(code: Code) -> SbpAttr:
+    if code >= 0:
+        return SbpAttr("split", code)
+    if code == BROADCAST:
+        return SbpAttr("broadcast")
+    reduction = next(r for r, c in _PARTIAL_CODES.items() if c == code)
+    return SbpAttr("partial_sum", reduction=reduction)
+
+
+def nd_codes(nd: NdSbpAttr) -> NdCode:
+    return tuple(sbp_code(c) for c in nd.components)
+
+
+_ND_CACHE: dict[NdCode, NdSbpAttr] = {}
+
+
+def nd_attr(codes: Sequence[Code]) -> NdSbpAttr:
+    key = tuple(codes)
+    attr = _ND_CACHE.get(key)
+    if attr is None:
+        attr = _ND_CACHE[key] = NdSbpAttr([code_attr(c) for c in key])
+    return attr
+
+
+def code_text(codes: Sequence[Code]) -> str:
+    """`[split(0), broadcast]`, as the IR prints it, for messages."""
+    return f"[{', '.join(str(code_attr(c)) for c in codes)}]"
+
+
+def is_partial(code: Code) -> bool:
+    return code <= PARTIAL
+
+
+def hierarchy_of(placement: PlacementAttr) -> tuple[int, ...]:
+    """Devices per hierarchy axis: the declared hierarchy, or one axis over all devices."""
+    return tuple(h.data for h in placement.hierarchy) or (len(placement.devices),)
+
+
+def broadcast_codes(hierarchy: Sequence[int]) -> NdCode:
+    return (BROADCAST,) * len(hierarchy)
+
+
+def normalize(codes: Sequence[Code], hierarchy: Sequence[int]) -> NdCode:
+    """On a hierarchy axis of one device every SBP is the whole value: write it as broadcast."""
+    return tuple(BROADCAST if h == 1 else c for c, h in zip(codes, hierarchy, strict=True))
+
+
+def check_fits(nd: NdSbpAttr, rank: int, hierarchy: Sequence[int] | None, what: str) -> None:
+    """A split names an axis of the value, and there is one component per hierarchy axis."""
+    for c in nd.components:
+        if c.kind.data == "split" and c.axis.data >= rank:
+            raise VerifyException(f"{what} {nd_text(nd)} splits axis {c.axis.data} of a rank-{rank} value")
+    if hierarchy is not None and len(nd.components) != len(hierarchy):
+        raise VerifyException(
+            f"{what} {nd_text(nd)} has {len(nd.components)} components for a placement hierarchy of "
+            f"{len(hierarchy)} axes {list(hierarchy)}"
+        )
+
+
+def nd_text(nd: NdSbpAttr) -> str:
+    return f"[{', '.join(str(c) for c in nd.components)}]"
+
+
+def transition(src: Code, dst: Code) -> str:
+    """The collective that turns `src` into `dst` on one hierarchy axis (OneFlow's boxing kinds)."""
+    if src == dst:
+        return "none"
+    if dst == BROADCAST:
+        return "all_gather" if src >= 0 else "all_reduce"
+    if dst >= 0:
+        return "all_to_all" if src >= 0 else ("slice" if src == BROADCAST else "reduce_scatter")
+    return "zero_fill" if src == BROADCAST else "unsupported"

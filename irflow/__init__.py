@@ -21,6 +21,7 @@ from irflow.frontend.blob import Blob
 from irflow.frontend.checkpoint import CheckPoint as _CheckPoint
 from irflow.frontend.checkpoint import get_all_variables, load_variables
 from irflow.frontend.config import FunctionConfig, function_config
+from irflow.frontend.distribute import parallel_cast
 from irflow.frontend.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
 from irflow.frontend.function import global_function
 from irflow.frontend.initializers import (
@@ -60,12 +61,13 @@ train = _types.SimpleNamespace(CheckPoint=_CheckPoint)  # OneFlow's older checkp
 
 __all__ = [
     "Blob", "CompileError", "ExecutionError", "FunctionConfig", "IrflowError", "TraceError",
-    "cast", "char", "checkpoint", "clear_default_session", "concat", "config", "distribute", "constant", "constant_initializer",
-    "constant_like", "data", "double", "expand_dims", "float", "float16", "float32", "float64",
+    "cast", "char", "checkpoint", "clear_default_session", "concat", "config", "constant", "constant_initializer",
+    "constant_like", "distribute", "data", "double", "expand_dims", "float", "float16", "float32", "float64",
     "function_config", "get_all_variables", "get_variable", "global_function", "glorot_normal_initializer",
     "glorot_uniform_initializer", "int8", "int32", "int64", "kaiming_initializer", "layers", "load_variables",
-    "math", "matmul", "nn", "ones_initializer", "ones_like", "optimizer", "random", "random_normal_initializer",
-    "random_uniform_initializer", "reshape", "scope", "slice", "squeeze", "sync_default_session", "train", "transpose",
+    "math", "matmul", "nn", "ones_initializer", "ones_like", "optimizer", "parallel_cast", "random",
+    "random_normal_initializer", "random_uniform_initializer", "reshape", "scope", "slice", "squeeze",
+    "sync_default_session", "train", "transpose",
     "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "variance_scaling_initializer",
     "watch", "xavier_normal_initializer", "xavier_uniform_initializer", "zeros_initializer", "zeros_like",
 ]  # fmt: skip

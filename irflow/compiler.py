@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.utils.exceptions import VerifyException
@@ -20,9 +19,8 @@ from irflow.context import make_context
 from irflow.dialects import buffer, job
 from irflow.errors import CompileError, IrflowError
 from irflow.passes import PREDICT_PIPELINE, TRAIN_PIPELINE, available_passes
-from irflow.runtime.executor import Executor, shape_dtype
+from irflow.runtime import spmd
 from irflow.runtime.memory_plan import MemoryPlan
-from irflow.runtime.spmd import SpmdExecutor
 from irflow.runtime.variables import LogicalVariables, VariableStore
 from irflow.target import Target
 
@@ -31,25 +29,26 @@ class Executable:
     """A compiled job: call it with the inputs of one step, get the outputs of `job.return`."""
 
     def __init__(
-        self, stages: dict[str, ModuleOp], program: buffer.ProgramOp, store: VariableStore | LogicalVariables, target: Target
+        self,
+        stages: dict[str, ModuleOp],
+        program: buffer.ProgramOp,
+        store: VariableStore | LogicalVariables,
+        target: Target,
     ):
         self.stages = stages
         self.program = program
         self.target = target
-        if target.num_devices > 1:
-            assert isinstance(store, LogicalVariables)
-            self.executor: Executor | SpmdExecutor = SpmdExecutor(program, store, target.xp)
-        else:
-            assert isinstance(store, VariableStore)
-            self.executor = Executor(program, store, target.xp)
-        self.input_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.InputOp)]
-        self.output_types = [shape_dtype(op.buf.type) for op in _ordered(program, buffer.OutputOp)]
+        # One device, or every device of the program's mesh (then `store` holds one shard per device).
+        self.executor = spmd.bind(program, store, target.xp)
+        self.input_types = spmd.boundary_types(program, buffer.InputOp)
+        self.output_types = spmd.boundary_types(program, buffer.OutputOp)
 
     @property
     def xp(self) -> Any:
         return self.target.xp
 
-    def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
+    def __call__(self, inputs: Sequence[Any]) -> list[Any]:
+        """Whole arrays in and out; in the mirrored view, one array per device for each input and output."""
         return self.executor(inputs)
 
     def memory_plan(self) -> MemoryPlan:
@@ -62,10 +61,6 @@ class Executable:
         if stage not in self.stages:
             raise KeyError(f"no stage '{stage}'; stages are {', '.join(self.stages)}")
         return print_module(self.stages[stage], debuginfo=True)
-
-
-def _ordered(program: buffer.ProgramOp, kind: type) -> list[Any]:
-    return sorted((op for op in program.body.block.ops if isinstance(op, kind)), key=lambda op: op.index.value.data)
 
 
 def pipeline_for(func: job.FuncOp, target: Target) -> str:
@@ -102,11 +97,7 @@ def compile_job(
     target: Target | None = None,
     pipeline: str | None = None,
 ) -> Executable:
-    """Compile the job.func `name` of `module` (left untouched) for `target` (default: one CPU).
-
-    On many devices `store` is the LogicalVariables of the target's mesh, and
-    the executable runs one SPMD program on every device.
-    """
+    """Compile the job.func `name` of `module` (left untouched) for `target` (default: one CPU)."""
     target = target or Target()
     funcs = {f.sym_name.data: f for f in module.walk() if isinstance(f, job.FuncOp)}
     if name not in funcs:

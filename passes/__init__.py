@@ -19,6 +19,24 @@ def _optimizer() -> type[ModulePass]:
     return OptimizerPass
 
 
+def _sbp_infer() -> type[ModulePass]:
+    from irflow.passes.sbp_infer import SbpInferPass
+
+    return SbpInferPass
+
+
+def _insert_boxing() -> type[ModulePass]:
+    from irflow.passes.insert_boxing import InsertBoxingPass
+
+    return InsertBoxingPass
+
+
+def _lower_to_physical() -> type[ModulePass]:
+    from irflow.passes.lower_to_physical import LowerToPhysicalPass
+
+    return LowerToPhysicalPass
+
+
 def _convert_job_to_buffer() -> type[ModulePass]:
     from irflow.passes.convert_job_to_buffer import ConvertJobToBufferPass
 
@@ -35,6 +53,9 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "autodiff": _autodiff,
         "optimizer": _optimizer,
+        "sbp-infer": _sbp_infer,
+        "insert-boxing": _insert_boxing,
+        "lower-to-physical": _lower_to_physical,
         "convert-job-to-buffer": _convert_job_to_buffer,
         "plan-memory": _plan_memory,
     }
@@ -48,5 +69,7 @@ def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
 
 # What a job goes through from trace to execution; `irflow-opt -p` takes the same names.
-TRAIN_PIPELINE = "autodiff,optimizer,cse,convert-job-to-buffer,plan-memory"
-PREDICT_PIPELINE = "cse,convert-job-to-buffer,plan-memory"
+# On one device sbp-infer makes everything broadcast, insert-boxing adds nothing and lower-to-physical
+# changes nothing; on many, they turn the logical job into the one program every device runs.
+TRAIN_PIPELINE = "autodiff,optimizer,cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,plan-memory"
+PREDICT_PIPELINE = "cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,plan-memory"

@@ -575,3 +575,13 @@ def _cross_entropy_grad(grad_op: type[job.JobOp]) -> Rule:
 
 gradient(job.SparseSoftmaxCrossEntropyGradOp)(_cross_entropy_grad(job.SparseSoftmaxCrossEntropyGradOp))
 gradient(job.SoftmaxCrossEntropyGradOp)(_cross_entropy_grad(job.SoftmaxCrossEntropyGradOp))
+
+
+# ----------------------------------------------------------------- distribution
+
+
+@gradient(job.BoxingOp)
+def _boxing(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # Logically the identity: sbp-infer then picks how the gradient is distributed, so the
+    # backward of an all_gather comes out as a reduce_scatter where that is cheapest.
+    return [dy]

@@ -84,10 +84,12 @@ class IrflowOptMain(xDSLOptMain):
         add("--list-passes", action="store_true", help="list the registered passes with their options and exit")
         add(
             "--emit",
-            choices=("ir", "memory-plan"),
+            choices=("ir", "memory-plan", "sbp-report"),
             default="ir",
-            help="what to print after the passes: the IR, or each planned buffer.program's memory plan "
-            "(a table of buffers, offsets and lifetimes with the ratio to the lower bound)",
+            help="what to print after the passes: the IR, each planned buffer.program's memory plan "
+            "(a table of buffers, offsets and lifetimes with the ratio to the lower bound), or per job "
+            "the SBP report of sbp-infer,insert-boxing (each boxing, its collective, bytes per step, "
+            "the origin of each decision)",
         )
 
     # -- pipeline
@@ -168,6 +170,13 @@ class IrflowOptMain(xDSLOptMain):
     def output_resulting_program(self, prog: ModuleOp) -> str:
         if self.args.emit == "ir":
             return super().output_resulting_program(prog)
+        if self.args.emit == "sbp-report":
+            from irflow.dialects.job import JobOp
+            from irflow.passes.insert_boxing import sbp_report
+
+            if any(isinstance(op, JobOp) and op.results and op.sbp is None for op in prog.walk()):
+                raise CompileError("--emit=sbp-report needs every value's SBP: run sbp-infer,insert-boxing first")
+            return sbp_report(prog) + "\n"
         from irflow.dialects.buffer import ProgramOp
         from irflow.runtime.memory_plan import MemoryPlan
 

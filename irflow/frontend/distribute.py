@@ -13,13 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import StringAttr
 from xdsl.ir import BlockArgument
 
-from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr
+from irflow.dialects import job
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
 from irflow.frontend import tracing
-from irflow.frontend.tracing import fail
+from irflow.frontend.tracing import build, fail
+
+if TYPE_CHECKING:
+    from irflow.frontend.blob import Blob
 
 HINT = StringAttr("hint")
 
@@ -51,11 +56,6 @@ def broadcast() -> Distribute:
 def partial_sum() -> Distribute:
     """Every device holds a whole-shaped addend; the value is their sum."""
     return Distribute(SbpAttr("partial_sum"))
-
-
-def hierarchy_of(placement: PlacementAttr) -> tuple[int, ...]:
-    """The device mesh of a placement: its hierarchy, or one axis over all its devices."""
-    return tuple(h.data for h in placement.hierarchy) or (len(placement.devices),)
 
 
 def nd_sbp(distribute: object, shape: Sequence[int], placement: PlacementAttr, what: str) -> NdSbpAttr:
@@ -128,14 +128,22 @@ def hint(blob: object, distribute: object, what: str) -> None:
 def _agree(known: NdSbpAttr | None, sbp: NdSbpAttr, blob: object, what: str) -> None:
     if known is not None and known != sbp:
         fail(
-            f"{what}: {blob} already has the distribute {sbp_text(known)}; one value has one SBP: "
-            f"use flow.parallel_cast to convert it to {sbp_text(sbp)}"
+            f"{what}: {blob} already has the distribute {nd_text(known)}; one value has one SBP: "
+            f"use flow.parallel_cast to convert it to {nd_text(sbp)}"
         )
 
 
-def sbp_text(sbp: NdSbpAttr) -> str:
-    """`[split(0), broadcast]`, as the IR prints it."""
-    return f"[{', '.join(str(c) for c in sbp.components)}]"
+def parallel_cast(blob: Blob, name: str | None = None, distribute: object = None, gradient_distribute: object = None) -> Blob:
+    """`blob` converted to `distribute`: a job.boxing the user asks for (its `sbp` a hint), whatever sbp-infer chose."""
+    what = "flow.parallel_cast"
+    if distribute is None:
+        fail(f"{what}: distribute is required, e.g. flow.parallel_cast(x, distribute=flow.distribute.broadcast())")
+    if gradient_distribute is not None:
+        fail(f"{what}: gradient_distribute is not supported; the gradient's SBP is inferred")
+    sbp = nd_sbp(distribute, blob.shape, placement_here(), what)
+    out = build(job.BoxingOp, [blob], None, name, what, sbp=sbp)
+    out.value.owner.attributes["sbp_origin"] = HINT
+    return out
 
 
-__all__ = ["Distribute", "broadcast", "partial_sum", "split"]
+__all__ = ["Distribute", "broadcast", "parallel_cast", "partial_sum", "split"]

@@ -27,11 +27,11 @@ from xdsl.utils.exceptions import VerifyException
 
 from irflow import typing as tp
 from irflow.dialects.job import ReturnOp, shape_of, tensor
-from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
 from irflow.errors import ExecutionError, SourceLocation, TraceError
 from irflow.frontend.blob import Blob
 from irflow.frontend.config import FunctionConfig
-from irflow.frontend.distribute import hierarchy_of, job_placement, placement_here, sbp_text
+from irflow.frontend.distribute import job_placement, placement_here
 from irflow.frontend.session import Session, default_session
 from irflow.frontend.tracing import Trace, to_loc, tracing, user_location
 from irflow.textir import print_module
@@ -409,7 +409,7 @@ class JobFunction:
             if self.mirrored and hinted != split0:
                 raise TraceError(
                     f"job '{self.job_name}' is in the mirrored view, where every input is split along axis 0 "
-                    f"(one array per device); input {arg.index} is hinted {sbp_text(hinted)}",
+                    f"(one array per device); input {arg.index} is hinted {nd_text(hinted)}",
                     self._where,
                 )
             arg_sbp.append(hinted)

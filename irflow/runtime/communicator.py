@@ -81,5 +81,13 @@ class Communicator(ABC):
         """The root's dst = reduction of every src; other devices' dst is left alone."""
 
     @abstractmethod
+    def send(self, src: Array, peer: int, site: Site) -> None:
+        """Rank `peer` receives src (it calls recv with this rank as its peer)."""
+
+    @abstractmethod
+    def recv(self, dst: Array, peer: int, site: Site) -> None:
+        """dst = what rank `peer` sends."""
+
+    @abstractmethod
     def barrier(self) -> None:
         """Returns once every device of the mesh has called it."""

@@ -117,7 +117,7 @@ class Executor:
         elif isinstance(op, buffer.CopyOp):
             src, dst = self.views[op.src], self.views[op.dst]
             self.steps.append(lambda src=src, dst=dst: xp.copyto(dst, src.reshape(dst.shape)))
-        elif isinstance(op, buffer.CollectiveOp):
+        elif isinstance(op, (buffer.CollectiveOp, buffer.PointToPointOp)):
             self.steps.append(self.collective(op))
         else:
             raise CompileError(f"the executor cannot run '{op.name}'", source_location(op))
@@ -130,11 +130,16 @@ class Executor:
         mesh = self.comm.mesh if self.comm else (1,) * len(sbp.components)  # type: ignore[union-attr]
         return Layout.of(python_value(shape), sbp, mesh)  # type: ignore[arg-type]
 
-    def collective(self, op: buffer.CollectiveOp) -> Callable[[], None]:
+    def collective(self, op: buffer.CollectiveOp | buffer.PointToPointOp) -> Callable[[], None]:
         """A step that hands the op's views to the communicator."""
         comm, site = self.comm, Site(op.name, source_location(op))
         if comm is None:
             raise CompileError(f"'{op.name}' needs a communicator; this executor runs one device", site.location)
+        if isinstance(op, buffer.PointToPointOp):
+            buf, peer = self.views[op.buf], op.peer.value.data
+            if isinstance(op, buffer.SendOp):
+                return lambda: comm.send(buf, peer, site)
+            return lambda: comm.recv(buf, peer, site)
         if op.mesh_shape() != comm.mesh:
             raise CompileError(
                 f"'{op.name}' was compiled for the mesh {list(op.mesh_shape())}, but runs on {list(comm.mesh)}",

@@ -38,6 +38,8 @@ class _Call:
     site: Site
 
     def signature(self) -> tuple[Any, ...]:
+        if self.kind in ("send", "recv"):  # the two sides of one transfer: same pair, same shape and dtype
+            return ("send/recv", self.group, _spec(self.src if self.src is not None else self.dst))
         return (self.kind, self.group, self.params, *(_spec(a) for a in (self.src, self.dst)))
 
     def describe(self) -> str:
@@ -133,6 +135,15 @@ class InProcessGroup:
         n = len(calls)
         if first.kind == "barrier":
             return
+        if first.kind in ("send", "recv"):
+            sender = next((c for c in calls if c.kind == "send"), None)
+            receiver = next((c for c in calls if c.kind == "recv"), None)
+            if sender is None or receiver is None:
+                raise ExecutionError(
+                    f"collective mismatch: ranks {list(first.group)} both {first.kind} ({first.site})", first.site.location
+                )
+            xp.copyto(receiver.dst, sender.src)
+            return
         if first.kind in ("all_reduce", "reduce", "reduce_scatter"):
             total = _reduce(xp, srcs, params["reduction"])
             if first.kind == "all_reduce":
@@ -200,6 +211,18 @@ class InProcessCommunicator(Communicator):
 
     def reduce(self, src: Array, dst: Array, root: int, mesh_axis: int, reduction: str, site: Site) -> None:
         self._park("reduce", src, dst, mesh_axis, site, root=root, reduction=reduction)
+
+    def send(self, src: Array, peer: int, site: Site) -> None:
+        self._pair("send", src, None, peer, site)
+
+    def recv(self, dst: Array, peer: int, site: Site) -> None:
+        self._pair("recv", None, dst, peer, site)
+
+    def _pair(self, kind: str, src: Array | None, dst: Array | None, peer: int, site: Site) -> None:
+        if not 0 <= peer < self.size or peer == self.rank:
+            raise ExecutionError(f"rank {self.rank}: {site} names peer {peer}, not another rank of {self.size}", site.location)
+        group = tuple(sorted((self.rank, peer)))
+        self.owner.park(_Call(kind, self.rank, group, (("peer", peer),), src, dst, site))
 
     def barrier(self) -> None:
         self._park("barrier", None, None, None, Site("barrier"))

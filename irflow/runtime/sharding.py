@@ -88,4 +88,4 @@ class Layout:
 
 def _window(sizes: Sequence[int], starts: Sequence[int] | None = None) -> tuple[slice, ...]:
     starts = starts or (0,) * len(sizes)
-    return tuple(slice(a, a + n) for a, n in zip(starts, sizes))
+    return (*(slice(a, a + n) for a, n in zip(starts, sizes)), ...)  # `...`: a view even of a 0-d array

@@ -26,10 +26,10 @@ from irflow.dialects.sbp import SbpAttr
 from irflow.errors import CompileError, ExecutionError, source_location
 from irflow.runtime.attributes import python_value
 from irflow.runtime.communicator import Site
-from irflow.runtime.executor import Executor
+from irflow.runtime.executor import Executor, shape_dtype
 from irflow.runtime.inprocess import InProcessGroup
 from irflow.runtime.sharding import Layout
-from irflow.runtime.variables import LogicalVariables
+from irflow.runtime.variables import LogicalVariables, VariableStore
 
 if TYPE_CHECKING:
     from irflow.runtime.mpi import MPICommunicator
@@ -49,6 +49,27 @@ def value_layout(op: buffer.InputOp | buffer.OutputOp, mesh: Sequence[int]) -> L
     if sbp is None or logical is None:  # whole on every device
         return Layout.of(op.buf.type.get_shape(), [SbpAttr("broadcast")] * len(mesh), mesh)  # type: ignore[attr-defined]
     return Layout.of(python_value(logical), sbp, mesh)  # type: ignore[arg-type]
+
+
+def bind(program: buffer.ProgramOp, store: VariableStore | LogicalVariables, xp: ModuleType = np) -> Executor | SpmdExecutor:
+    """The callable for `program`: one Executor, or one per device of its mesh."""
+    mesh = program_mesh(program)
+    if isinstance(store, LogicalVariables):
+        return SpmdExecutor(program, store, xp)
+    if any(p != 1 for p in mesh):
+        raise CompileError(
+            f"job '{program.sym_name.data}' runs on the mesh {list(mesh)}: it needs a LogicalVariables store "
+            "with one shard per device",
+            source_location(program),
+        )
+    return Executor(program, store, xp)
+
+
+def boundary_types(program: buffer.ProgramOp, kind: type) -> list[tuple[tuple[int, ...], np.dtype]]:
+    """Logical shape and dtype of each input (kind=InputOp) or output (OutputOp), as callers see them."""
+    mesh = program_mesh(program)
+    ops = sorted((op for op in program.body.block.ops if isinstance(op, kind)), key=lambda op: op.index.value.data)
+    return [(value_layout(op, mesh).shape, shape_dtype(op.buf.type)[1]) for op in ops]
 
 
 class SpmdExecutor:

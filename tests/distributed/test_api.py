@@ -275,3 +275,26 @@ def test_gpu_device_count_falls_back_to_as_many_cpu_devices():
         target, warned = decide_target(f.module)
     assert warned and (target.device, target.num_devices) == ("cpu", 2)
     assert target.placement == PlacementAttr("cpu", ["0:0-1"])
+
+
+def test_parallel_cast_traces_a_hinted_boxing():
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+        y = flow.parallel_cast(flow.math.relu(x), distribute=flow.distribute.broadcast())  # MARK-cast
+        return y * 2.0
+
+    (boxing,) = [op for op in f.module.walk() if isinstance(op, job.BoxingOp)]
+    assert hinted(boxing) == B and boxing.src_sbp is None  # sbp-infer fills the source in
+    assert boxing.location.line.data == line_of("MARK-cast")
+    for bad, message in (
+        ({}, "distribute is required"),
+        ({"distribute": flow.distribute.broadcast(), "gradient_distribute": flow.distribute.broadcast()},
+         "gradient_distribute is not supported"),
+    ):
+        with pytest.raises(flow.TraceError, match=message):
+
+            @flow.global_function()
+            def g(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+                return flow.parallel_cast(x, **bad)

@@ -217,7 +217,22 @@ def test_every_op_is_classified():
     for cls in job.COMPUTE_OPS:
         kinds = [cls in GRADIENTS, cls in NO_GRADIENT, cls in without_rule, cls in effects]
         assert sum(kinds) == 1, cls.name
-    assert set(GRADIENTS) == {c.cls for c in CASES} - {None}, "every rule has a numeric test"
+    # job.boxing runs only once lowered to collectives: its rule is checked structurally below.
+    assert set(GRADIENTS) - {job.BoxingOp} == {c.cls for c in CASES} - {None}, "every rule has a numeric test"
+
+
+def test_boxing_gradient_is_the_incoming_gradient():
+    """A boxing is logically the identity, so its gradient is dy itself; sbp-infer distributes it."""
+    module = autodiff(f"""
+job.func @train(%x: tensor<4x3xf32>) attributes {{job_type = "train"}} {{
+  %w = job.variable {{name = "w", initializer = {{kind = "zeros"}}}} : tensor<4x3xf32>
+  %b = job.boxing %w {{sbp = #job.nd_sbp<[broadcast]>}} : (tensor<4x3xf32>) -> tensor<4x3xf32>
+  %y = job.mul %b, %x : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  job.minimize %y {OPT} : tensor<4x3xf32>
+  job.return
+}}""")
+    (var, grad), = the(module, job.ApplyGradientsOp).pairs()  # type: ignore[attr-defined]
+    assert isinstance(grad.owner, job.MulOp) and grad.owner.operands[1] is module.body.block.first_op.body.block.args[0]
 
 
 # ----------------------------------------------------------------- numerical checks

@@ -156,3 +156,31 @@ def test_a_program_for_another_mesh_is_refused() -> None:
 
     with pytest.raises(CompileError, match=r"compiled for the mesh \[2\], but runs on \[4\]"):
         Executor(program(REDUCE.format(shape="2", line=10), (2,)), VariableStore(), comm=InProcessGroup((4,)).communicator(0))
+
+
+SEND = """
+  %x = buffer.alloc : memref<3xf32>
+  buffer.input %x {index = 0 : i64} : memref<3xf32>
+  buffer.send %x {peer = 1 : i64} : memref<3xf32> loc("model.py":50:1)
+  buffer.output %x {index = 0 : i64} : memref<3xf32>"""
+
+RECV = """
+  %x = buffer.alloc : memref<3xf32>
+  buffer.input %x {index = 0 : i64} : memref<3xf32>
+  %y = buffer.alloc : memref<3xf32>
+  buffer.recv %y {peer = 0 : i64} : memref<3xf32> loc("model.py":51:1)
+  buffer.output %y {index = 0 : i64} : memref<3xf32>"""
+
+
+def test_send_reaches_the_matching_recv() -> None:
+    group = InProcessGroup((2,))
+    execs = [Executor(program(t, (2,)), VariableStore(rank=r), comm=group.communicator(r)) for r, t in enumerate((SEND, RECV))]
+    execs[0].feed([np.arange(3, dtype=np.float32)])
+    execs[1].feed([np.zeros(3, np.float32)])
+    group.run([e.steps for e in execs])
+    np.testing.assert_array_equal(execs[1].results()[0], [0, 1, 2])
+
+
+def test_two_sends_to_each_other_fail() -> None:
+    with pytest.raises(ExecutionError, match=r"model.py:50:1: error: collective mismatch: ranks \[0, 1\] both send"):
+        run_two(SEND, SEND.replace("peer = 1", "peer = 0"), ((3,), (3,)))

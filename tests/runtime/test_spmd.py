@@ -51,3 +51,29 @@ def test_mirrored_view_takes_and_returns_one_array_per_device() -> None:
         np.testing.assert_allclose(y, x @ variables["w"], rtol=1e-5, atol=1e-6)
     with pytest.raises(ExecutionError, match="must be a list of 2 arrays, one per device"):
         spmd([pieces[0]])
+
+
+def test_compile_job_binds_every_device_of_the_mesh() -> None:
+    from irflow.compiler import compile_job
+    from irflow.errors import CompileError
+    from irflow.dialects.sbp import PlacementAttr
+    from irflow.target import Target
+
+    text = """
+job.func @dp(%x: tensor<5x3xf32>) -> tensor<3xf32> attributes {placement = #job.placement<cpu, ["0:0-2"]>} {
+  %s = job.reduce_sum %x {axes = array<i64: 0>, sbp = #job.nd_sbp<[partial_sum]>, sbp_in = [#job.nd_sbp<[split(0)]>]} : (tensor<5x3xf32>) -> tensor<3xf32>
+  %b = job.boxing %s {src_sbp = #job.nd_sbp<[partial_sum]>, sbp = #job.nd_sbp<[broadcast]>} : (tensor<3xf32>) -> tensor<3xf32>
+  job.return %b : tensor<3xf32>
+}"""
+    target = Target("cpu", PlacementAttr("cpu", ["0:0-2"]))
+    pipeline = "lower-to-physical,convert-job-to-buffer,plan-memory"
+    with pytest.raises(CompileError, match="reduces over axis 0 of size 5, split unevenly over 3 devices"):
+        compile_job(parse_module(text), "dp", LogicalVariables((3,)), target, pipeline)
+    text = text.replace("5x3", "6x3")
+    exe = compile_job(parse_module(text), "dp", LogicalVariables((3,)), target, pipeline)
+    assert exe.input_types == [((6, 3), np.dtype(np.float32))]
+    x = np.random.default_rng(3).standard_normal((6, 3)).astype(np.float32)
+    (y,) = exe([x])
+    np.testing.assert_allclose(y, x.sum(0), rtol=1e-5)
+    with pytest.raises(CompileError, match="needs a LogicalVariables store"):
+        compile_job(parse_module(text), "dp", VariableStore(), target, pipeline)

@@ -290,3 +290,19 @@ job.func @physical(%x: tensor<5x4xf32>) -> tensor<6x2xf32> {
 // CHECK-NEXT:    %h = job.broadcast_to_partial %e {mesh = array<i64: 2, 2>, mesh_axis = 0 : i64} : (tensor<6x2xf32>) -> tensor<6x2xf32>
 // CHECK-NEXT:    job.return %h : tensor<6x2xf32>
 // CHECK-NEXT:  }
+
+// -----
+
+// Distribution: a boxing (logically the identity) between SBPs and placements,
+// with the discardable attributes sbp-infer and insert-boxing write.
+
+job.func @boxing(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {placement = #job.placement<cpu, ["0:0-3"]>, arg_sbp = [#job.nd_sbp<[split(0)]>]} {
+  %r = job.relu %x {sbp = #job.nd_sbp<[split(0)]>, sbp_in = [#job.nd_sbp<[split(0)]>], sbp_origin = "rule"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %b = job.boxing %r {src_sbp = #job.nd_sbp<[split(0)]>, sbp = #job.nd_sbp<[broadcast]>, placement = #job.placement<cpu, ["0:0-1"]>, src_placement = #job.placement<cpu, ["0:0-3"]>, reason = "job.return needs [broadcast]"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  job.return %b : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: job.func @boxing
+// CHECK-NEXT:    %r = job.relu %x {sbp_in = [#job.nd_sbp<[split(0)]>], sbp_origin = "rule", sbp = #job.nd_sbp<[split(0)]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %b = job.boxing %r {reason = "job.return needs [broadcast]", src_sbp = #job.nd_sbp<[split(0)]>, sbp = #job.nd_sbp<[broadcast]>, placement = #job.placement<cpu, ["0:0-1"]>, src_placement = #job.placement<cpu, ["0:0-3"]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-GENERIC:      "job.boxing"(%r) <{src_sbp = #job.nd_sbp<[split(0)]>, sbp = #job.nd_sbp<[broadcast]>, placement = #job.placement<cpu, ["0:0-1"]>, src_placement = #job.placement<cpu, ["0:0-3"]>}> {reason = "job.return needs [broadcast]"}

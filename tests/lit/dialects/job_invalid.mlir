@@ -675,3 +675,63 @@ job.func @f(%x: tensor<0x4xf32>) {
 %a = "test.op"() : () -> tensor<2x4xf32>
 %b = job.shard_embed %a {mesh = array<i64: 4>, mesh_axis = 0 : i64, axis = 0 : i64} : (tensor<2x4xf32>) -> tensor<9x4xf32>
 // CHECK: job.shard_embed: the chunk of tensor<9x4xf32> is tensor<3x4xf32>, not tensor<2x4xf32>
+
+// -----
+
+// Partial sums only enter operands an op is linear in (the DTensor bugs: abs, max, x + 1 on a partial).
+
+job.func @f(%x: tensor<4x8xf32>) {
+  %r = job.relu %x {sbp_in = [#job.nd_sbp<[partial_sum]>]} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  job.return
+}
+
+// CHECK: error: 'job.relu' op job.relu is not linear in operand 0: partial_sum input is not allowed; insert a boxing to broadcast or split
+
+// -----
+
+// add is linear in both operands together: a partial plus a broadcast value counts the latter p times.
+
+job.func @f(%x: tensor<4x8xf32>) {
+  %a = job.add %x, %x {sbp_in = [#job.nd_sbp<[broadcast, partial_sum]>, #job.nd_sbp<[broadcast, broadcast]>]} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  job.return
+}
+
+// CHECK: error: 'job.add' op job.add is linear in operands 0 and 1 only together: partial_sum input in operand 0 alone is not allowed; insert a boxing to broadcast or split
+
+// -----
+
+// A split beyond the value's rank.
+
+%f = job.fill {value = 0.0 : f32, sbp = #job.nd_sbp<[split(1)]>} : tensor<4xf32>
+
+// CHECK: error: 'job.fill' op sbp [split(1)] splits axis 1 of a rank-1 value
+
+// -----
+
+// One SBP component per hierarchy axis.
+
+%f = job.fill {value = 0.0 : f32, sbp = #job.nd_sbp<[split(0)]>, placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>} : tensor<4xf32>
+
+// CHECK: error: 'job.fill' op sbp [split(0)] has 1 components for a placement hierarchy of 2 axes [2, 2]
+
+// -----
+
+// sbp_in: one per operand.
+
+job.func @f(%x: tensor<4x8xf32>) {
+  %r = job.neg %x {sbp_in = []} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  job.return
+}
+
+// CHECK: error: 'job.neg' op sbp_in needs one #job.nd_sbp per operand (1), got []
+
+// -----
+
+// A boxing names its target.
+
+job.func @f(%x: tensor<4x8xf32>) {
+  %b = job.boxing %x {src_sbp = #job.nd_sbp<[split(0)]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  job.return
+}
+
+// CHECK: error: 'job.boxing' op job.boxing needs the target sbp

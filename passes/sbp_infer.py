@@ -1,0 +1,415 @@
+"""The `sbp-infer` pass: an SBP signature for every op of a job, chosen for the whole graph.
+
+Each op offers the signatures of `passes/sbp_rules.py`; user hints (origin
+"hint") fix an op's result, inputs and variables get their defaults.  The plan
+minimizes the cost model of sbp_rules (bytes moved per step, plus the compute
+each device does) over the whole graph, not op by op: a dynamic program in
+program order whose state is the SBP of every value still waiting for a
+consumer.  It is exact while the states fit `max_states`; past that it keeps
+the cheapest states (a beam) and then improves the plan by coordinate descent,
+one op at a time, until no single change lowers the cost.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from irflow.dialects import job
+from irflow.dialects.job import shape_of
+from irflow.dialects.sbp import (
+    NdCode,
+    NdSbpAttr,
+    PlacementAttr,
+    broadcast_codes,
+    code_text,
+    hierarchy_of,
+    nd_attr,
+    nd_codes,
+    normalize,
+)
+from irflow.errors import CompileError, source_location
+from irflow.passes.sbp_rules import BOXING_COST, INFEASIBLE, Signature, nbytes, signatures, transfer_cost
+
+DEFAULT_PLACEMENT = PlacementAttr("cpu", ["0:0"])
+
+SPECIAL_OPS: frozenset[type[Operation]] = frozenset(
+    {job.BoxingOp, job.ApplyGradientsOp, *(c for c in job.COMPUTE_OPS if issubclass(c, job.UpdateOp))}
+)
+"""Ops without a rule table entry: a boxing's result is its target, updates take their variable's SBP."""
+
+
+def func_placement(func: job.FuncOp) -> PlacementAttr:
+    placement = func.attributes.get("placement")
+    return placement if isinstance(placement, PlacementAttr) else DEFAULT_PLACEMENT
+
+
+def op_placement(op: Operation, func: job.FuncOp) -> PlacementAttr:
+    placement = getattr(op, "placement", None)
+    return placement if isinstance(placement, PlacementAttr) else func_placement(func)
+
+
+def return_needs(func: job.FuncOp, value: SSAValue) -> NdCode:
+    """job.return: broadcast in the consistent view (every rank holds the result), split(0) in the mirrored view."""
+    hierarchy = hierarchy_of(func_placement(func))
+    view = func.attributes.get("view")
+    if isinstance(view, StringAttr) and view.data == "mirrored" and shape_of(value.type):
+        return normalize((0,) * len(hierarchy), hierarchy)
+    return broadcast_codes(hierarchy)
+
+
+def is_hint(op: Operation) -> bool:
+    origin = op.attributes.get("sbp_origin")
+    return isinstance(origin, StringAttr) and origin.data == "hint"
+
+
+# ----------------------------------------------------------------- the search problem
+
+
+@dataclass
+class Node:
+    """One value producer (an op or a function argument) and the signatures it may run under."""
+
+    choices: list[Signature]
+    operands: tuple[int, ...]
+    size: int
+    place: int
+    in_place: tuple[int, ...]
+
+
+@dataclass
+class Graph:
+    nodes: list[Node] = field(default_factory=list)
+    hierarchies: list[tuple[int, ...]] = field(default_factory=list)
+    _edges: dict[tuple[object, ...], float] = field(default_factory=dict)
+
+    def edge(self, u: int, out: NdCode, v: int, k: int, need: NdCode) -> float:
+        """What carrying node u's result, produced as `out`, to operand k of node v (needing `need`) costs."""
+        src, node = self.nodes[u], self.nodes[v]
+        key = (out, need, src.size, src.place, node.in_place[k])
+        cost = self._edges.get(key)
+        if cost is None:
+            if src.place != node.in_place[k]:
+                cost = src.size + BOXING_COST  # between placements the whole value moves
+            else:
+                cost = transfer_cost(out, need, src.size, self.hierarchies[src.place])
+            self._edges[key] = cost
+        return cost
+
+    def consumers(self) -> list[list[tuple[int, int]]]:
+        users: list[list[tuple[int, int]]] = [[] for _ in self.nodes]
+        for v, node in enumerate(self.nodes):
+            for k, u in enumerate(node.operands):
+                users[u].append((v, k))
+        return users
+
+
+def plan_cost(g: Graph, plan: Sequence[int]) -> float:
+    """The cost of choosing signature plan[v] for every node v."""
+    total = 0.0
+    for v, node in enumerate(g.nodes):
+        sig = node.choices[plan[v]]
+        total += sig.cost
+        for k, u in enumerate(node.operands):
+            total += g.edge(u, g.nodes[u].choices[plan[u]].out, v, k, sig.ins[k])
+    return total
+
+
+def search(g: Graph, max_states: int) -> tuple[list[int], bool]:
+    """Dynamic program over the nodes in order; exact unless more than `max_states` states were cut.
+
+    A state holds, for each value still awaiting a consumer and with several
+    possible SBPs, the index of the SBP it was made with.
+    """
+    n = len(g.nodes)
+    last = [-1] * n
+    for v, node in enumerate(g.nodes):
+        for u in node.operands:
+            last[u] = max(last[u], v)
+    outs = [sorted({c.out for c in node.choices}) for node in g.nodes]
+    tracked = [len(outs[v]) > 1 and last[v] > v for v in range(n)]
+    live: list[int] = []
+    states: dict[tuple[int, ...], tuple[float, object]] = {(): (0.0, None)}
+    exact = True
+    for v, node in enumerate(g.nodes):
+        pos = {u: i for i, u in enumerate(live)}
+        own = np.array([c.cost for c in node.choices])
+        # tables[k][j]: cost of each choice of v when operand k's producer made it as its j-th SBP
+        tables = [
+            np.array([[g.edge(u, out, v, k, c.ins[k]) for c in node.choices] for out in outs[u]])
+            for k, u in enumerate(node.operands)
+        ]
+        slots = [pos.get(u, -1) for u in node.operands]
+        groups = [np.array([i for i, c in enumerate(node.choices) if c.out == out]) for out in outs[v]]
+        keep = [i for i, u in enumerate(live) if last[u] > v]
+        new: dict[tuple[int, ...], tuple[float, object]] = {}
+        for key, (cost, chain) in states.items():
+            vec = own + cost
+            for table, slot in zip(tables, slots):
+                vec = vec + table[key[slot] if slot >= 0 else 0]
+            base = tuple(key[i] for i in keep)
+            options = (
+                [((*base, j), group[int(vec[group].argmin())]) for j, group in enumerate(groups)]
+                if tracked[v]
+                else [(base, int(vec.argmin()))]
+            )
+            for new_key, ci in options:
+                c = float(vec[ci])
+                old = new.get(new_key)
+                if old is None or c < old[0]:
+                    new[new_key] = (c, (int(ci), chain))
+        if len(new) > max_states:
+            exact = False
+            new = dict(heapq.nsmallest(max_states, new.items(), key=lambda item: item[1][0]))
+        states = new
+        live = [live[i] for i in keep] + ([v] if tracked[v] else [])
+    _, chain = min(states.values(), key=lambda s: s[0])
+    plan = [0] * n
+    for v in range(n - 1, -1, -1):
+        plan[v], chain = chain  # type: ignore[misc]
+    return plan, exact
+
+
+def refine(g: Graph, plan: list[int], max_sweeps: int = 20) -> list[int]:
+    """Coordinate descent: move single nodes to their cheapest signature given their neighbours."""
+    users = g.consumers()
+    outs = [node.choices[plan[v]].out for v, node in enumerate(g.nodes)]
+    for _ in range(max_sweeps):
+        changed = False
+        for v, node in enumerate(g.nodes):
+            if len(node.choices) == 1:
+                continue
+
+            def local(ci: int) -> float:
+                sig = node.choices[ci]
+                c = sig.cost
+                for k, u in enumerate(node.operands):
+                    c += g.edge(u, outs[u], v, k, sig.ins[k])
+                for w, k in users[v]:
+                    c += g.edge(v, sig.out, w, k, g.nodes[w].choices[plan[w]].ins[k])
+                return c
+
+            best = min(range(len(node.choices)), key=local)
+            if local(best) < local(plan[v]) - 1e-9:
+                plan[v], outs[v], changed = best, node.choices[best].out, True
+        if not changed:
+            break
+    return plan
+
+
+# ----------------------------------------------------------------- from a job.func to the problem and back
+
+
+@dataclass
+class _Builder:
+    func: job.FuncOp
+    compute_cost: float
+    graph: Graph = field(default_factory=Graph)
+    index: dict[SSAValue, int] = field(default_factory=dict)
+    places: dict[PlacementAttr, int] = field(default_factory=dict)
+    placements: list[PlacementAttr] = field(default_factory=list)
+    ops: list[Operation | None] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)
+
+    def place(self, placement: PlacementAttr) -> int:
+        if placement not in self.places:
+            self.places[placement] = len(self.placements)
+            self.placements.append(placement)
+            self.graph.hierarchies.append(hierarchy_of(placement))
+        return self.places[placement]
+
+    def add(self, op: Operation | None, value: SSAValue | None, choices: list[Signature], origin: str,
+            operands: Sequence[SSAValue], place: int, in_place: Sequence[int]) -> None:
+        if value is not None:
+            self.index[value] = len(self.graph.nodes)
+        size = nbytes(value.type) if value is not None else 0  # type: ignore[arg-type]
+        ops = tuple(self.index[o] for o in operands)
+        self.graph.nodes.append(Node(choices, ops, size, place, tuple(in_place)))
+        self.ops.append(op)
+        self.origins.append(origin)
+
+    def out_of(self, value: SSAValue) -> NdCode:
+        node = self.graph.nodes[self.index[value]]
+        return node.choices[0].out
+
+    def build(self) -> None:
+        func = self.func
+        home = self.place(func_placement(func))
+        hierarchy = self.graph.hierarchies[home]
+        given = func.attributes.get("arg_sbp")
+        for i, arg in enumerate(func.body.block.args):
+            if isinstance(given, ArrayAttr) and i < len(given.data):
+                codes, origin = nd_codes(given.data[i]), "hint"  # type: ignore[arg-type]
+            else:
+                codes, origin = ((0,) * len(hierarchy) if shape_of(arg.type) else broadcast_codes(hierarchy)), "default"
+            self.add(None, arg, [Signature((), normalize(codes, hierarchy), 0.0)], origin, (), home, ())
+        state_of = _optimizer_state(func)
+        for op in func.body.block.ops:
+            self.add_op(op, state_of)
+
+    def add_op(self, op: Operation, state_of: dict[job.VariableOp, job.VariableOp]) -> None:
+        func = self.func
+        if isinstance(op, job.ReturnOp):
+            home = self.place(func_placement(func))
+            needs = tuple(return_needs(func, v) for v in op.operands)
+            self.add(op, None, [Signature(needs, (), 0.0)], "rule", op.operands, home, [home] * len(needs))
+            return
+        place = self.place(op_placement(op, func))
+        hierarchy = self.graph.hierarchies[place]
+        value = op.results[0] if op.results else None
+        in_place = [place] * len(op.operands)
+        hint = normalize(nd_codes(op.sbp), hierarchy) if isinstance(getattr(op, "sbp", None), NdSbpAttr) else None
+        if isinstance(op, job.VariableOp):
+            origin = "hint" if hint is not None and is_hint(op) else "default"
+            if origin == "default" and op in state_of:
+                hint, origin = self.out_of(state_of[op].results[0]), "rule"
+            codes = hint if origin != "default" else broadcast_codes(hierarchy)
+            self.add(op, value, [Signature((), codes, 0.0)], origin, (), place, ())
+            return
+        if isinstance(op, job.BoxingOp):
+            self.add_boxing(op, place, hierarchy, hint)  # type: ignore[arg-type]
+            return
+        if isinstance(op, (job.UpdateOp, job.ApplyGradientsOp)):
+            self.add(op, None, [Signature(self.update_needs(op, hierarchy), (), 0.0)], "rule", op.operands, place,
+                     in_place)
+            return
+        choices = signatures(op, hierarchy, self.compute_cost)
+        origin = "cost" if len(choices) > 1 else "rule"
+        if hint is not None and is_hint(op):
+            legal = {c.out for c in choices}
+            choices = [c for c in choices if c.out == hint]
+            origin = "hint"
+            if not choices:
+                raise CompileError(
+                    f"{op.name}: no signature produces the hinted sbp {code_text(hint)} on "
+                    f"{len(hierarchy)}-axis hierarchy {list(hierarchy)}; it can produce "
+                    f"{', '.join(sorted(code_text(o) for o in legal))}",
+                    source_location(op),
+                )
+        self.add(op, value, choices, origin, op.operands, place, in_place)
+
+    def add_boxing(self, op: job.BoxingOp, place: int, hierarchy: tuple[int, ...], hint: NdCode) -> None:
+        """A boxing's result is its target; it may take its input as any SBP the producer can give."""
+        producer = self.graph.nodes[self.index[op.x]]
+        size = producer.size
+        sources = sorted({c.out for c in producer.choices} | ({hint} if producer.place == place else set()))
+        if producer.place == place:
+            choices = [Signature((s,), hint, transfer_cost(s, hint, size, hierarchy)) for s in sources]
+        else:
+            choices = [Signature((s,), hint, size + BOXING_COST) for s in sources]
+        origin = op.attributes["sbp_origin"].data if "sbp_origin" in op.attributes else "hint"  # type: ignore[attr-defined]
+        self.add(op, op.res, choices, origin, op.operands, place, [producer.place])
+
+    def update_needs(self, op: Operation, hierarchy: tuple[int, ...]) -> tuple[NdCode, ...]:
+        """Optimizer updates: gradient and state as the variable, scalars (lr, step) broadcast."""
+        whole = broadcast_codes(hierarchy)
+        if isinstance(op, job.ApplyGradientsOp):
+            return tuple(self.out_of(var) for var, _ in op.pairs() for _ in (0, 1))
+        count = op.STATE_COUNT  # type: ignore[attr-defined]
+        weight = self.out_of(op.operands[0])
+        return tuple(weight if i <= count else whole for i in range(len(op.operands)))
+
+    def annotate(self, plan: Sequence[int]) -> None:
+        func = self.func
+        g = self.graph
+        args = func.body.block.args
+        func.attributes["placement"] = self.placements[0]
+        func.attributes["arg_sbp"] = ArrayAttr([nd_attr(g.nodes[i].choices[0].out) for i in range(len(args))])
+        for v in range(len(args), len(g.nodes)):
+            op = self.ops[v]
+            assert op is not None
+            if isinstance(op, job.ReturnOp):
+                continue
+            node = g.nodes[v]
+            sig = node.choices[plan[v]]
+            op.properties["placement"] = self.placements[node.place]
+            if op.results:
+                op.properties["sbp"] = nd_attr(sig.out)
+            if op.operands:
+                op.attributes["sbp_in"] = ArrayAttr([nd_attr(c) for c in sig.ins])
+            op.attributes["sbp_origin"] = StringAttr(self.origins[v])
+            if self.origins[v] == "cost":
+                op.attributes["sbp_why"] = StringAttr(f"cheapest plan among {len(node.choices)} signatures")
+            if isinstance(op, job.BoxingOp):
+                op.properties["src_sbp"] = nd_attr(sig.ins[0])
+                if node.in_place[0] != node.place:
+                    op.properties["src_placement"] = self.placements[node.in_place[0]]
+
+    def check(self, plan: Sequence[int]) -> None:
+        """A plan of infinite cost needs a value made partial by moving data: name the op that asks for it."""
+        g = self.graph
+        for v, node in enumerate(g.nodes):
+            sig = node.choices[plan[v]]
+            for k, u in enumerate(node.operands):
+                out = g.nodes[u].choices[plan[u]].out
+                if g.edge(u, out, v, k, sig.ins[k]) == INFEASIBLE:
+                    op = self.ops[v]
+                    assert op is not None
+                    raise CompileError(
+                        f"{op.name} needs operand {k} as {code_text(sig.ins[k])}, but it can only be had as "
+                        f"{code_text(out)} here: no boxing makes a value partial"
+                        + (" (the hinted sbp forces this signature)" if self.origins[v] == "hint" else ""),
+                        source_location(op),
+                    )
+
+
+def _optimizer_state(func: job.FuncOp) -> dict[job.VariableOp, job.VariableOp]:
+    """Optimizer state variables (momentum, Adam's m and v) -> the weight they belong to."""
+    state: dict[job.VariableOp, job.VariableOp] = {}
+    for op in func.body.block.ops:
+        if isinstance(op, job.UpdateOp) and not isinstance(op, job.AssignOp):
+            weight = op.operands[0].owner
+            for i in op.WRITTEN_OPERANDS[1:]:
+                var = op.operands[i].owner
+                if isinstance(var, job.VariableOp) and isinstance(weight, job.VariableOp):
+                    state.setdefault(var, weight)
+    return state
+
+
+def build_graph(func: job.FuncOp, compute_cost: float) -> _Builder:
+    builder = _Builder(func, compute_cost)
+    builder.build()
+    return builder
+
+
+def solve(g: Graph, max_states: int) -> tuple[list[int], bool]:
+    """The plan of least cost: exact while the dynamic program's states fit, else beam plus descent."""
+    plan, exact = search(g, max_states)
+    return (plan, True) if exact else (refine(g, plan), False)
+
+
+@dataclass(frozen=True)
+class SbpInferPass(ModulePass):
+    """Chooses an SBP signature for every op of every job.func (see the module docstring).
+
+    Writes `sbp` and `placement` on every op with a result, `sbp_in` (what each
+    operand must be) and `sbp_origin` ("hint", "default", "rule" or "cost") on
+    every op, and `arg_sbp` and `placement` on the function.  Ops without a
+    placement take the function's (default: one CPU device).  `compute-cost` is
+    the price of one floating-point operation per device in bytes moved;
+    `max-states` bounds the exact search.
+    """
+
+    name = "sbp-infer"
+
+    compute_cost: float = 0.25
+    max_states: int = 4096
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for func in op.walk():
+            if isinstance(func, job.FuncOp):
+                builder = build_graph(func, self.compute_cost)
+                plan, _ = solve(builder.graph, self.max_states)
+                builder.check(plan)
+                builder.annotate(plan)
+
+
+__all__ = ["SbpInferPass", "build_graph", "plan_cost", "refine", "return_needs", "search", "solve"]

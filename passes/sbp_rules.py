@@ -1,0 +1,392 @@
+"""SBP signature rules of the job dialect and the cost model that chooses among them.
+
+A rule lists, for one op and one hierarchy axis of `p` devices, the split
+signatures the op can run under (OneFlow's `GetSbpSignatures` of each user op):
+which split/broadcast each operand must be and what the result then is.  Two
+families are added to every op without a rule of their own: all-broadcast
+(every device computes the whole value) and, for each group of operands the
+op is linear in (`JobOp.linear_groups`, the dialect's own fact), that group
+partial and the rest broadcast giving a partial result.  On N-d hierarchies a
+signature is one 1-D signature per axis.
+
+SBPs are the compact codes of `irflow.dialects.sbp` (split(i) is i, broadcast
+-1, partial_sum -2).  Costs are bytes moved per step (OneFlow's boxing costs)
+plus `compute_cost` bytes per floating-point operation a device executes, so
+that redundant computation has a price and data parallelism is preferred to
+gathering activations when computing is what dominates.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import Operation
+
+from irflow.dialects import job
+from irflow.dialects.job import dtype_of, flag, integer, ints, shape_of
+from irflow.dialects.sbp import BROADCAST, PARTIAL, Code, NdCode
+
+Sig1 = tuple[tuple[Code, ...], Code]
+"""One hierarchy axis: (SBP needed of each operand, SBP of the result)."""
+Rule = Callable[[Operation, int], list[Sig1]]
+
+RULES: dict[type[Operation], Rule] = {}
+"""Op class -> its split signatures on one axis of p > 1 devices."""
+
+INFEASIBLE = math.inf
+BOXING_COST = 1e-3
+"""Bytes charged per conversion on top of its traffic: among plans moving the same bytes, fewer boxing ops win."""
+
+
+def rule(*op_classes: type[Operation]) -> Callable[[Rule], Rule]:
+    def add(fn: Rule) -> Rule:
+        for cls in op_classes:
+            assert cls not in RULES, f"{cls.name} has two SBP rules"
+            RULES[cls] = fn
+        return fn
+
+    return add
+
+
+def _shapes(op: Operation) -> list[tuple[int, ...]]:
+    return [shape_of(o.type) for o in op.operands]
+
+
+def _out(op: Operation) -> tuple[int, ...]:
+    return shape_of(op.results[0].type)
+
+
+# ----------------------------------------------------------------- elementwise
+
+
+def aligned(out_rank: int, operand: tuple[int, ...], out: tuple[int, ...], axis: int) -> Code:
+    """What an operand broadcast (numpy-style) to `out` must be when the result is split on `axis`."""
+    i = axis - (out_rank - len(operand))
+    if i < 0 or operand[i] != out[axis]:
+        return BROADCAST  # a size-1 or missing dimension is read whole by every device
+    return i
+
+
+def _elementwise_except(op: Operation, p: int, excluded: set[int]) -> list[Sig1]:
+    out = _out(op)
+    sigs = []
+    for axis, size in enumerate(out):
+        if axis in excluded or size < p:
+            continue
+        sigs.append((tuple(aligned(len(out), s, out, axis) for s in _shapes(op)), axis))
+    return sigs
+
+
+@rule(
+    *(
+        c
+        for c in job.COMPUTE_OPS
+        if issubclass(c, (job.UnaryOp, job.BinaryOp, job.GradOp)) and not issubclass(c, job.SoftmaxLikeGradOp)
+    ),
+    job.CastOp,
+    job.BroadcastToOp,
+)
+def _elementwise(op: Operation, p: int) -> list[Sig1]:
+    return _elementwise_except(op, p, set())
+
+
+def _axis(op: Operation, default: int = -1) -> int:
+    rank = len(shape_of(op.operands[0].type))
+    return integer(op.properties, "axis", default) % max(rank, 1)
+
+
+@rule(job.SoftmaxOp, job.LogSoftmaxOp, job.SoftmaxGradOp, job.LogSoftmaxGradOp)
+def _softmax(op: Operation, p: int) -> list[Sig1]:
+    return _elementwise_except(op, p, {_axis(op)})
+
+
+@rule(job.BiasAddOp)
+def _bias_add(op: Operation, p: int) -> list[Sig1]:
+    x = shape_of(op.operands[0].type)
+    axis = _axis(op, 1)
+    return [((i, 0 if i == axis else BROADCAST), i) for i, d in enumerate(x) if d >= p]
+
+
+# ----------------------------------------------------------------- shape ops
+
+
+@rule(job.ReshapeOp)
+def _reshape(op: Operation, p: int) -> list[Sig1]:
+    """A split maps when both sides cut the same flat ranges: equal leading products and chunk sizes."""
+    a, b = shape_of(op.operands[0].type), _out(op)
+    sigs = []
+    for i, d in enumerate(a):
+        if d < p:
+            continue
+        lead, inner = math.prod(a[:i]), math.prod(a[i + 1 :])
+        for j, e in enumerate(b):
+            if e >= p and math.prod(b[:j]) == lead and -(-d // p) * inner == -(-e // p) * math.prod(b[j + 1 :]):
+                sigs.append(((i,), j))
+                break
+    return sigs
+
+
+@rule(job.TransposeOp)
+def _transpose(op: Operation, p: int) -> list[Sig1]:
+    perm, out = ints(op.properties, "perm"), _out(op)
+    return [((perm[j],), j) for j in range(len(out)) if out[j] >= p]
+
+
+@rule(job.ConcatOp)
+def _concat(op: Operation, p: int) -> list[Sig1]:
+    out, axis = _out(op), _axis(op, 0)
+    return [((i,) * len(op.operands), i) for i, d in enumerate(out) if i != axis and d >= p]
+
+
+def _whole_dims(full: tuple[int, ...], op: Operation) -> list[int]:
+    """Dimensions a static slice of `full` keeps whole."""
+    start, stop, step = ints(op.properties, "start"), ints(op.properties, "stop"), ints(op.properties, "step")
+    return [i for i, d in enumerate(full) if start[i] == 0 and stop[i] == d and step[i] == 1]
+
+
+@rule(job.SliceOp)
+def _slice(op: Operation, p: int) -> list[Sig1]:
+    x = shape_of(op.operands[0].type)
+    return [((i,), i) for i in _whole_dims(x, op) if x[i] >= p]
+
+
+@rule(job.SliceGradOp)
+def _slice_grad(op: Operation, p: int) -> list[Sig1]:
+    out = _out(op)
+    return [((i,), i) for i in _whole_dims(out, op) if out[i] >= p]
+
+
+# ----------------------------------------------------------------- linear algebra and reductions
+
+
+@rule(job.MatmulOp)
+def _matmul(op: Operation, p: int) -> list[Sig1]:
+    a, b = _shapes(op)
+    r = len(a)
+    ta, tb = flag(op.properties, "transpose_a"), flag(op.properties, "transpose_b")
+    a_m, a_k = (r - 1, r - 2) if ta else (r - 2, r - 1)
+    b_k, b_n = (r - 1, r - 2) if tb else (r - 2, r - 1)
+    sigs: list[Sig1] = [((i, i), i) for i in range(r - 2) if a[i] >= p]
+    if a[a_m] >= p:
+        sigs.append(((a_m, BROADCAST), r - 2))
+    if b[b_n] >= p:
+        sigs.append(((BROADCAST, b_n), r - 1))
+    if a[a_k] % p == 0:  # the contraction sums over padding when the split is uneven
+        sigs.append(((a_k, b_k), PARTIAL))
+    return sigs
+
+
+def _kept(x: tuple[int, ...], axes: set[int], keepdims: bool) -> dict[int, int]:
+    """Input axis -> result axis of the axes a reduction keeps."""
+    kept, j = {}, 0
+    for i in range(len(x)):
+        if i not in axes:
+            kept[i] = j
+        if keepdims or i not in axes:
+            j += 1
+    return kept
+
+
+def _reduced_axes(op: Operation, x: tuple[int, ...]) -> set[int]:
+    return {a % len(x) for a in ints(op.properties, "axes")} if x else set()
+
+
+@rule(job.ReduceSumOp, job.ReduceMeanOp, job.ReduceMaxOp)
+def _reduce(op: Operation, p: int) -> list[Sig1]:
+    x = shape_of(op.operands[0].type)
+    axes = _reduced_axes(op, x)
+    sigs: list[Sig1] = [((i,), j) for i, j in _kept(x, axes, flag(op.properties, "keepdims")).items() if x[i] >= p]
+    # Only a sum turns a split reduced axis into partial sums; a mean would need the
+    # logical count on every device and a max a partial_sum(max) no op consumes.
+    if isinstance(op, job.ReduceSumOp):
+        sigs += [((i,), PARTIAL) for i in sorted(axes) if x[i] >= p and x[i] % p == 0]
+    return sigs
+
+
+@rule(job.ReduceMaxGradOp)
+def _reduce_max_grad(op: Operation, p: int) -> list[Sig1]:
+    x = shape_of(op.operands[1].type)
+    kept = _kept(x, _reduced_axes(op, x), flag(op.properties, "keepdims"))
+    return [((j, i, j), i) for i, j in kept.items() if x[i] >= p]
+
+
+@rule(job.ArgmaxOp)
+def _argmax(op: Operation, p: int) -> list[Sig1]:
+    x = shape_of(op.operands[0].type)
+    return [((i,), j) for i, j in _kept(x, {_axis(op)}, False).items() if x[i] >= p]
+
+
+# ----------------------------------------------------------------- nn
+
+
+@rule(job.SparseSoftmaxCrossEntropyOp, job.SoftmaxCrossEntropyOp)
+def _cross_entropy(op: Operation, p: int) -> list[Sig1]:
+    # A class split needs a distributed logsumexp inside the op, which the kernels do not do.
+    return [((0, 0), 0)] if _out(op)[0] >= p else []
+
+
+@rule(job.SparseSoftmaxCrossEntropyGradOp, job.SoftmaxCrossEntropyGradOp)
+def _cross_entropy_grad(op: Operation, p: int) -> list[Sig1]:
+    return [((0, 0, 0), 0)] if _out(op)[0] >= p else []
+
+
+def _groups(op: Operation) -> int:
+    return integer(op.properties, "groups", 1)
+
+
+@rule(job.Conv2DOp)
+def _conv2d(op: Operation, p: int) -> list[Sig1]:
+    (n, c, _, _), (f, _, _, _) = _shapes(op)
+    sigs: list[Sig1] = [((0, BROADCAST), 0)] if n >= p else []
+    if _groups(op) == 1:
+        if f >= p:
+            sigs.append(((BROADCAST, 0), 1))
+        if c % p == 0:
+            sigs.append(((1, 1), PARTIAL))
+    return sigs
+
+
+@rule(job.Conv2DGradInputOp)
+def _conv2d_grad_input(op: Operation, p: int) -> list[Sig1]:
+    (n, f, _, _), (_, c, _, _) = _shapes(op)
+    sigs: list[Sig1] = [((0, BROADCAST), 0)] if n >= p else []
+    if _groups(op) == 1:
+        if c >= p:
+            sigs.append(((BROADCAST, 1), 1))
+        if f % p == 0:
+            sigs.append(((1, 0), PARTIAL))
+    return sigs
+
+
+@rule(job.Conv2DGradFilterOp)
+def _conv2d_grad_filter(op: Operation, p: int) -> list[Sig1]:
+    (n, f, _, _), (_, c, _, _) = _shapes(op)
+    sigs: list[Sig1] = [((0, 0), PARTIAL)] if n % p == 0 else []
+    if _groups(op) == 1:
+        if f >= p:
+            sigs.append(((1, BROADCAST), 0))
+        if c >= p:
+            sigs.append(((BROADCAST, 1), 1))
+    return sigs
+
+
+@rule(job.MaxPool2DOp, job.AvgPool2DOp, job.MaxPool2DGradOp, job.AvgPool2DGradOp)
+def _pool(op: Operation, p: int) -> list[Sig1]:
+    # Batch and channels: a pooling window never crosses either.
+    out = _out(op)
+    return [((i,) * len(op.operands), i) for i in (0, 1) if out[i] >= p]
+
+
+@rule(job.VariableOp, job.ConstantOp, job.FillOp, job.DropoutMaskOp, job.LearningRateOp)
+def _whole(op: Operation, p: int) -> list[Sig1]:
+    # Sources are made whole on every device; broadcast -> split is a free local slice.
+    return []
+
+
+@rule(job.MinimizeOp)
+def _minimize(op: Operation, p: int) -> list[Sig1]:
+    # Consumed by autodiff: any distribution of the loss will do.
+    loss = shape_of(op.operands[0].type)
+    return [((i,), BROADCAST) for i, d in enumerate(loss) if d >= p]
+
+
+# ----------------------------------------------------------------- signatures on a hierarchy
+
+
+def axis_signatures(op: Operation, p: int) -> list[Sig1]:
+    """All signatures on one axis of p devices: all-broadcast, the linear partial ones, the op's splits."""
+    n = len(op.operands)
+    whole: Sig1 = ((BROADCAST,) * n, BROADCAST)
+    if p == 1:
+        return [whole]
+    sigs = [whole]
+    for group in op.linear_groups():  # type: ignore[attr-defined]
+        sigs.append((tuple(PARTIAL if i in group else BROADCAST for i in range(n)), PARTIAL))
+    return sigs + RULES[type(op)](op, p)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What an op needs of each operand, what its result is, and what running it costs."""
+
+    ins: tuple[NdCode, ...]
+    out: NdCode
+    cost: float
+
+
+def _splits_twice(codes: Sequence[NdCode]) -> bool:
+    return any(len(set(c for c in nd if c >= 0)) < sum(1 for c in nd if c >= 0) for nd in codes)
+
+
+def signatures(op: Operation, hierarchy: Sequence[int], compute_cost: float) -> list[Signature]:
+    """The op's signatures on `hierarchy`: one 1-D signature per axis, each tensor axis split at most once."""
+    per_axis = [axis_signatures(op, p) for p in hierarchy]
+    work = flops(op) * compute_cost
+    out = []
+    for combo in itertools.product(*per_axis):
+        ins = tuple(tuple(sig[0][k] for sig in combo) for k in range(len(op.operands)))
+        res = tuple(sig[1] for sig in combo)
+        if len(hierarchy) > 1 and _splits_twice((*ins, res)):
+            continue
+        share = math.prod(p for p, sig in zip(hierarchy, combo) if any(c >= 0 for c in (*sig[0], sig[1])))
+        out.append(Signature(ins, res, work / share))
+    return out
+
+
+def flops(op: Operation) -> float:
+    """Floating-point operations of the whole (logical) op: what splitting divides among devices."""
+    if isinstance(op, job.MatmulOp):
+        a = shape_of(op.operands[0].type)
+        k = a[-2] if flag(op.properties, "transpose_a") else a[-1]
+        return 2.0 * math.prod(_out(op)) * k
+    if isinstance(op, (job.Conv2DOp, job.Conv2DGradInputOp, job.Conv2DGradFilterOp)):
+        w = shape_of(op.operands[1].type) if not isinstance(op, job.Conv2DGradFilterOp) else _out(op)
+        y = _out(op) if isinstance(op, job.Conv2DOp) else shape_of(op.operands[0].type)
+        return 2.0 * math.prod(y) * math.prod(w[1:])
+    if isinstance(op, (job.VariableOp, job.ConstantOp, job.FillOp, job.LearningRateOp, job.BoxingOp)):
+        return 0.0
+    sizes = [math.prod(shape_of(v.type)) for v in (*op.operands, *op.results) if isinstance(v.type, TensorType)]
+    return float(max(sizes, default=0))
+
+
+# ----------------------------------------------------------------- conversion costs
+
+
+def nbytes(t: TensorType) -> int:
+    return math.prod(shape_of(t)) * max(1, dtype_of(t).bitwidth // 8)  # type: ignore[attr-defined]
+
+
+def axis_cost(src: Code, dst: Code, size: float, p: int) -> float:
+    """Bytes moved to turn `src` into `dst` on one axis of p devices, for a value of `size` bytes."""
+    if src == dst or p == 1:
+        return 0.0
+    if dst >= 0:
+        if src == BROADCAST:
+            return 0.0  # a local slice
+        return size * (p - 1) / p if src >= 0 else size * (p - 1)  # all_to_all | reduce_scatter
+    if dst == BROADCAST:
+        return size * (p - 1) if src >= 0 else 2 * size * (p - 1)  # all_gather | all_reduce
+    return INFEASIBLE  # nothing becomes partial by moving data
+
+
+def moved_bytes(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int]) -> float:
+    """Bytes per step to convert a value of `size` bytes, one hierarchy axis at a time.
+
+    On axis a a conversion runs within groups that each hold the value divided
+    by the splits of the other axes.
+    """
+    total = 0.0
+    for a, (s, d) in enumerate(zip(src, dst, strict=True)):
+        if s != d:
+            share = math.prod(p for b, (p, c) in enumerate(zip(hierarchy, src)) if b != a and c >= 0)
+            total += axis_cost(s, d, size / share, hierarchy[a])
+    return total
+
+
+def transfer_cost(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int]) -> float:
+    """The search's price of a conversion: its bytes plus BOXING_COST, nothing when there is none."""
+    return 0.0 if src == dst else moved_bytes(src, dst, size, hierarchy) + BOXING_COST

@@ -1,0 +1,136 @@
+"""Distributed jobs through the whole pipeline: what the IR explains, what is rejected, logical variables."""
+
+import numpy as np
+import pytest
+
+import irflow as flow
+import irflow.typing as tp
+from irflow.dialects import job
+from irflow.textir import parse_module
+
+HERE = __file__
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    flow.clear_default_session()
+    yield
+    flow.clear_default_session()
+
+
+def line_of(marker: str) -> int:
+    for i, text in enumerate(open(HERE).read().splitlines(), 1):
+        if marker in text and "line_of(" not in text:
+            return i
+    raise AssertionError(marker)
+
+
+def predict(devices: int, hints: dict, config=None):
+    if devices > 1:
+        flow.config.cpu_device_num(devices)
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.Numpy.Placeholder((6, 5), dtype=flow.float64)) -> tp.Numpy:
+        init = flow.random_normal_initializer(0.0, 0.5)
+        w = flow.get_variable("w", shape=(4, 5), dtype=flow.float64, initializer=init, distribute=hints.get("w"))
+        h = flow.math.tanh(flow.matmul(x, w, transpose_b=True))
+        if "cast" in hints:
+            h = flow.parallel_cast(h, distribute=hints["cast"])
+        return flow.math.reduce_sum(h * h, axis=1)
+
+    return f
+
+
+def test_every_value_has_sbp_and_placement_after_sbp_infer():
+    f = predict(4, {"w": flow.distribute.split(0)})
+    f(np.ones((6, 5)))
+    module = parse_module(f.ir("sbp-infer"))
+    ops = [op for op in module.walk() if isinstance(op, job.JobOp) and op.results]
+    assert ops and all(op.sbp is not None and op.placement is not None for op in ops)
+    origins = {op.attributes["sbp_origin"].data for op in ops}
+    assert "hint" in origins and origins <= {"hint", "default", "rule", "cost"}
+    boxing = [op for op in parse_module(f.ir("insert-boxing")).walk() if isinstance(op, job.BoxingOp)]
+    assert boxing and all("reason" in op.attributes for op in boxing)
+
+
+def test_one_device_inserts_nothing():
+    f = predict(1, {})
+    f(np.ones((6, 5)))
+    assert "job.boxing" not in f.ir("insert-boxing")
+
+
+def test_parallel_cast_forces_a_conversion_and_keeps_the_numbers():
+    x = np.random.default_rng(0).standard_normal((6, 5))
+    want = predict(1, {})(x)
+    flow.clear_default_session()
+    f = predict(3, {"cast": flow.distribute.split(1)})
+    np.testing.assert_allclose(f(x), want, rtol=1e-12)
+    casts = [op for op in parse_module(f.ir("insert-boxing")).walk()
+             if isinstance(op, job.BoxingOp) and op.attributes.get("sbp_origin").data == "hint"]  # fmt: skip
+    assert len(casts) == 1 and str(casts[0].sbp.components.data[0]) == "split(1)"
+
+
+def test_a_hint_no_signature_honours_is_a_located_compile_error():
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+        return flow.math.relu(x).with_distribute(flow.distribute.partial_sum())  # MARK-partial-relu
+
+    with pytest.raises(flow.CompileError, match="job.relu") as err:
+        f(np.ones((4, 6), np.float32))
+    assert (err.value.location.file, err.value.location.line) == (HERE, line_of("MARK-partial-relu"))
+    with pytest.raises(flow.CompileError):  # the failed compile left nothing half-made behind
+        f(np.ones((4, 6), np.float32))
+
+
+def test_variables_stay_logical_across_device_counts(tmp_path):
+    """A model-parallel variable reads, loads and checkpoints as its whole value; 1 device reads it back."""
+    x = np.random.default_rng(1).standard_normal((6, 5))
+    f = predict(4, {"w": flow.distribute.split(0)})
+    first = f(x)
+    (w,) = [v.numpy() for name, v in flow.get_all_variables().items() if name == "w"]
+    assert w.shape == (4, 5)
+    np.testing.assert_allclose(first, (np.tanh(x @ w.T) ** 2).sum(axis=1), rtol=1e-12)
+    changed = w[::-1] * 2.0
+    flow.load_variables({"w": changed})
+    np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), changed)
+    flow.checkpoint.save(tmp_path / "ckpt")
+    flow.clear_default_session()
+    g = predict(1, {})
+    flow.load_variables(flow.checkpoint.get(tmp_path / "ckpt"))
+    np.testing.assert_allclose(g(x), (np.tanh(x @ changed.T) ** 2).sum(axis=1), rtol=1e-12)
+
+
+def test_jobs_of_one_session_share_their_devices():
+    f = predict(2, {})
+    f(np.ones((6, 5)))
+
+    @flow.global_function()
+    def other(x: tp.Numpy.Placeholder((6, 5), dtype=flow.float64)) -> tp.Numpy:
+        with flow.scope.placement("cpu", "0:0-2"):
+            return x * 2.0
+
+    with pytest.raises(flow.ExecutionError, match=r"runs on the device mesh \[3\], but this session's variables live on \[2\]"):
+        other(np.ones((6, 5)))
+
+
+def test_mirrored_predict_returns_each_devices_rows():
+    x = np.random.default_rng(2).standard_normal((6, 5))
+    want = predict(1, {})(x)
+    flow.clear_default_session()
+    flow.config.cpu_device_num(3)
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.ListNumpy.Placeholder((2, 5), dtype=flow.float64)) -> tp.ListNumpy:
+        w = flow.get_variable("w", shape=(4, 5), dtype=flow.float64,
+                              initializer=flow.random_normal_initializer(0.0, 0.5))  # fmt: skip
+        return flow.math.reduce_sum(flow.math.tanh(flow.matmul(x, w, transpose_b=True)) ** 2, axis=1)
+
+    got = f([x[0:2], x[2:4], x[4:6]])
+    assert isinstance(got, list) and [g.shape for g in got] == [(2,)] * 3
+    np.testing.assert_allclose(np.concatenate(got), want, rtol=1e-12)
+    with pytest.raises(TypeError, match=r"one array per device \(3 device\(s\) here\)"):
+        f([x[0:2], x[2:4]])
