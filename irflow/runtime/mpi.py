@@ -4,7 +4,7 @@ Each process is one device of the mesh (its world rank is its rank) and runs
 its own per-device program: the very program the in-process simulation runs.
 Collectives go to mpi4py's buffer-protocol methods on the arena views in place
 (no pickling). A collective whose tensor axis is not the leading one goes
-through a scratch buffer made on its first call and reused on every later step,
+through a scratch buffer (one per shape, made on first use and reused on every later step),
 so nothing is allocated per step.
 
 Every collective is started non-blocking and waited for with a deadline
@@ -30,6 +30,7 @@ from irflow.runtime.communicator import Array, Communicator, Site
 
 TIMEOUT_ENV = "IRFLOW_MPI_TIMEOUT"
 DEFAULT_TIMEOUT_S = 300.0
+_P2P_TAG = 17  # irflow's point-to-point messages; MPI keeps them in order per pair of ranks
 _SPIN = 2000  # Test() calls before the wait starts yielding the core (ranks may share cores)
 
 
@@ -158,7 +159,7 @@ class MPICommunicator(Communicator):
         if axis == 0:
             self._wait(comm.Iallgather(_contiguous(src, "all_gather", site), dst), "all_gather", site)
             return
-        stacked = self._scratch_for((id(site), "all_gather"), (p, *src.shape), src.dtype)
+        stacked = self._scratch_for(("all_gather", src.shape, src.dtype), (p, *src.shape), src.dtype)
         self._wait(comm.Iallgather(np.ascontiguousarray(src), stacked), "all_gather", site)
         _unstack(stacked, dst, axis)
 
@@ -169,9 +170,9 @@ class MPICommunicator(Communicator):
             request = comm.Ireduce_scatter_block(_contiguous(src, "reduce_scatter", site), dst, op)
             self._wait(request, "reduce_scatter", site)
             return
-        packed = self._scratch_for((id(site), "reduce_scatter"), (p, *dst.shape), src.dtype)
+        packed = self._scratch_for(("reduce_scatter", src.shape, src.dtype), (p, *dst.shape), src.dtype)
         _stack(src, packed, axis)
-        out = self._scratch_for((id(site), "reduce_scatter_out"), tuple(dst.shape), dst.dtype)
+        out = self._scratch_for(("reduce_scatter_out", dst.shape, dst.dtype), tuple(dst.shape), dst.dtype)
         self._wait(comm.Ireduce_scatter_block(packed, out, op), "reduce_scatter", site)
         dst[...] = out
 
@@ -179,9 +180,16 @@ class MPICommunicator(Communicator):
         comm, p = self.axes[mesh_axis], self.mesh[mesh_axis]
         chunk = list(src.shape)
         chunk[split_axis] //= p
-        packed = self._scratch_for((id(site), "all_to_all_in"), (p, *chunk), src.dtype)
-        _stack(src, packed, split_axis)
-        received = self._scratch_for((id(site), "all_to_all_out"), (p, *chunk), src.dtype)
+        # Along the leading axis the chunks already lie one after another: no packing then.
+        if split_axis == 0:
+            packed = _contiguous(src, "all_to_all", site).reshape(p, *chunk)
+        else:
+            packed = self._scratch_for(("all_to_all_in", src.shape, src.dtype), (p, *chunk), src.dtype)
+            _stack(src, packed, split_axis)
+        if concat_axis == 0:
+            self._wait(comm.Ialltoall(packed, _contiguous(dst, "all_to_all", site)), "all_to_all", site)
+            return
+        received = self._scratch_for(("all_to_all_out", src.shape, src.dtype), (p, *chunk), src.dtype)
         self._wait(comm.Ialltoall(packed, received), "all_to_all", site)
         _unstack(received, dst, concat_axis)
 
@@ -196,6 +204,13 @@ class MPICommunicator(Communicator):
         recv = dst if comm.Get_rank() == root else None
         request = comm.Ireduce(_contiguous(src, "reduce", site), recv, self._ops[reduction], root)
         self._wait(request, "reduce", site)
+
+    def send(self, src: Array, peer: int, site: Site) -> None:
+        """Completes when MPI has taken `src` (its bytes may then be reused), as the in-process send does."""
+        self._wait(self.world.Isend(_contiguous(src, "send", site), dest=peer, tag=_P2P_TAG), "send", site)
+
+    def recv(self, dst: Array, peer: int, site: Site) -> None:
+        self._wait(self.world.Irecv(_contiguous(dst, "recv", site), source=peer, tag=_P2P_TAG), "recv", site)
 
     def barrier(self) -> None:
         self._wait(self.world.Ibarrier(), "barrier", Site("barrier"))
