@@ -134,8 +134,11 @@ def save(path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
     checkpoint_store.as_path(path)  # a bad path fails before waiting for queued calls
     session = default_session()
     with session.between_steps():
-        arrays = session.store.snapshot()
-    checkpoint_store.save(path, arrays, meta={"seed": session.seed}, overwrite=overwrite)
+        store = session.store
+        arrays = store.snapshot()  # every rank takes part: under MPI this gathers the pieces
+    if store.is_writer:  # written once, by rank 0, however many ranks run
+        checkpoint_store.save(path, arrays, meta={"seed": session.seed}, overwrite=overwrite)
+    store.barrier()
 
 
 def get(path: str | os.PathLike[str]) -> Any:

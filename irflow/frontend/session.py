@@ -184,12 +184,14 @@ class Session:
         and checkpoints still see whole values. Jobs of one session share their
         variables, hence their devices.
         """
-        from irflow.runtime import VariableStore
+        from irflow.runtime import VariableStore, mpi
         from irflow.runtime.variables import LogicalVariables
 
         mesh = getattr(self._store, "mesh", (1,))
         if self._store is None or (not len(self._store) and (self._store.xp is not target.xp or mesh != target.hierarchy)):
-            if target.num_devices > 1:
+            if mpi.launched_size() > 1:  # under mpiexec: this process is one device of the mesh
+                self._store = LogicalVariables(target.hierarchy, self.seed, target.xp, mpi.join(target.hierarchy))
+            elif target.num_devices > 1:
                 self._store = LogicalVariables(target.hierarchy, seed=self.seed, xp=target.xp)
             else:
                 self._store = VariableStore(seed=self.seed, xp=target.xp)

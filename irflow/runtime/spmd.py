@@ -14,9 +14,10 @@ each output comes back as such a list, as OneFlow's ListNumpy.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,10 +25,14 @@ from irflow.dialects import buffer
 from irflow.dialects.sbp import SbpAttr
 from irflow.errors import CompileError, ExecutionError, source_location
 from irflow.runtime.attributes import python_value
+from irflow.runtime.communicator import Site
 from irflow.runtime.executor import Executor, shape_dtype
 from irflow.runtime.inprocess import InProcessGroup
 from irflow.runtime.sharding import Layout
 from irflow.runtime.variables import LogicalVariables, VariableStore
+
+if TYPE_CHECKING:
+    from irflow.runtime.mpi import MPICommunicator
 
 VIEWS = ("consistent", "mirrored")
 
@@ -85,11 +90,16 @@ class SpmdExecutor:
         self.view = python_value(view) if view is not None else "consistent"
         if self.view not in VIEWS:
             raise CompileError(f"unknown view '{self.view}', expected one of {', '.join(VIEWS)}", source_location(program))
-        self.group = InProcessGroup(self.mesh, xp)
+        # Under MPI this process is one device of the mesh; otherwise all of them are simulated here.
+        self.comm = variables.comm
+        self.ranks = variables.ranks
+        self.group = InProcessGroup(self.mesh, xp) if self.comm is None else None
+        comms = [self.comm] if self.comm is not None else [self.group.communicator(r) for r in self.ranks]
         self.executors = [
-            Executor(program, store, xp, self.group.communicator(rank), check_finite)
-            for rank, store in enumerate(variables.shards)
+            Executor(program, store, xp, comm, check_finite) for store, comm in zip(variables.shards, comms)
         ]
+        if self.comm is not None:
+            check_same_program(self.comm, program)
         self.input_layouts = [value_layout(op, self.mesh) for op in _boundary(program, buffer.InputOp)]
         self.output_layouts = [value_layout(op, self.mesh) for op in _boundary(program, buffer.OutputOp)]
 
@@ -99,25 +109,41 @@ class SpmdExecutor:
         pieces = [self.pieces(i, value) for i, value in enumerate(inputs)]
         for rank, executor in enumerate(self.executors):
             executor.feed([p[rank] for p in pieces])
-        self.group.run([e.steps for e in self.executors])
+        if self.group is not None:
+            self.group.run([e.steps for e in self.executors])
+        else:
+            for step in self.executors[0].steps:
+                step()
         results = [e.results() for e in self.executors]
         if self.view == "mirrored":
             return [[r[i] for r in results] for i in range(len(self.output_layouts))]
-        return [layout.gather([r[i] for r in results]) for i, layout in enumerate(self.output_layouts)]
+        return [self.logical(layout, [r[i] for r in results]) for i, layout in enumerate(self.output_layouts)]
+
+    def logical(self, layout: Layout, pieces: list[np.ndarray]) -> np.ndarray:
+        """An output's whole value from this process's pieces (under MPI, the other ranks' too when not whole here)."""
+        if self.comm is not None:
+            if all(c.kind.data == "broadcast" for c in layout.sbp):
+                return pieces[0]
+            pieces = self.comm.gather_all(pieces[0], Site(f"job '{self.name}' output"))
+        return layout.gather(pieces)
 
     def pieces(self, index: int, value: Any) -> list[np.ndarray]:
         """Every rank's piece of input `index`: cut from the whole value, or given per device (mirrored)."""
         layout = self.input_layouts[index]
+        devices = len(self.executors) if self.comm is None else self.comm.size
         if self.view == "mirrored":
-            if not isinstance(value, (list, tuple)) or len(value) != len(self.executors):
+            if self.comm is not None and isinstance(value, (list, tuple)) and len(value) == 1:
+                return [np.asarray(value[0])]  # this rank's own part
+            if not isinstance(value, (list, tuple)) or len(value) != devices:
                 raise ExecutionError(
-                    f"job '{self.name}' runs in the mirrored view on {len(self.executors)} devices: "
-                    f"input {index} must be a list of {len(self.executors)} arrays, one per device"
+                    f"job '{self.name}' runs in the mirrored view on {devices} devices: "
+                    f"input {index} must be a list of {devices} arrays, one per device"
+                    + (" (or, under MPI, a list with this rank's own array)" if self.comm is not None else "")
                 )
-            return [np.asarray(v) for v in value]
+            return [np.asarray(value[rank]) for rank in self.ranks]
         try:
             array = np.asarray(value)
-            return [layout.shard(array, rank) for rank in range(len(self.executors))]
+            return [layout.shard(array, rank) for rank in self.ranks]
         except ValueError as e:
             raise ExecutionError(f"job '{self.name}', input {index}: {e}") from e
 
@@ -125,3 +151,24 @@ class SpmdExecutor:
 def _boundary(program: buffer.ProgramOp, kind: type) -> list[Any]:
     """The program's buffer.input (or buffer.output) ops in argument order."""
     return sorted((op for op in program.body.block.ops if isinstance(op, kind)), key=lambda op: op.index.value.data)
+
+
+def check_same_program(comm: MPICommunicator, program: buffer.ProgramOp) -> None:
+    """Before the first step, every rank must have compiled the same per-device program for the same mesh."""
+    text = f"mesh {list(comm.mesh)}\n{program}"
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    digests = comm.agree(digest)
+    if len(set(digests)) == 1:
+        return
+    texts = comm.agree(text)
+    other = next(r for r, d in enumerate(digests) if d != digests[0])
+    ours, theirs = texts[0].splitlines(), texts[other].splitlines()
+    line = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+    show = lambda lines: lines[line].strip() if line < len(lines) else "(end of program)"  # noqa: E731
+    raise CompileError(
+        f"ranks compiled different programs for job '{program.sym_name.data}': rank 0 and rank {other} "
+        f"first differ at line {line + 1}: rank 0 has `{show(ours)}`, rank {other} has `{show(theirs)}` "
+        "(every rank must run the same script with the same configuration)",
+        source_location(program),
+    )
+

@@ -17,13 +17,17 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from irflow.dialects.sbp import SbpAttr
+from irflow.runtime.communicator import Site
 from irflow.runtime.initializers import sample
 from irflow.runtime.sharding import Layout
+
+if TYPE_CHECKING:
+    from irflow.runtime.mpi import MPICommunicator
 
 
 @dataclass
@@ -112,6 +116,12 @@ class VariableStore:
     def clear(self) -> None:
         self._vars.clear()
 
+    # One process holds every device here: it writes what is written once, and has nobody to wait for.
+    is_writer = True
+
+    def barrier(self) -> None:
+        pass
+
 
 def _known(store: VariableStore, name: str) -> Variable:
     if name not in store:
@@ -139,11 +149,23 @@ class LogicalVariables:
     VariableStore, with logical shapes.
     """
 
-    def __init__(self, mesh: Sequence[int], seed: int = 0, xp: ModuleType = np):
+    def __init__(self, mesh: Sequence[int], seed: int = 0, xp: ModuleType = np, comm: MPICommunicator | None = None):
         self.mesh = tuple(mesh)
         self.seed = seed
         self.xp = xp
-        self.shards = [VariableStore(seed, xp, rank) for rank in range(int(np.prod(self.mesh)))]
+        # In one process every rank's store is here; under MPI only this process's rank is.
+        self.comm = comm
+        self.ranks = [comm.rank] if comm is not None else list(range(int(np.prod(self.mesh))))
+        self.shards = [VariableStore(seed, xp, rank) for rank in self.ranks]
+
+    @property
+    def is_writer(self) -> bool:
+        """Whether this process writes what is written once for all ranks (checkpoints): rank 0's."""
+        return self.comm is None or self.comm.rank == 0
+
+    def barrier(self) -> None:
+        if self.comm is not None:
+            self.comm.barrier()
 
     def layout(self, name: str) -> Layout:
         return self.shards[0].variable(name).layout
@@ -158,7 +180,10 @@ class LogicalVariables:
 
     def __getitem__(self, name: str) -> np.ndarray:
         """The whole value, gathered from the devices' pieces."""
-        return self.layout(name).gather([store[name] for store in self.shards])
+        pieces = [store[name] for store in self.shards]
+        if self.comm is not None:
+            pieces = self.comm.gather_all(pieces[0], Site(f"reading variable {name!r}"))
+        return self.layout(name).gather(pieces)
 
     def __contains__(self, name: object) -> bool:
         return name in self.shards[0]
@@ -186,7 +211,7 @@ class LogicalVariables:
         for name, value in values.items():
             first = _known(self.shards[0], name)
             array = _checked(name, value, first.layout.shape, first.value.dtype).astype(first.value.dtype, copy=False)
-            for rank, piece in enumerate(pieces):
+            for rank, piece in zip(self.ranks, pieces):
                 piece[name] = first.layout.shard(array, rank)
         for store, piece in zip(self.shards, pieces):
             store.load(piece)

@@ -1,0 +1,98 @@
+"""The same per-device programs on MPI ranks: `mpiexec -n N python script.py`, checked against one process.
+
+Each test launches real MPI processes (the mpich wheel's Hydra launcher; on a
+2-core machine 4 ranks are oversubscribed, which MPICH allows). The in-process
+simulation and the one-device run are the oracles the ranks must match.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mpi4py", reason="the MPI tests need the [mpi] extra: mpi4py and mpich")
+
+HERE = Path(__file__).parent
+MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+if MPIEXEC is None:
+    pytest.skip("no mpiexec next to this Python or on PATH", allow_module_level=True)
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without any MPI launcher's variables (pytest itself may run under one)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "MPI_", "HYDRA_"))}
+
+
+def run(args: list[str], ranks: int | None = None, timeout: float = 120, check: bool = True, **env: str):
+    cmd = [sys.executable, *args] if ranks is None else [MPIEXEC, "-n", str(ranks), sys.executable, *args]
+    proc = subprocess.run(
+        cmd, cwd=HERE, env={**clean_env(), **env}, capture_output=True, text=True, timeout=timeout
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.mark.parametrize("mesh,ranks", [("2", 2), ("3", 3), ("4", 4), ("2x2", 4)])
+def test_every_collective_matches_the_in_process_group(mesh, ranks):
+    out = run(["collectives_check.py", mesh], ranks)
+    assert f"collectives ok on mesh [{mesh.replace('x', ', ')}]" in out.stdout
+
+
+def train(tmp_path: Path, devices: int, mode: str, ranks: int | None, steps: int = 4, checkpoint: str = "") -> dict:
+    out = tmp_path / f"{mode}-{devices}-{ranks}.npz"
+    run(["train_mlp.py", str(devices), mode, str(steps), str(out), *([checkpoint] if checkpoint else [])], ranks)
+    return dict(np.load(out))
+
+
+def assert_same(got: dict, expected: dict, rtol: float = 1e-4) -> None:
+    assert got.keys() == expected.keys()
+    for key in expected:
+        np.testing.assert_allclose(got[key], expected[key], rtol=rtol, atol=1e-5, err_msg=key)
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("mode", ["data", "model"])
+def test_training_on_ranks_matches_one_process_and_one_device(tmp_path, ranks, mode):
+    on_ranks = train(tmp_path, ranks, mode, ranks)
+    simulated = train(tmp_path, ranks, mode, None)
+    one_device = train(tmp_path, 1, mode, None)
+    assert_same(on_ranks, simulated)
+    assert_same(on_ranks, one_device)
+
+
+def test_a_checkpoint_written_on_four_ranks_loads_in_one_process(tmp_path):
+    checkpoint = tmp_path / "ckpt"
+    trained = train(tmp_path, 4, "data", 4, checkpoint=str(checkpoint))
+    assert (checkpoint).is_dir()
+    out = tmp_path / "restored.npz"
+    run(["predict_from_checkpoint.py", str(checkpoint), str(tmp_path / "data-4-4.npz"), str(out)], None)
+    restored = dict(np.load(out))
+    np.testing.assert_allclose(restored["predictions"], trained["predictions"], rtol=1e-5, atol=1e-6)
+
+
+def test_a_failing_rank_stops_every_rank_quickly():
+    start = time.monotonic()
+    proc = run(["fail_on_rank.py", "1"], 4, check=False, timeout=60)
+    assert proc.returncode != 0
+    assert "rank 1 of 4 failed" in proc.stderr and "bad input on rank 1" in proc.stderr
+    assert time.monotonic() - start < 30
+
+
+def test_a_collective_that_waits_too_long_fails_with_its_op():
+    proc = run(["fail_on_rank.py", "hang"], 2, check=False, timeout=60, IRFLOW_MPI_TIMEOUT="2")
+    assert proc.returncode != 0
+    assert "waited more than 2 s" in proc.stderr
+
+
+def test_world_size_must_match_the_placement(tmp_path):
+    proc = run(["train_mlp.py", "4", "data", "1", str(tmp_path / "x.npz")], 3, check=False)
+    assert proc.returncode != 0
+    assert "mpiexec started 3 processes, but the job's placement has 4 devices" in proc.stderr
