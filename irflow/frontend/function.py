@@ -127,6 +127,7 @@ class JobFunction:
             placement = placement_here()
             # Mirrored: a placeholder's shape is one device's; the job sees their concatenation along axis 0.
             self.devices = len(placement.devices) if self.mirrored else 1
+            self._configured = default_session().resource.placement()
             types = [self._logical_type(leaf) for leaf in leaves]
             trace = Trace(self.job_name, self.job_type, self.config, types, placement)
             with tracing(trace):
@@ -242,10 +243,10 @@ class JobFunction:
             args = tuple(bound.arguments[name] for name, _ in params)
         mode = self.signature.mode
         copy = mode != signature.SYNC  # the caller may reuse its arrays as soon as an async call returns
+        session.start()  # first: the device count set before start-up decides what each argument must be
         flat: list[Any] = []
         for (name, spec), value in zip(params, args):
             signature.check_argument(self.job_name, name, spec, value, flat, copy, self.devices)
-        session.start()
         if mode == CALLBACK:
             return session.run_async(lambda: self._run(flat))
         if mode == FUTURE:
@@ -274,6 +275,10 @@ class JobFunction:
         with self._compile_lock:
             if self._exe is None:
                 session = self._live_session()
+                if session.resource.placement() != self._configured:
+                    # flow.config changed the device count after the definition, before start-up (as
+                    # OneFlow allows): trace again for the devices the session now has.
+                    session.variables.update(self._trace())
                 from irflow.compiler import compile_job
                 from irflow.target import decide_target
 

@@ -1,5 +1,6 @@
 """The distributed API at trace time: hints, placements and views as the traced job IR records them."""
 
+import numpy as np
 import pytest
 from xdsl.dialects.builtin import StringAttr
 
@@ -216,6 +217,24 @@ def test_mirrored_view_traces_the_devices_together():
     assert func.attributes["view"] == StringAttr("mirrored")
     assert list(func.attributes["arg_sbp"]) == [S0]
     assert [a.type for a in func.body.block.args] == [job.tensor((6, 5), job.f32)]
+
+
+def test_devices_configured_after_the_definition_count_when_the_session_starts():
+    """As in OneFlow's programs: define the job, then set the device count, then call."""
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.ListNumpy.Placeholder((2, 5))) -> tp.ListNumpy:
+        return flow.math.relu(x)
+
+    flow.config.cpu_device_num(2)
+    pieces = [np.full((2, 5), -1.0, np.float32), np.arange(10, dtype=np.float32).reshape(2, 5)]
+    out = f(pieces)
+    assert len(out) == 2
+    np.testing.assert_array_equal(out[0], np.zeros((2, 5), np.float32))
+    np.testing.assert_array_equal(out[1], pieces[1])
+    assert len(func_of(f).attributes["placement"].devices) == 2
 
 
 def test_mirrored_view_errors():
