@@ -31,7 +31,7 @@ from irflow.runtime.communicator import Array, Communicator, Site
 TIMEOUT_ENV = "IRFLOW_MPI_TIMEOUT"
 DEFAULT_TIMEOUT_S = 300.0
 _P2P_TAG = 17  # irflow's point-to-point messages; MPI keeps them in order per pair of ranks
-_SPIN = 2000  # Test() calls before the wait starts yielding the core (ranks may share cores)
+_CHECK_EVERY = 256  # Test() calls between looks at the clock; the core is yielded in between (ranks may share cores)
 
 
 def world() -> Any:
@@ -132,9 +132,11 @@ class MPICommunicator(Communicator):
         deadline = time.monotonic() + self.timeout
         spins = 0
         while not request.Test():
+            # Keep driving MPI's progress (a sleeping rank stalls every round of a collective) but let
+            # ranks that share this core run.
+            os.sched_yield()
             spins += 1
-            if spins > _SPIN:
-                time.sleep(0.0001)
+            if spins % _CHECK_EVERY == 0:
                 if time.monotonic() > deadline:
                     raise ExecutionError(
                         f"rank {self.rank}: {what} in {site} waited more than {self.timeout:g} s for the other ranks "
