@@ -75,16 +75,28 @@ def stop_all_on_error(comm: Any) -> None:
     sys.excepthook = hook
 
 
-def join(mesh: Sequence[int]) -> MPICommunicator:
-    """This process's device on `mesh`, for a run started by mpiexec.
+def launched_rank() -> int:
+    """This process's rank as mpiexec set it (0 outside mpiexec), read without initializing MPI."""
+    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK"):
+        value = os.environ.get(var)
+        if value and value.isdigit():
+            return int(value)
+    return 0
 
-    From here on an uncaught error on any rank stops every rank, and only rank
-    0 shows irflow's warnings (IRFLOW_MPI_ALL_RANKS=1 shows every rank's).
+
+def quiet_other_ranks() -> None:
+    """Under mpiexec only rank 0 shows warnings, so N ranks do not print each one N times.
+
+    Called when irflow is imported, before anything can warn; IRFLOW_MPI_ALL_RANKS=1 shows every rank's.
     """
+    if launched_rank() != 0 and os.environ.get("IRFLOW_MPI_ALL_RANKS") != "1":
+        warnings.simplefilter("ignore")
+
+
+def join(mesh: Sequence[int]) -> MPICommunicator:
+    """This process's device on `mesh`, for a run started by mpiexec: an uncaught error on any rank stops every rank."""
     comm = world()
     stop_all_on_error(comm)
-    if comm.Get_rank() != 0 and os.environ.get("IRFLOW_MPI_ALL_RANKS") != "1":
-        warnings.simplefilter("ignore")
     return MPICommunicator(mesh, comm)
 
 

@@ -96,3 +96,16 @@ def test_world_size_must_match_the_placement(tmp_path):
     proc = run(["train_mlp.py", "4", "data", "1", str(tmp_path / "x.npz")], 3, check=False)
     assert proc.returncode != 0
     assert "mpiexec started 3 processes, but the job's placement has 4 devices" in proc.stderr
+
+
+def test_ranks_that_compiled_different_programs_stop_before_the_first_step():
+    proc = run(["differ_on_rank.py"], 2, check=False, timeout=60)
+    assert proc.returncode != 0
+    assert "ranks compiled different programs for job 'predict': rank 0 and rank 1 first differ" in proc.stderr
+
+
+def test_only_rank_0_shows_irflows_warnings(tmp_path):
+    proc = run(["warn_on_every_rank.py"], 2, timeout=60)
+    assert proc.stderr.count("no usable GPU was found") == 1
+    proc = run(["warn_on_every_rank.py"], 2, timeout=60, IRFLOW_MPI_ALL_RANKS="1")
+    assert proc.stderr.count("no usable GPU was found") == 2
