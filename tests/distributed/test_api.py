@@ -15,13 +15,6 @@ HERE = __file__
 S0, S1, B, P = (NdSbpAttr([c]) for c in (SbpAttr("split", 0), SbpAttr("split", 1), SbpAttr("broadcast"), SbpAttr("partial_sum")))
 
 
-@pytest.fixture(autouse=True)
-def fresh_session():
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
-
-
 def line_of(marker: str) -> int:
     for i, text in enumerate(open(HERE).read().splitlines(), 1):
         if marker in text and "line_of(" not in text:

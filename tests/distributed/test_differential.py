@@ -38,13 +38,6 @@ MODES: dict[str, dict[str, object]] = {
 HYBRID_2D = {"images": [S0, B], "flat": [S0, B], "dense1": [B, S0], "dense2": [B, S1]}
 
 
-@pytest.fixture(autouse=True)
-def fresh_session():
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
-
-
 def mlp(images: flow.Blob, hints: dict[str, object], hidden: int = 12) -> flow.Blob:
     """The documentation's MLP (examples/models.py), narrower: flatten, dense(relu), dense(10)."""
     initializer = flow.truncated_normal(0.1)

@@ -11,13 +11,6 @@ from irflow.textir import parse_module
 HERE = __file__
 
 
-@pytest.fixture(autouse=True)
-def fresh_session():
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
-
-
 def line_of(marker: str) -> int:
     for i, text in enumerate(open(HERE).read().splitlines(), 1):
         if marker in text and "line_of(" not in text:

@@ -25,13 +25,6 @@ BINARY = {"add": (lambda a, b: a + b, np.add), "sub": (lambda a, b: a - b, np.su
           "mul": (lambda a, b: a * b, np.multiply)}  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def fresh_session():
-    flow.clear_default_session()
-    yield
-    flow.clear_default_session()
-
-
 def random_graph(rng: np.random.Generator, size: int) -> list[tuple]:
     """Steps (kind, name, operand indices, hint name or None); values 0 and 1 are the inputs."""
     steps = []
