@@ -9,7 +9,6 @@ checkpoint that examples/mlp_predict.py can evaluate.
 import os
 import sys
 
-import numpy as np
 from models import mlp
 
 import irflow as flow

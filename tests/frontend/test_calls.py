@@ -1,10 +1,7 @@
 """Calling jobs: input and return annotations, callbacks, call-time checks, sessions and seeds."""
 
-import os
 import runpy
-import subprocess
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path

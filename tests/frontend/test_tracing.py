@@ -1,10 +1,7 @@
 """Tracing: what IR a job function becomes, and where errors point."""
 
-import inspect
-import warnings
 from typing import Tuple
 
-import numpy as np
 import pytest
 
 import irflow as flow

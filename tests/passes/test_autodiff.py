@@ -404,7 +404,7 @@ def test_autodiff_builds_verified_ir(case: Case):
     module.verify()
     AutodiffPass().apply(make_context(), module)
     module.verify()
-    apply = the(module, job.ApplyGradientsOp)
+    the(module, job.ApplyGradientsOp)
     expected = [n for n in case.variables if n not in case.constant]
     assert pair_names(module) == expected
 
