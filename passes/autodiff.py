@@ -98,7 +98,7 @@ def differentiate(func: job.FuncOp, minimize: job.MinimizeOp) -> job.ApplyGradie
         grads[value] = g
 
     # OneFlow minimizes a non-scalar loss through its mean: every element's seed is 1/numel.
-    b.location = minimize.location
+    b.at(minimize)
     accumulate(loss, b.fill(1.0 / math.prod(shape_of(loss.type)), loss.type))
 
     for op in reversed(forward):
@@ -110,7 +110,7 @@ def differentiate(func: job.FuncOp, minimize: job.MinimizeOp) -> job.ApplyGradie
         rule = GRADIENTS.get(type(op))
         if rule is None:
             raise CompileError(f"no gradient is defined for '{op.name}'", source_location(op))
-        b.location = op.location
+        b.at(op)
         for operand, wanted, g in zip(op.operands, needs, rule(b, op, grads[op.results[0]], needs), strict=True):
             if wanted and g is not None:
                 assert g.type == operand.type, f"{op.name} gradient {g.type} for an operand of type {operand.type}"
@@ -118,7 +118,7 @@ def differentiate(func: job.FuncOp, minimize: job.MinimizeOp) -> job.ApplyGradie
 
     # One pair per variable name: two ops reading the same variable share one update.
     pairs: dict[str, tuple[SSAValue, SSAValue]] = {}
-    b.location = minimize.location
+    b.at(minimize)
     for op in forward:
         if isinstance(op, job.VariableOp) and op.results[0] in grads:
             name = op.var_name.data
@@ -131,7 +131,7 @@ def differentiate(func: job.FuncOp, minimize: job.MinimizeOp) -> job.ApplyGradie
 
     # job.diff %x reads the gradient of %x: zeros where the loss does not depend on it.
     for op in [o for o in block.ops if isinstance(o, job.DiffOp)]:
-        b.location = op.location
+        b.at(op)
         g = grads.get(op.x) or b.fill(0.0, op.x.type)
         op.res.replace_all_uses_with(g)
         Rewriter.erase_op(op)
@@ -141,6 +141,8 @@ def differentiate(func: job.FuncOp, minimize: job.MinimizeOp) -> job.ApplyGradie
         properties={"optimizer": minimize.optimizer},
     )
     apply.location = minimize.location
+    if minimize.placement is not None:
+        apply.properties["placement"] = minimize.placement
     Rewriter.insert_op(apply, InsertPoint.before(ret))
     Rewriter.erase_op(minimize)
     return apply

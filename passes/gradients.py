@@ -69,13 +69,25 @@ class GradientBuilder:
     def __init__(self, point: InsertPoint):
         self.point = point
         self.location: Attribute | None = None
+        self.placement: Attribute | None = None
+
+    def at(self, op: Operation) -> None:
+        """Build the next ops for `op`: at its user's line and on its devices."""
+        self.location = op.location
+        self.placement = op.properties.get("placement")
+
+    def place(self, op: Operation) -> None:
+        """Give a built op the current location and placement, and insert it."""
+        if self.location is not None:
+            op.location = self.location
+        if self.placement is not None:
+            op.properties["placement"] = self.placement
+        Rewriter.insert_op(op, self.point)
 
     def emit(self, cls: type[job.JobOp], operands: Sequence[SSAValue], result_type: Attribute | None = None,
              **props: object) -> SSAValue:
         op = cls.make(operands, result_type, **props)
-        if self.location is not None:
-            op.location = self.location
-        Rewriter.insert_op(op, self.point)
+        self.place(op)
         return op.results[0]
 
     # ---------------------------------------------------------------- helpers

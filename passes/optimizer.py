@@ -253,7 +253,7 @@ def lower_apply_gradients(apply: job.ApplyGradientsOp) -> None:
     assert block is not None
     declared = {op.var_name.data: op for op in block.ops if isinstance(op, job.VariableOp)}
     b = GradientBuilder(InsertPoint.before(apply))
-    b.location = apply.location
+    b.at(apply)
 
     pairs = apply.pairs()
     seen: set[str] = set()
@@ -278,10 +278,11 @@ def lower_apply_gradients(apply: job.ApplyGradientsOp) -> None:
     if config.clip_norm is not None and grads:
         grads = _clip_by_global_norm(b, grads, config.clip_norm)
 
-    p = config.params
+    p, shared = config.params, b.placement
     for (var, _), grad in zip(pairs, grads):
         assert isinstance(var.owner, job.VariableOp)
         name = var.owner.var_name.data
+        b.placement = var.owner.placement or shared  # a variable's state and update live on its devices
         if config.kind == "sgd":
             if p["momentum"] == 0.0:
                 _update(b, job.SgdUpdateOp, [var, grad, lr], weight_decay=p["weight_decay"])
@@ -301,11 +302,10 @@ def lower_apply_gradients(apply: job.ApplyGradientsOp) -> None:
         _update(b, job.AdamUpdateOp, [var, grad, m, v, lr, next_step], beta1=p["beta1"], beta2=p["beta2"],
                 epsilon=p["epsilon"], weight_decay=decay, do_bias_correction=p["do_bias_correction"])
 
+    b.placement = shared
     _update(b, job.AssignOp, [step, next_step])
     Rewriter.erase_op(apply)
 
 
 def _update(b: GradientBuilder, cls: type[job.UpdateOp], operands: Sequence[SSAValue], **props: object) -> None:
-    op = cls.make(operands, **props)
-    op.location = b.location
-    Rewriter.insert_op(op, b.point)
+    b.place(cls.make(operands, **props))

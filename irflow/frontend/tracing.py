@@ -139,6 +139,8 @@ def append_op(op: Operation, what: str) -> None:
     """Append an op built by hand (ops without a result, such as job.minimize)."""
     trace = current(what)
     location = user_location()
+    if placements and isinstance(op, JobOp) and op.placement is None:
+        op.properties["placement"] = placements[-1]
     try:
         op.verify()
     except VerifyException as err:

@@ -9,8 +9,12 @@ import pytest
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
+import irflow as flow
+import irflow.typing as tp
+from irflow.compiler import run_pipeline
 from irflow.context import make_context
 from irflow.dialects import job
+from irflow.dialects.sbp import PlacementAttr
 from irflow.errors import CompileError
 from irflow.passes.autodiff import AutodiffPass
 from irflow.passes.optimizer import TRAIN_STEP, OptimizerPass
@@ -310,3 +314,23 @@ job.func @train(%g: tensor<3xf32>) attributes {{job_type = "train"}} {{
 }}""").parse_module()
     with pytest.raises(CompileError, match=r"t.py:2:1: error: variable 'w-m' is declared as tensor<4xf32>"):
         OptimizerPass().apply(make_context(), module)
+
+
+def test_backward_and_update_ops_keep_the_placement_of_the_ops_they_come_from():
+    flow.clear_default_session()
+    with flow.scope.placement("cpu", "0:0-1"):
+
+        @flow.global_function(type="train")
+        def train(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+            h = flow.layers.dense(x, 5, activation=flow.nn.relu, name="h")
+            loss = flow.math.reduce_mean(h * h)
+            flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
+            return loss
+
+    module = train.module.clone()
+    flow.clear_default_session()
+    run_pipeline(module, "autodiff,optimizer")
+    placed = PlacementAttr("cpu", ["0:0-1"])
+    ops = [op for op in module.walk() if isinstance(op, job.JobOp)]
+    assert any(isinstance(op, job.MomentumUpdateOp) for op in ops)
+    assert [op.name for op in ops if op.placement != placed] == []
