@@ -99,7 +99,9 @@ def decide_target(module: ModuleOp, warned: bool = False) -> tuple[Target, bool]
     target = Target.of("gpu", placement)
     if target.device == "gpu" or warned:
         return target, warned
-    where = source_location(gpu_ops[0]) if gpu_ops else None
+    # The first op placed on a GPU, else the job itself (its devices came from flow.config.gpu_device_num).
+    funcs = [op for op in module.walk() if isinstance(op, FuncOp)]
+    where = source_location(gpu_ops[0]) if gpu_ops else (source_location(funcs[0]) if funcs else None)
     warnings.warn_explicit(
         "a 'gpu' placement (flow.scope.placement or flow.config.gpu_device_num) but no usable GPU was found: "
         "running on the CPU",
