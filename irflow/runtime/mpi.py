@@ -31,6 +31,7 @@ from irflow.runtime.communicator import Array, Communicator, Site
 TIMEOUT_ENV = "IRFLOW_MPI_TIMEOUT"
 DEFAULT_TIMEOUT_S = 300.0
 _P2P_TAG = 17  # irflow's point-to-point messages; MPI keeps them in order per pair of ranks
+_FORWARD_S = 0.5  # time for the launcher to forward a failing rank's message before the abort
 _CHECK_EVERY = 256  # Test() calls between looks at the clock; the core is yielded in between (ranks may share cores)
 
 
@@ -70,6 +71,7 @@ def stop_all_on_error(comm: Any) -> None:
             sys.stderr.write(f"irflow: rank {rank} of {size} failed; stopping every rank\n")
             traceback.print_exception(kind, error, tb)
         sys.stderr.flush()
+        time.sleep(_FORWARD_S)  # mpiexec stops forwarding output once it tears the ranks down
         comm.Abort(1)
 
     sys.excepthook = hook

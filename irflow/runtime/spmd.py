@@ -15,6 +15,7 @@ each output comes back as such a list, as OneFlow's ListNumpy.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -115,30 +116,32 @@ class SpmdExecutor:
             for step in self.executors[0].steps:
                 step()
         results = [e.results() for e in self.executors]
+        outputs = [[r[i] for r in results] for i in range(len(self.output_layouts))]
         if self.view == "mirrored":
-            return [[r[i] for r in results] for i in range(len(self.output_layouts))]
-        return [self.logical(layout, [r[i] for r in results]) for i, layout in enumerate(self.output_layouts)]
+            return [self.every_piece(pieces, i) for i, pieces in enumerate(outputs)]
+        return [self.logical(layout, pieces, i) for i, (layout, pieces) in enumerate(zip(self.output_layouts, outputs))]
 
-    def logical(self, layout: Layout, pieces: list[np.ndarray]) -> np.ndarray:
-        """An output's whole value from this process's pieces (under MPI, the other ranks' too when not whole here)."""
-        if self.comm is not None:
-            if all(c.kind.data == "broadcast" for c in layout.sbp):
-                return pieces[0]
-            pieces = self.comm.gather_all(pieces[0], Site(f"job '{self.name}' output"))
-        return layout.gather(pieces)
+    def every_piece(self, pieces: list[np.ndarray], index: int) -> list[np.ndarray]:
+        """Every device's piece of output `index`: here already, or under MPI gathered from the other ranks."""
+        if self.comm is None:
+            return pieces
+        return self.comm.gather_all(pieces[0], Site(f"job '{self.name}' output {index}"))
+
+    def logical(self, layout: Layout, pieces: list[np.ndarray], index: int) -> np.ndarray:
+        """An output's whole value from the devices' pieces (a broadcast one is whole on every rank already)."""
+        if self.comm is not None and all(c.kind.data == "broadcast" for c in layout.sbp):
+            return pieces[0]
+        return layout.gather(self.every_piece(pieces, index))
 
     def pieces(self, index: int, value: Any) -> list[np.ndarray]:
         """Every rank's piece of input `index`: cut from the whole value, or given per device (mirrored)."""
         layout = self.input_layouts[index]
-        devices = len(self.executors) if self.comm is None else self.comm.size
         if self.view == "mirrored":
-            if self.comm is not None and isinstance(value, (list, tuple)) and len(value) == 1:
-                return [np.asarray(value[0])]  # this rank's own part
+            devices = math.prod(self.mesh)
             if not isinstance(value, (list, tuple)) or len(value) != devices:
                 raise ExecutionError(
                     f"job '{self.name}' runs in the mirrored view on {devices} devices: "
                     f"input {index} must be a list of {devices} arrays, one per device"
-                    + (" (or, under MPI, a list with this rank's own array)" if self.comm is not None else "")
                 )
             return [np.asarray(value[rank]) for rank in self.ranks]
         try:

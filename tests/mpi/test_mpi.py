@@ -7,6 +7,7 @@ simulation and the one-device run are the oracles the ranks must match.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -109,3 +110,10 @@ def test_only_rank_0_shows_irflows_warnings(tmp_path):
     assert proc.stderr.count("no usable GPU was found") == 1
     proc = run(["warn_on_every_rank.py"], 2, timeout=60, IRFLOW_MPI_ALL_RANKS="1")
     assert proc.stderr.count("no usable GPU was found") == 2
+
+
+def test_mirrored_view_on_ranks_gives_every_device_the_same_outputs_as_one_process():
+    simulated = run(["mirrored_view.py"], None).stdout.strip()
+    on_ranks = run(["mirrored_view.py"], 2).stdout.strip().splitlines()
+    assert on_ranks == [simulated, simulated]
+    assert json.loads(simulated)[1][1] == [5.0, 7.0, 9.0]  # device 1's second row: relu(2 * [3, 4, 5] - 1)
