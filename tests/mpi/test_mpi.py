@@ -112,8 +112,12 @@ def test_only_rank_0_shows_irflows_warnings(tmp_path):
     assert proc.stderr.count("no usable GPU was found") == 2
 
 
-def test_mirrored_view_on_ranks_gives_every_device_the_same_outputs_as_one_process():
-    simulated = run(["mirrored_view.py"], None).stdout.strip()
-    on_ranks = run(["mirrored_view.py"], 2).stdout.strip().splitlines()
-    assert on_ranks == [simulated, simulated]
-    assert json.loads(simulated)[1][1] == [5.0, 7.0, 9.0]  # device 1's second row: relu(2 * [3, 4, 5] - 1)
+def test_mirrored_view_on_ranks_gives_every_device_the_same_outputs_as_one_process(tmp_path):
+    (tmp_path / "one").mkdir()
+    (tmp_path / "ranks").mkdir()
+    run(["mirrored_view.py", str(tmp_path / "one")], None)
+    run(["mirrored_view.py", str(tmp_path / "ranks")], 2)
+    simulated = json.loads((tmp_path / "one" / "rank0.json").read_text())
+    for rank in range(2):
+        assert json.loads((tmp_path / "ranks" / f"rank{rank}.json").read_text()) == simulated
+    assert simulated[1][1] == [5.0, 7.0, 9.0]  # device 1's second row: relu(2 * [3, 4, 5] - 1)
