@@ -19,6 +19,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from irflow.dialects import job
 from irflow.dialects.job import FLOAT_TYPES, dtype_of, flag, integer, ints, shape_of, tensor
+from irflow.passes.op_tables import registrar
 
 Needs = tuple[bool, ...]
 Grads = Sequence[SSAValue | None]
@@ -51,16 +52,8 @@ def is_float(value: SSAValue) -> bool:
     return isinstance(value.type, TensorType) and dtype_of(value.type) in FLOAT_TYPES
 
 
-def gradient(*op_classes: type[Operation]) -> Callable[[Rule], Rule]:
-    """Register `rule` as the gradient of each of `op_classes`."""
-
-    def add(rule: Rule) -> Rule:
-        for cls in op_classes:
-            assert cls not in GRADIENTS, f"{cls.name} has two gradient rules"
-            GRADIENTS[cls] = rule
-        return rule
-
-    return add
+gradient = registrar(GRADIENTS, "gradient rules")
+"""`@gradient(job.AddOp, ...)` registers a rule as the gradient of each class."""
 
 
 class GradientBuilder:

@@ -29,6 +29,7 @@ from xdsl.ir import Operation
 from irflow.dialects import job
 from irflow.dialects.job import dtype_of, flag, integer, ints, shape_of
 from irflow.dialects.sbp import BROADCAST, PARTIAL, Code, NdCode
+from irflow.passes.op_tables import registrar
 
 Sig1 = tuple[tuple[Code, ...], Code]
 """One hierarchy axis: (SBP needed of each operand, SBP of the result)."""
@@ -42,14 +43,7 @@ BOXING_COST = 1e-3
 """Bytes charged per conversion on top of its traffic: among plans moving the same bytes, fewer boxing ops win."""
 
 
-def rule(*op_classes: type[Operation]) -> Callable[[Rule], Rule]:
-    def add(fn: Rule) -> Rule:
-        for cls in op_classes:
-            assert cls not in RULES, f"{cls.name} has two SBP rules"
-            RULES[cls] = fn
-        return fn
-
-    return add
+rule = registrar(RULES, "SBP rules")
 
 
 def _shapes(op: Operation) -> list[tuple[int, ...]]:
