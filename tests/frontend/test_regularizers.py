@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
-import torch
 
 import irflow as flow
 import irflow.typing as tp
+
+torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
 
 
 def test_regularized_dense_layer_trains_as_pytorch_with_the_penalty():
