@@ -152,7 +152,6 @@ class JobFunction:
             for located in (ret, trace.func, *trace.block.args):
                 located.location = loc
         trace.block.add_op(ret)
-        self._output_rows = [shape_of(v.type)[0] if shape_of(v.type) else 1 for v in values]
         self._distribute(trace, values)
         trace.func.properties["function_type"] = FunctionType.from_lists(
             [a.type for a in trace.block.args], [v.type for v in values]
@@ -246,20 +245,32 @@ class JobFunction:
         session.start()  # first: the device count set before start-up decides what each argument must be
         flat: list[Any] = []
         for (name, spec), value in zip(params, args):
-            signature.check_argument(self.job_name, name, spec, value, flat, copy, self.devices)
+            signature.check_argument(self.job_name, name, spec, value, flat, copy, self.devices, self._parts())
         if mode == CALLBACK:
             return session.run_async(lambda: self._run(flat))
         if mode == FUTURE:
             return Future(session.run_async(lambda: self._run(flat)))
         return session.run(lambda: self._run(flat))
 
+    def _parts(self) -> int:
+        """How many devices' parts a mirrored call passes and gets back here: every device's, or under mpiexec its own."""
+        from irflow.runtime import mpi
+
+        return 1 if self.devices > 1 and mpi.launched_size() > 1 else self.devices
+
     def _run(self, inputs: list[Any]) -> Any:
-        outputs = (self._exe or self.executable())(inputs)
-        if self.devices > 1:  # mirrored: each output is every device's (padded) piece of its split(0) value
-            outputs = [signature.joined(pieces, rows) for pieces, rows in zip(outputs, self._output_rows)]
+        exe = self._exe or self.executable()
+        outputs = exe(inputs)
+        if self.devices > 1:  # mirrored: each output is this process's devices' (padded) pieces of its split(0) value
+            kinds = signature.leaf_kinds(self._out, self.output_count) + [kind for _, kind in self._watchers]
+            outputs = [
+                exe.executor.logical(i, pieces) if kind in signature.WHOLE else exe.executor.local_part(i, pieces)
+                for i, (pieces, kind) in enumerate(zip(outputs, kinds))
+            ]
+        parts = self._parts()
         for (handler, kind), array in zip(self._watchers, outputs[self.output_count :]):
-            handler(signature.leaf_value(kind, array, self.devices))
-        return signature.rebuild(self._out, outputs[: self.output_count], self.devices)
+            handler(signature.leaf_value(kind, array, parts))
+        return signature.rebuild(self._out, outputs[: self.output_count], parts)
 
     def _live_session(self) -> Session:
         if self._session is None or self._session is not default_session():

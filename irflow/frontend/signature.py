@@ -253,11 +253,31 @@ def rebuild(node: Any, arrays: Sequence[np.ndarray], devices: int = 1) -> Any:
     return {k: rebuild(n, arrays, devices) for k, n in node[1]}
 
 
+WHOLE = ("numpy", "local_blob")
+"""The leaf kinds that show a mirrored job's output whole; the list kinds show each device's part."""
+
+
+def leaf_kinds(node: Any, count: int) -> list[str]:
+    """The kind of each of the `count` outputs a `rebuild` tree places, by output index."""
+    kinds = [""] * count
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if node[0] == "leaf":
+            kinds[node[1]] = node[2]
+        elif node[0] in ("tuple", "list"):
+            stack.extend(node[1])
+        elif node[0] == "dict":
+            stack.extend(n for _, n in node[1])
+    return kinds
+
+
 def leaf_value(kind: str, array: np.ndarray, devices: int = 1) -> Any:
     """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device.
 
-    In the mirrored view (`devices` > 1) device r's array is its split(0) chunk of
-    the job's value: ceil-sized rows, the last devices' fewer.
+    In the mirrored view `array` holds the split(0) rows of the `devices` devices
+    this process runs (every device, or under mpiexec its own), and device r's
+    array is its chunk: ceil-sized rows, the last devices' fewer.
     """
     if kind == "numpy":
         return array
@@ -268,12 +288,6 @@ def leaf_value(kind: str, array: np.ndarray, devices: int = 1) -> Any:
         chunk = -(-array.shape[0] // devices)
         pieces = [array[r * chunk : (r + 1) * chunk] for r in range(devices)]
     return pieces if kind == "list_numpy" else [[piece] for piece in pieces]
-
-
-def joined(pieces: Sequence[np.ndarray], rows: int) -> np.ndarray:
-    """The split(0) value of `rows` rows from every device's piece, padding cut off (ceil-sized chunks)."""
-    chunk = -(-rows // len(pieces))
-    return np.concatenate([p[: max(0, min(chunk, rows - r * chunk))] for r, p in enumerate(pieces)])
 
 
 class LocalBlob(np.ndarray):
@@ -305,25 +319,28 @@ class Future:
 
 
 def check_argument(
-    job: str, name: str, spec: Any, value: Any, flat: list[Any], copy: bool, devices: int = 1
+    job: str, name: str, spec: Any, value: Any, flat: list[Any], copy: bool, devices: int, parts: int
 ) -> None:
     """Validate one argument against its placeholder before anything runs; append its array(s) to `flat`.
 
-    A list placeholder takes one array per device; in the mirrored view on many
-    devices (`devices` > 1) `flat` gets the list of every device's piece.
+    A list placeholder takes one array per device this process runs (`parts`:
+    all `devices`, or under mpiexec its own one); in the mirrored view on many
+    devices (`devices` > 1) `flat` gets the list of those pieces.
     """
     if isinstance(spec, TupleParam):
         if not isinstance(value, (tuple, list)) or len(value) != len(spec.items):
             raise TypeError(f"{job}() argument '{name}' must be a tuple of {len(spec.items)} arrays, got {what(value)}")
         for i, (s, v) in enumerate(zip(spec.items, value)):
-            check_argument(job, f"{name}[{i}]", s, v, flat, copy, devices)
+            check_argument(job, f"{name}[{i}]", s, v, flat, copy, devices, parts)
         return
     if spec.kind == "numpy":
         flat.append(_checked(job, name, spec, value, copy))
         return
-    if not isinstance(value, (list, tuple)) or len(value) != devices:
-        raise TypeError(f"{job}() argument '{name}' must be a list with one array per device "
-                        f"({devices} device(s) here), got {what(value)}")
+    if not isinstance(value, (list, tuple)) or len(value) != parts:
+        here = f"{devices} device(s) here" if parts == devices else (
+            f"this process's {parts}: under mpiexec each of the job's {devices} devices is one process")
+        raise TypeError(f"{job}() argument '{name}' must be a list with one array per device ({here}), "
+                        f"got {what(value)}")
     arrays = list(value)
     if spec.kind == "list_list_numpy":
         for i, item in enumerate(value):
@@ -331,7 +348,7 @@ def check_argument(
                 raise TypeError(f"{job}() argument '{name}' must be a list per device of one "
                                 f"array each ([[array], ...]), got {what(item)} for device {i}")
         arrays = [item[0] for item in value]
-    pieces = [_checked(job, name if devices == 1 else f"{name}[{i}]", spec, a, copy) for i, a in enumerate(arrays)]
+    pieces = [_checked(job, name if parts == 1 else f"{name}[{i}]", spec, a, copy) for i, a in enumerate(arrays)]
     flat.append(pieces[0] if devices == 1 else pieces)
 
 

@@ -8,8 +8,10 @@ together. What a piece is comes from the IR: `buffer.input` / `buffer.output`
 carry the value's `logical_shape` and `sbp`, the program its `mesh` and `view`.
 
 Consistent view (default): callers pass and receive whole logical arrays.
-Mirrored view: each input is a list with one array per device (its piece) and
-each output comes back as such a list, as OneFlow's ListNumpy.
+Mirrored view: each input is a list with one array for each device this
+process runs (every device in one process, its own under mpiexec), and each
+output comes back as those devices' pieces, as OneFlow's ListNumpy; `logical`
+and `local_part` turn them into the whole value or this process's rows.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from irflow.dialects import buffer
+from irflow.dialects.mesh import local_region, mesh_coords
 from irflow.dialects.sbp import SbpAttr
 from irflow.errors import CompileError, ExecutionError, source_location
 from irflow.runtime.attributes import python_value
@@ -118,32 +121,41 @@ class SpmdExecutor:
         results = [e.results() for e in self.executors]
         outputs = [[r[i] for r in results] for i in range(len(self.output_layouts))]
         if self.view == "mirrored":
-            return [self.every_piece(pieces, i) for i, pieces in enumerate(outputs)]
-        return [self.logical(layout, pieces, i) for i, (layout, pieces) in enumerate(zip(self.output_layouts, outputs))]
+            return outputs
+        return [self.logical(i, pieces) for i, pieces in enumerate(outputs)]
 
-    def every_piece(self, pieces: list[np.ndarray], index: int) -> list[np.ndarray]:
-        """Every device's piece of output `index`: here already, or under MPI gathered from the other ranks."""
+    def logical(self, index: int, pieces: list[np.ndarray]) -> np.ndarray:
+        """Output `index`'s whole value from this process's pieces (under MPI gathered from every rank, unless broadcast)."""
+        layout = self.output_layouts[index]
         if self.comm is None:
-            return pieces
-        return self.comm.gather_all(pieces[0], Site(f"job '{self.name}' output {index}"))
-
-    def logical(self, layout: Layout, pieces: list[np.ndarray], index: int) -> np.ndarray:
-        """An output's whole value from the devices' pieces (a broadcast one is whole on every rank already)."""
-        if self.comm is not None and all(c.kind.data == "broadcast" for c in layout.sbp):
+            return layout.gather(pieces)
+        if all(c.kind.data == "broadcast" for c in layout.sbp):
             return pieces[0]
-        return layout.gather(self.every_piece(pieces, index))
+        return layout.gather(self.comm.gather_all(pieces[0], Site(f"job '{self.name}' output {index}")))
+
+    def local_part(self, index: int, pieces: list[np.ndarray]) -> np.ndarray:
+        """Output `index` of a mirrored job as this process holds it: its devices' rows, padding cut off, in rank order."""
+        layout = self.output_layouts[index]
+        valid = [local_region(layout.shape, layout.sbp, self.mesh, mesh_coords(r, self.mesh)).valid for r in self.ranks]
+        return np.concatenate([piece[tuple(slice(0, n) for n in rows)] for piece, rows in zip(pieces, valid)])
 
     def pieces(self, index: int, value: Any) -> list[np.ndarray]:
         """Every rank's piece of input `index`: cut from the whole value, or given per device (mirrored)."""
         layout = self.input_layouts[index]
         if self.view == "mirrored":
-            devices = math.prod(self.mesh)
-            if not isinstance(value, (list, tuple)) or len(value) != devices:
-                raise ExecutionError(
-                    f"job '{self.name}' runs in the mirrored view on {devices} devices: "
-                    f"input {index} must be a list of {devices} arrays, one per device"
+            here = len(self.ranks)
+            if not isinstance(value, (list, tuple)) or len(value) != here:
+                devices = math.prod(self.mesh)
+                which = (
+                    f"a list of {devices} arrays, one per device"
+                    if here == devices
+                    else f"a list of {here} array(s), this process's part (under mpiexec each of the {devices} "
+                    f"devices is one process, rank {self.ranks[0]} here)"
                 )
-            return [np.asarray(value[rank]) for rank in self.ranks]
+                raise ExecutionError(
+                    f"job '{self.name}' runs in the mirrored view on {devices} devices: input {index} must be {which}"
+                )
+            return [np.asarray(v) for v in value]
         try:
             array = np.asarray(value)
             return [layout.shard(array, rank) for rank in self.ranks]

@@ -112,12 +112,19 @@ def test_only_rank_0_shows_irflows_warnings(tmp_path):
     assert proc.stderr.count("no usable GPU was found") == 2
 
 
-def test_mirrored_view_on_ranks_gives_every_device_the_same_outputs_as_one_process(tmp_path):
+def test_mirrored_view_on_ranks_passes_and_returns_each_ranks_own_part(tmp_path):
     (tmp_path / "one").mkdir()
     (tmp_path / "ranks").mkdir()
     run(["mirrored_view.py", str(tmp_path / "one")], None)
     run(["mirrored_view.py", str(tmp_path / "ranks")], 2)
     simulated = json.loads((tmp_path / "one" / "rank0.json").read_text())
+    x = [np.arange(6, dtype=np.float32).reshape(2, 3) * (d + 1) for d in range(2)]
+    expected = [np.maximum(piece - 1, 0) for piece in x]  # numpy's relu(x - 1) of each device's rows
+    np.testing.assert_array_equal(simulated["parts"], expected)
     for rank in range(2):
-        assert json.loads((tmp_path / "ranks" / f"rank{rank}.json").read_text()) == simulated
-    assert simulated[1][1] == [5.0, 7.0, 9.0]  # device 1's second row: relu(2 * [3, 4, 5] - 1)
+        got = json.loads((tmp_path / "ranks" / f"rank{rank}.json").read_text())
+        assert got["parts"] == [simulated["parts"][rank]]  # its own part only, as one process gives device `rank`
+        np.testing.assert_array_equal(got["whole"], np.concatenate(expected) * 2)  # tp.Numpy: the whole value
+        assert "must be a list with one array per device (this process's 1: under mpiexec each of the job's 2" in (
+            got["error"]
+        )
