@@ -58,13 +58,13 @@ from irflow.frontend.session import clear_default_session, sync_default_session
 from irflow.frontend.signature import tensor_def as _tensor_def
 from irflow.frontend.variables import get_variable
 from irflow.frontend.watch import watch, watch_diff
-from irflow.runtime.mpi import quiet_other_ranks as _quiet_other_ranks
+from irflow.runtime.mpi import prepare_rank as _prepare_rank
 
 train = _types.SimpleNamespace(CheckPoint=_CheckPoint)  # OneFlow's older checkpoint API
 FixedTensorDef = _tensor_def("numpy", "FixedTensorDef")  # deprecated: tp.Numpy.Placeholder
 MirroredTensorDef = _tensor_def("list_numpy", "MirroredTensorDef")  # deprecated: tp.ListNumpy.Placeholder
 
-_quiet_other_ranks()  # under mpiexec only rank 0 warns (docs/mpi.md)
+_prepare_rank()  # under mpiexec only rank 0 warns, and MPICH yields the core while it waits (docs/mpi.md)
 
 __all__ = [
     "Blob", "CheckpointError", "CompileError", "ExecutionError", "FixedTensorDef", "FunctionConfig", "IrflowError",
