@@ -190,7 +190,8 @@ class Session:
         mesh = getattr(self._store, "mesh", (1,))
         if self._store is None or (not len(self._store) and (self._store.xp is not target.xp or mesh != target.hierarchy)):
             if mpi.launched_size() > 1:  # under mpiexec: this process is one device of the mesh
-                self._store = LogicalVariables(target.hierarchy, self.seed, target.xp, mpi.join(target.hierarchy))
+                comm = mpi.join(target.hierarchy, target.xp)  # MPI, or NCCL for a GPU target
+                self._store = LogicalVariables(target.hierarchy, self.seed, target.xp, comm)
             elif target.num_devices > 1:
                 self._store = LogicalVariables(target.hierarchy, seed=self.seed, xp=target.xp)
             else:

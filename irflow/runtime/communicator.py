@@ -4,13 +4,16 @@ An executor is bound to a `Communicator` when it is built; its collective steps
 call these methods on arena views, in place, and nothing else in the runtime
 talks to other devices (kernels never see a communicator: a rank-dependent
 kernel is told its mesh coordinate when it is built). Implementations:
-`irflow.runtime.inprocess` (N simulated devices in one process) and, later,
-MPI / NCCL ones that run the same per-device programs unchanged.
+`irflow.runtime.inprocess` (N simulated devices in one process),
+`irflow.runtime.mpi` (one MPI process per device) and `irflow.runtime.nccl`
+(one MPI process per GPU, collectives through NCCL): the last two run the same
+per-device programs unchanged.
 
 Completion rule: a call's `dst` is written by the time the calling device runs
 its next step. A blocking implementation (MPI) writes it before returning; the
 in-process one writes it when the last member of the group has called, and its
-scheduler does not run the caller's next step before then.
+scheduler does not run the caller's next step before then; NCCL enqueues it on
+the stream the device's kernels run on, ahead of the next step's kernels.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from irflow.dialects.mesh import mesh_coords, mesh_group
-from irflow.errors import SourceLocation
+from irflow.errors import ExecutionError, SourceLocation
 
 Array = Any
 """A numpy or cupy ndarray: a view of the device's arena or of a variable."""
@@ -91,3 +95,24 @@ class Communicator(ABC):
     @abstractmethod
     def barrier(self) -> None:
         """Returns once every device of the mesh has called it."""
+
+
+def contiguous(a: Array, what: str, site: Site) -> Array:
+    """`a` itself, for a library that reads its bytes in place; a strided view is an error naming the op."""
+    if not a.flags.c_contiguous:
+        raise ExecutionError(f"{what} in {site}: the buffer is not contiguous", site.location)
+    return a
+
+
+def stack_parts(xp: ModuleType, src: Array, out: Array, axis: int) -> None:
+    """out[k] = chunk k of src along `axis` (out has the parts as its leading axis), for libraries that send part k to k."""
+    p = out.shape[0]
+    moved = xp.moveaxis(src.reshape(*src.shape[:axis], p, src.shape[axis] // p, *src.shape[axis + 1 :]), axis, 0)
+    xp.copyto(out, moved)
+
+
+def unstack_parts(xp: ModuleType, stacked: Array, dst: Array, axis: int) -> None:
+    """dst = the parts of `stacked` (its leading axis) concatenated along `axis`."""
+    p = stacked.shape[0]
+    shape = (*dst.shape[:axis], p, dst.shape[axis] // p, *dst.shape[axis + 1 :])
+    xp.copyto(dst.reshape(shape), xp.moveaxis(stacked, 0, axis))

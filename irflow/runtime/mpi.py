@@ -23,14 +23,17 @@ import threading
 import time
 import traceback
 import warnings
+from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from irflow.dialects.mesh import mesh_rank
 from irflow.errors import ExecutionError
-from irflow.runtime.communicator import Array, Communicator, Site
+from irflow.runtime.communicator import Array, Communicator, Site, contiguous, stack_parts, unstack_parts
 
 TIMEOUT_ENV = "IRFLOW_MPI_TIMEOUT"
 HEAVY_YIELD_ENV = "MPIR_CVAR_ENABLE_HEAVY_YIELD"  # MPICH's; read when MPI starts
@@ -116,11 +119,19 @@ def prepare_rank() -> None:
         warnings.simplefilter("ignore")
 
 
-def join(mesh: Sequence[int]) -> MPICommunicator:
-    """This process's device on `mesh`, for a run started by mpiexec: an uncaught error on any rank stops every rank."""
+def join(mesh: Sequence[int], xp: ModuleType = np) -> Communicator:
+    """This process's device on `mesh`, for a run started by mpiexec: an uncaught error on any rank stops every rank.
+
+    Arrays of numpy go over MPI; cupy arrays (a GPU target) over NCCL, which MPI starts.
+    """
     comm = world()
     stop_all_on_error(comm)
-    return MPICommunicator(mesh, comm)
+    host = MPICommunicator(mesh, comm)
+    if xp is np:
+        return host
+    from irflow.runtime.nccl import NCCLCommunicator
+
+    return NCCLCommunicator(host)
 
 
 def timeout_s() -> float:
@@ -136,27 +147,53 @@ def timeout_s() -> float:
     return seconds
 
 
-class Watchdog:
-    """Keeps the deadline of the blocking collective in flight: past it, this rank fails naming the op.
+@dataclass
+class Queued:
+    """A call handed to a library that runs it later (NCCL on a GPU stream): done once `event` has passed."""
 
-    The caller sets `call` to (op, site, start time) around each blocking MPI call
-    (cheap: no thread switch, no system call); a daemon thread looks a few times
-    per timeout and, when one call has waited too long, reports it as this
-    rank's failure and aborts every rank, as an uncaught error does (a pending
-    MPI collective cannot be cancelled, so no rank could go on anyway).
+    what: str
+    site: Site
+    start: float
+    event: Any = None  # recorded on the stream right after the call; None while the call has not returned
+
+    def done(self) -> bool:
+        return self.event is not None and self.event.done
+
+
+class Watchdog:
+    """Keeps the deadline of the collectives in flight: past it, this rank fails naming the op.
+
+    A blocking MPI call sets `call` to (op, site, start time) around itself
+    (cheap: no thread switch, no system call); an asynchronous one (NCCL) is
+    appended to `queued`, whose owner drops the done ones from the front. A
+    daemon thread looks a few times per timeout and, when a call has waited
+    too long, reports it as this rank's failure and aborts every rank, as an
+    uncaught error does (a pending collective cannot be cancelled, so no rank
+    could go on anyway).
     """
 
     def __init__(self, comm: Any, timeout: float):
         self.comm = comm
         self.timeout = timeout
         self.call: tuple[str, Site, float] | None = None
+        self.queued: deque[Queued] = deque()
         threading.Thread(target=self._watch, name="irflow-mpi-watchdog", daemon=True).start()
+
+    def oldest(self) -> tuple[str, Site, float] | None:
+        """The call that has waited longest and is not done, if any."""
+        if self.call is not None:
+            return self.call
+        try:
+            first = self.queued[0]  # only peeked: the owner pops
+        except IndexError:
+            return None
+        return None if first.done() else (first.what, first.site, first.start)
 
     def _watch(self) -> None:
         period = min(1.0, self.timeout / 8)
         while True:
             time.sleep(period)
-            call = self.call
+            call = self.oldest()
             if call is not None and time.monotonic() - call[2] > self.timeout:
                 what, site, _ = call
                 error = ExecutionError(
@@ -165,6 +202,7 @@ class Watchdog:
                     site.location,
                 )
                 fail(self.comm, traceback.format_exception_only(type(error), error))
+                return
 
 
 class MPICommunicator(Communicator):
@@ -211,27 +249,27 @@ class MPICommunicator(Communicator):
     # ------------------------------------------------------------- collectives
 
     def all_reduce(self, src: Array, dst: Array, mesh_axis: int, reduction: str, site: Site) -> None:
-        send = self.MPI.IN_PLACE if src is dst else _contiguous(src, "all_reduce", site)
+        send = self.MPI.IN_PLACE if src is dst else contiguous(src, "all_reduce", site)
         self._blocking("all_reduce", site, self.axes[mesh_axis].Allreduce, send, dst, self._ops[reduction])
 
     def all_gather(self, src: Array, dst: Array, axis: int, mesh_axis: int, site: Site) -> None:
         comm, p = self.axes[mesh_axis], self.mesh[mesh_axis]
         if axis == 0:
-            self._blocking("all_gather", site, comm.Allgather, _contiguous(src, "all_gather", site), dst)
+            self._blocking("all_gather", site, comm.Allgather, contiguous(src, "all_gather", site), dst)
             return
         stacked = self._scratch_for(("all_gather", src.shape, src.dtype), (p, *src.shape), src.dtype)
         self._blocking("all_gather", site, comm.Allgather, np.ascontiguousarray(src), stacked)
-        _unstack(stacked, dst, axis)
+        unstack_parts(np, stacked, dst, axis)
 
     def reduce_scatter(self, src: Array, dst: Array, axis: int, mesh_axis: int, reduction: str, site: Site) -> None:
         comm, p = self.axes[mesh_axis], self.mesh[mesh_axis]
         op = self._ops[reduction]
         if axis == 0:
-            send = _contiguous(src, "reduce_scatter", site)
+            send = contiguous(src, "reduce_scatter", site)
             self._blocking("reduce_scatter", site, comm.Reduce_scatter_block, send, dst, op)
             return
         packed = self._scratch_for(("reduce_scatter", src.shape, src.dtype), (p, *dst.shape), src.dtype)
-        _stack(src, packed, axis)
+        stack_parts(np, src, packed, axis)
         out = self._scratch_for(("reduce_scatter_out", dst.shape, dst.dtype), tuple(dst.shape), dst.dtype)
         self._blocking("reduce_scatter", site, comm.Reduce_scatter_block, packed, out, op)
         dst[...] = out
@@ -242,34 +280,34 @@ class MPICommunicator(Communicator):
         chunk[split_axis] //= p
         # Along the leading axis the chunks already lie one after another: no packing then.
         if split_axis == 0:
-            packed = _contiguous(src, "all_to_all", site).reshape(p, *chunk)
+            packed = contiguous(src, "all_to_all", site).reshape(p, *chunk)
         else:
             packed = self._scratch_for(("all_to_all_in", src.shape, src.dtype), (p, *chunk), src.dtype)
-            _stack(src, packed, split_axis)
+            stack_parts(np, src, packed, split_axis)
         if concat_axis == 0:
-            self._blocking("all_to_all", site, comm.Alltoall, packed, _contiguous(dst, "all_to_all", site))
+            self._blocking("all_to_all", site, comm.Alltoall, packed, contiguous(dst, "all_to_all", site))
             return
         received = self._scratch_for(("all_to_all_out", src.shape, src.dtype), (p, *chunk), src.dtype)
         self._blocking("all_to_all", site, comm.Alltoall, packed, received)
-        _unstack(received, dst, concat_axis)
+        unstack_parts(np, received, dst, concat_axis)
 
     def broadcast(self, src: Array, dst: Array, root: int, mesh_axis: int, site: Site) -> None:
         comm = self.axes[mesh_axis]
         if comm.Get_rank() == root and src is not dst:
             dst[...] = src
-        self._blocking("broadcast", site, comm.Bcast, _contiguous(dst, "broadcast", site), root)
+        self._blocking("broadcast", site, comm.Bcast, contiguous(dst, "broadcast", site), root)
 
     def reduce(self, src: Array, dst: Array, root: int, mesh_axis: int, reduction: str, site: Site) -> None:
         comm = self.axes[mesh_axis]
         recv = dst if comm.Get_rank() == root else None
-        self._blocking("reduce", site, comm.Reduce, _contiguous(src, "reduce", site), recv, self._ops[reduction], root)
+        self._blocking("reduce", site, comm.Reduce, contiguous(src, "reduce", site), recv, self._ops[reduction], root)
 
     def send(self, src: Array, peer: int, site: Site) -> None:
         """Returns when MPI has taken `src` (its bytes may then be reused), as the in-process send does."""
-        self._blocking("send", site, self.world.Send, _contiguous(src, "send", site), peer, _P2P_TAG)
+        self._blocking("send", site, self.world.Send, contiguous(src, "send", site), peer, _P2P_TAG)
 
     def recv(self, dst: Array, peer: int, site: Site) -> None:
-        self._blocking("recv", site, self.world.Recv, _contiguous(dst, "recv", site), peer, _P2P_TAG)
+        self._blocking("recv", site, self.world.Recv, contiguous(dst, "recv", site), peer, _P2P_TAG)
 
     def barrier(self) -> None:
         self._blocking("barrier", Site("barrier"), self.world.Barrier)
@@ -288,24 +326,3 @@ class MPICommunicator(Communicator):
 
     def abort(self, code: int = 1) -> None:
         self.world.Abort(code)
-
-
-def _contiguous(a: Array, what: str, site: Site) -> Array:
-    if not a.flags.c_contiguous:
-        raise ExecutionError(f"{what} in {site}: the buffer is not contiguous", site.location)
-    return a
-
-
-def _stack(src: np.ndarray, out: np.ndarray, axis: int) -> None:
-    """out[k] = chunk k of src along `axis` (out has the parts as its leading axis)."""
-    p = out.shape[0]
-    moved = np.moveaxis(src.reshape(*src.shape[:axis], p, src.shape[axis] // p, *src.shape[axis + 1 :]), axis, 0)
-    np.copyto(out, moved)
-
-
-def _unstack(stacked: np.ndarray, dst: np.ndarray, axis: int) -> None:
-    """dst = the parts of `stacked` concatenated along `axis`."""
-    p = stacked.shape[0]
-    shape = (*dst.shape[:axis], p, dst.shape[axis] // p, *dst.shape[axis + 1 :])
-    np.copyto(dst.reshape(shape), np.moveaxis(stacked, 0, axis))
-

@@ -125,7 +125,7 @@ class SpmdExecutor:
         return [self.logical(i, pieces) for i, pieces in enumerate(outputs)]
 
     def logical(self, index: int, pieces: list[np.ndarray]) -> np.ndarray:
-        """Output `index`'s whole value from this process's pieces (under MPI gathered from every rank, unless broadcast)."""
+        """Output `index`'s whole value from this process's pieces (under MPI gathered from every rank if not broadcast)."""
         layout = self.output_layouts[index]
         if self.comm is None:
             return layout.gather(pieces)
@@ -134,7 +134,7 @@ class SpmdExecutor:
         return layout.gather(self.comm.gather_all(pieces[0], Site(f"job '{self.name}' output {index}")))
 
     def local_part(self, index: int, pieces: list[np.ndarray]) -> np.ndarray:
-        """Output `index` of a mirrored job as this process holds it: its devices' rows, padding cut off, in rank order."""
+        """Output `index` of a mirrored job as this process holds it: its devices' rows, without padding, in rank order."""
         layout = self.output_layouts[index]
         valid = [local_region(layout.shape, layout.sbp, self.mesh, mesh_coords(r, self.mesh)).valid for r in self.ranks]
         return np.concatenate([piece[tuple(slice(0, n) for n in rows)] for piece, rows in zip(pieces, valid)])

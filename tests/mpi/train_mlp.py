@@ -5,7 +5,7 @@
 MODE is "data" (data parallel) or "model" (the hidden layer's weight split
 over its output features). Writes the losses, the variables after training
 and the predictions of a fixed batch to OUT.npz (once, from rank 0), and saves
-a checkpoint when asked.
+a checkpoint when asked. With TRAIN_ON=gpu in the environment the devices are GPUs.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ BATCH, FEATURES, HIDDEN, CLASSES = 12, 20, 16, 10
 
 
 def main(devices: int, mode: str, steps: int, out: str, checkpoint: str | None) -> None:
-    flow.config.cpu_device_num(devices)
+    gpus = os.environ.get("TRAIN_ON") == "gpu"
+    (flow.config.gpu_device_num if gpus else flow.config.cpu_device_num)(devices)
     hidden_distribute = flow.distribute.split(0) if mode == "model" else None
 
     def mlp(x: flow.Blob) -> flow.Blob:
