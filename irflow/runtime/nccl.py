@@ -65,6 +65,11 @@ class NCCLCommunicator(Communicator):
             import cupy as xp
         if nccl is None:
             from cupy.cuda import nccl
+        if not nccl.available:
+            raise ExecutionError(
+                f"rank {host.rank}: the job runs on GPUs under mpiexec, which needs NCCL, and cupy could not load it "
+                "(install the NCCL wheel for cupy's CUDA, e.g. pip install nvidia-nccl-cu12)"
+            )
         super().__init__(host.rank, host.mesh)
         self.host, self.nccl, self.xp = host, nccl, xp
         on_host = host.world.Split_type(host.MPI.COMM_TYPE_SHARED)

@@ -123,6 +123,7 @@ class FakeNccl:
     NCCL_FLOAT16, NCCL_FLOAT32, NCCL_FLOAT64 = 7, 8, 9
     NCCL_SUM, NCCL_MAX, NCCL_MIN = 0, 2, 3
     NcclError = NcclError
+    available = True  # cupy's flag: False when it could not load NCCL
 
     def __init__(self) -> None:
         self.ids = itertools.count(1)
@@ -304,14 +305,16 @@ def meetings_for(mesh: Sequence[int]) -> dict[tuple[int, ...], Rendezvous]:
     return {g: Rendezvous(len(g)) for g in groups}
 
 
-def on_ranks(mesh: Sequence[int], body: Callable[[Any], Any], timeout: float = 300.0, devices: int = 2):
+def on_ranks(
+    mesh: Sequence[int], body: Callable[[Any], Any], timeout: float = 300.0, devices: int = 2, nccl: FakeNccl | None = None
+):
     """body(communicator) on every rank of `mesh`, each a thread.
 
     Returns each rank's (result, GPU it chose) and error, and the stand-in NCCL module.
     """
     from irflow.runtime.nccl import NCCLCommunicator
 
-    nccl, cupy = FakeNccl(), fake_cupy(devices)
+    nccl, cupy = nccl or FakeNccl(), fake_cupy(devices)
     meetings = meetings_for(mesh)
     size = int(np.prod(mesh))
     aborted: list[tuple[int, int]] = []

@@ -157,6 +157,15 @@ def test_a_type_nccl_lacks_and_a_strided_buffer_are_errors_naming_the_op():
         ]
 
 
+def test_cupy_without_nccl_is_a_clear_error_on_every_rank():
+    missing = fake_nccl.FakeNccl()
+    missing.available = False
+    _, errors, _ = on_ranks((2,), lambda comm: None, nccl=missing)
+    for rank, error in enumerate(errors):
+        assert isinstance(error, ExecutionError)
+        assert str(error).startswith(f"rank {rank}: the job runs on GPUs under mpiexec, which needs NCCL")
+
+
 def test_an_nccl_failure_is_an_error_naming_the_rank_and_op():
     site = Site("job.all_reduce")
 
