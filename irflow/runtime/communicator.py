@@ -100,12 +100,16 @@ class Communicator(ABC):
 def contiguous(a: Array, what: str, site: Site) -> Array:
     """`a` itself, for a library that reads its bytes in place; a strided view is an error naming the op."""
     if not a.flags.c_contiguous:
-        raise ExecutionError(f"{what} in {site}: the buffer is not contiguous", site.location)
+        raise strided(what, site)
     return a
 
 
+def strided(what: str, site: Site) -> ExecutionError:
+    return ExecutionError(f"{what} in {site}: the buffer is not contiguous", site.location)
+
+
 def stack_parts(xp: ModuleType, src: Array, out: Array, axis: int) -> None:
-    """out[k] = chunk k of src along `axis` (out has the parts as its leading axis), for libraries that send part k to k."""
+    """out[k] = chunk k of src along `axis` (out has the parts as its leading axis): what goes to coordinate k."""
     p = out.shape[0]
     moved = xp.moveaxis(src.reshape(*src.shape[:axis], p, src.shape[axis] // p, *src.shape[axis + 1 :]), axis, 0)
     xp.copyto(out, moved)

@@ -17,6 +17,7 @@ source line, on every rank, never a hang.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import threading
@@ -24,16 +25,16 @@ import time
 import traceback
 import warnings
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import ModuleType
+from types import CodeType, FrameType, ModuleType
 from typing import Any
 
 import numpy as np
 
 from irflow.dialects.mesh import mesh_rank
 from irflow.errors import ExecutionError
-from irflow.runtime.communicator import Array, Communicator, Site, contiguous, stack_parts, unstack_parts
+from irflow.runtime.communicator import Array, Communicator, Site, stack_parts, strided, unstack_parts
 
 TIMEOUT_ENV = "IRFLOW_MPI_TIMEOUT"
 HEAVY_YIELD_ENV = "MPIR_CVAR_ENABLE_HEAVY_YIELD"  # MPICH's; read when MPI starts
@@ -163,31 +164,46 @@ class Queued:
 class Watchdog:
     """Keeps the deadline of the collectives in flight: past it, this rank fails naming the op.
 
-    A blocking MPI call sets `call` to (op, site, start time) around itself
-    (cheap: no thread switch, no system call); an asynchronous one (NCCL) is
-    appended to `queued`, whose owner drops the done ones from the front. A
-    daemon thread looks a few times per timeout and, when a call has waited
-    too long, reports it as this rank's failure and aborts every rank, as an
-    uncaught error does (a pending collective cannot be cancelled, so no rank
-    could go on anyway).
+    A daemon thread looks a few times per timeout. A blocking MPI call costs
+    nothing to watch: the thread sees which threads stand in one of the
+    `watched` functions (their innermost Python frame: MPI's C code makes none)
+    and for how long the same frame has stood there; the function's `site`
+    argument names the call. An asynchronous call
+    (NCCL) is appended to `queued` until its event has passed; its owner drops
+    the done ones from the front. A call that waits too long is reported as
+    this rank's failure and every rank is aborted, as for an uncaught error (a
+    pending collective cannot be cancelled, so no rank could go on anyway).
     """
 
-    def __init__(self, comm: Any, timeout: float):
+    def __init__(self, comm: Any, timeout: float, watched: Mapping[CodeType, str] | None = None):
         self.comm = comm
         self.timeout = timeout
-        self.call: tuple[str, Site, float] | None = None
+        self.watched = dict(watched or {})  # code -> the op a thread standing in it waits in
         self.queued: deque[Queued] = deque()
+        self._seen: dict[int, tuple[FrameType, float]] = {}  # thread -> (its watched frame, first seen)
         threading.Thread(target=self._watch, name="irflow-mpi-watchdog", daemon=True).start()
 
     def oldest(self) -> tuple[str, Site, float] | None:
-        """The call that has waited longest and is not done, if any."""
-        if self.call is not None:
-            return self.call
+        """The call in flight seen longest, as (op, site, since), if any."""
+        now, calls = time.monotonic(), []
+        seen = {}
+        for thread, frame in sys._current_frames().items():
+            if frame.f_code in self.watched:
+                known = self._seen.get(thread)
+                # Holding the frame keeps it alive, so a later call's frame is never mistaken for it.
+                seen[thread] = known if known is not None and known[0] is frame else (frame, now)
+                frame, since = seen[thread]
+                site = frame.f_locals.get("site")
+                what = self.watched[frame.f_code]
+                calls.append((what, site if isinstance(site, Site) else Site(what), since))
+        self._seen = seen
         try:
             first = self.queued[0]  # only peeked: the owner pops
+            if not first.done():
+                calls.append((first.what, first.site, first.start))
         except IndexError:
-            return None
-        return None if first.done() else (first.what, first.site, first.start)
+            pass
+        return min(calls, key=lambda call: call[2], default=None)
 
     def _watch(self) -> None:
         period = min(1.0, self.timeout / 8)
@@ -220,6 +236,8 @@ class MPICommunicator(Communicator):
                 f"(mesh {list(self.mesh)}): run one process per device"
             )
         self.timeout = timeout if timeout is not None else timeout_s()
+        # Every method here that calls MPI is watched, from the splitting below to each collective.
+        self.watchdog = Watchdog(self.world, self.timeout, _BLOCKING)
         # One sub-communicator per mesh axis: the ranks that differ only in that coordinate.
         self.axes = []
         for axis in range(len(self.mesh)):
@@ -227,18 +245,6 @@ class MPICommunicator(Communicator):
             self.axes.append(self.world.Split(color, self.coords[axis]))
         self._scratch: dict[tuple[Any, ...], np.ndarray] = {}
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
-        self.watchdog = Watchdog(self.world, self.timeout)
-
-    # ------------------------------------------------------------- waiting
-
-    def _blocking(self, what: str, site: Site, call: Callable[..., Any], *args: Any) -> None:
-        """MPI's blocking `call(*args)`, under the watchdog's deadline."""
-        watchdog = self.watchdog
-        watchdog.call = (what, site, time.monotonic())
-        try:
-            call(*args)
-        finally:
-            watchdog.call = None
 
     def _scratch_for(self, key: tuple[Any, ...], shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         buf = self._scratch.get(key)
@@ -247,77 +253,100 @@ class MPICommunicator(Communicator):
         return buf
 
     # ------------------------------------------------------------- collectives
+    # mpi4py takes the arrays' bytes in place and refuses a strided one (BufferError), so the hot path
+    # checks nothing itself (a check of .flags would cost more than the rest of the call's Python).
 
     def all_reduce(self, src: Array, dst: Array, mesh_axis: int, reduction: str, site: Site) -> None:
-        send = self.MPI.IN_PLACE if src is dst else contiguous(src, "all_reduce", site)
-        self._blocking("all_reduce", site, self.axes[mesh_axis].Allreduce, send, dst, self._ops[reduction])
+        try:
+            self.axes[mesh_axis].Allreduce(self.MPI.IN_PLACE if src is dst else src, dst, self._ops[reduction])
+        except BufferError as e:
+            raise strided("all_reduce", site) from e
 
     def all_gather(self, src: Array, dst: Array, axis: int, mesh_axis: int, site: Site) -> None:
-        comm, p = self.axes[mesh_axis], self.mesh[mesh_axis]
-        if axis == 0:
-            self._blocking("all_gather", site, comm.Allgather, contiguous(src, "all_gather", site), dst)
-            return
-        stacked = self._scratch_for(("all_gather", src.shape, src.dtype), (p, *src.shape), src.dtype)
-        self._blocking("all_gather", site, comm.Allgather, np.ascontiguousarray(src), stacked)
+        comm = self.axes[mesh_axis]
+        try:
+            if axis == 0:
+                comm.Allgather(src, dst)
+                return
+            shape = (self.mesh[mesh_axis], *src.shape)
+            stacked = self._scratch_for(("all_gather", src.shape, src.dtype), shape, src.dtype)
+            comm.Allgather(src, stacked)
+        except BufferError as e:
+            raise strided("all_gather", site) from e
         unstack_parts(np, stacked, dst, axis)
 
     def reduce_scatter(self, src: Array, dst: Array, axis: int, mesh_axis: int, reduction: str, site: Site) -> None:
-        comm, p = self.axes[mesh_axis], self.mesh[mesh_axis]
-        op = self._ops[reduction]
-        if axis == 0:
-            send = contiguous(src, "reduce_scatter", site)
-            self._blocking("reduce_scatter", site, comm.Reduce_scatter_block, send, dst, op)
-            return
-        packed = self._scratch_for(("reduce_scatter", src.shape, src.dtype), (p, *dst.shape), src.dtype)
-        stack_parts(np, src, packed, axis)
-        out = self._scratch_for(("reduce_scatter_out", dst.shape, dst.dtype), tuple(dst.shape), dst.dtype)
-        self._blocking("reduce_scatter", site, comm.Reduce_scatter_block, packed, out, op)
-        dst[...] = out
+        comm, op = self.axes[mesh_axis], self._ops[reduction]
+        try:
+            if axis == 0:
+                comm.Reduce_scatter_block(src, dst, op)
+                return
+            shape = _parts(src.shape, axis, self.mesh[mesh_axis])
+            packed = self._scratch_for(("reduce_scatter", src.shape, src.dtype), shape, src.dtype)
+            stack_parts(np, src, packed, axis)
+            comm.Reduce_scatter_block(packed, dst, op)
+        except BufferError as e:
+            raise strided("reduce_scatter", site) from e
 
     def all_to_all(self, src: Array, dst: Array, split_axis: int, concat_axis: int, mesh_axis: int, site: Site) -> None:
-        comm, p = self.axes[mesh_axis], self.mesh[mesh_axis]
-        chunk = list(src.shape)
-        chunk[split_axis] //= p
-        # Along the leading axis the chunks already lie one after another: no packing then.
-        if split_axis == 0:
-            packed = contiguous(src, "all_to_all", site).reshape(p, *chunk)
-        else:
-            packed = self._scratch_for(("all_to_all_in", src.shape, src.dtype), (p, *chunk), src.dtype)
-            stack_parts(np, src, packed, split_axis)
-        if concat_axis == 0:
-            self._blocking("all_to_all", site, comm.Alltoall, packed, contiguous(dst, "all_to_all", site))
-            return
-        received = self._scratch_for(("all_to_all_out", src.shape, src.dtype), (p, *chunk), src.dtype)
-        self._blocking("all_to_all", site, comm.Alltoall, packed, received)
+        comm = self.axes[mesh_axis]
+        # Alltoall sends the k-th p-th of a buffer to coordinate k: along the leading axis that is chunk k
+        # already, so that side needs no packing.
+        try:
+            if split_axis == 0:
+                packed = src
+            else:
+                shape = _parts(src.shape, split_axis, self.mesh[mesh_axis])
+                packed = self._scratch_for(("all_to_all_in", src.shape, src.dtype), shape, src.dtype)
+                stack_parts(np, src, packed, split_axis)
+            if concat_axis == 0:
+                comm.Alltoall(packed, dst)
+                return
+            shape = _parts(dst.shape, concat_axis, self.mesh[mesh_axis])
+            received = self._scratch_for(("all_to_all_out", dst.shape, dst.dtype), shape, dst.dtype)
+            comm.Alltoall(packed, received)
+        except BufferError as e:
+            raise strided("all_to_all", site) from e
         unstack_parts(np, received, dst, concat_axis)
 
     def broadcast(self, src: Array, dst: Array, root: int, mesh_axis: int, site: Site) -> None:
         comm = self.axes[mesh_axis]
         if comm.Get_rank() == root and src is not dst:
             dst[...] = src
-        self._blocking("broadcast", site, comm.Bcast, contiguous(dst, "broadcast", site), root)
+        try:
+            comm.Bcast(dst, root)
+        except BufferError as e:
+            raise strided("broadcast", site) from e
 
     def reduce(self, src: Array, dst: Array, root: int, mesh_axis: int, reduction: str, site: Site) -> None:
         comm = self.axes[mesh_axis]
-        recv = dst if comm.Get_rank() == root else None
-        self._blocking("reduce", site, comm.Reduce, contiguous(src, "reduce", site), recv, self._ops[reduction], root)
+        try:
+            comm.Reduce(src, dst if comm.Get_rank() == root else None, self._ops[reduction], root)
+        except BufferError as e:
+            raise strided("reduce", site) from e
 
     def send(self, src: Array, peer: int, site: Site) -> None:
         """Returns when MPI has taken `src` (its bytes may then be reused), as the in-process send does."""
-        self._blocking("send", site, self.world.Send, contiguous(src, "send", site), peer, _P2P_TAG)
+        try:
+            self.world.Send(src, peer, _P2P_TAG)
+        except BufferError as e:
+            raise strided("send", site) from e
 
     def recv(self, dst: Array, peer: int, site: Site) -> None:
-        self._blocking("recv", site, self.world.Recv, contiguous(dst, "recv", site), peer, _P2P_TAG)
+        try:
+            self.world.Recv(dst, peer, _P2P_TAG)
+        except BufferError as e:
+            raise strided("recv", site) from e
 
     def barrier(self) -> None:
-        self._blocking("barrier", Site("barrier"), self.world.Barrier)
+        self.world.Barrier()
 
     # ------------------------------------------------------------- host-side helpers
 
     def gather_all(self, piece: np.ndarray, site: Site) -> list[np.ndarray]:
         """Every rank's `piece` (all of one shape and dtype), on every rank: for logical values of variables."""
         stacked = np.empty((self.size, *piece.shape), piece.dtype)
-        self._blocking("gather", site, self.world.Allgather, np.ascontiguousarray(piece), stacked)
+        self.world.Allgather(np.ascontiguousarray(piece), stacked)
         return list(stacked)
 
     def agree(self, value: Any) -> list[Any]:
@@ -326,3 +355,16 @@ class MPICommunicator(Communicator):
 
     def abort(self, code: int = 1) -> None:
         self.world.Abort(code)
+
+
+def _parts(shape: tuple[int, ...], axis: int, p: int) -> tuple[int, ...]:
+    """The shape of p parts of `shape` along `axis`, the parts leading."""
+    return (p, *shape[:axis], shape[axis] // p, *shape[axis + 1 :])
+
+
+_BLOCKING = {
+    f.__code__: "splitting the mesh axes" if name == "__init__" else name
+    for name, f in vars(MPICommunicator).items()
+    if inspect.isfunction(f)
+}
+"""Every MPICommunicator method, by the op it waits in: a thread standing in one of them for long waits on MPI."""

@@ -8,7 +8,9 @@ from __future__ import annotations
 import sys
 
 import numpy as np
+import pytest
 
+from irflow.errors import ExecutionError
 from irflow.runtime.communicator import Site
 from irflow.runtime.inprocess import InProcessGroup
 from irflow.runtime.mpi import join
@@ -58,6 +60,9 @@ def main(mesh: tuple[int, ...], gpu: bool) -> None:
             again = xp.full(dst_shape, -7.0, np.float32)
             call(comm, kind, params, xp.asarray(srcs[comm.rank]), again, mesh_axis, site)
             np.testing.assert_array_equal(_host(again), _host(got))
+    strided = xp.zeros((4, 2), np.float32)[:, 0]
+    with pytest.raises(ExecutionError, match="all_reduce in 'strided': the buffer is not contiguous"):
+        comm.all_reduce(strided, xp.zeros(4, np.float32), 0, "sum", Site("strided"))
     comm.barrier()
     if comm.rank == 0:
         print(f"collectives ok on mesh {list(mesh)}")
