@@ -3,9 +3,9 @@
 Each process is one device of the mesh (its world rank is its rank) and runs
 its own per-device program: the very program the in-process simulation runs.
 Collectives go to mpi4py's buffer-protocol methods on the arena views in place
-(no pickling). A collective whose tensor axis is not the leading one goes
-through a scratch buffer (one per shape, made on first use and reused on every later step),
-so nothing is allocated per step.
+(no pickling). A collective whose tensor axis is not the leading one packs
+through a scratch buffer (one per shape, made on first use and reused on
+every later step), so nothing is allocated per step.
 
 Collectives are MPI's blocking ones, as a raw mpi4py program would call them
 (MPI's nonblocking collectives run other algorithms: up to several times slower
@@ -112,7 +112,7 @@ def prepare_rank() -> None:
     (MPIR_CVAR_ENABLE_HEAVY_YIELD, unless the environment sets it), ranks that
     share cores with each other or with other programs stop stalling one
     another: a 4 KiB all_reduce on 4 ranks of a busy 2-core machine went from
-    about 9 ms to under 1 ms. On a core of its own a rank yields to no one.
+    7-9 ms to under 0.9 ms. On a core of its own a rank yields to no one.
     """
     if launched_size() > 1:
         os.environ.setdefault(HEAVY_YIELD_ENV, "1")

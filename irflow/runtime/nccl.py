@@ -68,7 +68,7 @@ class NCCLCommunicator(Communicator):
         if not nccl.available:
             raise ExecutionError(
                 f"rank {host.rank}: the job runs on GPUs under mpiexec, which needs NCCL, and cupy could not load it "
-                "(install the NCCL wheel for cupy's CUDA, e.g. pip install nvidia-nccl-cu12)"
+                "(install NCCL where cupy finds it: see cupy's installation guide)"
             )
         super().__init__(host.rank, host.mesh)
         self.host, self.nccl, self.xp = host, nccl, xp
