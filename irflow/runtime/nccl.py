@@ -65,7 +65,7 @@ class NCCLCommunicator(Communicator):
             import cupy as xp
         if nccl is None:
             from cupy.cuda import nccl
-        if not nccl.available:
+        if not getattr(nccl, "available", True):  # cupy's flag: False when it could not load NCCL
             raise ExecutionError(
                 f"rank {host.rank}: the job runs on GPUs under mpiexec, which needs NCCL, and cupy could not load it "
                 "(install NCCL where cupy finds it: see cupy's installation guide)"
@@ -87,6 +87,7 @@ class NCCLCommunicator(Communicator):
 
     def _open(self, comm: Any) -> Any:
         """The NCCL communicator of the MPI communicator `comm`'s ranks, in the same order."""
+        # The id goes as get_unique_id made it: a tuple of ints in older cupy, bytes in newer.
         uid = comm.bcast(self.nccl.get_unique_id() if comm.Get_rank() == 0 else None, root=0)
         return self.nccl.NcclCommunicator(comm.Get_size(), uid, comm.Get_rank())
 
