@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from irflow.memplan.orderings import ORDERINGS, ORDERS, SEARCH_ORDERS
+from irflow.memplan.orderings import ORDERINGS, ORDERS, SEARCH_ORDERS, TIGHT_ORDERS, Order
 from irflow.memplan.problem import Buffer, Plan, as_arrays, check_alignment
 from irflow.memplan.search import Search, improve
 from irflow.memplan.skyline import compress, skyline_pack, step_load
@@ -37,6 +37,8 @@ _SEARCH_MAX = 2_000
 _DEFAULT_SEARCH_MAX = 500
 _DEFAULT_SEARCH_NODES = 1_000
 _INF = 1 << 62
+# Tight: the load is at least this fraction of the lower bound at this fraction of the steps.
+_TIGHT, _TIGHT_STEPS = 0.99, 0.9
 
 
 def plan(buffers: Sequence[Buffer], alignment: int = 64, budget_s: float | None = None) -> Plan:
@@ -70,7 +72,10 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
     gives a worse plan.
     """
     cfirst, clast, steps = compress(first, last)
-    lower = int(step_load(cfirst, clast, size, steps).max())
+    load = step_load(cfirst, clast, size, steps)
+    lower = int(load.max())
+    # Where the load is at the bound almost everywhere, a perfect packing may exist: chain first.
+    orders = TIGHT_ORDERS if np.mean(load >= _TIGHT * lower) >= _TIGHT_STEPS else ORDERS
     ranks: dict[str, np.ndarray] = {}  # computed when first needed: 20 ms each at 100k buffers
     best, height, took = np.zeros(0, np.int64), _INF, 0.0
 
@@ -79,14 +84,14 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
             ranks[name] = ORDERINGS[name](size, first, last)
         return ranks[name]
 
-    def pack(orders: list[tuple[str, bool]], until: float) -> None:
+    def pack(orders: list[Order], until: float) -> None:
         """Keep the best skyline plan over `orders`; stop at the lower bound, or when the next would end late."""
         nonlocal best, height, took
-        for name, flush in orders:
+        for name, flush, chain in orders:
             began = time.perf_counter()
             if height == lower or began + took > until:
                 return
-            offsets = np.array(skyline_pack(cfirst, clast, size, rank(name), steps, flush), np.int64)
+            offsets = np.array(skyline_pack(cfirst, clast, size, rank(name), steps, flush, chain), np.int64)
             took = time.perf_counter() - began
             if (top := int((offsets + size).max())) < height:
                 best, height = offsets, top
@@ -96,8 +101,8 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
         orders = [rank(name) for name in SEARCH_ORDERS]
         best, height = improve(exact, orders, best, height, lower, until, nodes, floor)
 
-    default = max(1, min(len(ORDERS), _DEFAULT_WORK // len(size)))
-    pack(ORDERS[:default], float("inf"))
+    default = max(1, min(len(orders), _DEFAULT_WORK // len(size)))
+    pack(orders[:default], float("inf"))
     searched = _SEARCH_MAX if improve_plan else _DEFAULT_SEARCH_MAX
     exact = Search(cfirst, clast, size, steps) if len(size) <= searched and height > lower else None
     # A budgeted search runs the default's search first, whatever the clock says, and goes on
@@ -108,5 +113,5 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
     elif exact is not None:
         search(float("inf"), _DEFAULT_SEARCH_NODES, 0)
     if improve_plan:
-        pack(ORDERS[default:], deadline)
+        pack(orders[default:], deadline)
     return best

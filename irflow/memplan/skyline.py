@@ -43,6 +43,16 @@ def step_load(first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int)
     return np.cumsum(load)[:steps]
 
 
+def tileable(usable: list[int], first: list[int], last: list[int], a: int, b: int) -> list[bool]:
+    """For each step t of [a, b + 1], whether disjoint buffers of `usable` (by first step) tile [t, b]."""
+    tiles = [False] * (b - a + 2)
+    tiles[b - a + 1] = True
+    for c in reversed(usable):  # a buffer's end is settled before its start: later starts come first
+        if tiles[last[c] + 1 - a]:
+            tiles[first[c] - a] = True
+    return tiles
+
+
 def _soonest(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> list[int]:
     """For each step a, the earliest last step of the listed buffers that start at a or later.
 
@@ -55,7 +65,13 @@ def _soonest(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> list[int]:
 
 
 def skyline_pack(
-    first: np.ndarray, last: np.ndarray, size: np.ndarray, rank: np.ndarray, steps: int, flush: bool = False
+    first: np.ndarray,
+    last: np.ndarray,
+    size: np.ndarray,
+    rank: np.ndarray,
+    steps: int,
+    flush: bool = False,
+    chain: bool = False,
 ) -> list[int]:
     """Offsets for buffers with lifetimes [first, last] over steps 0..steps-1.
 
@@ -67,6 +83,13 @@ def skyline_pack(
     wastes less on random lifetimes (mixed 10k: 1.0085 of the lower bound
     against 1.0243), and more on some real profiles (pangu: 1.011 against
     1.0076), hence an option.
+
+    With `chain`, buffers flush with the segment's left end go first (only
+    they can cover its first step there), preferring those after which
+    unplaced buffers can still tile the rest of the segment exactly, then
+    those whose top meets the left neighbour's: what a packing without waste
+    needs, so this wins where the lower bound is tight at every step (tiled
+    10k: 1.13 against 1.31).
     """
     n = len(size)
     weight = n if flush else 0  # the group outweighs any rank
@@ -75,6 +98,7 @@ def skyline_pack(
     lasts = last[order]  # _INF once placed
     ranks = rank[order]
     firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
+    sizes_l = size[order].tolist()
     first_l, last_l, size_l = first.tolist(), last.tolist(), size.tolist()
     soonest = _soonest(by_first, lasts, steps)
     # Segments: end_of[a] = b and height[a] for a segment [a, b]; start_of[b] = a.  end_of is -1
@@ -88,6 +112,41 @@ def skyline_pack(
     placed = dead = 0
     compact_at = max(64, n // 4)
     push, pop = heapq.heappush, heapq.heappop
+    tilings: dict[tuple[int, int], tuple[int, list[bool]]] = {}
+
+    def tiling(a: int, b: int, h: int) -> tuple[int, list[bool]]:
+        """(a0, tiles): tiles[t - a0] says whether unplaced buffers tile [t, b] exactly, t in [a, b + 1].
+
+        Kept per (b, h): while [a, b] is a segment at h, no buffer inside it was placed since,
+        so an entry computed for a wider segment ending at b still holds.
+        """
+        got = tilings.get((b, h))
+        if got is not None and got[0] <= a:
+            return got
+        if len(tilings) > 64:
+            tilings.clear()
+        lo = bisect_left(firsts_l, a)
+        usable = [who_l[k] for k in range(lo, bisect_right(firsts_l, b, lo)) if lasts_l[k] <= b]
+        tiles = tileable(usable, first_l, last_l, a, b)
+        tilings[b, h] = got = (a, tiles)
+        return got
+
+    def left_flush(lo: int, a: int, b: int, h: int) -> int:
+        """The best buffer starting at a and fitting [a, b] under `chain`'s preferences, or -1."""
+        fits = [k for k in range(lo, bisect_right(firsts_l, a, lo)) if lasts_l[k] <= b]
+        if len(fits) < 2:
+            return fits[0] if fits else -1
+        a0, tiles = tiling(a, b, h)
+        left = height[start_of[a - 1]] if a else _INF
+        right = height[b + 1] if b < steps - 1 else _INF
+        best = j = _INF
+        for k in fits:
+            y, top = lasts_l[k], h + sizes_l[k]
+            key = ranks_l[k] + n * (top != left and (y != b or top != right)) + 2 * n * (not tiles[y + 1 - a0])
+            if key < best:
+                best, j = key, k
+        return j
+
     while placed < n:
         h, a, b = pop(heap)
         if end_of[a] != b or height[a] != h:
@@ -96,6 +155,9 @@ def skyline_pack(
             j = -1
             if soonest[a] <= b:
                 lo = bisect_left(firsts_l, a)
+                if chain:
+                    j = left_flush(lo, a, b, h)
+            if j < 0 and soonest[a] <= b:
                 hi = bisect_right(firsts_l, b, lo)
                 if hi - lo <= _SCAN:
                     best = _INF
@@ -151,6 +213,7 @@ def skyline_pack(
             keep = lasts != _INF
             by_first, lasts, ranks, order = by_first[keep], lasts[keep], ranks[keep], order[keep]
             firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
+            sizes_l = size[order].tolist()
             dead, compact_at = 0, max(64, len(firsts_l) // 4)
             soonest = _soonest(by_first, lasts, steps)
     return offsets
