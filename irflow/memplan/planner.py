@@ -19,7 +19,7 @@ anyway); the arena size reported is max(offset + size) in bytes.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -41,17 +41,24 @@ _INF = 1 << 62
 _TIGHT, _TIGHT_STEPS = 0.99, 0.9
 
 
-def plan(buffers: Sequence[Buffer], alignment: int = 64, budget_s: float | None = None) -> Plan:
+def plan(
+    buffers: Sequence[Buffer],
+    alignment: int = 64,
+    budget_s: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Plan:
     """Place every buffer at an offset that is a multiple of `alignment`.
 
     Buffers whose inclusive lifetimes overlap never share a byte.  `budget_s`
-    (seconds) enables the improvement phase; it stops early when the plan
-    reaches the lower bound, and a step starts only if it should end in time.
+    (seconds of `clock`: wall time by default, `time.process_time` for CPU
+    time on a shared machine) enables the improvement phase; it stops early
+    when the plan reaches the lower bound, and a step starts only if it
+    should end in time.
     """
     check_alignment(alignment)
     if budget_s is not None and budget_s < 0:
         raise ValueError(f"budget_s must be non-negative, got {budget_s}")
-    deadline = time.perf_counter() + (budget_s or 0.0)
+    deadline = clock() + (budget_s or 0.0)
     size, first, last = as_arrays(buffers)
     offsets = np.zeros(len(size), np.int64)
     units = -(-size // alignment)
@@ -60,12 +67,19 @@ def plan(buffers: Sequence[Buffer], alignment: int = 64, budget_s: float | None 
         # Offsets that are sums of sizes stay multiples of their gcd: the search then
         # never tries a capacity between two of them.
         g = int(np.gcd.reduce(units[used]))
-        placed = _place(units[used] // g, first[used], last[used], deadline, budget_s is not None)
+        placed = _place(units[used] // g, first[used], last[used], deadline, budget_s is not None, clock)
         offsets[used] = alignment * g * placed
     return Plan(tuple(offsets.tolist()), int((offsets + size).max(initial=0)))
 
 
-def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: float, improve_plan: bool) -> np.ndarray:
+def _place(
+    size: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+    deadline: float,
+    improve_plan: bool,
+    clock: Callable[[], float],
+) -> np.ndarray:
     """Offsets in units for positive unit sizes.
 
     With a budget, the improvement phase continues the default's steps, so more time never
@@ -88,11 +102,11 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
         """Keep the best skyline plan over `orders`; stop at the lower bound, or when the next would end late."""
         nonlocal best, height, took
         for name, flush, chain in orders:
-            began = time.perf_counter()
+            began = clock()
             if height == lower or began + took > until:
                 return
             offsets = np.array(skyline_pack(cfirst, clast, size, rank(name), steps, flush, chain), np.int64)
-            took = time.perf_counter() - began
+            took = clock() - began
             if (top := int((offsets + size).max())) < height:
                 best, height = offsets, top
 
@@ -101,10 +115,12 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
         orders = [rank(name) for name in SEARCH_ORDERS]
         best, height = improve(exact, orders, best, height, lower, until, nodes, floor)
 
-    default = max(1, min(len(orders), _DEFAULT_WORK // len(size)))
+    # A chain pack costs about twice a plain one (its tiling DP), so it counts twice.
+    work = np.cumsum([2 if chain else 1 for _, _, chain in orders]) * len(size)
+    default = max(1, int(np.searchsorted(work, _DEFAULT_WORK, side="right")))
     pack(orders[:default], float("inf"))
     searched = _SEARCH_MAX if improve_plan else _DEFAULT_SEARCH_MAX
-    exact = Search(cfirst, clast, size, steps) if len(size) <= searched and height > lower else None
+    exact = Search(cfirst, clast, size, steps, clock) if len(size) <= searched and height > lower else None
     # A budgeted search runs the default's search first, whatever the clock says, and goes on
     # from there: the same steps, so never a worse plan.
     floor = _DEFAULT_SEARCH_NODES if len(size) <= _DEFAULT_SEARCH_MAX else 0
