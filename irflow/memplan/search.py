@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from irflow.memplan.skyline import step_load, tileable
+from irflow.memplan.skyline import step_load
 
 ABORTED = "aborted"
 INFEASIBLE = "infeasible"
@@ -230,7 +230,7 @@ class Search:
         for c in cands:
             flush[2 * (first[c] != a) + (last[c] != b)].append(c)
         if chain and len(flush[1]) > 1:
-            tiles = tileable(usable, first, last, a, b)
+            tiles = _tiles(usable, first, last, a, b)
             flush[1], flush[4] = [c for c in flush[1] if tiles[last[c] + 1 - a]], [
                 c for c in flush[1] if not tiles[last[c] + 1 - a]
             ]
@@ -279,6 +279,16 @@ class Search:
         v = segment[misfit[0]]
         end = starts[v + 1] if v + 1 < len(starts) else steps
         return [max(lo + int(starts[v]) - 1, 0), lo + int(end)]
+
+
+def _tiles(usable: list[int], first: list[int], last: list[int], a: int, b: int) -> list[bool]:
+    """For each step t of [a, b + 1], whether disjoint buffers of `usable` (by first step) tile [t, b]."""
+    tiles = [False] * (b - a + 2)
+    tiles[b - a + 1] = True
+    for c in reversed(usable):  # a buffer's end is settled before its start: later starts come first
+        if tiles[last[c] + 1 - a]:
+            tiles[first[c] - a] = True
+    return tiles
 
 
 def _covers(tight: list[bool], usable: list[int], first: list[int], last: list[int], a: int) -> bool:

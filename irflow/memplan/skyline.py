@@ -43,16 +43,6 @@ def step_load(first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int)
     return np.cumsum(load)[:steps]
 
 
-def tileable(usable: list[int], first: list[int], last: list[int], a: int, b: int) -> list[bool]:
-    """For each step t of [a, b + 1], whether disjoint buffers of `usable` (by first step) tile [t, b]."""
-    tiles = [False] * (b - a + 2)
-    tiles[b - a + 1] = True
-    for c in reversed(usable):  # a buffer's end is settled before its start: later starts come first
-        if tiles[last[c] + 1 - a]:
-            tiles[first[c] - a] = True
-    return tiles
-
-
 def _soonest(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> list[int]:
     """For each step a, the earliest last step of the listed buffers that start at a or later.
 
@@ -112,40 +102,58 @@ def skyline_pack(
     placed = dead = 0
     compact_at = max(64, n // 4)
     push, pop = heapq.heappush, heapq.heappop
-    tilings: dict[tuple[int, int], tuple[int, list[bool]]] = {}
+    # Per segment (b, h): whether unplaced buffers tile [t, b] exactly, for the steps t asked so
+    # far.  While [a, b] is a segment at h no buffer inside it was placed, so answers found for
+    # a wider segment ending at b still hold.
+    tilings: dict[tuple[int, int], dict[int, bool]] = {}
 
-    def tiling(a: int, b: int, h: int) -> tuple[int, list[bool]]:
-        """(a0, tiles): tiles[t - a0] says whether unplaced buffers tile [t, b] exactly, t in [a, b + 1].
-
-        Kept per (b, h): while [a, b] is a segment at h, no buffer inside it was placed since,
-        so an entry computed for a wider segment ending at b still holds.
-        """
-        got = tilings.get((b, h))
-        if got is not None and got[0] <= a:
-            return got
-        if len(tilings) > 64:
-            tilings.clear()
-        lo = bisect_left(firsts_l, a)
-        usable = [who_l[k] for k in range(lo, bisect_right(firsts_l, b, lo)) if lasts_l[k] <= b]
-        tiles = tileable(usable, first_l, last_l, a, b)
-        tilings[b, h] = got = (a, tiles)
-        return got
+    def tiles(t: int, b: int, known: dict[int, bool]) -> bool:
+        """Whether unplaced buffers tile [t, b] exactly: a depth-first search along buffers
+        starting where the last one ended, remembering every step it settles."""
+        if t > b or t in known:
+            return t > b or known[t]
+        path = [[t, bisect_left(firsts_l, t)]]
+        while path:
+            frame = path[-1]
+            u, k = frame
+            child = -1
+            while k < len(firsts_l) and firsts_l[k] == u:
+                y = lasts_l[k]
+                k += 1
+                if y < b and known.get(y + 1, True):
+                    if known.get(y + 1):
+                        break
+                    child = y + 1
+                    break
+                if y == b:
+                    break
+            else:
+                frame[1] = k
+                known[u] = False
+                path.pop()
+                continue
+            if child < 0:  # reached b, or a step known to tile: so does the whole path
+                for f in path:
+                    known[f[0]] = True
+                return True
+            frame[1] = k
+            path.append([child, bisect_left(firsts_l, child)])
+        return False
 
     def left_flush(lo: int, a: int, b: int, h: int) -> int:
         """The best buffer starting at a and fitting [a, b] under `chain`'s preferences, or -1."""
         fits = [k for k in range(lo, bisect_right(firsts_l, a, lo)) if lasts_l[k] <= b]
         if len(fits) < 2:
             return fits[0] if fits else -1
-        a0, tiles = tiling(a, b, h)
         left = height[start_of[a - 1]] if a else _INF
         right = height[b + 1] if b < steps - 1 else _INF
-        best = j = _INF
-        for k in fits:
-            y, top = lasts_l[k], h + sizes_l[k]
-            key = ranks_l[k] + n * (top != left and (y != b or top != right)) + 2 * n * (not tiles[y + 1 - a0])
-            if key < best:
-                best, j = key, k
-        return j
+        fits.sort(key=lambda k: ranks_l[k] + n * (h + sizes_l[k] not in (left, right if lasts_l[k] == b else -1)))
+        known = tilings.get((b, h))
+        if known is None:
+            if len(tilings) > 64:
+                tilings.clear()
+            known = tilings[b, h] = {}
+        return next((k for k in fits if tiles(lasts_l[k] + 1, b, known)), fits[0])
 
     while placed < n:
         h, a, b = pop(heap)

@@ -7,7 +7,7 @@ from irflow.memplan import Plan, validate
 from irflow.memplan.instances import mixed, tiled, training
 from irflow.memplan.orderings import ORDERINGS
 from irflow.memplan.problem import as_arrays
-from irflow.memplan.skyline import compress, skyline_pack, step_load, tileable
+from irflow.memplan.skyline import compress, skyline_pack, step_load
 
 
 @pytest.mark.parametrize("make", [tiled, training, mixed])
@@ -48,8 +48,3 @@ def test_chain_packs_tilings_tighter(seed):
     assert tops[1] < tops[0]
     assert tops[1] <= 1.13 * (1 << 20)
 
-
-def test_tileable():
-    # Buffers (by first step) over steps 2..6: [2,3], [2,4], [4,6], [5,6].
-    first, last = [2, 2, 4, 5], [3, 4, 6, 6]
-    assert tileable([0, 1, 2, 3], first, last, 2, 6) == [True, False, True, True, False, True]
