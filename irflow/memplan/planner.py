@@ -1,13 +1,14 @@
 """`plan`: offsets for buffers with known lifetimes in one arena.
 
 The default runs the skyline packer under a few priority orders and keeps the
-best plan; how many orders run scales down with the number of buffers, so that
-10k buffers plan in about 0.2 s and 100k in about 1.5 s.  Up to 500 buffers it
-then runs the exact search of `search.py` for 1,000 nodes (tens of
-milliseconds), which finds the optimum of small problems.  With `budget_s`,
-the improvement phase starts from that plan, runs the remaining orders, then
-(up to 2,000 buffers) the exact search until the budget is spent or the plan
-meets the lower bound.  Every step is deterministic and only ever replaces the
+best plan (the chain orders first where the load sits at the lower bound
+almost everywhere); how many orders run scales down with the number of
+buffers, so that 10k buffers plan in about 0.2 s and 100k in about 1.5-2 s.
+Up to 500 buffers it then runs the exact search of `search.py` for 1,000
+nodes (tens of milliseconds), which finds the optimum of small problems.
+With `budget_s`, the improvement phase starts from that plan, runs (up to
+2,000 buffers) the exact search, then the remaining orders, until the budget
+is spent or the plan meets the lower bound.  Every step is deterministic and only ever replaces the
 plan with a strictly smaller one: the same input gives the same plan, and
 more time never gives a worse one.
 
@@ -112,10 +113,10 @@ def _place(
 
     def search(until: float, nodes: int | None, floor: int) -> None:
         nonlocal best, height
-        orders = [rank(name) for name in SEARCH_ORDERS]
-        best, height = improve(exact, orders, best, height, lower, until, nodes, floor)
+        ranked = [rank(name) for name in SEARCH_ORDERS]
+        best, height = improve(exact, ranked, best, height, lower, until, nodes, floor)
 
-    # A chain pack costs about twice a plain one (its tiling DP), so it counts twice.
+    # A chain pack costs up to twice a plain one (its tiling searches), so it counts twice.
     work = np.cumsum([2 if chain else 1 for _, _, chain in orders]) * len(size)
     default = max(1, int(np.searchsorted(work, _DEFAULT_WORK, side="right")))
     pack(orders[:default], float("inf"))

@@ -9,7 +9,9 @@ fills memory from the bottom and leaves a hole only where nothing fits, which
 is why it beats greedy-by-size first fit (TFLite Micro, XLA's heap simulator)
 on real profiles: within 1% of the lower bound where first fit lands 2-4% off.
 It is also MiniMalloc's canonical search (offsets non-decreasing in placement
-order) without backtracking; `search.py` adds the backtracking.
+order) without backtracking; `search.py` adds the backtracking.  With
+`chain`, it prefers what a packing without waste must do next, for instances
+where one may exist.
 
 Cost: one range query per placement or raise.  Unplaced buffers sit in an
 array sorted by first step, so the candidates of segment [a, b] are a
@@ -117,15 +119,13 @@ def skyline_pack(
             frame = path[-1]
             u, k = frame
             child = -1
-            while k < len(firsts_l) and firsts_l[k] == u:
+            while k < len(firsts_l) and firsts_l[k] == u:  # unplaced buffers starting at u
                 y = lasts_l[k]
                 k += 1
-                if y < b and known.get(y + 1, True):
-                    if known.get(y + 1):
-                        break
+                if y == b or (y < b and known.get(y + 1)):
+                    break  # it ends the tiling, or leads to a step known to tile
+                if y < b and y + 1 not in known:
                     child = y + 1
-                    break
-                if y == b:
                     break
             else:
                 frame[1] = k
