@@ -1,13 +1,14 @@
 """`plan`: offsets for buffers with known lifetimes in one arena.
 
 The default runs the skyline packer under a few priority orders and keeps the
-best plan; how many orders run scales down with the number of buffers, so that
-10k buffers plan in about 0.2 s and 100k in about 1.5 s.  Up to 500 buffers it
-then runs the exact search of `search.py` for 1,000 nodes (tens of
-milliseconds), which finds the optimum of small problems.  With `budget_s`,
-the improvement phase starts from that plan, runs the remaining orders, then
-(up to 2,000 buffers) the exact search until the budget is spent or the plan
-meets the lower bound.  Every step is deterministic and only ever replaces the
+best plan (the chain orders first where the load sits at the lower bound
+almost everywhere); how many orders run scales down with the number of
+buffers, so that 10k buffers plan in about 0.2 s and 100k in about 1.5-2 s.
+Up to 500 buffers it then runs the exact search of `search.py` for 1,000
+nodes (tens of milliseconds), which finds the optimum of small problems.
+With `budget_s`, the improvement phase starts from that plan, runs (up to
+2,000 buffers) the exact search, then the remaining orders, until the budget
+is spent or the plan meets the lower bound.  Every step is deterministic and only ever replaces the
 plan with a strictly smaller one: the same input gives the same plan, and
 more time never gives a worse one.
 
@@ -19,11 +20,11 @@ anyway); the arena size reported is max(offset + size) in bytes.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from irflow.memplan.orderings import ORDERINGS, ORDERS, SEARCH_ORDERS
+from irflow.memplan.orderings import ORDERINGS, ORDERS, SEARCH_ORDERS, TIGHT_ORDERS, Order
 from irflow.memplan.problem import Buffer, Plan, as_arrays, check_alignment
 from irflow.memplan.search import Search, improve
 from irflow.memplan.skyline import compress, skyline_pack, step_load
@@ -37,19 +38,28 @@ _SEARCH_MAX = 2_000
 _DEFAULT_SEARCH_MAX = 500
 _DEFAULT_SEARCH_NODES = 1_000
 _INF = 1 << 62
+# Tight: the load is at least this fraction of the lower bound at this fraction of the steps.
+_TIGHT, _TIGHT_STEPS = 0.99, 0.9
 
 
-def plan(buffers: Sequence[Buffer], alignment: int = 64, budget_s: float | None = None) -> Plan:
+def plan(
+    buffers: Sequence[Buffer],
+    alignment: int = 64,
+    budget_s: float | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Plan:
     """Place every buffer at an offset that is a multiple of `alignment`.
 
     Buffers whose inclusive lifetimes overlap never share a byte.  `budget_s`
-    (seconds) enables the improvement phase; it stops early when the plan
-    reaches the lower bound, and a step starts only if it should end in time.
+    (seconds of `clock`: wall time by default, `time.process_time` for CPU
+    time on a shared machine) enables the improvement phase; it stops early
+    when the plan reaches the lower bound, and a step starts only if it
+    should end in time.
     """
     check_alignment(alignment)
     if budget_s is not None and budget_s < 0:
         raise ValueError(f"budget_s must be non-negative, got {budget_s}")
-    deadline = time.perf_counter() + (budget_s or 0.0)
+    deadline = clock() + (budget_s or 0.0)
     size, first, last = as_arrays(buffers)
     offsets = np.zeros(len(size), np.int64)
     units = -(-size // alignment)
@@ -58,19 +68,29 @@ def plan(buffers: Sequence[Buffer], alignment: int = 64, budget_s: float | None 
         # Offsets that are sums of sizes stay multiples of their gcd: the search then
         # never tries a capacity between two of them.
         g = int(np.gcd.reduce(units[used]))
-        placed = _place(units[used] // g, first[used], last[used], deadline, budget_s is not None)
+        placed = _place(units[used] // g, first[used], last[used], deadline, budget_s is not None, clock)
         offsets[used] = alignment * g * placed
     return Plan(tuple(offsets.tolist()), int((offsets + size).max(initial=0)))
 
 
-def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: float, improve_plan: bool) -> np.ndarray:
+def _place(
+    size: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+    deadline: float,
+    improve_plan: bool,
+    clock: Callable[[], float],
+) -> np.ndarray:
     """Offsets in units for positive unit sizes.
 
     With a budget, the improvement phase continues the default's steps, so more time never
     gives a worse plan.
     """
     cfirst, clast, steps = compress(first, last)
-    lower = int(step_load(cfirst, clast, size, steps).max())
+    load = step_load(cfirst, clast, size, steps)
+    lower = int(load.max())
+    # Where the load is at the bound almost everywhere, a perfect packing may exist: chain first.
+    orders = TIGHT_ORDERS if np.mean(load >= _TIGHT * lower) >= _TIGHT_STEPS else ORDERS
     ranks: dict[str, np.ndarray] = {}  # computed when first needed: 20 ms each at 100k buffers
     best, height, took = np.zeros(0, np.int64), _INF, 0.0
 
@@ -79,27 +99,29 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
             ranks[name] = ORDERINGS[name](size, first, last)
         return ranks[name]
 
-    def pack(orders: list[tuple[str, bool]], until: float) -> None:
+    def pack(orders: list[Order], until: float) -> None:
         """Keep the best skyline plan over `orders`; stop at the lower bound, or when the next would end late."""
         nonlocal best, height, took
-        for name, flush in orders:
-            began = time.perf_counter()
+        for name, flush, chain in orders:
+            began = clock()
             if height == lower or began + took > until:
                 return
-            offsets = np.array(skyline_pack(cfirst, clast, size, rank(name), steps, flush), np.int64)
-            took = time.perf_counter() - began
+            offsets = np.array(skyline_pack(cfirst, clast, size, rank(name), steps, flush, chain), np.int64)
+            took = clock() - began
             if (top := int((offsets + size).max())) < height:
                 best, height = offsets, top
 
     def search(until: float, nodes: int | None, floor: int) -> None:
         nonlocal best, height
-        orders = [rank(name) for name in SEARCH_ORDERS]
-        best, height = improve(exact, orders, best, height, lower, until, nodes, floor)
+        ranked = [rank(name) for name in SEARCH_ORDERS]
+        best, height = improve(exact, ranked, best, height, lower, until, nodes, floor)
 
-    default = max(1, min(len(ORDERS), _DEFAULT_WORK // len(size)))
-    pack(ORDERS[:default], float("inf"))
+    # A chain pack costs up to twice a plain one (its tiling searches), so it counts twice.
+    work = np.cumsum([2 if chain else 1 for _, _, chain in orders]) * len(size)
+    default = max(1, int(np.searchsorted(work, _DEFAULT_WORK, side="right")))
+    pack(orders[:default], float("inf"))
     searched = _SEARCH_MAX if improve_plan else _DEFAULT_SEARCH_MAX
-    exact = Search(cfirst, clast, size, steps) if len(size) <= searched and height > lower else None
+    exact = Search(cfirst, clast, size, steps, clock) if len(size) <= searched and height > lower else None
     # A budgeted search runs the default's search first, whatever the clock says, and goes on
     # from there: the same steps, so never a worse plan.
     floor = _DEFAULT_SEARCH_NODES if len(size) <= _DEFAULT_SEARCH_MAX else 0
@@ -108,5 +130,5 @@ def _place(size: np.ndarray, first: np.ndarray, last: np.ndarray, deadline: floa
     elif exact is not None:
         search(float("inf"), _DEFAULT_SEARCH_NODES, 0)
     if improve_plan:
-        pack(ORDERS[default:], deadline)
+        pack(orders[default:], deadline)
     return best

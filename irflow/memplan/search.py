@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -104,8 +104,15 @@ class _State:
 class Search:
     """Static data of one instance: lifetimes over steps 0..steps-1, positive sizes in units."""
 
-    def __init__(self, first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int) -> None:
-        self.size, self.steps = size, steps
+    def __init__(
+        self,
+        first: np.ndarray,
+        last: np.ndarray,
+        size: np.ndarray,
+        steps: int,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.size, self.steps, self.clock = size, steps, clock
         # Nodes expanded by all runs, the most allowed, and how many the clock cannot stop.
         self.nodes, self.node_limit, self.node_floor = 0, _INF, 0
         self.load = step_load(first, last, size, steps)
@@ -179,7 +186,7 @@ class Search:
 
     def _late(self, deadline: float, every: int = 128) -> bool:
         """Past the deadline, once the floor is reached; the clock is read every `every` nodes."""
-        return self.nodes >= self.node_floor and self.nodes % every == 0 and time.perf_counter() > deadline
+        return self.nodes >= self.node_floor and self.nodes % every == 0 and self.clock() > deadline
 
     def _expand(self, cap: int, rank: Sequence[int], st: _State, chain: bool, changed: tuple[int, int]) -> list:
         """[h, a, b, raise height, branches, conflict lo, conflict hi] for the lowest segment.

@@ -9,7 +9,9 @@ fills memory from the bottom and leaves a hole only where nothing fits, which
 is why it beats greedy-by-size first fit (TFLite Micro, XLA's heap simulator)
 on real profiles: within 1% of the lower bound where first fit lands 2-4% off.
 It is also MiniMalloc's canonical search (offsets non-decreasing in placement
-order) without backtracking; `search.py` adds the backtracking.
+order) without backtracking; `search.py` adds the backtracking.  With
+`chain`, it prefers what a packing without waste must do next, for instances
+where one may exist.
 
 Cost: one range query per placement or raise.  Unplaced buffers sit in an
 array sorted by first step, so the candidates of segment [a, b] are a
@@ -55,7 +57,13 @@ def _soonest(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> list[int]:
 
 
 def skyline_pack(
-    first: np.ndarray, last: np.ndarray, size: np.ndarray, rank: np.ndarray, steps: int, flush: bool = False
+    first: np.ndarray,
+    last: np.ndarray,
+    size: np.ndarray,
+    rank: np.ndarray,
+    steps: int,
+    flush: bool = False,
+    chain: bool = False,
 ) -> list[int]:
     """Offsets for buffers with lifetimes [first, last] over steps 0..steps-1.
 
@@ -67,6 +75,13 @@ def skyline_pack(
     wastes less on random lifetimes (mixed 10k: 1.0085 of the lower bound
     against 1.0243), and more on some real profiles (pangu: 1.011 against
     1.0076), hence an option.
+
+    With `chain`, buffers flush with the segment's left end go first (only
+    they can cover its first step there), preferring those after which
+    unplaced buffers can still tile the rest of the segment exactly, then
+    those whose top meets the left neighbour's: what a packing without waste
+    needs, so this wins where the lower bound is tight at every step (tiled
+    10k: 1.13 against 1.31).
     """
     n = len(size)
     weight = n if flush else 0  # the group outweighs any rank
@@ -75,6 +90,7 @@ def skyline_pack(
     lasts = last[order]  # _INF once placed
     ranks = rank[order]
     firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
+    sizes_l = size[order].tolist()
     first_l, last_l, size_l = first.tolist(), last.tolist(), size.tolist()
     soonest = _soonest(by_first, lasts, steps)
     # Segments: end_of[a] = b and height[a] for a segment [a, b]; start_of[b] = a.  end_of is -1
@@ -88,6 +104,57 @@ def skyline_pack(
     placed = dead = 0
     compact_at = max(64, n // 4)
     push, pop = heapq.heappush, heapq.heappop
+    # Per segment (b, h): whether unplaced buffers tile [t, b] exactly, for the steps t asked so
+    # far.  While [a, b] is a segment at h no buffer inside it was placed, so answers found for
+    # a wider segment ending at b still hold.
+    tilings: dict[tuple[int, int], dict[int, bool]] = {}
+
+    def tiles(t: int, b: int, known: dict[int, bool]) -> bool:
+        """Whether unplaced buffers tile [t, b] exactly: a depth-first search along buffers
+        starting where the last one ended, remembering every step it settles."""
+        if t > b or t in known:
+            return t > b or known[t]
+        path = [[t, bisect_left(firsts_l, t)]]
+        while path:
+            frame = path[-1]
+            u, k = frame
+            child = -1
+            while k < len(firsts_l) and firsts_l[k] == u:  # unplaced buffers starting at u
+                y = lasts_l[k]
+                k += 1
+                if y == b or (y < b and known.get(y + 1)):
+                    break  # it ends the tiling, or leads to a step known to tile
+                if y < b and y + 1 not in known:
+                    child = y + 1
+                    break
+            else:
+                frame[1] = k
+                known[u] = False
+                path.pop()
+                continue
+            if child < 0:  # reached b, or a step known to tile: so does the whole path
+                for f in path:
+                    known[f[0]] = True
+                return True
+            frame[1] = k
+            path.append([child, bisect_left(firsts_l, child)])
+        return False
+
+    def left_flush(lo: int, a: int, b: int, h: int) -> int:
+        """The best buffer starting at a and fitting [a, b] under `chain`'s preferences, or -1."""
+        fits = [k for k in range(lo, bisect_right(firsts_l, a, lo)) if lasts_l[k] <= b]
+        if len(fits) < 2:
+            return fits[0] if fits else -1
+        left = height[start_of[a - 1]] if a else _INF
+        right = height[b + 1] if b < steps - 1 else _INF
+        fits.sort(key=lambda k: ranks_l[k] + n * (h + sizes_l[k] not in (left, right if lasts_l[k] == b else -1)))
+        known = tilings.get((b, h))
+        if known is None:
+            if len(tilings) > 64:
+                tilings.clear()
+            known = tilings[b, h] = {}
+        return next((k for k in fits if tiles(lasts_l[k] + 1, b, known)), fits[0])
+
     while placed < n:
         h, a, b = pop(heap)
         if end_of[a] != b or height[a] != h:
@@ -96,6 +163,9 @@ def skyline_pack(
             j = -1
             if soonest[a] <= b:
                 lo = bisect_left(firsts_l, a)
+                if chain:
+                    j = left_flush(lo, a, b, h)
+            if j < 0 and soonest[a] <= b:
                 hi = bisect_right(firsts_l, b, lo)
                 if hi - lo <= _SCAN:
                     best = _INF
@@ -151,6 +221,7 @@ def skyline_pack(
             keep = lasts != _INF
             by_first, lasts, ranks, order = by_first[keep], lasts[keep], ranks[keep], order[keep]
             firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
+            sizes_l = size[order].tolist()
             dead, compact_at = 0, max(64, len(firsts_l) // 4)
             soonest = _soonest(by_first, lasts, steps)
     return offsets
