@@ -58,6 +58,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from irflow.dialects.mesh import local_shape
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, check_fits, hierarchy_of
 
 ui8 = IntegerType(8, Signedness.UNSIGNED)
@@ -1323,8 +1324,51 @@ class PadOp(JobOp):
             raise VerifyException(f"cannot pad {fmt(types[0])} to {fmt(result)}")
 
 
+def transfer_types(x: Attribute, props: Props) -> tuple[TensorType, TensorType]:
+    """The per-device types a transfer takes and gives: its logical shape laid out at each end."""
+    logical = ints(props, "logical_shape")
+    ends = []
+    for sbp_key, place_key in (("src_sbp", "src_placement"), ("sbp", "placement")):
+        sbp, place = props.get(sbp_key), props.get(place_key)
+        if not isinstance(sbp, NdSbpAttr) or not isinstance(place, PlacementAttr):
+            raise VerifyException(f"a transfer needs {sbp_key} and {place_key}")
+        if any(c.kind.data == "partial_sum" for c in sbp.components):
+            raise VerifyException(f"a transfer moves whole or split values, not {sbp_key} {sbp}")
+        try:
+            ends.append(tensor(local_shape(logical, sbp, hierarchy_of(place)), dtype_of(x)))
+        except ValueError as e:
+            raise VerifyException(f"transfer {sbp_key}: {e}") from e
+    return ends[0], ends[1]
+
+
+@irdl_op_definition
+class TransferOp(JobOp):
+    """A value moving from the devices of `src_placement` to those of `placement` (n -> m devices).
+
+    Each destination device receives, from one source device, only the boxes
+    of the logical value its own piece holds (`irflow.runtime.sharding.transfer_plan`);
+    the devices of both placements take part, the program's other devices skip it.
+    """
+
+    name = "job.transfer"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    src_sbp = prop_def(NdSbpAttr)
+    src_placement = prop_def(PlacementAttr)
+    logical_shape = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        src, dst = transfer_types(types[0], props)
+        if types[0] != src:
+            raise VerifyException(f"{cls.name}: its operand should be the source piece {fmt(src)}, got {fmt(types[0])}")
+        return dst
+
+
 PHYSICAL_OPS: list[type[Operation]] = [
     AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, ShardSliceOp, ShardEmbedOp, BroadcastToPartialOp, PadOp,
+    TransferOp,
 ]  # fmt: skip
 
 

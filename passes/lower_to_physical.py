@@ -74,6 +74,17 @@ class _Physical:
     def __post_init__(self) -> None:
         placement = self.func.attributes.get("placement", ONE_DEVICE)
         assert isinstance(placement, PlacementAttr)
+        self.home = placement
+        self.home_devices = set(placement.devices)
+        self.at(placement)
+
+    def at(self, placement: PlacementAttr, where: Operation | None = None) -> None:
+        """Lower what follows on `placement`'s devices (the func's, or a part of them)."""
+        if placement != self.home and not set(placement.devices) <= self.home_devices:
+            raise CompileError(
+                f"'{where.name if where else self.func.name}' is placed on {placement}, outside the job's devices {self.home}",
+                source_location(where or self.func),
+            )
         self.placement = placement
         self.mesh = hierarchy_of(placement)
 
@@ -93,10 +104,11 @@ class _Physical:
             self.retype(arg, sbp)
         for op in list(block.ops):
             self.lower(op)
+        self.at(self.home)
         ret = block.last_op
         assert isinstance(ret, job.ReturnOp)
         attrs = self.func.attributes
-        attrs["mesh"] = job.i64_array(self.mesh)
+        attrs["mesh"] = job.i64_array(self.mesh)  # the job's: `at(self.home)` above
         attrs["arg_sbp"] = ArrayAttr(arg_sbp)
         attrs["arg_shapes"] = ArrayAttr([job.i64_array(s) for s in logical_args])
         attrs["result_sbp"] = ArrayAttr([self.sbp_of(v) for v in ret.operands])
@@ -149,6 +161,7 @@ class _Physical:
             return
         if not isinstance(op, job.JobOp) or not op.results:
             return
+        self.at(op.placement or self.home, op)
         sbp = self.sbp_of(op.results[0])
         self.check_exact(op, sbp)
         if isinstance(op, job.VariableOp):
@@ -257,19 +270,52 @@ class _Physical:
     # ------------------------------------------------------------- boxing
 
     def lower_boxing(self, op: job.BoxingOp) -> None:
+        """A boxing on one placement becomes per-axis conversions; one between placements a transfer."""
         if op.src_sbp is None or op.sbp is None:
             raise CompileError("job.boxing without src_sbp and sbp: run sbp-infer first", source_location(op))
-        src_place, dst_place = op.src_placement or self.placement, op.placement or self.placement
-        if src_place.devices != dst_place.devices or hierarchy_of(src_place) != hierarchy_of(dst_place):
-            raise CompileError(
-                f"moving a value from {src_place} to {dst_place} is not supported yet: "
-                "keep producer and consumer on the same devices",
-                source_location(op),
-            )
+        src_place, dst_place = op.src_placement or op.placement or self.home, op.placement or self.home
         logical = job.shape_of(op.res.type)
-        value = self.convert(op.x, logical, list(op.src_sbp.components), list(op.sbp.components), op)
+        src, dst = list(op.src_sbp.components), list(op.sbp.components)
+        self.at(src_place, op)
+        if src_place.devices == dst_place.devices and self.mesh == hierarchy_of(dst_place):
+            value = self.convert(op.x, logical, src, dst, op)
+        else:
+            value = self.transfer(op.x, logical, src, dst, dst_place, op)
         op.res.replace_all_uses_with(value)
         Rewriter.erase_op(op)
+
+    def transfer(
+        self, value: SSAValue, logical: tuple[int, ...], src: list[SbpAttr], dst: list[SbpAttr],
+        dst_place: PlacementAttr, op: job.BoxingOp,
+    ) -> SSAValue:  # fmt: skip
+        """n -> m devices: partial sums are reduced where they are, the value moves as whole or split
+        pieces (only the boxes each destination needs), and becomes partial again where it arrives."""
+        src_place = self.placement
+        sent = self.unpartial(src, logical, dst)
+        value = self.convert(value, logical, src, sent, op)
+        self.at(dst_place, op)
+        arrived = self.unpartial(dst, logical, dst)
+        new = job.TransferOp.make(
+            [value], src_sbp=NdSbpAttr(sent), src_placement=src_place, logical_shape=job.i64_array(logical),
+            sbp=NdSbpAttr(arrived), placement=dst_place,
+        )  # fmt: skip
+        new.location = op.location
+        if "reason" in op.attributes:
+            new.attributes["reason"] = op.attributes["reason"]
+        op.parent_block().insert_op_before(new, op)  # type: ignore[union-attr]
+        return self.convert(new.res, logical, arrived, dst, op)
+
+    def unpartial(self, sbp: list[SbpAttr], logical: tuple[int, ...], target: list[SbpAttr]) -> list[SbpAttr]:
+        """`sbp` on the current placement with partial sums replaced by what a transfer can carry.
+
+        On a 1-D placement a partial sum becomes a split (a reduce_scatter at the
+        source, a local embedding at the destination: only chunks move), along
+        the target's split axis if it has one; elsewhere it becomes broadcast.
+        """
+        if len(self.mesh) != 1 or not logical:
+            return [B if c.kind.data == "partial_sum" else c for c in sbp]
+        axis = next((c.axis.data for c in target if c.kind.data == "split"), 0)
+        return [SbpAttr("split", axis) if c.kind.data == "partial_sum" else c for c in sbp]
 
     def convert(
         self, value: SSAValue, logical: tuple[int, ...], src: list[SbpAttr], dst: list[SbpAttr], op: job.BoxingOp

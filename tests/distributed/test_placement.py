@@ -1,0 +1,200 @@
+"""Values moving between device sets (placement n -> m): the plan, the lowered IR and the numbers.
+
+A job over the devices of several placement scopes is one program (SPMD) over
+all of them; ops placed on part of them run there only, and a value changing
+placement becomes one `job.transfer` (plus a reduction before it or a local
+embedding after it for partial sums). The oracles are numpy's own cut of the
+logical value and the logical value itself.
+"""
+
+import itertools
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from irflow.compiler import run_pipeline
+from irflow.dialects.sbp import SbpAttr
+from irflow.errors import CompileError, ExecutionError
+from irflow.runtime.communicator import Site
+from irflow.runtime.inprocess import InProcessGroup
+from irflow.runtime.sharding import Layout, transfer_plan, transfer_steps
+from irflow.runtime.spmd import SpmdExecutor
+from irflow.runtime.variables import LogicalVariables
+from irflow.textir import parse_module
+
+S0, S1, B, P = SbpAttr("split", 0), SbpAttr("split", 1), SbpAttr("broadcast"), SbpAttr("partial_sum")
+KINDS = {"S0": S0, "S1": S1, "B": B, "P": P}
+HOME = '#job.placement<cpu, ["0:0-3"]>'
+PAIRS = list(itertools.product(KINDS, repeat=2))
+UNREDUCED = list(itertools.product(["S0", "S1", "B"], repeat=2))  # what a transfer itself carries
+# (source placement, destination placement) inside the 4 devices of HOME
+MOVES = {
+    "4->2": (HOME, '#job.placement<cpu, ["0:0-1"]>'),
+    "2->2 disjoint": ('#job.placement<cpu, ["0:0-1"]>', '#job.placement<cpu, ["0:2-3"]>'),
+    "3->3 overlapping": ('#job.placement<cpu, ["0:0-2"]>', '#job.placement<cpu, ["0:1-3"]>'),
+    "1->4": ('#job.placement<cpu, ["0:3"]>', HOME),
+}
+
+
+def nd(c: SbpAttr) -> str:
+    return f"#job.nd_sbp<[{c}]>"
+
+
+def move_job(shape, src: SbpAttr, dst: SbpAttr, src_place: str, dst_place: str) -> str:
+    """x (on HOME, mirrored: every device's piece given) -> `src` on src_place -> `dst` on dst_place -> B on HOME."""
+    t = f"tensor<{'x'.join(map(str, shape))}xf64>"
+    arg_sbp = src if src_place == HOME else B
+    first = "%x" if src_place == HOME else "%a"
+    box = lambda res, x, s, d, sp, dp: (  # noqa: E731
+        f'  {res} = job.boxing {x} {{src_sbp = {nd(s)}, sbp = {nd(d)}, src_placement = {sp}, placement = {dp}, '
+        f'reason = "test"}} : ({t}) -> {t} loc("model.py":9:3)\n'
+    )
+    lines = "" if src_place == HOME else box("%a", "%x", B, src, HOME, src_place)
+    lines += box("%b", first, src, dst, src_place, dst_place) + box("%c", "%b", dst, B, dst_place, HOME)
+    return (
+        f'job.func @move(%x: {t}) -> {t} attributes {{placement = {HOME}, arg_sbp = [{nd(arg_sbp)}], '
+        f'view = "mirrored"}} {{\n{lines}  job.return %c : {t}\n}}'
+    )
+
+
+def pieces(value: np.ndarray, sbp: SbpAttr, p: int, rng) -> list[np.ndarray]:
+    """Every device's piece of `value` laid out as `sbp` over p devices; partial sums as random addends."""
+    if sbp.kind.data == "split":
+        axis = sbp.axis.data
+        widths = [(0, 0)] * value.ndim
+        widths[axis] = (0, -value.shape[axis] % p)
+        return np.split(np.pad(value, widths), p, axis=axis)
+    if sbp.kind.data == "broadcast":
+        return [value] * p
+    noise = [rng.integers(-5, 5, value.shape).astype(np.float64) for _ in range(p - 1)]
+    return [value - sum(noise, np.zeros(value.shape)), *noise]
+
+
+@pytest.mark.parametrize("move", list(MOVES))
+@pytest.mark.parametrize("src, dst", PAIRS, ids=[f"{a}->{b}" for a, b in PAIRS])
+def test_a_value_survives_every_placement_change(move, src, dst) -> None:
+    rng = np.random.default_rng(len(move) + 7 * len(src + dst))
+    src_place, dst_place = MOVES[move]
+    for shape in [(4, 8), (5, 7), (1, 2)]:
+        module = parse_module(move_job(shape, KINDS[src], KINDS[dst], src_place, dst_place))
+        run_pipeline(module, "lower-to-physical,convert-job-to-buffer,plan-memory")
+        value = rng.integers(-9, 9, shape).astype(np.float64)
+        given = pieces(value, KINDS[src] if src_place == HOME else B, 4, rng)
+        (out,) = SpmdExecutor(module.body.block.first_op, LogicalVariables((4,)))([given])
+        for rank, piece in enumerate(out):
+            np.testing.assert_array_equal(piece, value, err_msg=f"{shape} on rank {rank}")
+
+
+def lowered_ops(shape, src: SbpAttr, dst: SbpAttr, src_place: str, dst_place: str) -> Counter:
+    t = f"tensor<{'x'.join(map(str, shape))}xf64>"
+    text = (
+        f"job.func @move(%x: {t}) -> {t} attributes {{placement = {HOME}, arg_sbp = [{nd(src)}]}} {{\n"
+        f"  %y = job.boxing %x {{src_sbp = {nd(src)}, sbp = {nd(dst)}, src_placement = {src_place}, "
+        f"placement = {dst_place}}} : ({t}) -> {t}\n  job.return %y : {t}\n}}"
+    )
+    module = parse_module(text)
+    run_pipeline(module, "lower-to-physical")
+    func = module.body.block.first_op
+    return Counter(op.name.removeprefix("job.") for op in func.body.block.ops if op.name != "job.return")
+
+
+@pytest.mark.parametrize("src, dst", PAIRS, ids=[f"{a}->{b}" for a, b in PAIRS])
+def test_a_placement_change_is_one_transfer(src, dst) -> None:
+    """No collective but a reduce_scatter of a partial source; a partial destination is embedded locally."""
+    ops = lowered_ops((8, 4), KINDS[src], KINDS[dst], HOME, '#job.placement<cpu, ["0:0-1"]>')
+    expected = Counter({"transfer": 1})
+    if src == "P":
+        expected["reduce_scatter"] += 1
+    if dst == "P":
+        expected["shard_embed"] += 1
+    assert ops == expected
+
+
+def layout(shape, sbp: SbpAttr, members) -> Layout:
+    return Layout.of(shape, [sbp], [len(members)], members)
+
+
+def moved_elements(plan) -> int:
+    return sum(int(np.prod([s.stop - s.start for s in p.at_src])) for p in plan if p.src != p.dst)
+
+
+@pytest.mark.parametrize("src, dst", UNREDUCED, ids=[f"{a}->{b}" for a, b in UNREDUCED])
+@pytest.mark.parametrize("shape", [(8, 6), (5, 7)])
+def test_only_the_missing_boxes_move(src, dst, shape) -> None:
+    """Each destination device receives exactly the entries of its piece that it does not already hold."""
+    for src_members, dst_members in [((0, 1, 2, 3), (0, 1)), ((0, 1), (2, 3)), ((0, 1, 2), (1, 2, 3)), ((3,), (0, 1, 2, 3))]:
+        a, b = layout(shape, KINDS[src], src_members), layout(shape, KINDS[dst], dst_members)
+        want = 0
+        for index, rank in enumerate(dst_members):
+            need = np.zeros(shape, bool)
+            need[_box(b.region(index))] = True
+            if rank in src_members:
+                need[_box(a.region(src_members.index(rank)))] = False
+            want += int(need.sum())
+        assert moved_elements(transfer_plan(a, b)) == want, (src_members, dst_members)
+
+
+def _box(region) -> tuple[slice, ...]:
+    return tuple(slice(s, s + n) for s, n in zip(region.start, region.valid))
+
+
+def test_replicas_share_the_sending() -> None:
+    plan = transfer_plan(layout((8, 2), B, (0, 1)), layout((8, 2), S0, (2, 3)))
+    assert sorted((p.src, p.dst) for p in plan) == [(0, 2), (1, 3)]
+
+
+def test_transfer_steps_give_every_destination_its_piece() -> None:
+    """The runtime half alone: in-process exchange between ranks {0, 1, 2} and {2, 3} of four."""
+    shape, rng = (7, 3), np.random.default_rng(3)
+    value = rng.standard_normal(shape)
+    a, b = layout(shape, S1, (0, 1, 2)), layout(shape, S0, (2, 3))
+    group = InProcessGroup((4,))
+    srcs = [a.shard(value, r) for r in range(4)]
+    dsts = [np.full(b.local_shape, np.nan) for _ in range(4)]
+    steps = [
+        transfer_steps(srcs[r], dsts[r], a, b, group.communicator(r), Site("transfer"), np) for r in range(4)
+    ]
+    assert [len(s) for s in steps] == [3, 3, 3, 3]
+    group.run(steps)
+    np.testing.assert_array_equal(b.gather(dsts), value)
+    for r in (2, 3):
+        np.testing.assert_array_equal(dsts[r], b.shard(value, r))
+
+
+def test_an_exchange_whose_sides_disagree_is_a_located_error() -> None:
+    group = InProcessGroup((2,))
+    c0, c1 = group.communicator(0), group.communicator(1)
+    site = Site("job.transfer")
+    steps = [
+        [lambda: c0.exchange([(1, np.zeros(3))], [], (0, 1), site)],
+        [lambda: c1.exchange([], [(0, np.zeros(4))], (0, 1), site)],
+    ]
+    with pytest.raises(ExecutionError, match=r"exchange mismatch: rank 0 sends \(\(3,\), 'float64'\) to rank 1, which expects \(\(4,\)"):
+        group.run(steps)
+
+
+def test_subgroup_collectives_involve_only_their_members() -> None:
+    group = InProcessGroup((4,))
+    values = [np.full(2, float(r)) for r in range(4)]
+    outs = [np.zeros(2) for _ in range(4)]
+    site = Site("job.all_reduce")
+    steps = [
+        [lambda r=r: group.communicator(r).subgroup((1, 3), (2,)).all_reduce(values[r], outs[r], 0, "sum", site)]
+        if r in (1, 3) else []
+        for r in range(4)
+    ]  # fmt: skip
+    group.run(steps)
+    assert [o[0] for o in outs] == [0.0, 4.0, 0.0, 4.0]
+    assert group.communicator(1).subgroup((1, 3), (2,)).coords == (0,)
+
+
+def test_an_op_outside_the_jobs_devices_is_a_located_error() -> None:
+    t = "tensor<4x4xf64>"
+    text = (
+        f"job.func @f(%x: {t}) -> {t} attributes {{placement = {HOME}, arg_sbp = [{nd(B)}]}} {{\n"
+        f"  %y = job.boxing %x {{src_sbp = {nd(B)}, sbp = {nd(B)}, placement = #job.placement<cpu, [\"0:4-5\"]>, "
+        f'src_placement = {HOME}}} : ({t}) -> {t} loc("model.py":3:4)\n  job.return %y : {t}\n}}'
+    )
+    with pytest.raises(CompileError, match=r"model.py:3:4: error: 'job.boxing' is placed on .*0:4-5.*outside the job's devices"):
+        run_pipeline(parse_module(text), "lower-to-physical")
