@@ -186,9 +186,10 @@ def transfer_steps(
     if rank not in group:
         return []
     plan = transfer_plan(src, dst)
-    keep = [(src_view[p.at_src], dst_view[p.at_dst]) for p in plan if p.src == rank and p.dst == rank]
-    sends = [(p.dst, src_view[p.at_src]) for p in plan if p.src == rank and p.dst != rank]
-    recvs = [(p.src, dst_view[p.at_dst]) for p in plan if p.dst == rank and p.src != rank]
+    at = lambda view, box: view[(*box, ...)]  # noqa: E731  (`...`: a view even of a 0-d array)
+    keep = [(at(src_view, p.at_src), at(dst_view, p.at_dst)) for p in plan if p.src == rank and p.dst == rank]
+    sends = [(p.dst, at(src_view, p.at_src)) for p in plan if p.src == rank and p.dst != rank]
+    recvs = [(p.src, at(dst_view, p.at_dst)) for p in plan if p.dst == rank and p.src != rank]
     out_boxes = [(peer, xp.empty(view.shape, view.dtype), view) for peer, view in sends]
     in_boxes = [(peer, xp.empty(view.shape, view.dtype), view) for peer, view in recvs]
     receives = dst.member(rank) is not None

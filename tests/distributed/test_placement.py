@@ -13,8 +13,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
+import irflow as flow
+import irflow.typing as tp
 from irflow.compiler import run_pipeline
-from irflow.dialects.sbp import SbpAttr
+from irflow.dialects.sbp import PlacementAttr, SbpAttr
 from irflow.errors import CompileError, ExecutionError
 from irflow.runtime.communicator import Site
 from irflow.runtime.inprocess import InProcessGroup
@@ -198,3 +200,72 @@ def test_an_op_outside_the_jobs_devices_is_a_located_error() -> None:
     )
     with pytest.raises(CompileError, match=r"model.py:3:4: error: 'job.boxing' is placed on .*0:4-5.*outside the job's devices"):
         run_pipeline(parse_module(text), "lower-to-physical")
+
+
+# ----------------------------------------------------------------- a job over two placement scopes
+
+STEPS = 3
+
+
+def two_scopes(features: str, head: str, head_hint=None, data_parallel_head: bool = False):
+    """A feature extractor on `features` and a classifier head on `head`, trained with momentum SGD."""
+    config = flow.function_config()
+    config.default_data_type(flow.float64)
+
+    @flow.global_function(type="train", function_config=config)
+    def train(
+        images: tp.Numpy.Placeholder((10, 12), dtype=flow.float64), labels: tp.Numpy.Placeholder((10,), dtype=flow.int32)
+    ) -> tp.Numpy:
+        init = flow.truncated_normal(0.3)
+        with flow.scope.placement("cpu", features):
+            h = flow.layers.dense(images, 14, activation=flow.nn.relu, kernel_initializer=init, name="features")
+        with flow.scope.placement("cpu", head):
+            if data_parallel_head:
+                h = flow.parallel_cast(h, distribute=flow.distribute.split(0))
+            logits = flow.layers.dense(h, 5, kernel_initializer=init, name="head", model_distribute=head_hint)
+            loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
+        return loss
+
+    return train
+
+
+def train_steps(devices: int, features: str, head: str, head_hint=None, data_parallel_head: bool = False):
+    flow.clear_default_session()
+    flow.config.cpu_device_num(devices)
+    train = two_scopes(features, head, head_hint, data_parallel_head)
+    rng = np.random.default_rng(11)
+    losses = [
+        train(rng.standard_normal((10, 12)), rng.integers(0, 5, 10).astype(np.int32)) for _ in range(STEPS)
+    ]
+    return losses, {name: v.numpy() for name, v in flow.get_all_variables().items()}, train
+
+
+CASES = {
+    "4->2 disjoint part, chosen plan": ("0:0-3", "0:2-3", None, False),
+    "4->2 data parallel head": ("0:0-3", "0:2-3", None, True),
+    "4->2 model parallel head": ("0:0-3", "0:0-1", flow.distribute.split(0), False),
+    "2->3 overlapping, data parallel head": ("0:0-1", "0:1-3", None, True),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_feature_extractor_and_head_on_different_devices_train_as_one_device(case) -> None:
+    features, head, hint, data_parallel_head = CASES[case]
+    want_losses, want_vars, _ = train_steps(1, "0:0", "0:0")
+    losses, variables, train = train_steps(4, features, head, hint, data_parallel_head)
+    for step, (a, b) in enumerate(zip(want_losses, losses)):
+        np.testing.assert_allclose(b, a, rtol=1e-10, err_msg=f"loss at step {step}")
+    assert want_vars.keys() == variables.keys()
+    for name in want_vars:
+        np.testing.assert_allclose(variables[name], want_vars[name], rtol=1e-10, atol=1e-13, err_msg=name)
+    lowered = train.ir("lower-to-physical").splitlines()
+    assert any("job.transfer" in line for line in lowered) and not any("job.boxing" in line for line in lowered)
+    if data_parallel_head:  # the head's boxing runs among the head's devices only
+        head_placement = f'placement = #job.placement<cpu, ["{head}"]>'
+        mesh = f"mesh = array<i64: {len(PlacementAttr('cpu', head).devices)}>"
+        assert any(
+            kind in line and head_placement in line and mesh in line
+            for line in lowered
+            for kind in ("job.all_reduce", "job.all_gather", "job.all_to_all", "job.reduce_scatter")
+        )
