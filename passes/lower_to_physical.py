@@ -14,7 +14,8 @@ MLIR's `shard-partition`):
   back after it (`job.slice`), so every device runs the same program;
 - the few ops whose per-device form differs from the logical one are
   rewritten (a mean over a split axis divides by the logical count; a source
-  that starts partial is kept on one device), and what cannot be lowered
+  that starts partial is kept on one device; a sparse cross-entropy with its
+  classes split runs in stages with all_reduces between), and what cannot be lowered
   exactly is a located error, never a silently wrong program.
 
 The func keeps `placement`, `arg_sbp` and `view`, and gains `mesh` (which marks
@@ -40,6 +41,7 @@ from irflow.dialects import job
 from irflow.dialects.mesh import local_shape
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
 from irflow.errors import CompileError, source_location
+from irflow.passes.sbp_rules import CLASS_SPLIT_OPS, logits_index
 
 B = SbpAttr("broadcast")
 ONE_DEVICE = PlacementAttr("cpu", ["0:0"])
@@ -163,6 +165,9 @@ class _Physical:
             return
         self.at(op.placement or self.home, op)
         sbp = self.sbp_of(op.results[0])
+        if isinstance(op, CLASS_SPLIT_OPS) and self.class_axes(op):
+            self.class_split(op, sbp)
+            return
         self.check_exact(op, sbp)
         if isinstance(op, job.VariableOp):
             op.attributes["logical_shape"] = job.i64_array(job.shape_of(op.res.type))
@@ -246,6 +251,46 @@ class _Physical:
                 value = self.emit(job.BroadcastToPartialOp, value, current, op, after=value, mesh_axis=axis)
         for use in uses:
             use.operation.operands[use.index] = value
+
+    def class_axes(self, op: job.JobOp) -> list[int]:
+        """The mesh axes that split a cross-entropy's logits over classes."""
+        logits = self.sbp_in(op)[logits_index(op)]
+        return [k for k, c in enumerate(logits.components) if c.kind.data == "split" and c.axis.data == 1]
+
+    def class_split(self, op: job.JobOp, sbp: NdSbpAttr) -> None:
+        """Sparse cross-entropy (or its gradient) with the classes split on a mesh axis, in stages.
+
+        Each row's max over the device's classes, all-reduced (max); its sum of
+        exp(x - max), all-reduced (sum); then each device's part of the loss
+        (partial_sum: lse on coordinate 0, minus the label's logit where it
+        lives) or its chunk of the gradient. Padding classes are ignored.
+        """
+        axes = self.class_axes(op)
+        if len(axes) > 1:
+            raise CompileError(
+                f"'{op.name}' splits the classes on mesh axes {axes}: split them on one mesh axis", source_location(op)
+            )
+        k, at = axes[0], logits_index(op)
+        logits, labels = op.operands[at], op.operands[at + 1]
+        classes = self.logical_in[op][at][1]
+        rows = [c if j != k else B for j, c in enumerate(self.sbp_in(op)[at].components)]
+        partial = list(rows)
+        props: dict[str, object] = {"mesh": job.i64_array(self.mesh), "mesh_axis": k, "classes": classes}
+
+        def stage(cls: type[job.JobOp], operands: list[SSAValue], kind: SbpAttr, **more: object) -> SSAValue:
+            partial[k] = kind
+            return self.emit(cls, operands, list(partial), op, **props, **more)
+
+        peak = stage(job.ClassSplitMaxOp, [logits], SbpAttr("partial_sum", reduction="max"))
+        peak = self.emit(job.AllReduceOp, [peak], rows, op, mesh_axis=k, reduction="max")
+        total = stage(job.ClassSplitSumExpOp, [logits, peak], SbpAttr("partial_sum"))
+        total = self.emit(job.AllReduceOp, [total], rows, op, mesh_axis=k, reduction="sum")
+        if isinstance(op, job.CrossEntropyGradOp):
+            value = stage(job.ClassSplitCrossEntropyGradOp, [op.operands[0], logits, peak, total, labels], sbp.components.data[k])
+        else:
+            value = stage(job.ClassSplitCrossEntropyOp, [logits, peak, total, labels], sbp.components.data[k])
+        op.results[0].replace_all_uses_with(value)
+        Rewriter.erase_op(op)
 
     def mean_over_split_axis(self, op: job.ReduceMeanOp) -> None:
         """A mean over split axes: each device sums its piece and divides by the logical count, not the piece's."""
@@ -420,7 +465,7 @@ class _Physical:
     def emit(
         self,
         cls: type[job.JobOp],
-        x: SSAValue,
+        x: SSAValue | list[SSAValue],
         sbp: list[SbpAttr],
         origin: Operation,
         after: SSAValue | None = None,
@@ -429,7 +474,7 @@ class _Physical:
     ) -> SSAValue:
         """Insert a per-device op (before `origin`, or right after `after`'s definition) with the origin's location."""
         mesh_props = {"mesh": job.i64_array(self.mesh)} if issubclass(cls, job.MeshOp) else {}
-        new = cls.make([x], result, **mesh_props, **props)
+        new = cls.make(x if isinstance(x, list) else [x], result, **mesh_props, **props)
         new.properties["sbp"] = NdSbpAttr(list(sbp))
         new.properties["placement"] = self.placement
         new.location = origin.location

@@ -217,15 +217,33 @@ def _argmax(op: Operation, p: int) -> list[Sig1]:
 # ----------------------------------------------------------------- nn
 
 
+CLASS_SPLIT_OPS = (job.SparseSoftmaxCrossEntropyOp, job.SparseSoftmaxCrossEntropyGradOp)
+"""Ops with a class-split signature: lower-to-physical computes them in stages with all_reduces between."""
+
+
+def logits_index(op: Operation) -> int:
+    return 1 if isinstance(op, job.CrossEntropyGradOp) else 0
+
+
+def splits_classes(op: Operation, ins: Sequence[Code]) -> bool:
+    """Whether the signature with operand SBPs `ins` (one axis) splits a cross-entropy's logits over classes."""
+    return isinstance(op, CLASS_SPLIT_OPS) and ins[logits_index(op)] == 1
+
+
 @rule(job.SparseSoftmaxCrossEntropyOp, job.SoftmaxCrossEntropyOp)
 def _cross_entropy(op: Operation, p: int) -> list[Sig1]:
-    # A class split needs a distributed logsumexp inside the op, which the kernels do not do.
-    return [((0, 0), 0)] if _out(op)[0] >= p else []
+    sigs: list[Sig1] = [((0, 0), 0)] if _out(op)[0] >= p else []
+    if isinstance(op, CLASS_SPLIT_OPS) and _shapes(op)[0][1] >= p:
+        sigs.append(((1, BROADCAST), PARTIAL))  # each device's part of lse minus the label's logit where it lives
+    return sigs
 
 
 @rule(job.SparseSoftmaxCrossEntropyGradOp, job.SoftmaxCrossEntropyGradOp)
 def _cross_entropy_grad(op: Operation, p: int) -> list[Sig1]:
-    return [((0, 0, 0), 0)] if _out(op)[0] >= p else []
+    sigs: list[Sig1] = [((0, 0, 0), 0)] if _out(op)[0] >= p else []
+    if isinstance(op, CLASS_SPLIT_OPS) and _out(op)[1] >= p:
+        sigs.append(((BROADCAST, 1, BROADCAST), 1))
+    return sigs
 
 
 def _groups(op: Operation) -> int:
@@ -354,8 +372,24 @@ def _signatures(op: Operation, hierarchy: Sequence[int], compute_cost: float) ->
         if len(hierarchy) > 1 and not _nests_evenly((*ins, res), shapes, hierarchy):
             continue
         share = math.prod(p for p, sig in zip(hierarchy, combo) if any(c >= 0 for c in (*sig[0], sig[1])))
-        out.append(Signature(ins, res, work / share))
+        out.append(Signature(ins, res, work / share + staged_bytes(op, ins, hierarchy)))
     return out
+
+
+def staged_bytes(op: Operation, ins: Sequence[NdCode], hierarchy: Sequence[int]) -> float:
+    """Bytes the stages of a class-split cross-entropy move: all_reduces of each row's max and sum of exps."""
+    if not isinstance(op, CLASS_SPLIT_OPS):
+        return 0.0
+    logits = ins[logits_index(op)]
+    shape = shape_of(op.operands[logits_index(op)].type)
+    row_bytes = shape[0] * max(1, dtype_of(op.operands[logits_index(op)].type).bitwidth // 8)  # type: ignore[attr-defined]
+    total = 0.0
+    for k, code in enumerate(logits):
+        if code == 1:
+            others = [(p, c) for j, (p, c) in enumerate(zip(hierarchy, logits)) if j != k]
+            groups, share = math.prod(p for p, _ in others), math.prod(p for p, c in others if c == 0)
+            total += groups * 2 * axis_cost(PARTIAL, BROADCAST, row_bytes / share, hierarchy[k])
+    return total
 
 
 def flops(op: Operation) -> float:

@@ -8,7 +8,12 @@ logical value and the logical value itself.
 """
 
 import itertools
+import os
+import shutil
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -269,3 +274,21 @@ def test_feature_extractor_and_head_on_different_devices_train_as_one_device(cas
             for line in lowered
             for kind in ("job.all_reduce", "job.all_gather", "job.all_to_all", "job.reduce_scatter")
         )
+
+
+def test_a_two_scope_job_under_mpi_matches_the_simulated_devices(tmp_path) -> None:
+    """The same program on 4 MPI ranks: sub-communicators and exchanges through mpi4py."""
+    pytest.importorskip("mpi4py", reason="needs the [mpi] extra")
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("no mpiexec next to this Python or on PATH")
+    out = tmp_path / "ranks.npz"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "OMPI_", "MPI_", "HYDRA_"))}
+    cmd = [mpiexec, "-n", "4", sys.executable, "mpi_two_scopes.py", "0:0-1", "0:1-3", "1", str(out)]
+    proc = subprocess.run(cmd, cwd=Path(__file__).parent, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = dict(np.load(out))
+    losses, variables, _ = train_steps(4, "0:0-1", "0:1-3", None, True)
+    np.testing.assert_allclose(got["losses"], np.array(losses), rtol=1e-12)
+    for name, value in variables.items():
+        np.testing.assert_allclose(got[f"var:{name}"], value, rtol=1e-12, atol=1e-14, err_msg=name)
