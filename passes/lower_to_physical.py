@@ -39,9 +39,9 @@ from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects import job
 from irflow.dialects.mesh import local_shape
-from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, code_attr, hierarchy_of, nd_codes, nd_text
 from irflow.errors import CompileError, source_location
-from irflow.passes.sbp_rules import CLASS_SPLIT_OPS, logits_index
+from irflow.passes.sbp_rules import CLASS_SPLIT_OPS, carried, logits_index
 
 B = SbpAttr("broadcast")
 ONE_DEVICE = PlacementAttr("cpu", ["0:0"])
@@ -336,10 +336,11 @@ class _Physical:
         """n -> m devices: partial sums are reduced where they are, the value moves as whole or split
         pieces (only the boxes each destination needs), and becomes partial again where it arrives."""
         src_place = self.placement
-        sent = self.unpartial(src, logical, dst)
+        target = nd_codes(NdSbpAttr(dst))
+        sent = [code_attr(c) for c in carried(nd_codes(NdSbpAttr(src)), len(logical), target)]
         value = self.convert(value, logical, src, sent, op)
         self.at(dst_place, op)
-        arrived = self.unpartial(dst, logical, dst)
+        arrived = [code_attr(c) for c in carried(target, len(logical), target)]
         new = job.TransferOp.make(
             [value], src_sbp=NdSbpAttr(sent), src_placement=src_place, logical_shape=job.i64_array(logical),
             sbp=NdSbpAttr(arrived), placement=dst_place,
@@ -349,18 +350,6 @@ class _Physical:
             new.attributes["reason"] = op.attributes["reason"]
         op.parent_block().insert_op_before(new, op)  # type: ignore[union-attr]
         return self.convert(new.res, logical, arrived, dst, op)
-
-    def unpartial(self, sbp: list[SbpAttr], logical: tuple[int, ...], target: list[SbpAttr]) -> list[SbpAttr]:
-        """`sbp` on the current placement with partial sums replaced by what a transfer can carry.
-
-        On a 1-D placement a partial sum becomes a split (a reduce_scatter at the
-        source, a local embedding at the destination: only chunks move), along
-        the target's split axis if it has one; elsewhere it becomes broadcast.
-        """
-        if len(self.mesh) != 1 or not logical:
-            return [B if c.kind.data == "partial_sum" else c for c in sbp]
-        axis = next((c.axis.data for c in target if c.kind.data == "split"), 0)
-        return [SbpAttr("split", axis) if c.kind.data == "partial_sum" else c for c in sbp]
 
     def convert(
         self, value: SSAValue, logical: tuple[int, ...], src: list[SbpAttr], dst: list[SbpAttr], op: job.BoxingOp

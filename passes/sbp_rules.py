@@ -28,7 +28,8 @@ from xdsl.ir import Operation
 
 from irflow.dialects import job
 from irflow.dialects.job import dtype_of, flag, integer, ints, shape_of
-from irflow.dialects.sbp import BROADCAST, PARTIAL, Code, NdCode
+from irflow.dialects.mesh import moved_entries, transfer_boxes
+from irflow.dialects.sbp import BROADCAST, PARTIAL, Code, NdCode, code_attr
 from irflow.passes.op_tables import registrar
 
 Sig1 = tuple[tuple[Code, ...], Code]
@@ -446,6 +447,35 @@ def moved_bytes(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int]) -
             current[a] = dst[a]
         best = min(best, total)
     return best
+
+
+def carried(codes: NdCode, rank: int, target: NdCode) -> NdCode:
+    """What a value laid out as `codes` is turned into to change placement (a transfer carries no partial sums).
+
+    On a 1-D placement a partial sum becomes a split (reduce_scatter at the
+    source, a local embedding at the destination: only chunks move), along the
+    target's split axis if it has one; on a mesh, or for a scalar, broadcast.
+    """
+    if len(codes) != 1 or rank == 0:
+        return tuple(BROADCAST if c < BROADCAST else c for c in codes)
+    axis = next((c for c in target if c >= 0), 0)
+    return tuple(axis if c < BROADCAST else c for c in codes)
+
+
+def placement_bytes(
+    src: NdCode, dst: NdCode, shape: tuple[int, ...], itemsize: int,
+    src_place: tuple[Sequence[int], Sequence[object]], dst_place: tuple[Sequence[int], Sequence[object]],
+) -> float:  # fmt: skip
+    """Bytes per step to move a value from one placement (hierarchy, devices) to another, as lowering does it:
+    partial sums reduced at the source, then only the boxes each destination device lacks."""
+    if any(c < BROADCAST for c in dst):
+        return INFEASIBLE  # nothing becomes partial by moving data
+    sent = carried(src, len(shape), dst)
+    before = moved_bytes(src, sent, math.prod(shape) * itemsize, src_place[0])
+    boxes = transfer_boxes(
+        shape, ([code_attr(c) for c in sent], src_place[0], src_place[1]), ([code_attr(c) for c in dst], dst_place[0], dst_place[1])
+    )
+    return before + moved_entries(boxes) * itemsize
 
 
 def transfer_cost(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int]) -> float:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from irflow.dialects.mesh import Region, Shape, local_region, local_shape, mesh_coords
+from irflow.dialects.mesh import Region, Shape, local_region, local_shape, mesh_coords, transfer_boxes
 from irflow.dialects.sbp import NdSbpAttr, SbpAttr
 from irflow.runtime.communicator import Communicator, Site
 
@@ -134,41 +134,23 @@ class Piece:
 
 
 def transfer_plan(src: Layout, dst: Layout) -> list[Piece]:
-    """What moves when a value laid out as `src` is wanted as `dst` (another group of devices).
-
-    Neither layout may hold partial sums (they are reduced, or made from a
-    split, on their own devices). Each destination device receives only the
-    boxes of its own piece, each box from one source device: itself when it
-    holds it, otherwise one of the replicas holding it, chosen by the
-    destination's position so that replicas share the sending. Every rank
-    derives the same plan, so no rank needs to be told what to expect.
-    """
-    for layout in (src, dst):
-        if any(c.kind.data == "partial_sum" for c in layout.sbp):
-            raise ValueError(f"a transfer moves whole or split values, not {layout}")
+    """`irflow.dialects.mesh.transfer_boxes` between two layouts, in each end's local indices (ranks are program ranks)."""
     if src.shape != dst.shape:
         raise ValueError(f"cannot transfer a value of shape {src.shape} to one of shape {dst.shape}")
     src_ranks, dst_ranks = _ranks(src), _ranks(dst)
-    holders: dict[tuple[Shape, Shape], list[int]] = {}  # src box (start, size) -> the src ranks holding it
-    for index, rank in enumerate(src_ranks):
-        r = src.region(index)
-        if all(r.valid):
-            holders.setdefault((r.start, r.valid), []).append(rank)
+    boxes = transfer_boxes(src.shape, (src.sbp, src.mesh, src_ranks), (dst.sbp, dst.mesh, dst_ranks))
+    starts = {
+        (end, rank): end_layout.region(index).start
+        for end, end_layout, ranks in (("src", src, src_ranks), ("dst", dst, dst_ranks))
+        for index, rank in enumerate(ranks)
+    }
     plan = []
-    for index, rank in enumerate(dst_ranks):
-        want = dst.region(index)
-        for (start, valid), ranks in holders.items():
-            lo = [max(a, b) for a, b in zip(start, want.start)]
-            hi = [min(a + n, b + m) for a, n, b, m in zip(start, valid, want.start, want.valid)]
-            if any(h <= l for l, h in zip(lo, hi)) and lo:
-                continue
-            sender = rank if rank in ranks else ranks[index % len(ranks)]
-            plan.append(Piece(
-                sender,
-                rank,
-                tuple(slice(l - a, h - a) for l, h, a in zip(lo, hi, start)),
-                tuple(slice(l - a, h - a) for l, h, a in zip(lo, hi, want.start)),
-            ))  # fmt: skip
+    for box in boxes:
+        at = [
+            tuple(slice(a - o, a - o + n) for a, o, n in zip(box.start, starts[end, rank], box.size))
+            for end, rank in (("src", box.src), ("dst", box.dst))
+        ]
+        plan.append(Piece(int(box.src), int(box.dst), at[0], at[1]))  # type: ignore[call-overload]
     return plan
 
 

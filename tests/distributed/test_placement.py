@@ -21,8 +21,10 @@ import pytest
 import irflow as flow
 import irflow.typing as tp
 from irflow.compiler import run_pipeline
+from irflow.dialects import job
 from irflow.dialects.sbp import PlacementAttr, SbpAttr
 from irflow.errors import CompileError, ExecutionError
+from irflow.passes.insert_boxing import boxing_bytes
 from irflow.runtime.communicator import Site
 from irflow.runtime.inprocess import InProcessGroup
 from irflow.runtime.sharding import Layout, transfer_plan, transfer_steps
@@ -292,3 +294,33 @@ def test_a_two_scope_job_under_mpi_matches_the_simulated_devices(tmp_path) -> No
     np.testing.assert_allclose(got["losses"], np.array(losses), rtol=1e-12)
     for name, value in variables.items():
         np.testing.assert_allclose(got[f"var:{name}"], value, rtol=1e-12, atol=1e-14, err_msg=name)
+
+
+@pytest.mark.parametrize("move", [m for m in MOVES if MOVES[m][0] == HOME])
+@pytest.mark.parametrize("src, dst", UNREDUCED, ids=[f"{a}->{b}" for a, b in UNREDUCED])
+def test_the_cost_model_counts_the_bytes_the_transfers_send(move, src, dst, monkeypatch) -> None:
+    """sbp-infer's price of a placement change (boxing_bytes, the report's figure) is what the exchanges carry."""
+    shape, dst_place = (6, 5), MOVES[move][1]
+    t = f"tensor<{'x'.join(map(str, shape))}xf64>"
+    text = (
+        f'job.func @move(%x: {t}) -> {t} attributes {{placement = {HOME}, arg_sbp = [{nd(KINDS[src])}]}} {{\n'
+        f"  %a = job.boxing %x {{src_sbp = {nd(KINDS[src])}, sbp = {nd(KINDS[dst])}, src_placement = {HOME}, "
+        f"placement = {dst_place}}} : ({t}) -> {t}\n"
+        f"  %b = job.boxing %a {{src_sbp = {nd(KINDS[dst])}, sbp = {nd(B)}, src_placement = {dst_place}, "
+        f"placement = {HOME}}} : ({t}) -> {t}\n  job.return %b : {t}\n}}"
+    )
+    module = parse_module(text)
+    priced = sum(boxing_bytes(op) for op in module.walk() if isinstance(op, job.BoxingOp))
+    run_pipeline(module, "lower-to-physical,convert-job-to-buffer,plan-memory")
+    sent: list[int] = []
+    exchange = InProcessGroup.exchange
+
+    def counting(group, calls):
+        sent.append(sum(a.nbytes for c in calls for _, a in dict(c.params)["sends"]))
+        exchange(group, calls)
+
+    monkeypatch.setattr(InProcessGroup, "exchange", counting)
+    value = np.arange(30.0).reshape(shape)
+    (out,) = SpmdExecutor(module.body.block.first_op, LogicalVariables((4,)))([value])
+    np.testing.assert_array_equal(out, value)
+    assert len(sent) == 2 and sum(sent) == priced
