@@ -324,3 +324,21 @@ def test_the_cost_model_counts_the_bytes_the_transfers_send(move, src, dst, monk
     (out,) = SpmdExecutor(module.body.block.first_op, LogicalVariables((4,)))([value])
     np.testing.assert_array_equal(out, value)
     assert len(sent) == 2 and sum(sent) == priced
+
+
+def test_a_placement_change_does_not_grow_with_the_device_count() -> None:
+    """One transfer op, and one reduce_scatter for a partial source, however many devices either side has."""
+    counts = []
+    for n in (4, 1024):
+        home, part = f'#job.placement<cpu, ["0:0-{n - 1}"]>', f'#job.placement<cpu, ["0:{n // 2}-{n - 1}"]>'
+        t = "tensor<4096x3xf64>"
+        text = (
+            f"job.func @move(%x: {t}) -> {t} attributes {{placement = {home}, arg_sbp = [{nd(P)}]}} {{\n"
+            f"  %a = job.boxing %x {{src_sbp = {nd(P)}, sbp = {nd(S1)}, src_placement = {home}, placement = {part}}} : ({t}) -> {t}\n"
+            f"  %b = job.boxing %a {{src_sbp = {nd(S1)}, sbp = {nd(B)}, src_placement = {part}, placement = {home}}} : ({t}) -> {t}\n"
+            f"  job.return %b : {t}\n}}"
+        )
+        module = parse_module(text)
+        run_pipeline(module, "lower-to-physical,convert-job-to-buffer")
+        counts.append(Counter(op.name for op in module.walk()))
+    assert counts[0] == counts[1] and counts[0]["buffer.transfer"] == 2 and counts[0]["buffer.reduce_scatter"] == 1
