@@ -1325,10 +1325,10 @@ class PadOp(JobOp):
 
 
 class ClassSplitOp(JobOp):
-    """A stage of sparse softmax cross-entropy with the logits split over classes on `mesh_axis`.
+    """A stage of sparse softmax cross-entropy (or softmax) with the logits split over classes on `mesh_axis`.
 
     `lower-to-physical` writes these for a cross-entropy whose logits are
-    split(1) (a model-parallel classifier head). Each device holds the chunk of
+    split(1) (a model-parallel classifier head), or a softmax split along its axis. Each device holds the chunk of
     `classes` its coordinate owns (the last chunks padded, the padding ignored);
     the stages between them are all_reduce ops over the same mesh axis.
     """
@@ -1431,6 +1431,56 @@ class ClassSplitCrossEntropyGradOp(ClassSplitOp):
         return types[1]
 
 
+@irdl_op_definition
+class ClassSplitSoftmaxOp(ClassSplitOp):
+    """This device's chunk of softmax over split classes: exp(x - max) / sum_exp, zero in the padding."""
+
+    name = "job.class_split_softmax"
+    logits = operand_def(TensorType)
+    maximum = operand_def(TensorType)
+    sum_exp = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        rows = cls.rows(types[0], props)
+        cls.expect(types[1:3], [rows, rows], ["max", "sum_exp"])
+        return types[0]
+
+
+@irdl_op_definition
+class ClassSplitDotOp(ClassSplitOp):
+    """Each row's sum of dy * y over this device's classes: a partial sum (softmax's backward needs the whole)."""
+
+    name = "job.class_split_dot"
+    dy = operand_def(TensorType)
+    y = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        rows = cls.rows(types[1], props)
+        cls.expect(types[:1], [types[1]], ["dy"])
+        return rows
+
+
+@irdl_op_definition
+class ClassSplitSoftmaxGradOp(ClassSplitOp):
+    """This device's chunk of softmax's backward, y * (dy - dot), zero in the padding."""
+
+    name = "job.class_split_softmax_grad"
+    dy = operand_def(TensorType)
+    y = operand_def(TensorType)
+    dot = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        rows = cls.rows(types[1], props)
+        cls.expect([types[0], types[2]], [types[1], rows], ["dy", "dot"])
+        return types[1]
+
+
 def transfer_types(x: Attribute, props: Props) -> tuple[TensorType, TensorType]:
     """The per-device types a transfer takes and gives: its logical shape laid out at each end."""
     logical = ints(props, "logical_shape")
@@ -1476,6 +1526,7 @@ class TransferOp(JobOp):
 PHYSICAL_OPS: list[type[Operation]] = [
     AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, ShardSliceOp, ShardEmbedOp, BroadcastToPartialOp, PadOp,
     TransferOp, ClassSplitMaxOp, ClassSplitSumExpOp, ClassSplitCrossEntropyOp, ClassSplitCrossEntropyGradOp,
+    ClassSplitSoftmaxOp, ClassSplitDotOp, ClassSplitSoftmaxGradOp,
 ]  # fmt: skip
 
 

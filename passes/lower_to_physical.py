@@ -39,9 +39,9 @@ from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects import job
 from irflow.dialects.mesh import local_shape
-from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, code_attr, hierarchy_of, nd_codes, nd_text
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, code_attr, hierarchy_of, nd_codes, nd_text, sbp_code
 from irflow.errors import CompileError, source_location
-from irflow.passes.sbp_rules import CLASS_SPLIT_OPS, carried, logits_index
+from irflow.passes.sbp_rules import CLASS_SPLIT_OPS, carried, logits_index, splits_classes
 
 B = SbpAttr("broadcast")
 ONE_DEVICE = PlacementAttr("cpu", ["0:0"])
@@ -165,7 +165,7 @@ class _Physical:
             return
         self.at(op.placement or self.home, op)
         sbp = self.sbp_of(op.results[0])
-        if isinstance(op, CLASS_SPLIT_OPS) and self.class_axes(op):
+        if self.class_axes(op):
             self.class_split(op, sbp)
             return
         self.check_exact(op, sbp)
@@ -253,17 +253,20 @@ class _Physical:
             use.operation.operands[use.index] = value
 
     def class_axes(self, op: job.JobOp) -> list[int]:
-        """The mesh axes that split a cross-entropy's logits over classes."""
+        """The mesh axes that split a cross-entropy's logits (or a softmax's input) over its classes."""
+        if not isinstance(op, CLASS_SPLIT_OPS):
+            return []
         logits = self.sbp_in(op)[logits_index(op)]
-        return [k for k, c in enumerate(logits.components) if c.kind.data == "split" and c.axis.data == 1]
+        return [k for k, c in enumerate(logits.components) if splits_classes(op, [sbp_code(c)] * len(op.operands))]
 
     def class_split(self, op: job.JobOp, sbp: NdSbpAttr) -> None:
-        """Sparse cross-entropy (or its gradient) with the classes split on a mesh axis, in stages.
+        """Sparse cross-entropy or softmax (or their gradients) with the classes split on a mesh axis, in stages.
 
         Each row's max over the device's classes, all-reduced (max); its sum of
         exp(x - max), all-reduced (sum); then each device's part of the loss
         (partial_sum: lse on coordinate 0, minus the label's logit where it
-        lives) or its chunk of the gradient. Padding classes are ignored.
+        lives), its chunk of the gradient or of the softmax. Softmax's backward
+        all-reduces each row's sum of dy * y instead. Padding classes are ignored.
         """
         axes = self.class_axes(op)
         if len(axes) > 1:
@@ -271,7 +274,7 @@ class _Physical:
                 f"'{op.name}' splits the classes on mesh axes {axes}: split them on one mesh axis", source_location(op)
             )
         k, at = axes[0], logits_index(op)
-        logits, labels = op.operands[at], op.operands[at + 1]
+        logits, labels = op.operands[at], op.operands[at + 1] if at + 1 < len(op.operands) else None
         classes = self.logical_in[op][at][1]
         rows = [c if j != k else B for j, c in enumerate(self.sbp_in(op)[at].components)]
         partial = list(rows)
@@ -281,14 +284,23 @@ class _Physical:
             partial[k] = kind
             return self.emit(cls, operands, list(partial), op, **props, **more)
 
+        if isinstance(op, job.SoftmaxGradOp):
+            dot = stage(job.ClassSplitDotOp, [op.operands[0], logits], SbpAttr("partial_sum"))
+            dot = self.emit(job.AllReduceOp, [dot], rows, op, mesh_axis=k, reduction="sum")
+            value = stage(job.ClassSplitSoftmaxGradOp, [op.operands[0], logits, dot], sbp.components.data[k])
+            op.results[0].replace_all_uses_with(value)
+            Rewriter.erase_op(op)
+            return
         peak = stage(job.ClassSplitMaxOp, [logits], SbpAttr("partial_sum", reduction="max"))
         peak = self.emit(job.AllReduceOp, [peak], rows, op, mesh_axis=k, reduction="max")
         total = stage(job.ClassSplitSumExpOp, [logits, peak], SbpAttr("partial_sum"))
         total = self.emit(job.AllReduceOp, [total], rows, op, mesh_axis=k, reduction="sum")
-        if isinstance(op, job.CrossEntropyGradOp):
-            value = stage(job.ClassSplitCrossEntropyGradOp, [op.operands[0], logits, peak, total, labels], sbp.components.data[k])
+        if isinstance(op, job.SoftmaxOp):
+            value = stage(job.ClassSplitSoftmaxOp, [logits, peak, total], sbp.components.data[k])
+        elif isinstance(op, job.CrossEntropyGradOp):
+            value = stage(job.ClassSplitCrossEntropyGradOp, [op.operands[0], logits, peak, total, labels], sbp.components.data[k])  # type: ignore[list-item]
         else:
-            value = stage(job.ClassSplitCrossEntropyOp, [logits, peak, total, labels], sbp.components.data[k])
+            value = stage(job.ClassSplitCrossEntropyOp, [logits, peak, total, labels], sbp.components.data[k])  # type: ignore[list-item]
         op.results[0].replace_all_uses_with(value)
         Rewriter.erase_op(op)
 

@@ -96,7 +96,10 @@ def _axis(op: Operation, default: int = -1) -> int:
 
 @rule(job.SoftmaxOp, job.LogSoftmaxOp, job.SoftmaxGradOp, job.LogSoftmaxGradOp)
 def _softmax(op: Operation, p: int) -> list[Sig1]:
-    return _elementwise_except(op, p, {_axis(op)})
+    sigs = _elementwise_except(op, p, {_axis(op)})
+    if _class_axis(op) and _out(op)[1] >= p:  # split along the softmax axis: computed in stages
+        sigs.append(((1,) * len(op.operands), 1))
+    return sigs
 
 
 @rule(job.BiasAddOp)
@@ -218,17 +221,31 @@ def _argmax(op: Operation, p: int) -> list[Sig1]:
 # ----------------------------------------------------------------- nn
 
 
-CLASS_SPLIT_OPS = (job.SparseSoftmaxCrossEntropyOp, job.SparseSoftmaxCrossEntropyGradOp)
+CLASS_SPLIT_OPS = (
+    job.SparseSoftmaxCrossEntropyOp, job.SparseSoftmaxCrossEntropyGradOp, job.SoftmaxOp, job.SoftmaxGradOp,
+)  # fmt: skip
 """Ops with a class-split signature: lower-to-physical computes them in stages with all_reduces between."""
+
+STAGED_ALL_REDUCES = {
+    job.SparseSoftmaxCrossEntropyOp: 2, job.SparseSoftmaxCrossEntropyGradOp: 2, job.SoftmaxOp: 2, job.SoftmaxGradOp: 1,
+}  # fmt: skip
+"""All_reduces of one value per row each staged op runs (max and sum of exps; softmax's backward: sum of dy * y)."""
+
+
+def _class_axis(op: Operation) -> bool:
+    """A (rows, classes) softmax over its classes, or a sparse cross-entropy: what the staged kernels compute."""
+    if isinstance(op, (job.SoftmaxOp, job.SoftmaxGradOp)):
+        return len(_out(op)) == 2 and _axis(op) == 1
+    return isinstance(op, CLASS_SPLIT_OPS)
 
 
 def logits_index(op: Operation) -> int:
-    return 1 if isinstance(op, job.CrossEntropyGradOp) else 0
+    return 1 if isinstance(op, (job.CrossEntropyGradOp, job.SoftmaxGradOp)) else 0
 
 
 def splits_classes(op: Operation, ins: Sequence[Code]) -> bool:
-    """Whether the signature with operand SBPs `ins` (one axis) splits a cross-entropy's logits over classes."""
-    return isinstance(op, CLASS_SPLIT_OPS) and ins[logits_index(op)] == 1
+    """Whether the signature with operand SBPs `ins` (one axis) splits a cross-entropy's (or softmax's) classes."""
+    return _class_axis(op) and ins[logits_index(op)] == 1
 
 
 @rule(job.SparseSoftmaxCrossEntropyOp, job.SoftmaxCrossEntropyOp)
@@ -378,8 +395,8 @@ def _signatures(op: Operation, hierarchy: Sequence[int], compute_cost: float) ->
 
 
 def staged_bytes(op: Operation, ins: Sequence[NdCode], hierarchy: Sequence[int]) -> float:
-    """Bytes the stages of a class-split cross-entropy move: all_reduces of each row's max and sum of exps."""
-    if not isinstance(op, CLASS_SPLIT_OPS):
+    """Bytes the stages of a class-split cross-entropy or softmax move: all_reduces of one value per row."""
+    if not _class_axis(op):
         return 0.0
     logits = ins[logits_index(op)]
     shape = shape_of(op.operands[logits_index(op)].type)
@@ -389,7 +406,7 @@ def staged_bytes(op: Operation, ins: Sequence[NdCode], hierarchy: Sequence[int])
         if code == 1:
             others = [(p, c) for j, (p, c) in enumerate(zip(hierarchy, logits)) if j != k]
             groups, share = math.prod(p for p, _ in others), math.prod(p for p, c in others if c == 0)
-            total += groups * 2 * axis_cost(PARTIAL, BROADCAST, row_bytes / share, hierarchy[k])
+            total += groups * STAGED_ALL_REDUCES[type(op)] * axis_cost(PARTIAL, BROADCAST, row_bytes / share, hierarchy[k])
     return total
 
 

@@ -140,3 +140,39 @@ def test_a_model_parallel_head_keeps_its_logits_split_and_trains_as_one_device(d
     chosen = job.ir("sbp-infer")
     ce = next(line for line in chosen.splitlines() if "job.sparse_softmax_cross_entropy " in line)
     assert 'sbp_origin = "cost"' in ce and "sbp = #job.nd_sbp<[partial_sum]>" in ce
+
+
+# ----------------------------------------------------------------- softmax split along its axis
+
+
+def softmax_job(n: int, classes: int, p: int) -> str:
+    """softmax(x) and its backward for dy, with x and dy split(1) over p devices, gathered for the caller."""
+    place = f'#job.placement<cpu, ["0:0-{p - 1}"]>'
+    x = f"tensor<{n}x{classes}xf64>"
+    S1, B = "#job.nd_sbp<[split(1)]>", "#job.nd_sbp<[broadcast]>"
+    return f"""
+job.func @softmax(%x: {x}, %dy: {x}) -> ({x}, {x}) attributes {{placement = {place}, arg_sbp = [{S1}, {S1}]}} {{
+  %y = job.softmax %x {{axis = 1 : i64, sbp = {S1}, placement = {place}, sbp_in = [{S1}]}} : ({x}) -> {x}
+  %dx = job.softmax_grad %dy, %y {{axis = 1 : i64, sbp = {S1}, placement = {place}, sbp_in = [{S1}, {S1}]}} : ({x}, {x}) -> {x}
+  %yb = job.boxing %y {{src_sbp = {S1}, sbp = {B}, placement = {place}}} : ({x}) -> {x}
+  %db = job.boxing %dx {{src_sbp = {S1}, sbp = {B}, placement = {place}}} : ({x}) -> {x}
+  job.return %yb, %db : {x}, {x}
+}}"""
+
+
+@pytest.mark.parametrize("p, classes", [(2, 10), (3, 10), (4, 10), (4, 5)], ids=lambda v: str(v))
+def test_softmax_split_along_its_axis_matches_pytorch(p: int, classes: int) -> None:
+    torch = pytest.importorskip("torch")
+    module = parse_module(softmax_job(5, classes, p))
+    stages = run_pipeline(module, "lower-to-physical,convert-job-to-buffer,plan-memory")
+    ops = Counter(op.name for op in stages["lower-to-physical"].walk())
+    assert ops["job.class_split_softmax"] == ops["job.class_split_dot"] == ops["job.class_split_softmax_grad"] == 1
+    assert ops["job.all_reduce"] == 3 and "job.softmax" not in ops and "job.softmax_grad" not in ops
+    x, _, _ = data(5, classes, p)
+    dy = np.random.default_rng(p).standard_normal((5, classes))
+    y, dx = SpmdExecutor(module.body.block.first_op, LogicalVariables((p,)))([x, dy])
+    logits = torch.tensor(x, requires_grad=True)
+    want = torch.softmax(logits, dim=1)
+    (want * torch.tensor(dy)).sum().backward()
+    np.testing.assert_allclose(y, want.detach().numpy(), rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(dx, logits.grad.numpy(), rtol=1e-9, atol=1e-15)

@@ -196,3 +196,51 @@ def class_split_cross_entropy_grad(
         xp.multiply(dx, scale, out=dx)
 
     return run
+
+
+@register("class_split_softmax")
+def class_split_softmax(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """This device's chunk of softmax: exp(x - max) / sum_exp over its real classes, 0 in the padding."""
+    (x, m, s), (y,) = ins, outs
+    _, valid = _owned(attrs, x.shape[1])
+    real, out, pad = x[:, :valid], y[:, :valid], y[:, valid:]
+    shift, total = m[:, None], s[:, None]
+
+    def run() -> None:
+        xp.subtract(real, shift, out=out)
+        xp.exp(out, out=out)
+        xp.divide(out, total, out=out)
+        pad.fill(0)
+
+    return run
+
+
+@register("class_split_dot")
+def class_split_dot(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """Each row's sum of dy * y over this device's real classes."""
+    (dy, y), (dot,) = ins, outs
+    _, valid = _owned(attrs, y.shape[1])
+    a, b = dy[:, :valid], y[:, :valid]
+    t = xp.empty(b.shape, dot.dtype)
+
+    def run() -> None:
+        xp.multiply(a, b, out=t)
+        xp.sum(t, axis=1, out=dot)
+
+    return run
+
+
+@register("class_split_softmax_grad")
+def class_split_softmax_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """This device's chunk of y * (dy - dot) (dot: the all-reduced sum of dy * y), 0 in the padding."""
+    (dy, y, dot), (dx,) = ins, outs
+    _, valid = _owned(attrs, y.shape[1])
+    a, b, out, pad = dy[:, :valid], y[:, :valid], dx[:, :valid], dx[:, valid:]
+    column = dot[:, None]
+
+    def run() -> None:
+        xp.subtract(a, column, out=out)
+        xp.multiply(out, b, out=out)
+        pad.fill(0)
+
+    return run

@@ -338,15 +338,18 @@ job.func @moved(%x: tensor<2x4xf32>) -> tensor<5x2xf32> {
 
 // -----
 
-// The stages of a sparse cross-entropy whose 10 classes are split over 4
-// devices (chunks of 3; all_reduce ops run between the stages).
+// The stages of a sparse cross-entropy and a softmax whose 10 classes are
+// split over 4 devices (chunks of 3; all_reduce ops run between the stages).
 
 job.func @class_split(%x: tensor<6x3xf32>, %y: tensor<6xi32>, %d: tensor<6xf32>) -> (tensor<6xf32>, tensor<6x3xf32>) {
   %m = job.class_split_max %x {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x3xf32>) -> tensor<6xf32>
   %s = job.class_split_sum_exp %x, %m {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x3xf32>, tensor<6xf32>) -> tensor<6xf32>
   %l = job.class_split_cross_entropy %x, %m, %s, %y {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x3xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xi32>) -> tensor<6xf32>
   %g = job.class_split_cross_entropy_grad %d, %x, %m, %s, %y {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6xf32>, tensor<6x3xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xi32>) -> tensor<6x3xf32>
-  job.return %l, %g : tensor<6xf32>, tensor<6x3xf32>
+  %p = job.class_split_softmax %x, %m, %s {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x3xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<6x3xf32>
+  %t = job.class_split_dot %g, %p {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x3xf32>, tensor<6x3xf32>) -> tensor<6xf32>
+  %q = job.class_split_softmax_grad %g, %p, %t {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x3xf32>, tensor<6x3xf32>, tensor<6xf32>) -> tensor<6x3xf32>
+  job.return %l, %q : tensor<6xf32>, tensor<6x3xf32>
 }
 
 // CHECK-LABEL: job.func @class_split
@@ -354,5 +357,8 @@ job.func @class_split(%x: tensor<6x3xf32>, %y: tensor<6xi32>, %d: tensor<6xf32>)
 // CHECK-NEXT:    %s = job.class_split_sum_exp %x, %m {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>, tensor<6xf32>) -> tensor<6xf32>
 // CHECK-NEXT:    %l = job.class_split_cross_entropy %x, %m, %s, %y {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xi32>) -> tensor<6xf32>
 // CHECK-NEXT:    %g = job.class_split_cross_entropy_grad %d, %x, %m, %s, %y {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6xf32>, tensor<6x3xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xi32>) -> tensor<6x3xf32>
-// CHECK-NEXT:    job.return %l, %g : tensor<6xf32>, tensor<6x3xf32>
+// CHECK-NEXT:    %p = job.class_split_softmax %x, %m, %s {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<6x3xf32>
+// CHECK-NEXT:    %t = job.class_split_dot %g, %p {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>, tensor<6x3xf32>) -> tensor<6xf32>
+// CHECK-NEXT:    %q = job.class_split_softmax_grad %g, %p, %t {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>, tensor<6x3xf32>, tensor<6xf32>) -> tensor<6x3xf32>
+// CHECK-NEXT:    job.return %l, %q : tensor<6xf32>, tensor<6x3xf32>
 // CHECK-NEXT:  }
