@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .registry import Array, DataError, Run, register
+from .nn import check_labels
+from .registry import Array, Run, register
 from .shapes import expect_shape
 
 
@@ -141,11 +142,7 @@ class _LocalLabels:
         self.chunk = shape[1]
 
     def __call__(self, labels: Array) -> tuple[Array, Array]:
-        xp, c = self.xp, self.classes
-        if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= c):
-            position = int(xp.flatnonzero((labels < 0) | (labels >= c))[0])
-            raise DataError(f"label {int(labels[position])} at position [{position}] is outside [0, {c}) "
-                            f"(the logits have {c} classes)")  # fmt: skip
+        check_labels(self.xp, labels, self.classes)
         local = labels - self.first
         mine = (local >= 0) & (local < self.valid)
         return mine, self.rows[mine] * self.chunk + local[mine]
