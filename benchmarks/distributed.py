@@ -14,6 +14,11 @@
 3. Step time of a train step on 4 simulated devices against one device (the
    same process does 4 devices' work plus the collectives: the ratio shows
    the simulation's overhead, not a speed-up).
+4. Placement changes: the MLP with its hidden layer on devices 0-3 and its
+   output layer and loss on devices 2-3. The bytes per step its transfers
+   move (the cost model, which a test checks against the exchanges) against
+   moving every transferred value whole, and its step time against the same
+   MLP on one placement of 4 devices and on one device.
 """
 
 import argparse
@@ -157,6 +162,59 @@ def step_time(repeats: int) -> None:
     print(f"ratio {DEVICES} devices / 1 device: {times[DEVICES] / times[1]:.2f}")
 
 
+def two_scope_mlp(batch: int, head: str):
+    """The documentation's MLP with its output layer and loss on part of the devices (`head`)."""
+    flow.clear_default_session()
+    flow.config.cpu_device_num(DEVICES)
+
+    @flow.global_function(type="train")
+    def train(
+        images: tp.Numpy.Placeholder((batch, 1, 28, 28), dtype=flow.float),
+        labels: tp.Numpy.Placeholder((batch,), dtype=flow.int32),
+    ) -> tp.Numpy:
+        initializer = flow.truncated_normal(0.1)
+        with flow.scope.placement("cpu", f"0:0-{DEVICES - 1}"):
+            flat = flow.reshape(images, [batch, -1])
+            hidden = flow.layers.dense(flat, 512, activation=flow.nn.relu, kernel_initializer=initializer, name="dense1")
+        with flow.scope.placement("cpu", head):
+            logits = flow.layers.dense(hidden, 10, kernel_initializer=initializer, name="dense2")
+            loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    return train
+
+
+def placements(repeats: int) -> None:
+    head = f"0:{DEVICES // 2}-{DEVICES - 1}"
+    print(f"== placement change: MLP hidden layer on 0:0-{DEVICES - 1}, output layer and loss on {head} (batch 64)")
+    fn = two_scope_mlp(64, head)
+    boxes = [
+        op for op in sbp_stages(fn.module).walk()
+        if isinstance(op, job.BoxingOp) and op.src_placement is not None and op.src_placement != op.placement
+    ]  # fmt: skip
+    moved = sum(boxing_bytes(op) for op in boxes)
+    whole = sum(float(np.prod(job.shape_of(op.x.type)) * 4) for op in boxes)
+    print(f"{len(boxes)} transfers: {moved:.0f} bytes/step, moving each value whole: {whole:.0f} ({moved / whole:.3f}x)")
+    rng = np.random.default_rng(0)
+    images = rng.random((64, 1, 28, 28), dtype=np.float32)
+    labels = rng.integers(0, 10, 64).astype(np.int32)
+    times = {}
+    for name, make in (("two placements", lambda: two_scope_mlp(64, head)), ("one placement", lambda: train_job(mlp, 64, (1, 28, 28), DEVICES)),
+                       ("one device", lambda: train_job(mlp, 64, (1, 28, 28), 1))):  # fmt: skip
+        step = make()
+        step(images, labels)  # compile and warm up
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            step(images, labels)
+            best = min(best, time.perf_counter() - start)
+        times[name] = best
+        print(f"{name:<15}{best * 1e3:8.2f} ms/step")
+    print(f"two placements / one placement: {times['two placements'] / times['one placement']:.2f}; "
+          f"/ one device: {times['two placements'] / times['one device']:.2f}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: 1k ops only, fewer repeats")
@@ -164,6 +222,7 @@ def main() -> None:
     communication(args.quick)
     compile_time([1000] if args.quick else [1000, 10000])
     step_time(3 if args.quick else 10)
+    placements(3 if args.quick else 10)
 
 
 if __name__ == "__main__":

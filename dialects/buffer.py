@@ -51,6 +51,9 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from irflow.dialects.mesh import local_shape
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, hierarchy_of
+
 REDUCTIONS = ("sum", "max", "min")
 
 
@@ -455,6 +458,50 @@ class ReduceOp(CollectiveOp):
     reduction = prop_def(StringAttr)
 
 
+@irdl_op_definition
+class TransferOp(BufferOp):
+    """dst (this device's piece on `placement`) = the boxes of src (pieces on `src_placement`) it holds.
+
+    The placements are parts of the program's devices; every device of either
+    takes part and works out from its rank what it sends and receives, so one
+    op serves every device (see `job.transfer`).
+    """
+
+    name = "buffer.transfer"
+    src = operand_def(MemRefType)
+    dst = operand_def(MemRefType)
+    src_sbp = prop_def(NdSbpAttr)
+    src_placement = prop_def(PlacementAttr)
+    sbp = prop_def(NdSbpAttr)
+    placement = prop_def(PlacementAttr)
+    logical_shape = prop_def(DenseArrayBase)
+    traits = traits_def(OperandEffects())
+    assembly_format = "$src `,` $dst attr-dict `:` type($src) `,` type($dst)"
+
+    def reads(self) -> Sequence[SSAValue]:
+        return (self.src,)
+
+    def writes(self) -> Sequence[SSAValue]:
+        return (self.dst,)
+
+    def verify_(self) -> None:
+        logical = tuple(int(d) for d in self.logical_shape.get_values())
+        for what, sbp, place, buf in (
+            ("src", self.src_sbp, self.src_placement, self.src),
+            ("dst", self.sbp, self.placement, self.dst),
+        ):
+            if any(c.kind.data == "partial_sum" for c in sbp.components):
+                raise VerifyException(f"buffer.transfer moves whole or split values, not {what} {sbp}")
+            try:
+                expected = local_shape(logical, sbp, hierarchy_of(place))
+            except ValueError as e:
+                raise VerifyException(f"buffer.transfer {what}: {e}") from e
+            if expected != _shape(buf.type):
+                raise VerifyException(
+                    f"buffer.transfer {what} should be the piece {list(expected)} of {list(logical)}, got {buf.type}"
+                )
+
+
 class PointToPointOp(OneBufferOp):
     peer = prop_def(IntegerAttr)
 
@@ -476,6 +523,7 @@ Buffer = Dialect(
     [
         ProgramOp, ArenaOp, ViewOp, AllocOp, VariableOp, ConstantOp, InputOp, OutputOp, KernelOp, CopyOp,
         AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp, ReduceOp, SendOp, RecvOp,
+        TransferOp,
     ],
     [],
 )  # fmt: skip

@@ -58,6 +58,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from irflow.dialects.mesh import local_shape
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, check_fits, hierarchy_of
 
 ui8 = IntegerType(8, Signedness.UNSIGNED)
@@ -1323,8 +1324,209 @@ class PadOp(JobOp):
             raise VerifyException(f"cannot pad {fmt(types[0])} to {fmt(result)}")
 
 
+class ClassSplitOp(JobOp):
+    """A stage of sparse softmax cross-entropy (or softmax) with the logits split over classes on `mesh_axis`.
+
+    `lower-to-physical` writes these for a cross-entropy whose logits are
+    split(1) (a model-parallel classifier head), or a softmax split along its axis. Each device holds the chunk of
+    `classes` its coordinate owns (the last chunks padded, the padding ignored);
+    the stages between them are all_reduce ops over the same mesh axis.
+    """
+
+    mesh = prop_def(DenseArrayBase)
+    mesh_axis = prop_def(IntegerAttr)
+    classes = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def rows(cls, logits: Attribute, props: Props) -> TensorType:
+        MeshOp.parts(props)
+        s = shape_of(logits)
+        require_float(logits, "logits")
+        if len(s) != 2 or s[1] * MeshOp.parts(props) < integer(props, "classes"):
+            raise VerifyException(
+                f"{cls.name}: logits {fmt(logits)} are not a chunk of {integer(props, 'classes')} classes "
+                f"over {MeshOp.parts(props)} devices"
+            )
+        return tensor(s[:1], dtype_of(logits))
+
+    @classmethod
+    def expect(cls, types: Sequence[Attribute], wanted: Sequence[Attribute], names: Sequence[str]) -> None:
+        for t, w, n in zip(types, wanted, names):
+            if t != w:
+                raise VerifyException(f"{cls.name}: {n} must be {fmt(w)}, got {fmt(t)}")
+
+
+def _labels_of(logits: Attribute) -> tuple[Attribute, ...]:
+    return tuple(tensor(shape_of(logits)[:1], t) for t in (i32, i64))
+
+
+@irdl_op_definition
+class ClassSplitMaxOp(ClassSplitOp):
+    """Each row's largest logit among this device's classes (-inf when it has none)."""
+
+    name = "job.class_split_max"
+    logits = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        return cls.rows(types[0], props)
+
+
+@irdl_op_definition
+class ClassSplitSumExpOp(ClassSplitOp):
+    """Each row's sum of exp(logit - max) over this device's classes: a partial sum."""
+
+    name = "job.class_split_sum_exp"
+    logits = operand_def(TensorType)
+    maximum = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        rows = cls.rows(types[0], props)
+        cls.expect(types[1:], [rows], ["max"])
+        return rows
+
+
+@irdl_op_definition
+class ClassSplitCrossEntropyOp(ClassSplitOp):
+    """This device's part of the loss: log(sum_exp) + max on coordinate 0, minus the label's logit where it lives."""
+
+    name = "job.class_split_cross_entropy"
+    logits = operand_def(TensorType)
+    maximum = operand_def(TensorType)
+    sum_exp = operand_def(TensorType)
+    labels = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        rows = cls.rows(types[0], props)
+        cls.expect(types[1:3], [rows, rows], ["max", "sum_exp"])
+        if types[3] not in _labels_of(types[0]):
+            raise VerifyException(f"{cls.name}: labels must be int32/int64 of shape {shape_of(rows)}, got {fmt(types[3])}")
+        return rows
+
+
+@irdl_op_definition
+class ClassSplitCrossEntropyGradOp(ClassSplitOp):
+    """This device's chunk of (softmax - onehot(labels)) * dloss, zero in the padding."""
+
+    name = "job.class_split_cross_entropy_grad"
+    dloss = operand_def(TensorType)
+    logits = operand_def(TensorType)
+    maximum = operand_def(TensorType)
+    sum_exp = operand_def(TensorType)
+    labels = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        rows = cls.rows(types[1], props)
+        cls.expect([types[0], *types[2:4]], [rows, rows, rows], ["dloss", "max", "sum_exp"])
+        if types[4] not in _labels_of(types[1]):
+            raise VerifyException(f"{cls.name}: labels must be int32/int64 of shape {shape_of(rows)}, got {fmt(types[4])}")
+        return types[1]
+
+
+@irdl_op_definition
+class ClassSplitSoftmaxOp(ClassSplitOp):
+    """This device's chunk of softmax over split classes: exp(x - max) / sum_exp, zero in the padding."""
+
+    name = "job.class_split_softmax"
+    logits = operand_def(TensorType)
+    maximum = operand_def(TensorType)
+    sum_exp = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        rows = cls.rows(types[0], props)
+        cls.expect(types[1:3], [rows, rows], ["max", "sum_exp"])
+        return types[0]
+
+
+@irdl_op_definition
+class ClassSplitDotOp(ClassSplitOp):
+    """Each row's sum of dy * y over this device's classes: a partial sum (softmax's backward needs the whole)."""
+
+    name = "job.class_split_dot"
+    dy = operand_def(TensorType)
+    y = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        rows = cls.rows(types[1], props)
+        cls.expect(types[:1], [types[1]], ["dy"])
+        return rows
+
+
+@irdl_op_definition
+class ClassSplitSoftmaxGradOp(ClassSplitOp):
+    """This device's chunk of softmax's backward, y * (dy - dot), zero in the padding."""
+
+    name = "job.class_split_softmax_grad"
+    dy = operand_def(TensorType)
+    y = operand_def(TensorType)
+    dot = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        rows = cls.rows(types[1], props)
+        cls.expect([types[0], types[2]], [types[1], rows], ["dy", "dot"])
+        return types[1]
+
+
+def transfer_types(x: Attribute, props: Props) -> tuple[TensorType, TensorType]:
+    """The per-device types a transfer takes and gives: its logical shape laid out at each end."""
+    logical = ints(props, "logical_shape")
+    ends = []
+    for sbp_key, place_key in (("src_sbp", "src_placement"), ("sbp", "placement")):
+        sbp, place = props.get(sbp_key), props.get(place_key)
+        if not isinstance(sbp, NdSbpAttr) or not isinstance(place, PlacementAttr):
+            raise VerifyException(f"a transfer needs {sbp_key} and {place_key}")
+        if any(c.kind.data == "partial_sum" for c in sbp.components):
+            raise VerifyException(f"a transfer moves whole or split values, not {sbp_key} {sbp}")
+        try:
+            ends.append(tensor(local_shape(logical, sbp, hierarchy_of(place)), dtype_of(x)))
+        except ValueError as e:
+            raise VerifyException(f"transfer {sbp_key}: {e}") from e
+    return ends[0], ends[1]
+
+
+@irdl_op_definition
+class TransferOp(JobOp):
+    """A value moving from the devices of `src_placement` to those of `placement` (n -> m devices).
+
+    Each destination device receives, from one source device, only the boxes
+    of the logical value its own piece holds (`irflow.runtime.sharding.transfer_plan`);
+    the devices of both placements take part, the program's other devices skip it.
+    """
+
+    name = "job.transfer"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    src_sbp = prop_def(NdSbpAttr)
+    src_placement = prop_def(PlacementAttr)
+    logical_shape = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        src, dst = transfer_types(types[0], props)
+        if types[0] != src:
+            raise VerifyException(f"{cls.name}: its operand should be the source piece {fmt(src)}, got {fmt(types[0])}")
+        return dst
+
+
 PHYSICAL_OPS: list[type[Operation]] = [
     AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, ShardSliceOp, ShardEmbedOp, BroadcastToPartialOp, PadOp,
+    TransferOp, ClassSplitMaxOp, ClassSplitSumExpOp, ClassSplitCrossEntropyOp, ClassSplitCrossEntropyGradOp,
+    ClassSplitSoftmaxOp, ClassSplitDotOp, ClassSplitSoftmaxGradOp,
 ]  # fmt: skip
 
 

@@ -15,7 +15,7 @@ concatenation of the padded chunks starts with the whole logical axis.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from irflow.dialects.sbp import NdSbpAttr, SbpAttr
@@ -100,3 +100,59 @@ def local_region(shape: Sequence[int], sbp: NdSbpAttr | Sequence[SbpAttr], mesh:
         start[i] += offset
         size[i] = size_i
     return Region(tuple(start), tuple(valid), tuple(size))
+
+
+@dataclass(frozen=True)
+class Box:
+    """Entries [start, start + size) of a logical value that device `src` sends to device `dst` (or keeps)."""
+
+    src: Hashable
+    dst: Hashable
+    start: Shape
+    size: Shape
+
+
+def transfer_boxes(
+    shape: Sequence[int],
+    src: tuple[NdSbpAttr | Sequence[SbpAttr], Sequence[int], Sequence[Hashable]],
+    dst: tuple[NdSbpAttr | Sequence[SbpAttr], Sequence[int], Sequence[Hashable]],
+) -> list[Box]:
+    """What moves when a value laid out as (sbp, mesh, devices) `src` is wanted as `dst` on other devices.
+
+    Neither side may hold partial sums. Each destination device gets the
+    boxes of its piece that the source pieces hold, each from one source
+    device: itself when it holds it, otherwise one of the replicas, chosen by
+    the destination's position so that replicas share the sending. Every
+    device derives the same list, so no device needs to be told what to expect.
+    """
+    for sbp, _, _ in (src, dst):
+        if any(c.kind.data == "partial_sum" for c in components(sbp)):
+            raise ValueError(f"a transfer moves whole or split values, not {[str(c) for c in components(sbp)]}")
+    holders: dict[tuple[Shape, Shape], list[Hashable]] = {}  # src box (start, size) -> the devices holding it
+    for index, device in enumerate(src[2]):
+        r = local_region(shape, src[0], src[1], mesh_coords(index, src[1]))
+        if all(r.valid):
+            holders.setdefault((r.start, r.valid), []).append(device)
+    boxes = []
+    for index, device in enumerate(dst[2]):
+        want = local_region(shape, dst[0], dst[1], mesh_coords(index, dst[1]))
+        for (start, valid), devices in holders.items():
+            lo = tuple(max(a, b) for a, b in zip(start, want.start))
+            hi = tuple(min(a + n, b + m) for a, n, b, m in zip(start, valid, want.start, want.valid))
+            if any(h <= l for l, h in zip(lo, hi)):
+                continue
+            sender = device if device in devices else devices[index % len(devices)]
+            boxes.append(Box(sender, device, lo, tuple(h - l for l, h in zip(lo, hi))))
+    return boxes
+
+
+def moved_entries(boxes: Sequence[Box]) -> int:
+    """Entries that cross between devices (a box a device keeps moves nothing)."""
+    total = 0
+    for box in boxes:
+        if box.src != box.dst:
+            n = 1
+            for d in box.size:
+                n *= d
+            total += n
+    return total

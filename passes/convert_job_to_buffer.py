@@ -7,8 +7,9 @@ which of them share bytes).  The job's op order is the schedule.
 A per-device job (after `lower-to-physical`, marked by its `mesh` attribute)
 lowers the same way: its collectives become buffer collectives over the same
 mesh axis, and the program, its inputs, outputs and variables keep what the
-runtime needs to cut and join logical values (`mesh`, `view`, `logical_shape`,
-`sbp`).
+runtime needs to cut and join logical values (`mesh`, `view`, `placement`,
+`logical_shape`, `sbp`). An op placed on part of the job's devices keeps its
+`placement` as an attribute: the other devices skip it.
 """
 
 from __future__ import annotations
@@ -57,10 +58,16 @@ class _Lowering:
         self.snapshots: dict[SSAValue, SSAValue] = {}
         self.position = {op: i for i, op in enumerate(self.func.body.block.ops)}
         self.ops: list[Operation] = []
+        self.distributed = "mesh" in self.func.attributes
 
     def emit(self, op: Operation, origin: Operation | None = None) -> Operation:
         if origin is not None:
             op.location = origin.location
+            place = origin.properties.get("placement")
+            if self.distributed and place not in (None, self.func.attributes.get("placement")) and not isinstance(
+                op, (buffer.AllocOp, buffer.TransferOp)
+            ):
+                op.attributes["placement"] = place  # runs on part of the program's devices (docs/distributed.md)
         self.ops.append(op)
         return op
 
@@ -82,7 +89,7 @@ class _Lowering:
             self.lower(op)
         program = buffer.ProgramOp(self.func.sym_name.data, self.device, self.ops)
         program.attributes["job_type"] = self.func.job_type
-        for key in ("mesh", "view"):
+        for key in ("mesh", "view", *(("placement",) if self.distributed else ())):
             if key in self.func.attributes:
                 program.attributes[key] = self.func.attributes[key]
         program.location = self.func.location
@@ -152,6 +159,9 @@ class _Lowering:
                 f"'{op.name}' must be lowered by the autodiff and optimizer passes before convert-job-to-buffer",
                 source_location(op),
             )
+        elif isinstance(op, job.TransferOp):
+            props = {name: op.properties[name] for name in buffer.TransferOp.get_irdl_definition().properties}
+            self.emit(buffer.TransferOp.create(operands=[ins[0], self.alloc(op.res, op)], properties=props), op)
         elif type(op) in _COLLECTIVES:
             kind = _COLLECTIVES[type(op)]
             names = kind.get_irdl_definition().properties

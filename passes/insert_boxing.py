@@ -9,6 +9,7 @@ the reason and the location of the consumer that first asked for it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -22,7 +23,7 @@ from irflow.dialects.job import BoxingOp
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, hierarchy_of, nd_attr, nd_codes, nd_text, transition
 from irflow.errors import CompileError, source_location
 from irflow.passes.sbp_infer import func_placement, return_needs
-from irflow.passes.sbp_rules import moved_bytes, nbytes
+from irflow.passes.sbp_rules import moved_bytes, nbytes, placement_bytes
 
 Form = tuple[NdSbpAttr, PlacementAttr]
 
@@ -101,19 +102,22 @@ def _boxing(value: SSAValue, have: Form, need: Form, reason: str, consumer: Oper
 
 
 def _kind(box: BoxingOp) -> str:
-    """The collective of each hierarchy axis ("all_reduce", "all_gather, none", ...), or a placement copy."""
+    """The collective of each hierarchy axis ("all_reduce", "all_gather, none", ...), or a placement transfer."""
     assert box.src_sbp is not None and box.sbp is not None
     if box.src_placement is not None and box.src_placement != box.placement:
-        return "copy"
+        return "transfer"
     return ", ".join(transition(s, d) for s, d in zip(nd_codes(box.src_sbp), nd_codes(box.sbp), strict=True))
 
 
 def boxing_bytes(box: BoxingOp) -> float:
-    """Bytes the boxing moves per step under sbp-infer's model (the whole value between placements)."""
+    """Bytes the boxing moves per step under sbp-infer's model (between placements: what the transfer moves)."""
     assert box.src_sbp is not None and box.sbp is not None
     size = nbytes(box.x.type)  # type: ignore[arg-type]
-    if box.src_placement is not None and box.src_placement != box.placement:
-        return float(size)
+    if box.src_placement is not None and box.src_placement != box.placement and box.placement is not None:
+        shape = job.shape_of(box.x.type)
+        ends = [(hierarchy_of(p), tuple(p.devices)) for p in (box.src_placement, box.placement)]
+        itemsize = size // max(1, math.prod(shape))
+        return placement_bytes(nd_codes(box.src_sbp), nd_codes(box.sbp), shape, itemsize, ends[0], ends[1])
     hierarchy = hierarchy_of(box.placement) if box.placement is not None else (1,)
     return moved_bytes(nd_codes(box.src_sbp), nd_codes(box.sbp), size, hierarchy)
 

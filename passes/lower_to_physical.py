@@ -14,7 +14,8 @@ MLIR's `shard-partition`):
   back after it (`job.slice`), so every device runs the same program;
 - the few ops whose per-device form differs from the logical one are
   rewritten (a mean over a split axis divides by the logical count; a source
-  that starts partial is kept on one device), and what cannot be lowered
+  that starts partial is kept on one device; a sparse cross-entropy with its
+  classes split runs in stages with all_reduces between), and what cannot be lowered
   exactly is a located error, never a silently wrong program.
 
 The func keeps `placement`, `arg_sbp` and `view`, and gains `mesh` (which marks
@@ -38,8 +39,9 @@ from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects import job
 from irflow.dialects.mesh import local_shape
-from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, code_attr, hierarchy_of, nd_codes, nd_text, sbp_code
 from irflow.errors import CompileError, source_location
+from irflow.passes.sbp_rules import CLASS_SPLIT_OPS, carried, logits_index, splits_classes
 
 B = SbpAttr("broadcast")
 ONE_DEVICE = PlacementAttr("cpu", ["0:0"])
@@ -74,6 +76,17 @@ class _Physical:
     def __post_init__(self) -> None:
         placement = self.func.attributes.get("placement", ONE_DEVICE)
         assert isinstance(placement, PlacementAttr)
+        self.home = placement
+        self.home_devices = set(placement.devices)
+        self.at(placement)
+
+    def at(self, placement: PlacementAttr, where: Operation | None = None) -> None:
+        """Lower what follows on `placement`'s devices (the func's, or a part of them)."""
+        if placement != self.home and not set(placement.devices) <= self.home_devices:
+            raise CompileError(
+                f"'{where.name if where else self.func.name}' is placed on {placement}, outside the job's devices {self.home}",
+                source_location(where or self.func),
+            )
         self.placement = placement
         self.mesh = hierarchy_of(placement)
 
@@ -93,10 +106,11 @@ class _Physical:
             self.retype(arg, sbp)
         for op in list(block.ops):
             self.lower(op)
+        self.at(self.home)
         ret = block.last_op
         assert isinstance(ret, job.ReturnOp)
         attrs = self.func.attributes
-        attrs["mesh"] = job.i64_array(self.mesh)
+        attrs["mesh"] = job.i64_array(self.mesh)  # the job's: `at(self.home)` above
         attrs["arg_sbp"] = ArrayAttr(arg_sbp)
         attrs["arg_shapes"] = ArrayAttr([job.i64_array(s) for s in logical_args])
         attrs["result_sbp"] = ArrayAttr([self.sbp_of(v) for v in ret.operands])
@@ -149,7 +163,11 @@ class _Physical:
             return
         if not isinstance(op, job.JobOp) or not op.results:
             return
+        self.at(op.placement or self.home, op)
         sbp = self.sbp_of(op.results[0])
+        if self.class_axes(op):
+            self.class_split(op, sbp)
+            return
         self.check_exact(op, sbp)
         if isinstance(op, job.VariableOp):
             op.attributes["logical_shape"] = job.i64_array(job.shape_of(op.res.type))
@@ -234,6 +252,58 @@ class _Physical:
         for use in uses:
             use.operation.operands[use.index] = value
 
+    def class_axes(self, op: job.JobOp) -> list[int]:
+        """The mesh axes that split a cross-entropy's logits (or a softmax's input) over its classes."""
+        if not isinstance(op, CLASS_SPLIT_OPS):
+            return []
+        logits = self.sbp_in(op)[logits_index(op)]
+        return [k for k, c in enumerate(logits.components) if splits_classes(op, [sbp_code(c)] * len(op.operands))]
+
+    def class_split(self, op: job.JobOp, sbp: NdSbpAttr) -> None:
+        """Sparse cross-entropy or softmax (or their gradients) with the classes split on a mesh axis, in stages.
+
+        Each row's max over the device's classes, all-reduced (max); its sum of
+        exp(x - max), all-reduced (sum); then each device's part of the loss
+        (partial_sum: lse on coordinate 0, minus the label's logit where it
+        lives), its chunk of the gradient or of the softmax. Softmax's backward
+        all-reduces each row's sum of dy * y instead. Padding classes are ignored.
+        """
+        axes = self.class_axes(op)
+        if len(axes) > 1:
+            raise CompileError(
+                f"'{op.name}' splits the classes on mesh axes {axes}: split them on one mesh axis", source_location(op)
+            )
+        k, at = axes[0], logits_index(op)
+        logits, labels = op.operands[at], op.operands[at + 1] if at + 1 < len(op.operands) else None
+        classes = self.logical_in[op][at][1]
+        rows = [c if j != k else B for j, c in enumerate(self.sbp_in(op)[at].components)]
+        partial = list(rows)
+        props: dict[str, object] = {"mesh": job.i64_array(self.mesh), "mesh_axis": k, "classes": classes}
+
+        def stage(cls: type[job.JobOp], operands: list[SSAValue], kind: SbpAttr, **more: object) -> SSAValue:
+            partial[k] = kind
+            return self.emit(cls, operands, list(partial), op, **props, **more)
+
+        if isinstance(op, job.SoftmaxGradOp):
+            dot = stage(job.ClassSplitDotOp, [op.operands[0], logits], SbpAttr("partial_sum"))
+            dot = self.emit(job.AllReduceOp, [dot], rows, op, mesh_axis=k, reduction="sum")
+            value = stage(job.ClassSplitSoftmaxGradOp, [op.operands[0], logits, dot], sbp.components.data[k])
+            op.results[0].replace_all_uses_with(value)
+            Rewriter.erase_op(op)
+            return
+        peak = stage(job.ClassSplitMaxOp, [logits], SbpAttr("partial_sum", reduction="max"))
+        peak = self.emit(job.AllReduceOp, [peak], rows, op, mesh_axis=k, reduction="max")
+        total = stage(job.ClassSplitSumExpOp, [logits, peak], SbpAttr("partial_sum"))
+        total = self.emit(job.AllReduceOp, [total], rows, op, mesh_axis=k, reduction="sum")
+        if isinstance(op, job.SoftmaxOp):
+            value = stage(job.ClassSplitSoftmaxOp, [logits, peak, total], sbp.components.data[k])
+        elif isinstance(op, job.CrossEntropyGradOp):
+            value = stage(job.ClassSplitCrossEntropyGradOp, [op.operands[0], logits, peak, total, labels], sbp.components.data[k])  # type: ignore[list-item]
+        else:
+            value = stage(job.ClassSplitCrossEntropyOp, [logits, peak, total, labels], sbp.components.data[k])  # type: ignore[list-item]
+        op.results[0].replace_all_uses_with(value)
+        Rewriter.erase_op(op)
+
     def mean_over_split_axis(self, op: job.ReduceMeanOp) -> None:
         """A mean over split axes: each device sums its piece and divides by the logical count, not the piece's."""
         count = 1
@@ -257,19 +327,41 @@ class _Physical:
     # ------------------------------------------------------------- boxing
 
     def lower_boxing(self, op: job.BoxingOp) -> None:
+        """A boxing on one placement becomes per-axis conversions; one between placements a transfer."""
         if op.src_sbp is None or op.sbp is None:
             raise CompileError("job.boxing without src_sbp and sbp: run sbp-infer first", source_location(op))
-        src_place, dst_place = op.src_placement or self.placement, op.placement or self.placement
-        if src_place.devices != dst_place.devices or hierarchy_of(src_place) != hierarchy_of(dst_place):
-            raise CompileError(
-                f"moving a value from {src_place} to {dst_place} is not supported yet: "
-                "keep producer and consumer on the same devices",
-                source_location(op),
-            )
+        src_place, dst_place = op.src_placement or op.placement or self.home, op.placement or self.home
         logical = job.shape_of(op.res.type)
-        value = self.convert(op.x, logical, list(op.src_sbp.components), list(op.sbp.components), op)
+        src, dst = list(op.src_sbp.components), list(op.sbp.components)
+        self.at(src_place, op)
+        if src_place.devices == dst_place.devices and self.mesh == hierarchy_of(dst_place):
+            value = self.convert(op.x, logical, src, dst, op)
+        else:
+            value = self.transfer(op.x, logical, src, dst, dst_place, op)
         op.res.replace_all_uses_with(value)
         Rewriter.erase_op(op)
+
+    def transfer(
+        self, value: SSAValue, logical: tuple[int, ...], src: list[SbpAttr], dst: list[SbpAttr],
+        dst_place: PlacementAttr, op: job.BoxingOp,
+    ) -> SSAValue:  # fmt: skip
+        """n -> m devices: partial sums are reduced where they are, the value moves as whole or split
+        pieces (only the boxes each destination needs), and becomes partial again where it arrives."""
+        src_place = self.placement
+        target = nd_codes(NdSbpAttr(dst))
+        sent = [code_attr(c) for c in carried(nd_codes(NdSbpAttr(src)), len(logical), target)]
+        value = self.convert(value, logical, src, sent, op)
+        self.at(dst_place, op)
+        arrived = [code_attr(c) for c in carried(target, len(logical), target)]
+        new = job.TransferOp.make(
+            [value], src_sbp=NdSbpAttr(sent), src_placement=src_place, logical_shape=job.i64_array(logical),
+            sbp=NdSbpAttr(arrived), placement=dst_place,
+        )  # fmt: skip
+        new.location = op.location
+        if "reason" in op.attributes:
+            new.attributes["reason"] = op.attributes["reason"]
+        op.parent_block().insert_op_before(new, op)  # type: ignore[union-attr]
+        return self.convert(new.res, logical, arrived, dst, op)
 
     def convert(
         self, value: SSAValue, logical: tuple[int, ...], src: list[SbpAttr], dst: list[SbpAttr], op: job.BoxingOp
@@ -374,7 +466,7 @@ class _Physical:
     def emit(
         self,
         cls: type[job.JobOp],
-        x: SSAValue,
+        x: SSAValue | list[SSAValue],
         sbp: list[SbpAttr],
         origin: Operation,
         after: SSAValue | None = None,
@@ -383,7 +475,7 @@ class _Physical:
     ) -> SSAValue:
         """Insert a per-device op (before `origin`, or right after `after`'s definition) with the origin's location."""
         mesh_props = {"mesh": job.i64_array(self.mesh)} if issubclass(cls, job.MeshOp) else {}
-        new = cls.make([x], result, **mesh_props, **props)
+        new = cls.make(x if isinstance(x, list) else [x], result, **mesh_props, **props)
         new.properties["sbp"] = NdSbpAttr(list(sbp))
         new.properties["placement"] = self.placement
         new.location = origin.location

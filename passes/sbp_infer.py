@@ -13,6 +13,7 @@ one op at a time, until no single change lowers the cost.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -37,7 +38,16 @@ from irflow.dialects.sbp import (
     normalize,
 )
 from irflow.errors import CompileError, source_location
-from irflow.passes.sbp_rules import BOXING_COST, INFEASIBLE, Signature, moved_bytes, nbytes, signatures, transfer_cost
+from irflow.passes.sbp_rules import (
+    BOXING_COST,
+    INFEASIBLE,
+    Signature,
+    moved_bytes,
+    nbytes,
+    placement_bytes,
+    signatures,
+    transfer_cost,
+)
 
 DEFAULT_PLACEMENT = PlacementAttr("cpu", ["0:0"])
 
@@ -83,22 +93,29 @@ class Node:
     size: int
     place: int
     in_place: tuple[int, ...]
+    shape: tuple[int, ...] = ()
 
 
 @dataclass
 class Graph:
     nodes: list[Node] = field(default_factory=list)
     hierarchies: list[tuple[int, ...]] = field(default_factory=list)
+    devices: list[tuple[object, ...]] = field(default_factory=list)
     _edges: dict[tuple[object, ...], float] = field(default_factory=dict)
 
     def edge(self, u: int, out: NdCode, v: int, k: int, need: NdCode) -> float:
         """What carrying node u's result, produced as `out`, to operand k of node v (needing `need`) costs."""
         src, node = self.nodes[u], self.nodes[v]
-        key = (out, need, src.size, src.place, node.in_place[k])
+        key = (out, need, src.size, src.shape, src.place, node.in_place[k])
         cost = self._edges.get(key)
         if cost is None:
-            if src.place != node.in_place[k]:
-                cost = src.size + BOXING_COST  # between placements the whole value moves
+            if src.place != node.in_place[k]:  # between placements: only the boxes each device lacks move
+                there = node.in_place[k]
+                itemsize = src.size // max(1, math.prod(src.shape))
+                cost = BOXING_COST + placement_bytes(
+                    out, need, src.shape, itemsize, (self.hierarchies[src.place], self.devices[src.place]),
+                    (self.hierarchies[there], self.devices[there]),
+                )  # fmt: skip
             else:
                 cost = transfer_cost(out, need, src.size, self.hierarchies[src.place])
             self._edges[key] = cost
@@ -258,6 +275,7 @@ class _Builder:
             self.places[placement] = len(self.placements)
             self.placements.append(placement)
             self.graph.hierarchies.append(hierarchy_of(placement))
+            self.graph.devices.append(tuple(placement.devices))
         return self.places[placement]
 
     def add(self, op: Operation | None, value: SSAValue | None, choices: list[Signature], origin: str,
@@ -265,8 +283,9 @@ class _Builder:
         if value is not None:
             self.index[value] = len(self.graph.nodes)
         size = nbytes(value.type) if value is not None else 0  # type: ignore[arg-type]
+        shape = shape_of(value.type) if value is not None else ()
         ops = tuple(self.index[o] for o in operands)
-        self.graph.nodes.append(Node(choices, ops, size, place, tuple(in_place)))
+        self.graph.nodes.append(Node(choices, ops, size, place, tuple(in_place), shape))
         self.ops.append(op)
         self.origins.append(origin)
 
@@ -342,7 +361,14 @@ class _Builder:
         if producer.place == place:
             choices = [Signature((s,), hint, moved_bytes(s, hint, size, hierarchy)) for s in sources]
         else:
-            choices = [Signature((s,), hint, float(size)) for s in sources]
+            g, there = self.graph, producer.place
+            itemsize = size // max(1, math.prod(producer.shape))
+            choices = [
+                Signature((s,), hint, placement_bytes(
+                    s, hint, producer.shape, itemsize, (g.hierarchies[there], g.devices[there]), (hierarchy, g.devices[place])
+                ))  # fmt: skip
+                for s in sources
+            ]
         origin = op.attributes["sbp_origin"].data if "sbp_origin" in op.attributes else "hint"  # type: ignore[attr-defined]
         self.add(op, op.res, choices, origin, op.operands, place, [producer.place])
 

@@ -28,7 +28,8 @@ from xdsl.ir import Operation
 
 from irflow.dialects import job
 from irflow.dialects.job import dtype_of, flag, integer, ints, shape_of
-from irflow.dialects.sbp import BROADCAST, PARTIAL, Code, NdCode
+from irflow.dialects.mesh import moved_entries, transfer_boxes
+from irflow.dialects.sbp import BROADCAST, PARTIAL, Code, NdCode, code_attr
 from irflow.passes.op_tables import registrar
 
 Sig1 = tuple[tuple[Code, ...], Code]
@@ -95,7 +96,10 @@ def _axis(op: Operation, default: int = -1) -> int:
 
 @rule(job.SoftmaxOp, job.LogSoftmaxOp, job.SoftmaxGradOp, job.LogSoftmaxGradOp)
 def _softmax(op: Operation, p: int) -> list[Sig1]:
-    return _elementwise_except(op, p, {_axis(op)})
+    sigs = _elementwise_except(op, p, {_axis(op)})
+    if _class_axis(op) and _out(op)[1] >= p:  # split along the softmax axis: computed in stages
+        sigs.append(((1,) * len(op.operands), 1))
+    return sigs
 
 
 @rule(job.BiasAddOp)
@@ -217,15 +221,47 @@ def _argmax(op: Operation, p: int) -> list[Sig1]:
 # ----------------------------------------------------------------- nn
 
 
+CLASS_SPLIT_OPS = (
+    job.SparseSoftmaxCrossEntropyOp, job.SparseSoftmaxCrossEntropyGradOp, job.SoftmaxOp, job.SoftmaxGradOp,
+)  # fmt: skip
+"""Ops with a class-split signature: lower-to-physical computes them in stages with all_reduces between."""
+
+STAGED_ALL_REDUCES = {
+    job.SparseSoftmaxCrossEntropyOp: 2, job.SparseSoftmaxCrossEntropyGradOp: 2, job.SoftmaxOp: 2, job.SoftmaxGradOp: 1,
+}  # fmt: skip
+"""All_reduces of one value per row each staged op runs (max and sum of exps; softmax's backward: sum of dy * y)."""
+
+
+def _class_axis(op: Operation) -> bool:
+    """A (rows, classes) softmax over its classes, or a sparse cross-entropy: what the staged kernels compute."""
+    if isinstance(op, (job.SoftmaxOp, job.SoftmaxGradOp)):
+        return len(_out(op)) == 2 and _axis(op) == 1
+    return isinstance(op, CLASS_SPLIT_OPS)
+
+
+def logits_index(op: Operation) -> int:
+    return 1 if isinstance(op, (job.CrossEntropyGradOp, job.SoftmaxGradOp)) else 0
+
+
+def splits_classes(op: Operation, ins: Sequence[Code]) -> bool:
+    """Whether the signature with operand SBPs `ins` (one axis) splits a cross-entropy's (or softmax's) classes."""
+    return _class_axis(op) and ins[logits_index(op)] == 1
+
+
 @rule(job.SparseSoftmaxCrossEntropyOp, job.SoftmaxCrossEntropyOp)
 def _cross_entropy(op: Operation, p: int) -> list[Sig1]:
-    # A class split needs a distributed logsumexp inside the op, which the kernels do not do.
-    return [((0, 0), 0)] if _out(op)[0] >= p else []
+    sigs: list[Sig1] = [((0, 0), 0)] if _out(op)[0] >= p else []
+    if isinstance(op, CLASS_SPLIT_OPS) and _shapes(op)[0][1] >= p:
+        sigs.append(((1, BROADCAST), PARTIAL))  # each device's part of lse minus the label's logit where it lives
+    return sigs
 
 
 @rule(job.SparseSoftmaxCrossEntropyGradOp, job.SoftmaxCrossEntropyGradOp)
 def _cross_entropy_grad(op: Operation, p: int) -> list[Sig1]:
-    return [((0, 0, 0), 0)] if _out(op)[0] >= p else []
+    sigs: list[Sig1] = [((0, 0, 0), 0)] if _out(op)[0] >= p else []
+    if isinstance(op, CLASS_SPLIT_OPS) and _out(op)[1] >= p:
+        sigs.append(((BROADCAST, 1, BROADCAST), 1))
+    return sigs
 
 
 def _groups(op: Operation) -> int:
@@ -354,8 +390,24 @@ def _signatures(op: Operation, hierarchy: Sequence[int], compute_cost: float) ->
         if len(hierarchy) > 1 and not _nests_evenly((*ins, res), shapes, hierarchy):
             continue
         share = math.prod(p for p, sig in zip(hierarchy, combo) if any(c >= 0 for c in (*sig[0], sig[1])))
-        out.append(Signature(ins, res, work / share))
+        out.append(Signature(ins, res, work / share + staged_bytes(op, ins, hierarchy)))
     return out
+
+
+def staged_bytes(op: Operation, ins: Sequence[NdCode], hierarchy: Sequence[int]) -> float:
+    """Bytes the stages of a class-split cross-entropy or softmax move: all_reduces of one value per row."""
+    if not _class_axis(op):
+        return 0.0
+    logits = ins[logits_index(op)]
+    shape = shape_of(op.operands[logits_index(op)].type)
+    row_bytes = shape[0] * max(1, dtype_of(op.operands[logits_index(op)].type).bitwidth // 8)  # type: ignore[attr-defined]
+    total = 0.0
+    for k, code in enumerate(logits):
+        if code == 1:
+            others = [(p, c) for j, (p, c) in enumerate(zip(hierarchy, logits)) if j != k]
+            groups, share = math.prod(p for p, _ in others), math.prod(p for p, c in others if c == 0)
+            total += groups * STAGED_ALL_REDUCES[type(op)] * axis_cost(PARTIAL, BROADCAST, row_bytes / share, hierarchy[k])
+    return total
 
 
 def flops(op: Operation) -> float:
@@ -412,6 +464,35 @@ def moved_bytes(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int]) -
             current[a] = dst[a]
         best = min(best, total)
     return best
+
+
+def carried(codes: NdCode, rank: int, target: NdCode) -> NdCode:
+    """What a value laid out as `codes` is turned into to change placement (a transfer carries no partial sums).
+
+    On a 1-D placement a partial sum becomes a split (reduce_scatter at the
+    source, a local embedding at the destination: only chunks move), along the
+    target's split axis if it has one; on a mesh, or for a scalar, broadcast.
+    """
+    if len(codes) != 1 or rank == 0:
+        return tuple(BROADCAST if c < BROADCAST else c for c in codes)
+    axis = next((c for c in target if c >= 0), 0)
+    return tuple(axis if c < BROADCAST else c for c in codes)
+
+
+def placement_bytes(
+    src: NdCode, dst: NdCode, shape: tuple[int, ...], itemsize: int,
+    src_place: tuple[Sequence[int], Sequence[object]], dst_place: tuple[Sequence[int], Sequence[object]],
+) -> float:  # fmt: skip
+    """Bytes per step to move a value from one placement (hierarchy, devices) to another, as lowering does it:
+    partial sums reduced at the source, then only the boxes each destination device lacks."""
+    if any(c < BROADCAST for c in dst):
+        return INFEASIBLE  # nothing becomes partial by moving data
+    sent = carried(src, len(shape), dst)
+    before = moved_bytes(src, sent, math.prod(shape) * itemsize, src_place[0])
+    boxes = transfer_boxes(
+        shape, ([code_attr(c) for c in sent], src_place[0], src_place[1]), ([code_attr(c) for c in dst], dst_place[0], dst_place[1])
+    )
+    return before + moved_entries(boxes) * itemsize
 
 
 def transfer_cost(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int]) -> float:

@@ -93,6 +93,19 @@ class Communicator(ABC):
         """dst = what rank `peer` sends."""
 
     @abstractmethod
+    def exchange(
+        self, sends: Sequence[tuple[int, Array]], recvs: Sequence[tuple[int, Array]], group: Sequence[int], site: Site
+    ) -> None:
+        """Point-to-point transfers done together: each `(peer, src)` of `sends` fills the matching
+        `(rank, dst)` of the peer's `recvs`, pairs matched in order. Every rank of `group` (ranks of
+        this mesh, including this one) calls it, possibly with nothing to send or receive."""
+
+    @abstractmethod
+    def subgroup(self, members: Sequence[int], mesh: Sequence[int]) -> Communicator:
+        """The communicator of this rank (one of `members`) on the mesh `mesh` made of `members` (row-major):
+        collectives of ops placed on part of the devices. Every member asks for it, in the same order."""
+
+    @abstractmethod
     def barrier(self) -> None:
         """Returns once every device of the mesh has called it."""
 

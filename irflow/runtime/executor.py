@@ -25,11 +25,12 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, SSAValue
 
 from irflow.dialects import buffer
+from irflow.dialects.sbp import PlacementAttr, hierarchy_of
 from irflow.errors import CompileError, ExecutionError, source_location
 from irflow.runtime import kernels, threads
 from irflow.runtime.attributes import python_value
 from irflow.runtime.communicator import Communicator, Site
-from irflow.runtime.sharding import Layout
+from irflow.runtime.sharding import Layout, transfer_steps
 from irflow.runtime.variables import VariableStore
 
 def numpy_dtype(element_type: Attribute) -> np.dtype:
@@ -72,6 +73,8 @@ class Executor:
         self.outputs: list[tuple[int, Any]] = []
         self.steps: list[Callable[[], None]] = []
         self.arena: Any = None
+        placement = program.attributes.get("placement")
+        self.ranks = {d: r for r, d in enumerate(placement.devices)} if isinstance(placement, PlacementAttr) else {}
         for op in program.body.block.ops:
             try:
                 self.bind(op, store)
@@ -80,8 +83,26 @@ class Executor:
         self.inputs.sort(key=lambda p: p[0])
         self.outputs.sort(key=lambda p: p[0])
 
+    def members(self, placement: PlacementAttr) -> tuple[int, ...]:
+        """The program ranks of `placement`'s devices (a part of the program's, in its order)."""
+        return tuple(self.ranks[d] for d in placement.devices)
+
+    def placed(self, op: Any) -> tuple[bool, Communicator | None]:
+        """Whether this device runs `op`, and the communicator of the devices that do (docs/distributed.md):
+        an op placed on part of the program's devices runs there only, on a sub-communicator."""
+        place = op.attributes.get("placement")
+        if not isinstance(place, PlacementAttr) or self.comm is None:
+            return True, self.comm
+        members = self.members(place)
+        if self.comm.rank not in members:
+            return False, None
+        return True, self.comm.subgroup(members, hierarchy_of(place))
+
     def bind(self, op: Any, store: VariableStore) -> None:
         xp = self.xp
+        runs, comm = self.placed(op)
+        if not runs and not isinstance(op, buffer.VariableOp):
+            return
         if isinstance(op, buffer.ArenaOp):
             size, alignment = op.size.value.data, op.alignment.value.data
             raw = xp.zeros(size + alignment, dtype=np.uint8)
@@ -117,7 +138,7 @@ class Executor:
             factory = kernels.get_kernel(op.kernel.data)
             attrs = {k: python_value(v) for k, v in op.parameters().items()}
             if "mesh_axis" in attrs:  # a rank-dependent kernel: told this device's coordinate, never the communicator
-                attrs["coordinate"] = self.comm.coords[attrs["mesh_axis"]] if self.comm else 0
+                attrs["coordinate"] = comm.coords[attrs["mesh_axis"]] if comm else 0
             ins = [self.views[v] for v in op.ins]
             outs = [self.views[v] for v in op.outs]
             run = factory(xp, attrs, ins, outs)
@@ -127,7 +148,9 @@ class Executor:
             src, dst = self.views[op.src], self.views[op.dst]
             self.steps.append(lambda src=src, dst=dst: xp.copyto(dst, src.reshape(dst.shape)))
         elif isinstance(op, (buffer.CollectiveOp, buffer.PointToPointOp)):
-            self.steps.append(self.collective(op))
+            self.steps.append(self.collective(op, comm))
+        elif isinstance(op, buffer.TransferOp):
+            self.steps.extend(self.transfer(op))
         else:
             raise CompileError(f"the executor cannot run '{op.name}'", source_location(op))
 
@@ -137,11 +160,26 @@ class Executor:
         if sbp is None or shape is None:
             return None
         mesh = self.comm.mesh if self.comm else (1,) * len(sbp.components)  # type: ignore[union-attr]
+        place = op.attributes.get("placement")
+        if isinstance(place, PlacementAttr) and self.comm is not None:
+            return Layout.of(python_value(shape), sbp, hierarchy_of(place), self.members(place))  # type: ignore[arg-type]
         return Layout.of(python_value(shape), sbp, mesh)  # type: ignore[arg-type]
 
-    def collective(self, op: buffer.CollectiveOp | buffer.PointToPointOp) -> Callable[[], None]:
+    def transfer(self, op: buffer.TransferOp) -> list[Callable[[], None]]:
+        """The steps of a value moving between groups of devices (none on a device of neither)."""
+        site = Site(op.name, source_location(op))
+        if self.comm is None:
+            raise CompileError(f"'{op.name}' needs a communicator; this executor runs one device", site.location)
+        shape = tuple(int(d) for d in op.logical_shape.get_values())
+        ends = [
+            Layout.of(shape, sbp, hierarchy_of(place), self.members(place))
+            for sbp, place in ((op.src_sbp, op.src_placement), (op.sbp, op.placement))
+        ]
+        return transfer_steps(self.views[op.src], self.views[op.dst], ends[0], ends[1], self.comm, site, self.xp)
+
+    def collective(self, op: buffer.CollectiveOp | buffer.PointToPointOp, comm: Communicator | None) -> Callable[[], None]:
         """A step that hands the op's views to the communicator."""
-        comm, site = self.comm, Site(op.name, source_location(op))
+        site = Site(op.name, source_location(op))
         if comm is None:
             raise CompileError(f"'{op.name}' needs a communicator; this executor runs one device", site.location)
         if isinstance(op, buffer.PointToPointOp):

@@ -38,12 +38,14 @@ class _Call:
     site: Site
 
     def signature(self) -> tuple[Any, ...]:
+        if self.kind == "exchange":  # what each rank sends differs; the pairs are checked when performed
+            return ("exchange", self.group)
         if self.kind in ("send", "recv"):  # the two sides of one transfer: same pair, same shape and dtype
             return ("send/recv", self.group, _spec(self.src if self.src is not None else self.dst))
         return (self.kind, self.group, self.params, *(_spec(a) for a in (self.src, self.dst)))
 
     def describe(self) -> str:
-        params = "".join(f", {k}={v}" for k, v in self.params)
+        params = "".join(f", {k}={v}" for k, v in self.params if k not in ("sends", "recvs"))
         arrays = "" if self.src is None else f" {_spec(self.src)} -> {_spec(self.dst)}"
         return f"{self.kind}{arrays} over ranks {list(self.group)}{params} ({self.site})"
 
@@ -130,6 +132,9 @@ class InProcessGroup:
     def perform(self, calls: Sequence[_Call]) -> None:
         """One collective over its whole group: compute every result first, then write every dst."""
         xp, first = self.xp, calls[0]
+        if first.kind == "exchange":
+            self.exchange(calls)
+            return
         params = dict(first.params)
         srcs = [c.src for c in calls]
         n = len(calls)
@@ -166,6 +171,35 @@ class InProcessGroup:
                 xp.copyto(call.dst, result)
 
 
+    def exchange(self, calls: Sequence[_Call]) -> None:
+        """Every send meets the receive its peer posted for it, in order; anything unmatched is an error."""
+        by_rank = {c.rank: c for c in calls}
+        pending = {c.rank: {peer: [a for p, a in dict(c.params)["recvs"] if p == peer] for peer in by_rank} for c in calls}
+        moves = []
+        for call in calls:
+            for peer, src in dict(call.params)["sends"]:
+                queue = pending.get(peer, {}).get(call.rank)
+                dst = queue.pop(0) if queue else None
+                if dst is None or src.shape != dst.shape or src.dtype != dst.dtype:
+                    raise ExecutionError(
+                        f"exchange mismatch: rank {call.rank} sends {_spec(src)} to rank {peer}, which "
+                        + ("expects nothing more from it" if dst is None else f"expects {_spec(dst)}")
+                        + f" ({call.site})",
+                        call.site.location,
+                    )
+                moves.append((src, dst))
+        left = [(r, peer) for r, queues in pending.items() for peer, queue in queues.items() if queue]
+        if left:
+            r, peer = left[0]
+            raise ExecutionError(
+                f"exchange mismatch: rank {r} expects data from rank {peer}, which sends none ({by_rank[r].site})",
+                by_rank[r].site.location,
+            )
+        results = [(dst, src.copy()) for src, dst in moves]
+        for dst, value in results:
+            self.xp.copyto(dst, value)
+
+
 def _reduce(xp: ModuleType, arrays: Sequence[Array], reduction: str) -> Array:
     op = {"sum": xp.add, "max": xp.maximum, "min": xp.minimum}[reduction]
     acc = arrays[0].copy()
@@ -184,15 +218,37 @@ def _size(mesh: Sequence[int]) -> int:
 class InProcessCommunicator(Communicator):
     """A device of an InProcessGroup: every call parks the device until its group is complete."""
 
-    def __init__(self, owner: InProcessGroup, rank: int, mesh: Sequence[int]):
+    def __init__(self, owner: InProcessGroup, rank: int, mesh: Sequence[int], members: Sequence[int] | None = None):
         super().__init__(rank, mesh)
         self.owner = owner
+        # The group's ranks, when this communicator covers part of the devices (`subgroup`).
+        self.members = tuple(members) if members is not None else tuple(range(self.size))
+        self.subgroups: dict[tuple[tuple[int, ...], tuple[int, ...]], InProcessCommunicator] = {}
 
     def _park(self, kind: str, src: Array | None, dst: Array | None, mesh_axis: int | None, site: Site, **params: Any) -> None:
         group = tuple(range(self.size)) if mesh_axis is None else self.group(mesh_axis)
         if mesh_axis is not None:
             params["mesh_axis"] = mesh_axis
-        self.owner.park(_Call(kind, self.rank, group, tuple(sorted(params.items())), src, dst, site))
+        members = tuple(self.members[r] for r in group)
+        self.owner.park(_Call(kind, self.members[self.rank], members, tuple(sorted(params.items())), src, dst, site))
+
+    def exchange(
+        self, sends: Sequence[tuple[int, Array]], recvs: Sequence[tuple[int, Array]], group: Sequence[int], site: Site
+    ) -> None:
+        members = tuple(sorted(self.members[r] for r in group))
+        params = (("recvs", tuple((self.members[p], a) for p, a in recvs)), ("sends", tuple((self.members[p], a) for p, a in sends)))
+        self.owner.park(_Call("exchange", self.members[self.rank], members, params, None, None, site))
+
+    def subgroup(self, members: Sequence[int], mesh: Sequence[int]) -> InProcessCommunicator:
+        key = (tuple(members), tuple(mesh))
+        if self.rank not in key[0]:
+            raise ValueError(f"rank {self.rank} is not one of the members {list(members)}")
+        sub = self.subgroups.get(key)
+        if sub is None:
+            sub = self.subgroups[key] = InProcessCommunicator(
+                self.owner, key[0].index(self.rank), mesh, [self.members[r] for r in key[0]]
+            )
+        return sub
 
     def all_reduce(self, src: Array, dst: Array, mesh_axis: int, reduction: str, site: Site) -> None:
         self._park("all_reduce", src, dst, mesh_axis, site, reduction=reduction)

@@ -244,6 +244,7 @@ class MPICommunicator(Communicator):
             color = mesh_rank([0 if k == axis else c for k, c in enumerate(self.coords)], self.mesh)
             self.axes.append(self.world.Split(color, self.coords[axis]))
         self._scratch: dict[tuple[Any, ...], np.ndarray] = {}
+        self._subgroups: dict[tuple[tuple[int, ...], tuple[int, ...]], MPICommunicator] = {}
         self._ops = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}
 
     def _scratch_for(self, key: tuple[Any, ...], shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -337,6 +338,24 @@ class MPICommunicator(Communicator):
             self.world.Recv(dst, peer, _P2P_TAG)
         except BufferError as e:
             raise strided("recv", site) from e
+
+    def exchange(
+        self, sends: Sequence[tuple[int, Array]], recvs: Sequence[tuple[int, Array]], group: Sequence[int], site: Site
+    ) -> None:
+        """All receives posted first, then all sends; MPI matches each pair of ranks' messages in order."""
+        requests = [self.world.Irecv(_contiguous(dst, "exchange", site), source=peer, tag=_P2P_TAG) for peer, dst in recvs]
+        requests += [self.world.Isend(_contiguous(src, "exchange", site), dest=peer, tag=_P2P_TAG) for peer, src in sends]
+        for request in requests:
+            self._wait(request, "exchange", site)
+
+    def subgroup(self, members: Sequence[int], mesh: Sequence[int]) -> MPICommunicator:
+        """A communicator over `members` (made once, by the members only, with MPI_Comm_create_group)."""
+        key = (tuple(members), tuple(mesh))
+        sub = self._subgroups.get(key)
+        if sub is None:
+            comm = self.world.Create_group(self.world.Get_group().Incl(list(members)))
+            sub = self._subgroups[key] = MPICommunicator(mesh, comm, self.timeout)
+        return sub
 
     def barrier(self) -> None:
         self.world.Barrier()

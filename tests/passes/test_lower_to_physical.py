@@ -185,11 +185,11 @@ def test_one_device_only_drops_the_boxing() -> None:
     assert "mesh" not in func.attributes
 
 
-def test_a_placement_change_is_a_located_error() -> None:
+def test_a_placement_outside_the_jobs_devices_is_a_located_error() -> None:
     text = boxing_job((4, 4), [S0], [B], (2,)).replace(
         'placement = #job.placement<cpu, ["0:0-1"]>, reason', 'placement = #job.placement<cpu, ["0:0-1"]>, src_placement = #job.placement<cpu, ["0:2-3"]>, reason'
     )
-    with pytest.raises(CompileError, match=r"model.py:7:5: error: moving a value from .* is not supported yet"):
+    with pytest.raises(CompileError, match=r"model.py:7:5: error: 'job.boxing' is placed on .*0:2-3.*, outside the job's devices"):
         run_pipeline(parse_module(text), "lower-to-physical")
 
 

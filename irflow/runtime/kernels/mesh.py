@@ -1,10 +1,12 @@
 """Local halves of boxing: what a device does to its own piece, with no communication.
 
-Three kernels depend on the device's coordinate on a mesh axis (`mesh_axis`):
+Kernels with a `mesh_axis` depend on the device's coordinate on that axis:
 the executor adds `coordinate` to their attributes when it binds them, so the
 one program of every device reads its own rank at run time and kernels never
 see a communicator. Chunks follow `irflow.dialects.mesh`: coordinate k owns
 entries [k*c, k*c + c) of an axis cut into chunks of c, clipped to its size.
+The class_split_* kernels are the local stages of a cross-entropy whose
+logits are split over classes (between them, all_reduce ops).
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
+from .nn import check_labels
 from .registry import Array, Run, register
 from .shapes import expect_shape
 
@@ -82,5 +87,157 @@ def pad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Se
     def run() -> None:
         y.fill(0)
         xp.copyto(target, x)
+
+    return run
+
+
+# ----------------------------------------------------------------- cross-entropy with the classes split
+
+
+def _owned(attrs: Mapping[str, Any], chunk: int) -> tuple[int, int]:
+    """(first class, number of real classes) of this coordinate's chunk of `classes`."""
+    first = attrs["coordinate"] * chunk
+    return first, max(0, min(chunk, attrs["classes"] - first))
+
+
+@register("class_split_max")
+def class_split_max(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """Each row's max over this device's real classes; -inf where it owns none (the all_reduce's identity)."""
+    (x,), (m,) = ins, outs
+    _, valid = _owned(attrs, x.shape[1])
+    if valid == 0:
+        return lambda: m.fill(-xp.inf)
+    real = x[:, :valid]
+    return lambda: xp.max(real, axis=1, out=m)
+
+
+@register("class_split_sum_exp")
+def class_split_sum_exp(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """Each row's sum of exp(x - max) over this device's real classes (0 where it owns none)."""
+    (x, m), (s,) = ins, outs
+    _, valid = _owned(attrs, x.shape[1])
+    real = x[:, :valid]
+    t = xp.empty(real.shape, s.dtype)
+    shift = m[:, None]
+
+    def run() -> None:
+        xp.subtract(real, shift, out=t)
+        xp.exp(t, out=t)
+        xp.sum(t, axis=1, out=s)
+
+    return run
+
+
+class _LocalLabels:
+    """Where each row's label lies in this device's chunk: the rows that own it and their flat indices.
+
+    A label outside [0, classes) is a DataError naming it and its position (every device checks).
+    """
+
+    def __init__(self, xp: ModuleType, attrs: Mapping[str, Any], shape: Sequence[int]):
+        self.xp = xp
+        self.classes = attrs["classes"]
+        self.first, self.valid = _owned(attrs, shape[1])
+        self.rows = xp.arange(shape[0], dtype=np.int64)
+        self.chunk = shape[1]
+
+    def __call__(self, labels: Array) -> tuple[Array, Array]:
+        check_labels(self.xp, labels, self.classes)
+        local = labels - self.first
+        mine = (local >= 0) & (local < self.valid)
+        return mine, self.rows[mine] * self.chunk + local[mine]
+
+
+@register("class_split_cross_entropy", checks_data=True)
+def class_split_cross_entropy(
+    xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]
+) -> Run:
+    """loss[n] = log(sum_exp[n]) + max[n] on coordinate 0, minus logits[n, label] where the label is this device's.
+
+    Summed over the group (partial_sum) this is lse(logits[n]) - logits[n, labels[n]].
+    """
+    (x, m, s, labels), (loss,) = ins, outs
+    owned = _LocalLabels(xp, attrs, x.shape)
+    first = attrs["coordinate"] == 0
+
+    def run() -> None:
+        mine, index = owned(labels)
+        if first:
+            xp.log(s, out=loss)
+            xp.add(loss, m, out=loss)
+        else:
+            loss.fill(0)
+        loss[mine] -= xp.take(x, index)
+
+    return run
+
+
+@register("class_split_cross_entropy_grad", checks_data=True)
+def class_split_cross_entropy_grad(
+    xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]
+) -> Run:
+    """This device's chunk of (exp(x - max) / sum_exp - onehot(labels)) * dloss[:, None]; the padding stays 0."""
+    (dloss, x, m, s, labels), (dx,) = ins, outs
+    owned = _LocalLabels(xp, attrs, x.shape)
+    real, out, pad = x[:, : owned.valid], dx[:, : owned.valid], dx[:, owned.valid :]
+    shift, total, scale = m[:, None], s[:, None], dloss[:, None]
+    flat = dx.reshape(-1)
+
+    def run() -> None:
+        mine, index = owned(labels)
+        xp.subtract(real, shift, out=out)
+        xp.exp(out, out=out)
+        xp.divide(out, total, out=out)
+        pad.fill(0)
+        flat[index] -= 1
+        xp.multiply(dx, scale, out=dx)
+
+    return run
+
+
+@register("class_split_softmax")
+def class_split_softmax(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """This device's chunk of softmax: exp(x - max) / sum_exp over its real classes, 0 in the padding."""
+    (x, m, s), (y,) = ins, outs
+    _, valid = _owned(attrs, x.shape[1])
+    real, out, pad = x[:, :valid], y[:, :valid], y[:, valid:]
+    shift, total = m[:, None], s[:, None]
+
+    def run() -> None:
+        xp.subtract(real, shift, out=out)
+        xp.exp(out, out=out)
+        xp.divide(out, total, out=out)
+        pad.fill(0)
+
+    return run
+
+
+@register("class_split_dot")
+def class_split_dot(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """Each row's sum of dy * y over this device's real classes."""
+    (dy, y), (dot,) = ins, outs
+    _, valid = _owned(attrs, y.shape[1])
+    a, b = dy[:, :valid], y[:, :valid]
+    t = xp.empty(b.shape, dot.dtype)
+
+    def run() -> None:
+        xp.multiply(a, b, out=t)
+        xp.sum(t, axis=1, out=dot)
+
+    return run
+
+
+@register("class_split_softmax_grad")
+def class_split_softmax_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """This device's chunk of y * (dy - dot) (dot: the all-reduced sum of dy * y), 0 in the padding."""
+    (dy, y, dot), (dx,) = ins, outs
+    _, valid = _owned(attrs, y.shape[1])
+    a, b, out, pad = dy[:, :valid], y[:, :valid], dx[:, :valid], dx[:, valid:]
+    column = dot[:, None]
+
+    def run() -> None:
+        xp.subtract(a, column, out=out)
+        xp.multiply(out, b, out=out)
+        pad.fill(0)
 
     return run

@@ -116,12 +116,16 @@ class _LabelPicker:
         self.index = xp.empty(n, np.int64)
 
     def __call__(self, labels: Array) -> Array:
-        xp, c = self._xp, self._classes
-        if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= c):
-            position = int(xp.flatnonzero((labels < 0) | (labels >= c))[0])
-            raise DataError(f"label {int(labels[position])} at position [{position}] is outside [0, {c}) "
-                            f"(the logits have {c} classes)")
-        return xp.add(self._rows, labels, out=self.index)
+        check_labels(self._xp, labels, self._classes)
+        return self._xp.add(self._rows, labels, out=self.index)
+
+
+def check_labels(xp: ModuleType, labels: Array, classes: int) -> None:
+    """A DataError naming the first label outside [0, classes) and its position."""
+    if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= classes):
+        position = int(xp.flatnonzero((labels < 0) | (labels >= classes))[0])
+        raise DataError(f"label {int(labels[position])} at position [{position}] is outside [0, {classes}) "
+                        f"(the logits have {classes} classes)")
 
 
 @register("sparse_softmax_cross_entropy", checks_data=True)

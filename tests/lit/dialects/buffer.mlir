@@ -73,6 +73,7 @@ buffer.program @collectives on "gpu" {
   buffer.reduce %a, %b {mesh = array<i64: 2>, mesh_axis = 0 : i64, root = 1 : i64, reduction = "min"} : memref<4x8xf32>, memref<4x8xf32>
   buffer.send %a {peer = 1 : i64} : memref<4x8xf32>
   buffer.recv %b {peer = 0 : i64} : memref<4x8xf32> loc("model.py":9:2)
+  buffer.transfer %a, %t {logical_shape = array<i64: 8, 8>, src_sbp = #job.nd_sbp<[split(0)]>, src_placement = #job.placement<gpu, ["0:0-1"]>, sbp = #job.nd_sbp<[split(1)]>, placement = #job.placement<gpu, ["0:1-2"]>} : memref<4x8xf32>, memref<8x4xf32>
 }
 
 // CHECK-LABEL: buffer.program @collectives on "gpu" {
@@ -89,4 +90,5 @@ buffer.program @collectives on "gpu" {
 // CHECK-NEXT:    buffer.reduce %a, %b {mesh = array<i64: 2>, mesh_axis = 0 : i64, reduction = "min", root = 1 : i64} : memref<4x8xf32>, memref<4x8xf32>
 // CHECK-NEXT:    buffer.send %a {peer = 1 : i64} : memref<4x8xf32>
 // CHECK-NEXT:    buffer.recv %b {peer = 0 : i64} : memref<4x8xf32>
+// CHECK-NEXT:    buffer.transfer %a, %t {logical_shape = array<i64: 8, 8>, placement = #job.placement<gpu, ["0:1-2"]>, sbp = #job.nd_sbp<[split(1)]>, src_placement = #job.placement<gpu, ["0:0-1"]>, src_sbp = #job.nd_sbp<[split(0)]>} : memref<4x8xf32>, memref<8x4xf32>
 // CHECK-NEXT:  }

@@ -191,3 +191,13 @@ buffer.program @p on "cpu" {
   buffer.all_to_all %a, %a {mesh = array<i64: 2>, mesh_axis = 0 : i64, split_axis = 1 : i64, concat_axis = 0 : i64} : memref<4x8xf32>, memref<4x8xf32>
 }
 
+
+// -----
+
+// A transfer's destination is this device's piece of the logical value.
+
+buffer.program @p on "cpu" {
+  %a = buffer.alloc : memref<4x8xf32>
+  // expected-error@+1 {{'buffer.transfer' op buffer.transfer dst should be the piece [8, 4] of [8, 8], got memref<4x8xf32>}}
+  buffer.transfer %a, %a {logical_shape = array<i64: 8, 8>, src_sbp = #job.nd_sbp<[split(0)]>, src_placement = #job.placement<cpu, ["0:0-1"]>, sbp = #job.nd_sbp<[split(1)]>, placement = #job.placement<cpu, ["0:1-2"]>} : memref<4x8xf32>, memref<4x8xf32>
+}

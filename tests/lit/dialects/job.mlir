@@ -320,3 +320,45 @@ job.func @boxing(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {placement =
 // CHECK-NEXT:    %r = job.relu %x {sbp = #job.nd_sbp<[split(0)]>, sbp_in = [#job.nd_sbp<[split(0)]>], sbp_origin = "rule"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    %b = job.boxing %r {placement = #job.placement<cpu, ["0:0-1"]>, reason = "job.return needs [broadcast]", sbp = #job.nd_sbp<[broadcast]>, src_placement = #job.placement<cpu, ["0:0-3"]>, src_sbp = #job.nd_sbp<[split(0)]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-GENERIC:      "job.boxing"(%r) <{placement = #job.placement<cpu, ["0:0-1"]>, sbp = #job.nd_sbp<[broadcast]>, src_placement = #job.placement<cpu, ["0:0-3"]>, src_sbp = #job.nd_sbp<[split(0)]>}> {reason = "job.return needs [broadcast]"}
+
+// -----
+
+// A value moving between device sets (placement n -> m): split(0) pieces of
+// a 5x4 value on 4 devices become split(1) pieces on 2 other devices.
+
+job.func @moved(%x: tensor<2x4xf32>) -> tensor<5x2xf32> {
+  %y = job.transfer %x {logical_shape = array<i64: 5, 4>, src_sbp = #job.nd_sbp<[split(0)]>, src_placement = #job.placement<cpu, ["0:0-3"]>, sbp = #job.nd_sbp<[split(1)]>, placement = #job.placement<cpu, ["0:4-5"]>} : (tensor<2x4xf32>) -> tensor<5x2xf32>
+  job.return %y : tensor<5x2xf32>
+}
+
+// CHECK-LABEL: job.func @moved(%x: tensor<2x4xf32>) -> tensor<5x2xf32> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %y = job.transfer %x {logical_shape = array<i64: 5, 4>, placement = #job.placement<cpu, ["0:4-5"]>, sbp = #job.nd_sbp<[split(1)]>, src_placement = #job.placement<cpu, ["0:0-3"]>, src_sbp = #job.nd_sbp<[split(0)]>} : (tensor<2x4xf32>) -> tensor<5x2xf32>
+// CHECK-NEXT:    job.return %y : tensor<5x2xf32>
+// CHECK-NEXT:  }
+
+// -----
+
+// The stages of a sparse cross-entropy and a softmax whose 10 classes are
+// split over 4 devices (chunks of 3; all_reduce ops run between the stages).
+
+job.func @class_split(%x: tensor<6x3xf32>, %y: tensor<6xi32>, %d: tensor<6xf32>) -> (tensor<6xf32>, tensor<6x3xf32>) {
+  %m = job.class_split_max %x {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x3xf32>) -> tensor<6xf32>
+  %s = job.class_split_sum_exp %x, %m {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x3xf32>, tensor<6xf32>) -> tensor<6xf32>
+  %l = job.class_split_cross_entropy %x, %m, %s, %y {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x3xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xi32>) -> tensor<6xf32>
+  %g = job.class_split_cross_entropy_grad %d, %x, %m, %s, %y {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6xf32>, tensor<6x3xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xi32>) -> tensor<6x3xf32>
+  %p = job.class_split_softmax %x, %m, %s {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x3xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<6x3xf32>
+  %t = job.class_split_dot %g, %p {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x3xf32>, tensor<6x3xf32>) -> tensor<6xf32>
+  %q = job.class_split_softmax_grad %g, %p, %t {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x3xf32>, tensor<6x3xf32>, tensor<6xf32>) -> tensor<6x3xf32>
+  job.return %l, %q : tensor<6xf32>, tensor<6x3xf32>
+}
+
+// CHECK-LABEL: job.func @class_split
+// CHECK-NEXT:    %m = job.class_split_max %x {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>) -> tensor<6xf32>
+// CHECK-NEXT:    %s = job.class_split_sum_exp %x, %m {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>, tensor<6xf32>) -> tensor<6xf32>
+// CHECK-NEXT:    %l = job.class_split_cross_entropy %x, %m, %s, %y {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xi32>) -> tensor<6xf32>
+// CHECK-NEXT:    %g = job.class_split_cross_entropy_grad %d, %x, %m, %s, %y {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6xf32>, tensor<6x3xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xi32>) -> tensor<6x3xf32>
+// CHECK-NEXT:    %p = job.class_split_softmax %x, %m, %s {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<6x3xf32>
+// CHECK-NEXT:    %t = job.class_split_dot %g, %p {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>, tensor<6x3xf32>) -> tensor<6xf32>
+// CHECK-NEXT:    %q = job.class_split_softmax_grad %g, %p, %t {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>, tensor<6x3xf32>, tensor<6xf32>) -> tensor<6x3xf32>
+// CHECK-NEXT:    job.return %l, %q : tensor<6xf32>, tensor<6x3xf32>
+// CHECK-NEXT:  }

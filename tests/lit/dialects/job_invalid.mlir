@@ -670,3 +670,33 @@ job.func @f(%x: tensor<4x8xf32>) {
   %b = job.boxing %x {src_sbp = #job.nd_sbp<[split(0)]>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   job.return
 }
+
+// -----
+
+// A transfer's operand is the source piece of its logical value.
+
+job.func @f(%x: tensor<5x4xf32>) {
+  // expected-error@+1 {{'job.transfer' op job.transfer: its operand should be the source piece tensor<2x4xf32>, got tensor<5x4xf32>}}
+  %y = job.transfer %x {logical_shape = array<i64: 5, 4>, src_sbp = #job.nd_sbp<[split(0)]>, src_placement = #job.placement<cpu, ["0:0-3"]>, sbp = #job.nd_sbp<[broadcast]>, placement = #job.placement<cpu, ["0:4-5"]>} : (tensor<5x4xf32>) -> tensor<5x4xf32>
+  job.return
+}
+
+// -----
+
+// Partial sums are reduced or made before a transfer, never carried by it.
+
+job.func @f(%x: tensor<5x4xf32>) {
+  // expected-error@+1 {{'job.transfer' op a transfer moves whole or split values, not sbp #job.nd_sbp<[partial_sum]>}}
+  %y = job.transfer %x {logical_shape = array<i64: 5, 4>, src_sbp = #job.nd_sbp<[broadcast]>, src_placement = #job.placement<cpu, ["0:0-3"]>, sbp = #job.nd_sbp<[partial_sum]>, placement = #job.placement<cpu, ["0:4-5"]>} : (tensor<5x4xf32>) -> tensor<5x4xf32>
+  job.return
+}
+
+// -----
+
+// A class-split stage's logits are one device's chunk of the classes.
+
+job.func @f(%x: tensor<6x2xf32>) {
+  // expected-error@+1 {{'job.class_split_max' op job.class_split_max: logits tensor<6x2xf32> are not a chunk of 10 classes over 4 devices}}
+  %m = job.class_split_max %x {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x2xf32>) -> tensor<6xf32>
+  job.return
+}

@@ -70,10 +70,10 @@ job.func @placements(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placeme
 
 // CHECK-LABEL: job.func @placements
 // CHECK:         %a = job.relu %x {placement = #job.placement<cpu, ["0:0-3"]>,
-// CHECK-NEXT:    %a_copy = job.boxing %a {placement = #job.placement<cpu, ["0:4-5"]>, reason = "job.tanh needs [{{.*}}] for operand 0", {{.*}}, src_placement = #job.placement<cpu, ["0:0-3"]>, src_sbp
-// CHECK-NEXT:    %b = job.tanh %a_copy
-// CHECK:         %b_copy = job.boxing %b {{.*}}src_placement = #job.placement<cpu, ["0:4-5"]>
-// CHECK-NEXT:    job.return %b_copy
+// CHECK-NEXT:    %a_transfer = job.boxing %a {placement = #job.placement<cpu, ["0:4-5"]>, reason = "job.tanh needs [{{.*}}] for operand 0", {{.*}}, src_placement = #job.placement<cpu, ["0:0-3"]>, src_sbp
+// CHECK-NEXT:    %b = job.tanh %a_transfer
+// CHECK:         %b_transfer = job.boxing %b {{.*}}src_placement = #job.placement<cpu, ["0:4-5"]>
+// CHECK-NEXT:    job.return %b_transfer
 
 // -----
 

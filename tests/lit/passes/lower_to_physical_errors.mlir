@@ -7,4 +7,4 @@ job.func @moved(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {placement = 
   job.return %y : tensor<4x8xf32>
 }
 
-// CHECK: model.py:12:7: error: moving a value from #job.placement<cpu, ["0:2-3"]> to #job.placement<cpu, ["0:0-1"]> is not supported yet
+// CHECK: model.py:12:7: error: 'job.boxing' is placed on #job.placement<cpu, ["0:2-3"]>, outside the job's devices #job.placement<cpu, ["0:0-1"]>
