@@ -224,7 +224,9 @@ class Watchdog:
 class MPICommunicator(Communicator):
     """This process's device: collectives over a mesh axis run on that axis's sub-communicator."""
 
-    def __init__(self, mesh: Sequence[int], comm: Any = None, timeout: float | None = None):
+    def __init__(
+        self, mesh: Sequence[int], comm: Any = None, timeout: float | None = None, watchdog: Watchdog | None = None
+    ):
         from mpi4py import MPI
 
         self.MPI = MPI
@@ -236,8 +238,9 @@ class MPICommunicator(Communicator):
                 f"(mesh {list(self.mesh)}): run one process per device"
             )
         self.timeout = timeout if timeout is not None else timeout_s()
-        # Every method here that calls MPI is watched, from the splitting below to each collective.
-        self.watchdog = Watchdog(self.world, self.timeout, _BLOCKING)
+        # Every method here that calls MPI is watched, from the splitting below to each collective;
+        # a subgroup's calls by its parent's watchdog.
+        self.watchdog = watchdog if watchdog is not None else Watchdog(self.world, self.timeout, _BLOCKING)
         # One sub-communicator per mesh axis: the ranks that differ only in that coordinate.
         self.axes = []
         for axis in range(len(self.mesh)):
@@ -342,11 +345,14 @@ class MPICommunicator(Communicator):
     def exchange(
         self, sends: Sequence[tuple[int, Array]], recvs: Sequence[tuple[int, Array]], group: Sequence[int], site: Site
     ) -> None:
-        """All receives posted first, then all sends; MPI matches each pair of ranks' messages in order."""
-        requests = [self.world.Irecv(_contiguous(dst, "exchange", site), source=peer, tag=_P2P_TAG) for peer, dst in recvs]
-        requests += [self.world.Isend(_contiguous(src, "exchange", site), dest=peer, tag=_P2P_TAG) for peer, src in sends]
-        for request in requests:
-            self._wait(request, "exchange", site)
+        """All receives posted first, then all sends; MPI matches each pair of ranks' messages in order.
+        The staging buffers of a transfer are contiguous; a strided one is refused by mpi4py."""
+        try:
+            requests = [self.world.Irecv(dst, source=peer, tag=_P2P_TAG) for peer, dst in recvs]
+            requests += [self.world.Isend(src, dest=peer, tag=_P2P_TAG) for peer, src in sends]
+        except BufferError as e:
+            raise strided("exchange", site) from e
+        self.MPI.Request.Waitall(requests)
 
     def subgroup(self, members: Sequence[int], mesh: Sequence[int]) -> MPICommunicator:
         """A communicator over `members` (made once, by the members only, with MPI_Comm_create_group)."""
@@ -354,7 +360,7 @@ class MPICommunicator(Communicator):
         sub = self._subgroups.get(key)
         if sub is None:
             comm = self.world.Create_group(self.world.Get_group().Incl(list(members)))
-            sub = self._subgroups[key] = MPICommunicator(mesh, comm, self.timeout)
+            sub = self._subgroups[key] = MPICommunicator(mesh, comm, self.timeout, self.watchdog)
         return sub
 
     def barrier(self) -> None:

@@ -27,7 +27,7 @@ there is no GPU and cupy.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +60,9 @@ class NCCLCommunicator(Communicator):
     and `xp` default to cupy.cuda.nccl and cupy.
     """
 
-    def __init__(self, host: MPICommunicator, nccl: Any = None, xp: ModuleType | None = None):
+    def __init__(
+        self, host: MPICommunicator, nccl: Any = None, xp: ModuleType | None = None, device: int | None = None
+    ):
         if xp is None:
             import cupy as xp
         if nccl is None:
@@ -72,9 +74,11 @@ class NCCLCommunicator(Communicator):
             )
         super().__init__(host.rank, host.mesh)
         self.host, self.nccl, self.xp = host, nccl, xp
-        on_host = host.world.Split_type(host.MPI.COMM_TYPE_SHARED)
-        self.device = on_host.Get_rank() % xp.cuda.runtime.getDeviceCount()
-        on_host.Free()
+        if device is None:  # a subgroup keeps its parent's GPU
+            on_host = host.world.Split_type(host.MPI.COMM_TYPE_SHARED)
+            device = on_host.Get_rank() % xp.cuda.runtime.getDeviceCount()
+            on_host.Free()
+        self.device = device
         xp.cuda.Device(self.device).use()
         self.world = self._open(host.world)
         # The axis communicator's rank is the coordinate on that axis (MPI's Split keyed it so).
@@ -84,6 +88,7 @@ class NCCLCommunicator(Communicator):
         self._scratch: dict[tuple[Any, ...], Array] = {}
         self._queued = host.watchdog.queued
         self._events: list[Any] = []  # events already passed, recorded again by later calls
+        self._subgroups: dict[tuple[tuple[int, ...], tuple[int, ...]], NCCLCommunicator] = {}
 
     def _open(self, comm: Any) -> Any:
         """The NCCL communicator of the MPI communicator `comm`'s ranks, in the same order."""
@@ -209,6 +214,32 @@ class NCCLCommunicator(Communicator):
     def recv(self, dst: Array, peer: int, site: Site) -> None:
         recv = contiguous(dst, "recv", site)
         self._enqueue("recv", site, self.world.recv, address(recv), dst.size, self._type(dst, "recv", site), peer)
+
+    def exchange(
+        self, sends: Sequence[tuple[int, Array]], recvs: Sequence[tuple[int, Array]], group: Sequence[int], site: Site
+    ) -> None:
+        """One NCCL group of the world's send/recv pairs (never to itself: a transfer copies what it keeps)."""
+        pairs = [(address(contiguous(src, "exchange", site)), src, peer) for peer, src in sends]
+        into = [(address(contiguous(dst, "exchange", site)), dst, peer) for peer, dst in recvs]
+        self._enqueue("exchange", site, self._pairs, pairs, into, site)
+
+    def _pairs(self, sends: list[tuple[int, Array, int]], recvs: list[tuple[int, Array, int]], site: Site, stream: int) -> None:
+        self.nccl.groupStart()
+        try:
+            for ptr, src, peer in sends:
+                self.world.send(ptr, src.size, self._type(src, "exchange", site), peer, stream)
+            for ptr, dst, peer in recvs:
+                self.world.recv(ptr, dst.size, self._type(dst, "exchange", site), peer, stream)
+        finally:
+            self.nccl.groupEnd()
+
+    def subgroup(self, members: Sequence[int], mesh: Sequence[int]) -> NCCLCommunicator:
+        """The NCCL communicators of `members` (opened once, by the members only), on this rank's GPU."""
+        key = (tuple(members), tuple(mesh))
+        sub = self._subgroups.get(key)
+        if sub is None:
+            sub = self._subgroups[key] = NCCLCommunicator(self.host.subgroup(members, mesh), self.nccl, self.xp, self.device)
+        return sub
 
     def barrier(self) -> None:
         self.host.barrier()

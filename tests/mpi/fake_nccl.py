@@ -277,9 +277,9 @@ class FakeHost:
 
     def __init__(
         self, rank: int, mesh: Sequence[int], meetings: dict[tuple[int, ...], Rendezvous], timeout: float,
-        aborted: list[tuple[int, int]],
+        aborted: list[tuple[int, int]], watchdog: Watchdog | None = None,
     ):  # fmt: skip
-        self.rank, self.mesh = rank, tuple(mesh)
+        self.rank, self.mesh, self.timeout = rank, tuple(mesh), timeout
         size = int(np.prod(mesh))
         self.aborted = aborted  # (rank, code) of every rank's MPI_Abort, shared by the run
         self.world = ThreadComm(meetings[tuple(range(size))], rank, size, self.aborted)
@@ -287,7 +287,14 @@ class FakeHost:
         self.axes = []
         for axis, extent in enumerate(mesh):
             self.axes.append(ThreadComm(meetings[mesh_group(rank, mesh, axis)], coords[axis], extent))
-        self.watchdog = Watchdog(self.world, timeout)
+        self.watchdog = watchdog or Watchdog(self.world, timeout)
+        self.subgroups = SUBGROUP_MEETINGS
+
+    def subgroup(self, members: Sequence[int], mesh: Sequence[int]) -> FakeHost:
+        """MPI_Comm_create_group's communicator: its ranks are the places in `members`."""
+        with self.subgroups.lock:
+            meetings = self.subgroups.by_members.setdefault((tuple(members), tuple(mesh)), meetings_for(mesh))
+        return FakeHost(members.index(self.rank), mesh, meetings, self.timeout, self.aborted, self.watchdog)
 
     def barrier(self) -> None:
         self.world.allgather(None)
@@ -297,6 +304,10 @@ class FakeHost:
 
     def agree(self, value: Any) -> list[Any]:
         return self.world.allgather(value)
+
+
+SUBGROUP_MEETINGS = SimpleNamespace(lock=threading.Lock(), by_members={})
+"""The meetings of each subgroup's ranks, made by the first member to ask (reset by every on_ranks)."""
 
 
 def meetings_for(mesh: Sequence[int]) -> dict[tuple[int, ...], Rendezvous]:
@@ -316,6 +327,7 @@ def on_ranks(
 
     nccl, cupy = nccl or FakeNccl(), fake_cupy(devices)
     meetings = meetings_for(mesh)
+    SUBGROUP_MEETINGS.by_members.clear()
     size = int(np.prod(mesh))
     aborted: list[tuple[int, int]] = []
     hosts = [FakeHost(r, mesh, meetings, timeout, aborted) for r in range(size)]

@@ -136,6 +136,46 @@ def test_send_and_recv_pair_world_ranks():
     np.testing.assert_array_equal(results[0][0], 2 * x)
 
 
+def test_an_exchange_moves_every_pair_in_one_group():
+    """A placement change's exchange: rank r sends rank (r+1)%4 its row and (r+2)%4 a different dtype-sized box."""
+    site = Site("buffer.transfer")
+    rows = [np.full((2, 3), r, np.float64) for r in range(4)]
+
+    def body(comm):
+        r = comm.rank
+        sends = [((r + 1) % 4, device(rows[r])), ((r + 2) % 4, device(rows[r][:1] + 10))]
+        got = [device(np.zeros((2, 3))), device(np.zeros((1, 3)))]
+        comm.exchange(sends, [((r - 1) % 4, got[0]), ((r - 2) % 4, got[1])], range(4), site)
+        return [np.array(g) for g in got]
+
+    results, errors, _ = on_ranks((4,), body)
+    assert errors == [None] * 4
+    for r, (got, _) in enumerate(results):
+        np.testing.assert_array_equal(got[0], rows[(r - 1) % 4])
+        np.testing.assert_array_equal(got[1], rows[(r - 2) % 4][:1] + 10)
+
+
+def test_a_subgroup_runs_collectives_among_its_members_only_on_the_same_gpu():
+    site = Site("job.all_reduce")
+
+    def body(comm):
+        if comm.rank not in (1, 2, 3):
+            return None
+        sub = comm.subgroup([1, 2, 3], [3])
+        assert sub is comm.subgroup([1, 2, 3], [3]) and sub.device == comm.device
+        dst = device(np.zeros(4, np.float32))
+        sub.all_reduce(device(np.full(4, comm.rank, np.float32)), dst, 0, "sum", site)
+        return sub.rank, np.array(dst)
+
+    results, errors, _ = on_ranks((4,), body)
+    assert errors == [None] * 4
+    assert results[0][0] is None
+    for rank in (1, 2, 3):
+        place, got = results[rank][0]
+        assert place == rank - 1
+        np.testing.assert_array_equal(got, np.full(4, 6, np.float32))
+
+
 def test_a_type_nccl_lacks_and_a_strided_buffer_are_errors_naming_the_op():
     site = Site("job.all_reduce")
 
