@@ -16,6 +16,8 @@ parts, as conv2d_grad_filter's, adds them in part order).
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import ModuleType
@@ -27,6 +29,27 @@ from .registry import Run, sequence
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = 0
+_pool_lock = threading.Lock()
+
+
+def _forget_pool() -> None:
+    """In a forked child the pool's threads do not exist: start afresh rather than wait on them."""
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _workers(count: int) -> ThreadPoolExecutor:
+    """The pool, grown to at least `count` threads."""
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < count:
+            if _pool is not None:
+                _pool.shutdown(wait=False)  # its threads finish what they hold, then exit
+            _pool, _pool_size = ThreadPoolExecutor(count, thread_name_prefix="irflow-kernel"), count
+        return _pool
 
 
 def thread_count(xp: ModuleType) -> int:
@@ -46,18 +69,14 @@ def run_parts(parts: Sequence[Run]) -> None:
 
     The first error raised by a part is raised here, after every part has finished.
     """
-    global _pool, _pool_size
     if len(parts) == 1:
         parts[0]()
         return
-    if _pool is None or _pool_size < len(parts) - 1:
-        if _pool is not None:
-            _pool.shutdown(wait=True)
-        _pool, _pool_size = ThreadPoolExecutor(len(parts) - 1, thread_name_prefix="irflow-kernel"), len(parts) - 1
+    pool = _workers(len(parts) - 1)
     threads.apply(1)
     futures: list[Future[None]] = []
     try:
-        futures = [_pool.submit(part) for part in parts[1:]]
+        futures = [pool.submit(part) for part in parts[1:]]
         parts[0]()
     finally:
         errors = [f.exception() for f in futures]

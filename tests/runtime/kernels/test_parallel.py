@@ -74,3 +74,30 @@ def test_split_builds_one_plan_per_thread_count_and_combines_in_part_order() -> 
     assert set(split.plans) == {1, 2}
     assert order == [range(0, 4), range(0, 2), range(2, 4)]
     np.testing.assert_array_equal(out, [2, 1, 1, 1])
+
+
+def test_a_forked_child_runs_parts_on_a_pool_of_its_own() -> None:
+    """The parent's pool threads do not exist in a fork; the child must not wait on them."""
+    import os
+    import signal
+    import time
+
+    parallel.run_parts([lambda: None, lambda: None])  # the parent's pool now exists
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 once two parts have run, 1 if they fail
+        code = 1
+        try:
+            parallel.run_parts([lambda: None, lambda: None])
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung running two parts")
