@@ -1,7 +1,7 @@
 """conv2d and its two gradients: im2col + GEMM, in cache-sized chunks of the batch.
 
-Each step the input is copied into a persistent zero-padded buffer, and the
-batch is processed a few images at a time: gather a chunk's im2col columns,
+Each step the batch is processed a few images at a time: copy a chunk's
+images into a persistent zero-padded buffer, gather their im2col columns,
 multiply while they are still in cache, move on. Groups are the leading batch
 axis of every matmul.
 
@@ -18,7 +18,7 @@ chunks, with buffers of its own (kernels/parallel.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from types import ModuleType
@@ -94,8 +94,11 @@ class _Conv:
         target = weights.reshape(self.groups, *self.window.kernel, self.cg, self.fg)
         return weights, partial(xp.copyto, target, self.per_group(w).transpose(0, 3, 4, 2, 1))
 
-    def windows(self, xp: ModuleType, x: Array) -> tuple[Array, Run]:
-        """The (groups, N, oh, ow, kh, kw, C/groups) windows of a padded copy of x, and the step that pads x into it."""
+    def windows(self, xp: ModuleType, x: Array) -> tuple[Array, Callable[[_Chunk], Run]]:
+        """The (groups, N, oh, ow, kh, kw, C/groups) windows of a padded copy of x; per chunk, the step that pads it.
+
+        Each chunk's images are padded just before they are gathered, while both are in cache.
+        """
         padded = self.padded(xp, x.dtype)
         (kh, kw), (oh, ow) = self.window.kernel, self.window.out_hw
         (sh, sw), (dh, dw) = self.window.strides, self.window.dilations
@@ -105,7 +108,8 @@ class _Conv:
             (self.groups, self.x_shape[0], oh, ow, kh, kw, self.cg),
             (self.cg * s_c, s_n, sh * s_h, sw * s_w, dh * s_h, dw * s_w, s_c),
         )
-        return windows, partial(xp.copyto, self.window.interior(padded), x)
+        interior = self.window.interior(padded)
+        return windows, lambda c: partial(xp.copyto, interior[c.start : c.stop], x[c.start : c.stop])
 
     def gathers(self, xp: ModuleType, windows: Array, chunks: Sequence[_Chunk]) -> tuple[Array, list[Run]]:
         """A columns buffer of its own, and per chunk the step that gathers the chunk's windows into it."""
@@ -182,6 +186,7 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
         for chunk, gather in zip(chunks, gathers, strict=True):
             rows = product[:, : chunk.rows]
             steps += [
+                pad(chunk),
                 gather,
                 _matmul(xp, columns[:, : chunk.rows], weights, rows),
                 *_epilogue_steps(xp, epilogue, conv, bias, rows),
@@ -193,7 +198,7 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
             ]
         return steps, None
 
-    return Split(xp, len(conv.chunks), [pad, copy_weights], part)
+    return Split(xp, len(conv.chunks), [copy_weights], part)
 
 
 @register("conv2d_grad_filter")
@@ -215,6 +220,7 @@ def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
         steps: list[Run] = []
         for index, (chunk, gather, copy_rows) in enumerate(zip(chunks, gathers, row_copies, strict=True)):
             steps += [
+                pad(chunk),
                 gather,
                 copy_rows,
                 partial(
@@ -233,7 +239,7 @@ def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
         landed = first.reshape(conv.groups, conv.fg, *conv.window.kernel, conv.cg).transpose(0, 1, 4, 2, 3)
         return [*(partial(xp.add, first, other, out=first) for other in rest), partial(xp.copyto, conv.per_group(dw), landed)]
 
-    return Split(xp, len(conv.chunks), [pad], part, combine)
+    return Split(xp, len(conv.chunks), [], part, combine)
 
 
 def _as_correlation(conv: _Conv) -> dict[str, Any] | None:
