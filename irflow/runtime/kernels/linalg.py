@@ -30,4 +30,9 @@ def matmul(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
         b = b.swapaxes(-1, -2)
     if y.ndim != 2 or a.shape[0] * a.shape[1] * b.shape[1] < _SPLIT_MACS:
         return blas_alone(xp, partial(xp.matmul, a, b, out=y))
-    return Split(xp, y.shape[0], [], lambda rows: ([partial(xp.matmul, a[rows.start : rows.stop], b, out=y[rows.start : rows.stop])], None))
+
+    def part(rows: range) -> tuple[list[Run], None]:
+        block = slice(rows.start, rows.stop)
+        return [partial(xp.matmul, a[block], b, out=y[block])], None
+
+    return Split(xp, y.shape[0], [], part)
