@@ -46,9 +46,12 @@ def _controller() -> Any:
     return _blas
 
 
-def apply() -> None:
-    """Make numpy's BLAS pools run `cpu_thread_num()` threads; cheap when they already do (~1 us)."""
-    wanted = cpu_thread_num()
+def apply(count: int | None = None) -> None:
+    """Make numpy's BLAS pools run `cpu_thread_num()` threads (or `count`); cheap when they already do (~1 us).
+
+    Kernels that split their own work over the threads (kernels/parallel.py) run BLAS on one meanwhile.
+    """
+    wanted = cpu_thread_num() if count is None else count
     for library in _controller().lib_controllers:
         if library.get_num_threads() != wanted:
             library.set_num_threads(wanted)

@@ -1,7 +1,7 @@
 """conv2d and its two gradients: im2col + GEMM, in cache-sized chunks of the batch.
 
-Each step the input is copied into a persistent zero-padded buffer, and the
-batch is processed a few images at a time: gather a chunk's im2col columns,
+Each step the batch is processed a few images at a time: copy a chunk's
+images into a persistent zero-padded buffer, gather their im2col columns,
 multiply while they are still in cache, move on. Groups are the leading batch
 axis of every matmul.
 
@@ -11,11 +11,14 @@ channels-last (rows of K, runs of kw*C) when a window row is longer than an
 output row, channel-major (rows of M, runs of ow) otherwise, as for C = 1.
 The input gradient multiplies dy by each tap's (F/groups, C/groups) weights
 and adds the products back where that tap read (col2im).
+
+With more than one CPU thread, each thread takes a contiguous part of the
+chunks, with buffers of its own (kernels/parallel.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from types import ModuleType
@@ -24,18 +27,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from irflow.runtime import threads
-
+from .parallel import Split
 from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
 from .window import Window
 
-# One chunk's columns with one BLAS thread: small enough to stay in L2/L3. With more threads the chunks
-# are 8x bigger: each GEMM call makes the threads meet, and on a loaded machine a meeting waits for a thread
-# that lost its core (conv2 of LeNet, 2 threads, load 9-10: 4 MiB chunks 1.0-1.4 s, 16 MiB 0.6-0.7 s;
-# 1 thread: 2 MiB ~10% faster than 4).
+# One chunk's columns: small enough to stay in L2/L3 (conv2 of LeNet, 1 thread: 2 MiB ~10% faster than 4).
+# Each thread runs its own chunks, so the size is per thread.
 _CHUNK_BYTES = 1 << 21
-_THREADED_CHUNK_SCALE = 8
 
 
 @dataclass(frozen=True)
@@ -59,8 +58,7 @@ class _Conv:
         self.groups, self.fg, self.cg, self.k = g, f // g, cg, kh * kw * cg
         self.x_shape, self.y_shape = (n, c, h, w), (n, f, oh, ow)
         self.channels_last = kw * cg >= ow
-        budget = _CHUNK_BYTES * (_THREADED_CHUNK_SCALE if threads.cpu_thread_num() > 1 else 1)
-        images = max(1, min(n, budget // (oh * ow * kh * kw * c * itemsize)))
+        images = max(1, min(n, _CHUNK_BYTES // (oh * ow * kh * kw * c * itemsize)))
         self.chunk_rows = images * oh * ow
         self.chunks = [_Chunk(s, min(s + images, n), (min(s + images, n) - s) * oh * ow) for s in range(0, n, images)]
 
@@ -96,8 +94,11 @@ class _Conv:
         target = weights.reshape(self.groups, *self.window.kernel, self.cg, self.fg)
         return weights, partial(xp.copyto, target, self.per_group(w).transpose(0, 3, 4, 2, 1))
 
-    def gather(self, xp: ModuleType, x: Array) -> tuple[Array, Run, list[Run]]:
-        """The columns buffer, the step that pads x into place, and per chunk the step that gathers it."""
+    def windows(self, xp: ModuleType, x: Array) -> tuple[Array, Callable[[_Chunk], Run]]:
+        """The (groups, N, oh, ow, kh, kw, C/groups) windows of a padded copy of x; per chunk, the step that pads it.
+
+        Each chunk's images are padded just before they are gathered, while both are in cache.
+        """
         padded = self.padded(xp, x.dtype)
         (kh, kw), (oh, ow) = self.window.kernel, self.window.out_hw
         (sh, sw), (dh, dw) = self.window.strides, self.window.dilations
@@ -107,28 +108,31 @@ class _Conv:
             (self.groups, self.x_shape[0], oh, ow, kh, kw, self.cg),
             (self.cg * s_c, s_n, sh * s_h, sw * s_w, dh * s_h, dw * s_w, s_c),
         )
-        columns = self.matrices(xp, self.k, x.dtype)
-        gathers: list[Run] = [
+        interior = self.window.interior(padded)
+        return windows, lambda c: partial(xp.copyto, interior[c.start : c.stop], x[c.start : c.stop])
+
+    def gathers(self, xp: ModuleType, windows: Array, chunks: Sequence[_Chunk]) -> tuple[Array, list[Run]]:
+        """A columns buffer of its own, and per chunk the step that gathers the chunk's windows into it."""
+        columns = self.matrices(xp, self.k, windows.dtype)
+        steps: list[Run] = [
             partial(
                 xp.copyto,
                 self.image_rows(columns, c).reshape(windows[:, c.start : c.stop].shape),
                 windows[:, c.start : c.stop],
             )
-            for c in self.chunks
+            for c in chunks
         ]
-        return columns, partial(xp.copyto, self.window.interior(padded), x), gathers
+        return columns, steps
 
-    def dy_rows(self, xp: ModuleType, dy: Array) -> tuple[Array, list[Run]]:
-        """dy (N, F, oh, ow) as a (groups, M, F/groups) buffer: per chunk the step that copies it.
+    def dy_rows(self, xp: ModuleType, dy: Array, chunks: Sequence[_Chunk]) -> tuple[Array, list[Run]]:
+        """dy (N, F, oh, ow) as a (groups, M, F/groups) buffer of its own: per chunk the step that copies it.
 
         Stored channel-major, (groups, F/groups, M), whatever the columns' layout: the copy then moves
         whole (oh, ow) planes rather than transposing every image.
         """
         rows = xp.empty((self.groups, self.fg, self.chunk_rows), dy.dtype).swapaxes(1, 2)
         grouped = self.grouped(dy).transpose(1, 0, 3, 4, 2)  # (g, N, oh, ow, F/g)
-        copies: list[Run] = [
-            partial(xp.copyto, self.image_rows(rows, c), grouped[:, c.start : c.stop]) for c in self.chunks
-        ]
+        copies: list[Run] = [partial(xp.copyto, self.image_rows(rows, c), grouped[:, c.start : c.stop]) for c in chunks]
         return rows, copies
 
 
@@ -139,17 +143,24 @@ def _matmul(xp: ModuleType, a: Array, b: Array, out: Array) -> Run:
     return partial(xp.matmul, a, b, out=out)
 
 
-def _epilogue(xp: ModuleType, attrs: Mapping[str, Any], conv: _Conv, bias: Sequence[Array], rows: Array) -> list[Run]:
-    """The fused epilogue's steps on a chunk's (groups, rows, F/groups) product: + bias, then relu if asked."""
+def _epilogue(attrs: Mapping[str, Any], conv: _Conv, bias: Sequence[Array]) -> str | None:
+    """The fused epilogue asked for (None, 'bias_add' or 'bias_add_relu'), checked against the bias inputs."""
     epilogue = attrs.get("epilogue")
     if epilogue is None and not bias:
-        return []
+        return None
     if epilogue not in ("bias_add", "bias_add_relu") or len(bias) != 1:
         raise ValueError(
             f"conv2d: epilogue {epilogue!r} with {len(bias)} bias input(s); "
             "expected 'bias_add' or 'bias_add_relu' and one bias (F,)"
         )
     expect_shape("conv2d", "bias", bias[0].shape, (conv.groups * conv.fg,))
+    return str(epilogue)
+
+
+def _epilogue_steps(xp: ModuleType, epilogue: str | None, conv: _Conv, bias: Sequence[Array], rows: Array) -> list[Run]:
+    """The epilogue's steps on a chunk's (groups, rows, F/groups) product: + bias, then relu if asked."""
+    if epilogue is None:
+        return []
     steps: list[Run] = [partial(xp.add, rows, bias[0].reshape(conv.groups, 1, conv.fg), out=rows)]
     if epilogue == "bias_add_relu":
         steps.append(partial(xp.maximum, rows, 0, out=rows))
@@ -162,49 +173,73 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
     (x, w, *bias), (y,) = ins, outs
     conv = _Conv(attrs, x.shape, w.shape, np.dtype(y.dtype).itemsize)
     expect_shape("conv2d", "output", y.shape, conv.y_shape)
-    columns, pad, gathers = conv.gather(xp, x)
+    epilogue = _epilogue(attrs, conv, bias)
+    windows, pad = conv.windows(xp, x)
     weights, copy_weights = conv.weight_matrix(xp, w)
-    product = conv.matrices(xp, conv.fg, y.dtype)
     y_grouped = conv.grouped(y)  # (N, g, F/g, oh, ow)
-    steps: list[Run] = [pad, copy_weights]
-    for chunk, gather in zip(conv.chunks, gathers, strict=True):
-        steps += [
-            gather,
-            _matmul(xp, columns[:, : chunk.rows], weights, product[:, : chunk.rows]),
-            *_epilogue(xp, attrs, conv, bias, product[:, : chunk.rows]),
-            partial(
-                xp.copyto, y_grouped[chunk.start : chunk.stop], conv.image_rows(product, chunk).transpose(1, 0, 4, 2, 3)
-            ),
-        ]
-    return sequence(steps)
+
+    def part(span: range) -> tuple[list[Run], None]:
+        chunks = conv.chunks[span.start : span.stop]
+        columns, gathers = conv.gathers(xp, windows, chunks)
+        product = conv.matrices(xp, conv.fg, y.dtype)
+        steps: list[Run] = []
+        for chunk, gather in zip(chunks, gathers, strict=True):
+            rows = product[:, : chunk.rows]
+            steps += [
+                pad(chunk),
+                gather,
+                _matmul(xp, columns[:, : chunk.rows], weights, rows),
+                *_epilogue_steps(xp, epilogue, conv, bias, rows),
+                partial(
+                    xp.copyto,
+                    y_grouped[chunk.start : chunk.stop],
+                    conv.image_rows(product, chunk).transpose(1, 0, 4, 2, 3),
+                ),
+            ]
+        return steps, None
+
+    return Split(xp, len(conv.chunks), [copy_weights], part)
 
 
 @register("conv2d_grad_filter")
 def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """dw^T = dy^T @ columns, summed over the chunks: (F/groups, M) x (M, K), dy^T as `dy_rows` stores it."""
+    """dw^T = dy^T @ columns, summed over the chunks: (F/groups, M) x (M, K), dy^T as `dy_rows` stores it.
+
+    Each part sums its own chunks; the parts' sums are added in part order.
+    """
     (dy, x), (dw,) = ins, outs
     conv = _Conv(attrs, x.shape, dw.shape, np.dtype(dw.dtype).itemsize)
     expect_shape("conv2d_grad_filter", "dy", dy.shape, conv.y_shape)
-    columns, pad, gathers = conv.gather(xp, x)
-    rows, row_copies = conv.dy_rows(xp, dy)
-    total, part = (xp.empty((conv.groups, conv.fg, conv.k), dw.dtype) for _ in range(2))
-    steps: list[Run] = [pad]
-    for index, (chunk, gather, copy_rows) in enumerate(zip(conv.chunks, gathers, row_copies, strict=True)):
-        steps += [
-            gather,
-            copy_rows,
-            partial(
-                xp.matmul,
-                rows[:, : chunk.rows].swapaxes(1, 2),
-                columns[:, : chunk.rows],
-                out=total if index == 0 else part,
-            ),
-        ]
-        if index:
-            steps.append(partial(xp.add, total, part, out=total))
-    landed = total.reshape(conv.groups, conv.fg, *conv.window.kernel, conv.cg).transpose(0, 1, 4, 2, 3)
-    steps.append(partial(xp.copyto, conv.per_group(dw), landed))
-    return sequence(steps)
+    windows, pad = conv.windows(xp, x)
+
+    def part(span: range) -> tuple[list[Run], Array]:
+        chunks = conv.chunks[span.start : span.stop]
+        columns, gathers = conv.gathers(xp, windows, chunks)
+        rows, row_copies = conv.dy_rows(xp, dy, chunks)
+        total, product = (xp.empty((conv.groups, conv.fg, conv.k), dw.dtype) for _ in range(2))
+        steps: list[Run] = []
+        for index, (chunk, gather, copy_rows) in enumerate(zip(chunks, gathers, row_copies, strict=True)):
+            steps += [
+                pad(chunk),
+                gather,
+                copy_rows,
+                partial(
+                    xp.matmul,
+                    rows[:, : chunk.rows].swapaxes(1, 2),
+                    columns[:, : chunk.rows],
+                    out=total if index == 0 else product,
+                ),
+            ]
+            if index:
+                steps.append(partial(xp.add, total, product, out=total))
+        return steps, total
+
+    def combine(totals: list[Array]) -> list[Run]:
+        first, *rest = totals
+        landed = first.reshape(conv.groups, conv.fg, *conv.window.kernel, conv.cg).transpose(0, 1, 4, 2, 3)
+        return [*(partial(xp.add, first, other, out=first) for other in rest), partial(xp.copyto, conv.per_group(dw), landed)]
+
+    return Split(xp, len(conv.chunks), [], part, combine)
 
 
 def _as_correlation(conv: _Conv) -> dict[str, Any] | None:
@@ -243,24 +278,30 @@ def conv2d_grad_input(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Ar
         return _grad_input_by_correlation(xp, conv, correlation, dy, w, dx)
     window = conv.window
     taps = list(window.taps())
-    rows, row_copies = conv.dy_rows(xp, dy)
     tap_weights = xp.empty((conv.groups, len(taps), conv.fg, conv.cg), w.dtype)
     weights_view = tap_weights.reshape(conv.groups, *window.kernel, conv.fg, conv.cg)
-    per_tap = xp.empty((conv.groups, len(taps), conv.chunk_rows, conv.cg), dx.dtype)
-    sink = conv.padded(xp, dx.dtype)
+    sink = conv.padded(xp, dx.dtype)  # the parts' chunks are disjoint images of it
     interior = window.interior(sink)
-    steps: list[Run] = [partial(xp.copyto, weights_view, conv.per_group(w).transpose(0, 3, 4, 1, 2))]
-    for chunk, copy_rows in zip(conv.chunks, row_copies, strict=True):
-        products = per_tap[:, :, : chunk.rows]
-        images = slice(chunk.start, chunk.stop)  # zeroed, accumulated and landed while in cache
-        steps += [
-            partial(sink[images].fill, 0),
-            copy_rows,
-            partial(xp.matmul, rows[:, None, : chunk.rows], tap_weights, out=products),
-        ]
-        for t, (i, j) in enumerate(taps):
-            target = conv.grouped(window.tap(sink, i, j)[images])  # (images, g, C/g, oh, ow)
-            part = conv.image_rows(products[:, t], chunk).transpose(1, 0, 4, 2, 3)
-            steps.append(partial(xp.add, target, part, out=target))
-        steps.append(partial(xp.copyto, dx[images], interior[images]))
-    return sequence(steps)
+
+    def part(span: range) -> tuple[list[Run], None]:
+        chunks = conv.chunks[span.start : span.stop]
+        rows, row_copies = conv.dy_rows(xp, dy, chunks)
+        per_tap = xp.empty((conv.groups, len(taps), conv.chunk_rows, conv.cg), dx.dtype)
+        steps: list[Run] = []
+        for chunk, copy_rows in zip(chunks, row_copies, strict=True):
+            products = per_tap[:, :, : chunk.rows]
+            images = slice(chunk.start, chunk.stop)  # zeroed, accumulated and landed while in cache
+            steps += [
+                partial(sink[images].fill, 0),
+                copy_rows,
+                partial(xp.matmul, rows[:, None, : chunk.rows], tap_weights, out=products),
+            ]
+            for t, (i, j) in enumerate(taps):
+                target = conv.grouped(window.tap(sink, i, j)[images])  # (images, g, C/g, oh, ow)
+                product = conv.image_rows(products[:, t], chunk).transpose(1, 0, 4, 2, 3)
+                steps.append(partial(xp.add, target, product, out=target))
+            steps.append(partial(xp.copyto, dx[images], interior[images]))
+        return steps, None
+
+    copy_weights = partial(xp.copyto, weights_view, conv.per_group(w).transpose(0, 3, 4, 1, 2))
+    return Split(xp, len(conv.chunks), [copy_weights], part)

@@ -7,15 +7,32 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
+from .parallel import Split, blas_alone
 from .registry import Array, Run, register
+
+# Below this many multiply-adds a matmul is one BLAS call whatever the thread count: handing half of it to
+# another thread costs tens of microseconds.
+_SPLIT_MACS = 1 << 21
 
 
 @register("matmul")
 def matmul(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """One BLAS call (per batch entry for rank >= 3); transposes are views, which BLAS reads as flags."""
+    """One BLAS call (per batch entry for rank >= 3); transposes are views, which BLAS reads as flags.
+
+    A large rank-2 product is cut by rows of the result over the CPU threads (kernels/parallel.py),
+    each part one single-threaded BLAS call, rather than left to BLAS's own busy-waiting threads;
+    any other runs on one BLAS thread too.
+    """
     (a, b), (y,) = ins, outs
     if attrs.get("transpose_a", False):
         a = a.swapaxes(-1, -2)
     if attrs.get("transpose_b", False):
         b = b.swapaxes(-1, -2)
-    return partial(xp.matmul, a, b, out=y)
+    if y.ndim != 2 or a.shape[0] * a.shape[1] * b.shape[1] < _SPLIT_MACS:
+        return blas_alone(xp, partial(xp.matmul, a, b, out=y))
+
+    def part(rows: range) -> tuple[list[Run], None]:
+        block = slice(rows.start, rows.stop)
+        return [partial(xp.matmul, a[block], b, out=y[block])], None
+
+    return Split(xp, y.shape[0], [], part)

@@ -8,7 +8,7 @@ Padding lives in a persistent buffer whose border is written once, at build.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from types import ModuleType
@@ -72,27 +72,29 @@ class Window:
         return padded[..., top : top + h, left : left + w]
 
 
-def padded_source(xp: ModuleType, x: Array, window: Window, fill: float) -> tuple[Array, Run]:
-    """`x` padded with `fill` in a persistent buffer, and the step that refreshes it from `x`.
+def padded_source(xp: ModuleType, x: Array, window: Window, fill: float) -> tuple[Array, Callable[[slice], list[Run]]]:
+    """`x` padded with `fill` in a persistent buffer, and for a slice of the images the steps that refresh it from `x`.
 
-    Without padding this is `x` itself and a no-op: no copy at all.
+    Without padding this is `x` itself, with no steps at all.
     """
     if not any(window.pads):
-        return x, _nothing
+        return x, _no_steps
     padded = xp.full((*x.shape[:-2], *window.padded_hw), fill, dtype=x.dtype)
-    return padded, partial(xp.copyto, window.interior(padded), x)
+    interior = window.interior(padded)
+    return padded, lambda images: [partial(xp.copyto, interior[images], x[images])]
 
 
-def padded_sink(xp: ModuleType, dx: Array, window: Window) -> tuple[Array, Run]:
-    """A buffer of the padded shape to scatter a gradient into, and the step that lands it in `dx`.
+def padded_sink(xp: ModuleType, dx: Array, window: Window) -> tuple[Array, Callable[[slice], list[Run]]]:
+    """A buffer of the padded shape to scatter a gradient into, and for a slice of the images the steps that land it in `dx`.
 
-    Without padding this is `dx` itself and a no-op.
+    Without padding this is `dx` itself, with no steps.
     """
     if not any(window.pads):
-        return dx, _nothing
+        return dx, _no_steps
     padded = xp.zeros((*dx.shape[:-2], *window.padded_hw), dtype=dx.dtype)
-    return padded, partial(xp.copyto, dx, window.interior(padded))
+    interior = window.interior(padded)
+    return padded, lambda images: [partial(xp.copyto, dx[images], interior[images])]
 
 
-def _nothing() -> None:
-    pass
+def _no_steps(images: slice) -> list[Run]:
+    return []

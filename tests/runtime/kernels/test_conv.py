@@ -166,19 +166,35 @@ def test_batch_chunks_agree_with_one_chunk(kernel, rng, monkeypatch, x_shape, w_
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
 
 
-def test_chunks_are_bigger_when_blas_has_threads() -> None:
-    """With more than one BLAS thread each chunk holds 8x the images (fewer thread meetings per step)."""
+@pytest.mark.parametrize(
+    "x_shape, w_shape, attrs", [CASES[0], CASES[1], CASES[3]], ids=["correlation", "col2im", "groups"]
+)
+def test_threads_split_the_chunks_and_agree_with_one_thread(kernel, rng, monkeypatch, x_shape, w_shape, attrs) -> None:
+    """Five one-image chunks over 2 and 3 threads: the same outputs as one thread (filter grads up to summation order)."""
     from irflow.runtime import threads
     from irflow.runtime.kernels import conv
 
-    attrs, x_shape, w_shape = attrs_of(dict(pads=(2, 2, 2, 2))), (100, 32, 14, 14), (64, 32, 5, 5)
+    monkeypatch.setattr(conv, "_CHUNK_BYTES", 1)
+    x_shape = (5, *x_shape[1:])
+    a = attrs_of(attrs)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    y_shape = (5, *conv_reference(x[:1], w, **attrs).shape[1:])
+    dy = rng.standard_normal(y_shape)
+
+    def all_three() -> list[np.ndarray]:
+        return [
+            kernel("conv2d", [x, w], [(y_shape, np.float64)], **a)[0],
+            kernel("conv2d_grad_input", [dy, w], [(x_shape, np.float64)], **a)[0],
+            kernel("conv2d_grad_filter", [dy, x], [(w_shape, np.float64)], **a)[0],
+        ]
+
     try:
-        threads.set_cpu_thread_num(1)
-        single = conv._Conv(attrs, x_shape, w_shape, 4).chunks
-        threads.set_cpu_thread_num(2)
-        threaded = conv._Conv(attrs, x_shape, w_shape, 4).chunks
+        expected = all_three()
+        for count in (2, 3):
+            threads.set_cpu_thread_num(count)
+            y, dx, dw = all_three()
+            np.testing.assert_array_equal(y, expected[0])
+            np.testing.assert_array_equal(dx, expected[1])
+            np.testing.assert_allclose(dw, expected[2], rtol=1e-12, atol=1e-12)
     finally:
         threads.set_cpu_thread_num(None)
-    image_bytes = 14 * 14 * 5 * 5 * 32 * 4
-    assert single[0].stop - single[0].start == conv._CHUNK_BYTES // image_bytes
-    assert threaded[0].stop - threaded[0].start == 8 * conv._CHUNK_BYTES // image_bytes

@@ -35,3 +35,22 @@ def test_integer_matmul(kernel) -> None:
     a, b = np.arange(6, dtype=np.int64).reshape(2, 3), np.arange(6, dtype=np.int64).reshape(3, 2)
     (y,) = kernel("matmul", [a, b], [((2, 2), np.int64)])
     np.testing.assert_array_equal(y, matmul_reference(a, b))
+
+
+@pytest.mark.parametrize("transpose_a, transpose_b", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_large_products_split_by_rows_over_threads(kernel, rng, count, transpose_a, transpose_b) -> None:
+    """Above the split size, 1-3 threads each multiply a block of rows (7 rows: uneven blocks)."""
+    from irflow.runtime import threads
+    from irflow.runtime.kernels import linalg
+
+    m, k, n = 7, 40000, 9
+    assert m * k * n >= linalg._SPLIT_MACS
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    ins = [a.T.copy() if transpose_a else a, b.T.copy() if transpose_b else b]
+    try:
+        threads.set_cpu_thread_num(count)
+        (y,) = kernel("matmul", ins, [((m, n), np.float64)], transpose_a=transpose_a, transpose_b=transpose_b)
+    finally:
+        threads.set_cpu_thread_num(None)
+    np.testing.assert_allclose(y, a @ b, rtol=1e-10, atol=1e-10)

@@ -121,3 +121,36 @@ def test_pools_match_torch(kernel, rng, x_shape, attrs) -> None:
         (dx,) = kernel("avg_pool2d_grad", [dy], [(x_shape, np.float32)], **attrs)
         np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-6, atol=1e-7)
         np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("count", [1, 2])
+@pytest.mark.parametrize("x_shape, attrs", CASES, ids=IDS)
+def test_pools_in_one_image_chunks_over_threads(kernel, rng, monkeypatch, count, x_shape, attrs) -> None:
+    """Three one-image chunks (the batch cut into chunks, split over `count` threads) against the definitions."""
+    from irflow.runtime import threads
+    from irflow.runtime.kernels import pooling
+
+    monkeypatch.setattr(pooling, "_CHUNK_BYTES", 1)
+    x_shape = (3, *x_shape[1:])
+    x = np.maximum(rng.integers(-2, 3, x_shape), 0).astype(np.float64)  # ties and zeros
+    try:
+        threads.set_cpu_thread_num(count)
+        for mode in ("max", "avg"):
+            ref = pool_reference(x, mode, **attrs)
+            (y,) = kernel(f"{mode}_pool2d", [x], [(ref.shape, np.float64)], **attrs)
+            np.testing.assert_allclose(y, ref, rtol=1e-14, atol=1e-14)
+        dy = rng.standard_normal(y.shape)
+        (y,) = kernel("max_pool2d", [x], [(y.shape, np.float64)], **attrs)
+        expected = max_pool_grad_reference(dy, x, **attrs)
+        (dx,) = kernel("max_pool2d_grad", [dy, x, y], [(x_shape, np.float64)], **attrs)
+        np.testing.assert_allclose(dx, expected, rtol=1e-14)
+        (dx,) = kernel("max_pool2d_grad", [dy, x, y], [(x_shape, np.float64)], epilogue="relu_grad", **attrs)
+        np.testing.assert_allclose(dx, expected * (x > 0), rtol=1e-14)
+        (dx,) = kernel("avg_pool2d_grad", [dy], [(x_shape, np.float64)], **attrs)
+        expected = np.zeros(x_shape)
+        for (i, j), cells, _ in windows(x_shape, **attrs):
+            for r, c in cells:
+                expected[:, :, r, c] += dy[:, :, i, j] / len(cells)
+        np.testing.assert_allclose(dx, expected, rtol=1e-14)
+    finally:
+        threads.set_cpu_thread_num(None)

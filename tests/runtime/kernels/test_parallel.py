@@ -1,0 +1,116 @@
+"""kernels/parallel.py: chunks cut into per-thread parts, run on several threads, BLAS on one meanwhile."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from irflow.runtime import threads
+from irflow.runtime.kernels import parallel
+
+
+@pytest.mark.parametrize("count, parts", [(5, 2), (5, 3), (2, 3), (1, 4), (7, 1)])
+def test_spans_cover_the_chunks_in_order_and_evenly(count, parts) -> None:
+    cut = parallel.spans(count, parts)
+    assert [i for span in cut for i in span] == list(range(count))
+    assert len(cut) == min(count, parts)
+    assert max(map(len, cut)) - min(map(len, cut)) <= 1
+
+
+def test_parts_run_on_their_own_threads_with_one_blas_thread() -> None:
+    seen: dict[int, tuple[int, list[int]]] = {}
+    barrier = threading.Barrier(3, timeout=10)  # every part must be running at once to pass it
+
+    def part(index: int):
+        def run() -> None:
+            barrier.wait()
+            seen[index] = (threading.get_ident(), [i["num_threads"] for i in threads.blas_info()])
+
+        return run
+
+    try:
+        threads.set_cpu_thread_num(3)
+        parallel.run_parts([part(0), part(1), part(2)])
+        assert seen[0][0] == threading.get_ident()
+        assert len({ident for ident, _ in seen.values()}) == 3
+        assert all(counts == [1] * len(counts) for _, counts in seen.values())
+        assert all(i["num_threads"] == 3 for i in threads.blas_info())  # restored afterwards
+    finally:
+        threads.set_cpu_thread_num(None)
+
+
+def test_an_error_in_a_part_is_raised_after_every_part_finished() -> None:
+    finished = []
+
+    def slow() -> None:
+        threading.Event().wait(0.05)
+        finished.append("slow")
+
+    def failing() -> None:
+        raise RuntimeError("part 1 failed")
+
+    with pytest.raises(RuntimeError, match="part 1 failed"):
+        parallel.run_parts([slow, failing])
+    assert finished == ["slow"]
+
+
+def test_split_builds_one_plan_per_thread_count_and_combines_in_part_order() -> None:
+    out = np.zeros(4)
+    order: list[range] = []
+
+    def part(span: range):
+        order.append(span)
+        return [lambda: out.__setitem__(slice(span.start, span.stop), 1)], span.start
+
+    split = parallel.Split(np, 4, [lambda: out.fill(0)], part, lambda starts: [lambda: out.__setitem__(0, len(starts))])
+    try:
+        threads.set_cpu_thread_num(2)
+        split()
+        split()
+    finally:
+        threads.set_cpu_thread_num(None)
+    assert set(split.plans) == {1, 2}
+    assert order == [range(0, 4), range(0, 2), range(2, 4)]
+    np.testing.assert_array_equal(out, [2, 1, 1, 1])
+
+
+def test_a_forked_child_runs_parts_on_a_pool_of_its_own() -> None:
+    """The parent's pool threads do not exist in a fork; the child must not wait on them."""
+    import os
+    import signal
+    import time
+
+    parallel.run_parts([lambda: None, lambda: None])  # the parent's pool now exists
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 once two parts have run, 1 if they fail
+        code = 1
+        try:
+            parallel.run_parts([lambda: None, lambda: None])
+            code = 0
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung running two parts")
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_blas_alone_runs_a_step_on_one_blas_thread(count) -> None:
+    seen: list[list[int]] = []
+    step = parallel.blas_alone(np, lambda: seen.append([i["num_threads"] for i in threads.blas_info()]))
+    try:
+        threads.set_cpu_thread_num(count)
+        step()
+        assert seen == [[1] * len(seen[0])]
+        assert all(i["num_threads"] == count for i in threads.blas_info())  # the setting again afterwards
+    finally:
+        threads.set_cpu_thread_num(None)
