@@ -137,11 +137,11 @@ class FastPrinter(SortedPrinter):
 
     def attribute_text(self, attribute: Attribute) -> str:
         """What xDSL prints for `attribute`, computed once per distinct attribute."""
+        if self.printing_location:  # inside loc(...): a nested location prints without `loc`
+            return self._render(attribute)
         hit = self._by_id.get(id(attribute))
         if hit is not None:
             return hit[1]
-        if self.printing_location:  # inside loc(...): a nested location prints without `loc`
-            return self._render(attribute)
         if type(attribute) is FileLineColLoc:  # one per op, rarely equal: skip the equality cache
             text = f"loc({_string_literal(attribute.filename.data)}:{attribute.line.data:d}:{attribute.column.data:d})"
             self._by_id[id(attribute)] = (attribute, text)
