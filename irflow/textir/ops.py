@@ -7,9 +7,9 @@ per class (`op_info`), so a new op with one of those formats needs no grammar ch
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 
 from lark import Token
 from xdsl.dialects.builtin import (
@@ -79,6 +79,20 @@ def op_info(cls: type[Operation]) -> OpInfo:
     reserved = set(re.findall(r"\$(\w+)", compact))
     return OpInfo(cls, form, frozenset(p for p in in_dict if p not in reserved))
 
+
+
+class FunctionLike(Protocol):
+    """An op written in func.func's custom form, `d.op @f(%x: t) -> t attributes {...} {...}` (job.func).
+
+    The grammar reads that form for any op name; the op's class says what it
+    stands for, and its xDSL `parse` hook calls the same method, so the form is
+    defined once, next to the op.
+    """
+
+    @classmethod
+    def from_syntax(
+        cls, name: str | StringAttr, function_type: FunctionType, region: Region, attributes: Mapping[str, Attribute]
+    ) -> Operation: ...
 
 
 class OpBuilder(BuilderBase):
@@ -279,8 +293,17 @@ class OpBuilder(BuilderBase):
         if clash := reserved & attrs.keys():
             raise self._error(f"attribute {', '.join(sorted(clash))} is given by the syntax, not the dictionary", kw)
         body = region if region is not None else Region()
-        if kw.type == "JOB_FUNC":  # the op defines what its custom form stands for
-            return self._build(kw, info.cls.name, lambda: info.cls.from_syntax(name, ftype, body, attrs))  # type: ignore[attr-defined]
+        if kw.type != "FUNC":  # another dialect's op in func.func's form: its class says what that stands for
+            if not hasattr(info.cls, "from_syntax"):
+                raise self._error(
+                    f"'{kw}' has no function-like custom form (its class defines no `from_syntax`)", kw
+                )
+            if visibility is not None:
+                raise self._error(f"'{kw}' takes no visibility", visibility)
+            if (named and any(a[2] for a in named)) or res_attrs is not None:
+                raise self._error(f"'{kw}' takes no argument or result attributes", kw)
+            cls = cast("type[FunctionLike]", info.cls)
+            return self._build(kw, info.cls.name, lambda: cls.from_syntax(name, ftype, body, attrs))
         props = {"sym_name": name, "function_type": ftype}
         if visibility is not None:
             props["sym_visibility"] = StringAttr(str(visibility))

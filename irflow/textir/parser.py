@@ -63,7 +63,7 @@ _HUMAN = {
     "VISIBILITY": "a visibility (private, public, nested)",
     "$END": "end of input",
 }
-_OP_START = {"OP_NAME", "MODULE", "FUNC", "JOB_FUNC", "PROGRAM", "KERNEL", "CALL"}
+_OP_START = {"OP_NAME", "MODULE", "FUNC", "PROGRAM", "KERNEL", "CALL"}
 _ATTR_START = {"INT", "FLOAT", "TRUE", "FALSE", "DENSE", "DENSE_ARRAY", "SYMBOL", "UNIT", "DIALECT_ATTR", "LOC"}
 _TYPE_START = {"BUILTIN_TYPE", "SHAPED_TYPE", "DIALECT_TYPE", "FUNC_TYPE"}
 
