@@ -23,6 +23,7 @@ Columns are not tracked (they only place diagnostic messages, which
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -81,16 +82,10 @@ def _string_literal(text: str) -> str:
     return f'"{text}"' if _PLAIN_LITERAL.fullmatch(text) else _bytes_literal(text.encode("utf-8"))
 
 
-_KEYS: dict[str, str] = {}
-
-
+@functools.lru_cache(maxsize=4096)
 def _key(name: str) -> str:
     """An attribute dictionary key as xDSL prints it: bare when it is an identifier."""
-    text = _KEYS.get(name)
-    if text is None:
-        bare = MLIRLexer.bare_identifier_regex.fullmatch(name) is not None
-        text = _KEYS[name] = name if bare else _string_literal(name)
-    return text
+    return name if MLIRLexer.bare_identifier_regex.fullmatch(name) is not None else _string_literal(name)
 
 
 # ----------------------------------------------------------------- the printer
