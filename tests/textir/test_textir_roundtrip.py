@@ -202,7 +202,7 @@ def test_round_trip_lit_files_cover_every_op(dialect, lit_file: str) -> None:
 
 
 def test_every_job_and_buffer_op_has_a_syntax_the_parser_reads() -> None:
-    from irflow.textir.parser import op_info
+    from irflow.textir.ops import op_info
 
     special = {"job.func", "buffer.program", "buffer.kernel"}
     for dialect in (Job, Buffer):

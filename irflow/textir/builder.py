@@ -1,0 +1,118 @@
+"""The state shared by the parser's reduce callbacks: caches, scopes, and errors at a line and column.
+
+The callbacks themselves live by concern in `ops`, `regions` and `attributes`;
+`parser._Builder` combines them into the transformer lark runs inside its parser.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lark import Token, Transformer
+from xdsl.context import Context
+from xdsl.dialects.builtin import FunctionType, IntAttr
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Operation,
+    SSAValue,
+)
+from xdsl.parser import AttrParser, Parser
+from xdsl.utils.exceptions import ParseError, VerifyException
+
+from irflow.errors import IRParseError, SourceLocation
+
+if TYPE_CHECKING:
+    from irflow.textir.ops import OpInfo
+
+
+@dataclass
+class ParsedRegion:
+    """A region being parsed: its blocks, labels and the values it defines."""
+
+    blocks: list[Block]
+    keep_entry: bool
+    labels: dict[str, tuple[Block, bool]] = field(default_factory=dict)  # name -> (block, defined)
+    forward: dict[str, Token] = field(default_factory=dict)
+
+
+class BuilderBase(Transformer):
+    """Parse state and the helpers every callback uses."""
+
+    def __init__(self) -> None:
+        self.ctx: Context = Context()
+        self._caches_for: Context | None = None
+        self._reset(self.ctx, "", "<string>")
+
+    # -- state
+
+    def _reset(self, ctx: Context, text: str, filename: str) -> None:
+        if ctx is not self._caches_for:
+            self._caches_for = ctx
+            self.op_cache: dict[str, OpInfo] = {}
+        # Values are cached per parse: a module repeats its types and attributes,
+        # while keeping them across parses would grow without bound.
+        self.type_cache: dict[str, Attribute] = {}
+        self.attr_cache: dict[Any, Attribute] = {}
+        self.loc_cache: dict[str, Attribute] = {}
+        self.hint_cache: dict[str, str | None] = {}
+        self.int_cache: dict[int, IntAttr] = {}
+        self.ftype_cache: dict[tuple[tuple[Attribute, ...], tuple[Attribute, ...]], FunctionType] = {}
+        self.ctx = ctx
+        self.text = text
+        self.filename = filename
+        self.positions: dict[Operation, tuple[int, int]] = {}
+        top = Block()
+        self.region_stack = [ParsedRegion([top], keep_entry=True)]
+        self.current_block = top
+        self.scopes: list[dict[str, SSAValue]] = [{}]
+        self.pending_entry: tuple[Block, list[Token]] | None = None
+
+    # -- errors
+
+    def _error(self, message: str, where: Token | tuple[int, int] | None, offset: int = 0) -> IRParseError:
+        if where is None:
+            line, col = 1, 1
+        elif isinstance(where, Token):
+            line, col = where.line or 1, (where.column or 1) + offset
+        else:
+            line, col = where
+        lines = self.text.splitlines()
+        source = lines[line - 1] if 0 < line <= len(lines) else None
+        return IRParseError(message, SourceLocation(self.filename, line, col), source)
+
+    def _xdsl_attribute(
+        self, tok: Token, what: str, parse: Callable[[AttrParser], Attribute | None], text: str | None = None
+    ) -> Attribute:
+        """Parse one coarse token with xDSL's attribute parser (dialect attributes, exotic builtins)."""
+        text = str(tok) if text is None else text
+        self._check_int_widths(tok)
+        parser = Parser(self.ctx, text)
+        try:
+            attr = parse(parser)
+            if attr is None or parser.pos != len(text):
+                raise self._error(f"invalid {what} '{clip(text)}'", tok)
+            return attr
+        except ParseError as e:
+            raise self._error(f"invalid {what} '{clip(text)}': {e.msg}", tok) from None
+        except VerifyException as e:
+            raise self._error(f"invalid {what} '{tok}': {e}", tok) from None
+
+
+_VALUE_IN_LIST = re.compile(r"%[\w$.\-]+")
+
+
+def nth_value(tok: Token, index: int) -> tuple[tuple[int, int]]:
+    """Line and column of the `index`-th `%name` inside a list token such as `%a, %b =`."""
+    start = [m.start() for m in _VALUE_IN_LIST.finditer(tok.value)][index]
+    before = tok.value[:start]
+    lines = before.count("\n")
+    col = start - before.rfind("\n") if lines else (tok.column or 1) + start
+    return (((tok.line or 1) + lines, col),)
+
+
+def clip(text: str) -> str:
+    return text if len(text) <= 40 else text[:37] + "..."
