@@ -60,11 +60,17 @@ def test_outputs_have_the_actual_rows_and_match_numpy():
 
 def test_the_ir_is_dynamic_within_the_bound_and_planned_at_it():
     mlp = mlp_predict()
+
+    @flow.global_function(type="predict")
+    def static(images: tp.Numpy.Placeholder((BOUND, 784), dtype=flow.float)) -> tp.Numpy:
+        hidden = flow.layers.dense(images, 512, activation=flow.nn.relu, name="dense1")
+        return flow.layers.dense(hidden, 10, name="dense2")
+
     assert "tensor<100x784xf32, #job.bounded<[0]>>" in mlp.ir("job")
     program = mlp.ir("buffer")
     assert "buffer.cut" in program and "memref<?x512xf32>" in program
-    # the arena holds the bound's rows: at least the images and one hidden layer of 100 rows
-    assert mlp.memory_plan().arena_size >= (BOUND * 784 + BOUND * 512) * 4
+    # the arena holds the bound's rows: the plan of the static job at the bound
+    assert mlp.memory_plan().arena_size == static.memory_plan().arena_size >= (BOUND * 784 + BOUND * 512) * 4
 
 
 @pytest.mark.parametrize(
