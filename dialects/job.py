@@ -1242,6 +1242,10 @@ class Conv2DOp(ConvBase):
         dtype = same_dtype(types, "conv2d operands")
         return tensor(conv_output(_nchw(types[0], "input"), _nchw(types[1], "weight"), props), dtype)
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0),))]  # the batch; channels and window axes are static
+
 
 @irdl_op_definition
 class Conv2DGradInputOp(ConvBase):
@@ -1258,6 +1262,10 @@ class Conv2DGradInputOp(ConvBase):
         if conv_output(_nchw(result, "input"), _nchw(types[1], "weight"), props) != shape_of(types[0]):
             raise VerifyException(f"conv2d of {fmt(result)} does not produce the gradient's shape {fmt(types[0])}")
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0),))]
+
 
 @irdl_op_definition
 class Conv2DGradFilterOp(ConvBase):
@@ -1273,6 +1281,10 @@ class Conv2DGradFilterOp(ConvBase):
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
         if conv_output(_nchw(types[1], "input"), _nchw(result, "weight"), props) != shape_of(types[0]):
             raise VerifyException(f"conv2d with weight {fmt(result)} does not produce the gradient's shape {fmt(types[0])}")
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(None, ((0, 0), (1, 0)))]  # summed over the batch
 
 
 def pool_output(x: Shape, props: Props) -> Shape:
@@ -1302,6 +1314,10 @@ class PoolOp(PoolBase):
     @classmethod
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         return tensor(pool_output(_nchw(types[0], "input"), props), dtype_of(types[0]))
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0),))]
 
 
 @irdl_op_definition
@@ -1333,6 +1349,10 @@ class MaxPool2DGradOp(PoolBase):
             raise VerifyException(f"max_pool2d_grad: dy and y must have the pooled shape {out}")
         return types[1]
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0), (1, 0), (2, 0)))]
+
 
 @irdl_op_definition
 class AvgPool2DGradOp(PoolBase):
@@ -1345,6 +1365,10 @@ class AvgPool2DGradOp(PoolBase):
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
         if pool_output(_nchw(result, "input"), props) != shape_of(types[0]):
             raise VerifyException(f"avg_pool2d of {fmt(result)} does not produce the gradient's shape {fmt(types[0])}")
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0),))]
 
 
 # ----------------------------------------------------------------- distribution

@@ -229,11 +229,13 @@ class Executor:
                 steps.append(partial(views[entry.out].fill, count))
             else:
                 scratch = self.scratch.setdefault(entry, _ScratchModule(self.xp))
-                scratch.restart()
+                scratch.building()
                 try:
                     steps.append(self.step(entry, views, scratch))
                 except (LookupError, ValueError, TypeError) as e:
                     raise CompileError(f"cannot build '{entry.name}' at sizes {list(sizes)}: {e}", source_location(entry)) from e
+                finally:
+                    scratch.seal()
         ins = [views[v] if isinstance(v, SSAValue) else v for _, v in self.inputs]
         outs = [views[v] if isinstance(v, SSAValue) else v for _, v in self.outputs]
         if len(self.variants) >= MAX_VARIANTS:
@@ -328,24 +330,33 @@ def row_sources(program: buffer.ProgramOp) -> list[int | None]:
 
 
 class _ScratchModule:
-    """The array module a kernel on cut views is built with: `xp`, except that the scratch arrays it
-    makes (`empty`, `zeros`, `arange`) are views of slabs made when it is first built, at the bound.
-    A variant's kernel asks for the same scratch, never larger, in the same order."""
+    """The array module a kernel on cut views is built with: `xp`, except that the arrays it makes while
+    it is built (`empty`, `zeros`, `full`, `arange`, `asarray`) are views of slabs made when it is first
+    built, at the bound.  A variant's kernel asks for the same arrays, never larger, in the same order;
+    each lays out the batch first, so a variant's arrays are prefixes of the bound's, and what a kernel
+    fills once at build (padding borders, row offsets) is the same in every variant.  Once built
+    (`sealed`), calls go to `xp` itself, as in a kernel built on static views."""
 
     def __init__(self, xp: ModuleType):
         self._xp = xp
         self._slabs: list[Any] = []
         self._next = 0
+        self._sealed = False
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._xp, name)
         setattr(self, name, value)  # looked up once: kernels call through it every step
         return value
 
-    def restart(self) -> None:
-        self._next = 0
+    def building(self) -> None:
+        self._next, self._sealed = 0, False
+
+    def seal(self) -> None:
+        self._sealed = True
 
     def empty(self, shape: Any, dtype: Any = float, order: str = "C") -> Any:
+        if self._sealed:
+            return self._xp.empty(shape, dtype, order)
         shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
         dtype = np.dtype(dtype)
         size = math.prod(shape) * dtype.itemsize
@@ -357,16 +368,29 @@ class _ScratchModule:
             raise ValueError(f"scratch of {size} bytes exceeds the {slab.size} made at the bound")
         return slab[:size].view(dtype).reshape(shape)
 
-    def zeros(self, shape: Any, dtype: Any = float, order: str = "C") -> Any:
-        out = self.empty(shape, dtype)
-        out.fill(0)
+    def full(self, shape: Any, fill_value: Any, dtype: Any = None, order: str = "C") -> Any:
+        if self._sealed:
+            return self._xp.full(shape, fill_value, dtype, order)
+        out = self.empty(shape, np.result_type(fill_value) if dtype is None else dtype)
+        out.fill(fill_value)
         return out
 
+    def zeros(self, shape: Any, dtype: Any = float, order: str = "C") -> Any:
+        return self._xp.zeros(shape, dtype, order) if self._sealed else self.full(shape, 0, dtype)
+
     def arange(self, *args: Any, dtype: Any = None) -> Any:
-        values = self._xp.arange(*args, dtype=dtype)
+        if self._sealed:
+            return self._xp.arange(*args, dtype=dtype)
+        return self.asarray(self._xp.arange(*args, dtype=dtype))
+
+    def asarray(self, a: Any, dtype: Any = None) -> Any:
+        if self._sealed:
+            return self._xp.asarray(a, dtype=dtype)
+        values = self._xp.asarray(a, dtype=dtype)
         out = self.empty(values.shape, values.dtype)
         out[...] = values
         return out
+
 
 
 def finite_checked(step: Callable[[], None], op: buffer.KernelOp, outs: list[Any], xp: ModuleType) -> Callable[[], None]:

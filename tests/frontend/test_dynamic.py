@@ -203,6 +203,48 @@ def test_training_with_a_smaller_last_batch_matches_pytorch(minimize_mean):
         np.testing.assert_allclose(variables[name].numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
 
 
+def test_a_conv_net_trained_on_batches_of_changing_size_matches_pytorch():
+    """conv2d, max and average pooling (and their gradients) on a dynamic batch; sizes alternate, so a
+    variant that disturbed another's scratch (padding, packed weights) would show."""
+    torch = pytest.importorskip("torch")
+
+    @flow.global_function(type="train")
+    def train(
+        images: tp.ListNumpy.Placeholder((8, 1, 12, 12), dtype=flow.float),
+        labels: tp.ListNumpy.Placeholder((8,), dtype=flow.int32),
+    ) -> tp.ListNumpy:
+        conv = flow.layers.conv2d(images, 4, 3, padding="SAME", activation=flow.nn.relu, name="conv1")
+        pool = flow.nn.max_pool2d(conv, ksize=2, strides=2, padding="SAME", data_format="NCHW")
+        smooth = flow.nn.avg_pool2d(pool, ksize=3, strides=1, padding="SAME", data_format="NCHW")
+        logits = flow.layers.dense(flow.reshape(smooth, (smooth.shape[0], -1)), 10, name="dense")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    nn = torch.nn
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.AvgPool2d(3, 1, 1, count_include_pad=False),
+        nn.Flatten(), nn.Linear(4 * 6 * 6, 10),
+    )  # fmt: skip
+    names = {"0.weight": "conv1-weight", "0.bias": "conv1-bias", "5.weight": "dense-weight", "5.bias": "dense-bias"}
+    flow.load_variables({names[k]: p.detach().numpy().copy() for k, p in model.named_parameters()})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rng = np.random.default_rng(6)
+    for n in (8, 3, 8, 5, 1, 8):
+        x, y = rng.random((n, 1, 12, 12), dtype=np.float32), rng.integers(0, 10, n).astype(np.int32)
+        (loss,) = train([x], [y])
+        opt.zero_grad()
+        expected = nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y).long())
+        expected.backward()
+        opt.step()
+        assert loss.shape == (n,)
+        np.testing.assert_allclose(loss.mean(), expected.item(), rtol=1e-5, err_msg=f"batch of {n}")
+    variables = flow.get_all_variables()
+    for theirs, p in model.named_parameters():
+        np.testing.assert_allclose(variables[names[theirs]].numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
 def test_inputs_whose_rows_disagree_are_a_located_error_that_changes_nothing():
     train = mlp_train(minimize_mean=True)
     flow.load_variables(random_weights(np.random.default_rng(4), hidden=64))

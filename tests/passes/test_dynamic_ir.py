@@ -70,9 +70,15 @@ def test_static_only_op_on_a_dynamic_value_is_a_verify_error():
     x = parse_module(JOB).body.block.ops.first.body.block.args[0]
     with pytest.raises(VerifyException, match=r"job.reshape keeps a dynamic axis only as axis 0 of the same bound, and \(<=100, 784\) cannot"):
         job.ReshapeOp.make([x], tensor((78400,), f32))
+    with pytest.raises(VerifyException, match=r"job.concat needs static shapes, but operand #0 \(<=100, 784\)"):
+        job.ConcatOp.make([x, x], axis=1)
     images = Block(arg_types=[with_dynamic(tensor((8, 1, 28, 28), f32), [0]), tensor((4, 1, 5, 5), f32)]).args
-    with pytest.raises(VerifyException, match="job.conv2d needs static shapes"):
-        job.Conv2DOp.make(images, strides=[1, 1], pads=[0, 0, 0, 0])
+    # conv2d takes a dynamic batch, not a dynamic channel or window axis
+    conv = job.Conv2DOp.make(images, strides=[1, 1], pads=[0, 0, 0, 0])
+    assert dynamic_axes(conv.res.type) == (0,)
+    ragged = Block(arg_types=[with_dynamic(tensor((8, 1, 28, 28), f32), [0, 2]), tensor((4, 1, 5, 5), f32)]).args
+    with pytest.raises(VerifyException, match="job.conv2d cannot relate dynamic axis 2 of operand #0"):
+        job.Conv2DOp.make(ragged, strides=[1, 1], pads=[0, 0, 0, 0])
     # A reshape may keep axis 0 dynamic where it leaves it in place.
     flat = job.ReshapeOp.make([images[0]], tensor((8, 784), f32))
     assert dynamic_axes(flat.res.type) == (0,)
