@@ -3,10 +3,11 @@
 Parameters: `tp.Numpy.Placeholder(shape, dtype=flow.float)` takes one ndarray
 of exactly that shape and dtype (OneFlow's static shape); `tp.ListNumpy.Placeholder`
 a list with one array per device, and `tp.ListListNumpy.Placeholder` a list per
-device of a list with one array. On one device a list placeholder's shape is a
-bound: axis 0 may hold fewer rows, and the job's outputs have the actual rows
+device of a tensor list (a list of arrays). On one device a list placeholder's
+shape is a bound: axis 0 may hold fewer rows, a tensor list any number of
+instances whose rows fit it together, and the job's outputs have the actual rows
 (docs/dynamic.md; OneFlow lets every axis be smaller). On several devices in the
-mirrored view each array has the placeholder's exact shape. A parameter may also
+mirrored view each device passes one array of the placeholder's exact shape. A parameter may also
 be a `Tuple[...]` of placeholders; it then receives a tuple of arrays.
 
 Returns: `tp.Numpy` (an ndarray), `tp.ListNumpy` (a list with one ndarray per
@@ -67,7 +68,7 @@ class ListNumpy:
 
 
 class ListListNumpy:
-    """A list per device of a list of numpy.ndarray (OneFlow's tensor lists; one tensor each here)."""
+    """A list per device of a list of numpy.ndarray (OneFlow's tensor lists; one array each on several devices)."""
 
     @staticmethod
     def Placeholder(shape: Sequence[int], dtype: object = dtypes.float32) -> type[PlaceholderDef]:  # noqa: N802

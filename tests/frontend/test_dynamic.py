@@ -297,3 +297,13 @@ def test_tensor_list_over_the_bound_is_an_error_naming_the_instances():
         double([[]])
     (out,) = double([[a, b[:4]]])
     assert [o.shape for o in out] == [(6, 3), (4, 3)]
+
+
+def test_the_executor_itself_checks_the_bound():
+    """A caller that skips the frontend (tools, tests) still cannot write past a buffer's bound."""
+    mlp = mlp_predict()
+    mlp([np.zeros((1, 784), np.float32)])
+    exe = mlp.executable().executor
+    with pytest.raises(flow.ExecutionError, match=r"input 0: axis 0 may have at most 100 elements \(its bound\), given shape \(101, 784\)"):
+        exe([np.zeros((101, 784), np.float32)])
+    assert exe([np.ones((3, 784), np.float32)])[0].shape == (3, 10)
