@@ -868,6 +868,19 @@ class ConcatOp(JobOp):
             total += s[axis]
         return tensor(first[:axis] + (total,) + first[axis + 1 :], dtype)
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """Every axis but the concatenated one (whose size would be a sum, so it must be static)."""
+        rank = len(shape_of(types[0]))
+        axis = normalize_axis(integer(props, "axis"), rank, "concat axis")
+        return [(r, tuple((i, r) for i in range(len(types)))) for r in range(rank) if r != axis]
+
+
+def takes_all_rows(shape: Shape, props: Props) -> bool:
+    """Whether a slice keeps axis 0 whole (start 0, step 1, to the end): then a dynamic axis 0 passes through."""
+    start, stop, step = ints(props, "start"), ints(props, "stop"), ints(props, "step")
+    return bool(shape) and start[:1] == (0,) and step[:1] == (1,) and stop[:1] == shape[:1]
+
 
 def slice_shape(shape: Shape, props: Props) -> Shape:
     start, stop, step = ints(props, "start"), ints(props, "stop"), ints(props, "step")
@@ -898,6 +911,11 @@ class SliceOp(JobOp):
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         return tensor(slice_shape(shape_of(types[0]), props), dtype_of(types[0]))
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """A dynamic axis 0 passes through a slice that keeps all of it; other axes are sliced statically."""
+        return [(0, ((0, 0),))] if takes_all_rows(shape_of(types[0]), props) else []
+
 
 @irdl_op_definition
 class SliceGradOp(JobOp):
@@ -916,6 +934,19 @@ class SliceGradOp(JobOp):
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
         if slice_shape(shape_of(result), props) != shape_of(types[0]):
             raise VerifyException(f"slice of {fmt(result)} does not have the gradient's shape {fmt(types[0])}")
+
+    @classmethod
+    def dynamic_result(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> Attribute:
+        """As job.slice: a dynamic axis 0 of dy is the result's when the slice kept all rows."""
+        assert isinstance(result, TensorType)
+        dynamic = dynamic_axes(types[0])
+        if dynamic and (dynamic != (0,) or not takes_all_rows(shape_of(result), props)):
+            raise VerifyException(f"job.slice_grad cannot relate dynamic axes {list(dynamic)} of {describe(types[0])} to its result")
+        return with_dynamic(result, dynamic)
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0),))]
 
 
 # ----------------------------------------------------------------- linear algebra

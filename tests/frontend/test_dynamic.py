@@ -307,3 +307,32 @@ def test_the_executor_itself_checks_the_bound():
     with pytest.raises(flow.ExecutionError, match=r"input 0: axis 0 may have at most 100 elements \(its bound\), given shape \(101, 784\)"):
         exe([np.zeros((101, 784), np.float32)])
     assert exe([np.ones((3, 784), np.float32)])[0].shape == (3, 10)
+
+
+def test_concat_and_column_slices_of_a_dynamic_batch_train_like_pytorch():
+    torch = pytest.importorskip("torch")
+
+    @flow.global_function(type="train")
+    def train(x: tp.ListNumpy.Placeholder((6, 4), dtype=flow.float64)) -> Tuple[tp.ListNumpy, tp.ListNumpy]:
+        w = flow.get_variable("w", shape=(4, 3), dtype=flow.float64, initializer=flow.random_normal_initializer(seed=1))
+        h = flow.matmul(x, w)
+        both = flow.concat([h, x[:, 1:3]], axis=1)  # (<=6, 5)
+        loss = flow.math.reduce_mean(flow.math.square(both), axis=1)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return both, loss
+
+    w0 = flow.get_all_variables()["w"].numpy().copy()
+    w = torch.tensor(w0, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+    rng = np.random.default_rng(7)
+    for n in (6, 2, 5):
+        x = rng.standard_normal((n, 4))
+        (both,), (loss,) = train([x])
+        expected_both = torch.cat([torch.from_numpy(x) @ w, torch.from_numpy(x)[:, 1:3]], dim=1)
+        # float64 throughout, but the learning rate is a float32 (0.1 to 1.5e-9)
+        np.testing.assert_allclose(both, expected_both.detach().numpy(), rtol=1e-7, atol=1e-8)
+        opt.zero_grad()
+        expected_both.square().mean(dim=1).mean().backward()
+        opt.step()
+        assert loss.shape == (n,)
+    np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w.detach().numpy(), rtol=1e-7, atol=1e-8)

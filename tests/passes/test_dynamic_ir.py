@@ -70,8 +70,12 @@ def test_static_only_op_on_a_dynamic_value_is_a_verify_error():
     x = parse_module(JOB).body.block.ops.first.body.block.args[0]
     with pytest.raises(VerifyException, match=r"job.reshape keeps a dynamic axis only as axis 0 of the same bound, and \(<=100, 784\) cannot"):
         job.ReshapeOp.make([x], tensor((78400,), f32))
-    with pytest.raises(VerifyException, match=r"job.concat needs static shapes, but operand #0 \(<=100, 784\)"):
-        job.ConcatOp.make([x, x], axis=1)
+    with pytest.raises(VerifyException, match=r"job.broadcast_to needs static shapes, but operand #0 \(<=100, 784\)"):
+        job.BroadcastToOp.make([x], tensor((2, 100, 784), f32))
+    # concat relates every axis but the concatenated one, whose size would be a sum
+    assert dynamic_axes(job.ConcatOp.make([x, x], axis=1).res.type) == (0,)
+    with pytest.raises(VerifyException, match="job.concat cannot relate dynamic axis 0 of operand #0"):
+        job.ConcatOp.make([x, x], axis=0)
     images = Block(arg_types=[with_dynamic(tensor((8, 1, 28, 28), f32), [0]), tensor((4, 1, 5, 5), f32)]).args
     # conv2d takes a dynamic batch, not a dynamic channel or window axis
     conv = job.Conv2DOp.make(images, strides=[1, 1], pads=[0, 0, 0, 0])
