@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import (
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
+    IndexType,
     IntegerAttr,
     IntegerType,
     MemRefType,
@@ -518,10 +519,104 @@ class RecvOp(PointToPointOp):
     WRITES: ClassVar[bool] = True
 
 
+# ----------------------------------------------------------------- dynamic sizes (docs/dynamic.md)
+
+
+@irdl_op_definition
+class InputDimOp(BufferOp):
+    """The actual size of `axis` of the call's argument `index`, read when the step's inputs arrive."""
+
+    name = "buffer.input_dim"
+    index = prop_def(IntegerAttr)
+    axis = prop_def(IntegerAttr)
+    res = result_def(IndexType)
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "attr-dict `:` type($res)"
+
+
+@irdl_op_definition
+class ConstSizeOp(BufferOp):
+    """An actual size known when the program is made (an element shape of a TensorBuffer)."""
+
+    name = "buffer.const_size"
+    value = prop_def(IntegerAttr)
+    res = result_def(IndexType)
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "attr-dict `:` type($res)"
+
+
+@irdl_op_definition
+class CutOp(BufferOp):
+    """The dynamic value held in a buffer planned at its bound: its first elements, at the actual sizes.
+
+    As OneFlow's dynamic blobs, the value is dense at its actual shape, so the cut
+    is a contiguous prefix of `buf` (one `?` of the result per size operand, in order).
+    It aliases `buf`: liveness and the schedule see its uses as uses of `buf`.
+    """
+
+    name = "buffer.cut"
+    buf = operand_def(MemRefType)
+    sizes = var_operand_def(IndexType)
+    res = result_def(MemRefType)
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "$buf `,` $sizes attr-dict `:` functional-type(operands, results)"
+
+    def verify_(self) -> None:
+        bound = _static_memref(self.buf.type, "a cut's buffer")
+        res = self.res.type
+        assert isinstance(res, MemRefType)
+        dims, limit = res.get_shape(), bound.get_shape()
+        if len(dims) != len(limit) or res.element_type != bound.element_type:
+            raise VerifyException(f"a cut keeps the buffer's rank and element type: {bound} -> {res}")
+        if any(d >= 0 and d != b for d, b in zip(dims, limit)):
+            raise VerifyException(f"a cut's static sizes must be the buffer's: {bound} -> {res}")
+        if sum(1 for d in dims if d < 0) != len(self.sizes):
+            raise VerifyException(f"a cut to {res} needs one size per '?', got {len(self.sizes)}")
+
+
+def storage_of(v: SSAValue) -> SSAValue:
+    """The buffer a value's bytes belong to: through any cut to the buffer planned at the bound."""
+    while isinstance(v.owner, CutOp):
+        v = v.owner.buf
+    return v
+
+
+@irdl_op_definition
+class AssertSameSizeOp(BufferOp):
+    """A run-time check that actual sizes the op's shapes need equal (two dynamic inputs' batches)."""
+
+    name = "buffer.assert_same_size"
+    sizes = var_operand_def(IndexType)
+    what = prop_def(StringAttr)
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "$sizes attr-dict `:` type($sizes)"
+
+
+@irdl_op_definition
+class StoreSizeOp(BufferOp):
+    """out = factor * the product of `sizes`: the element count a mean divides by (job.size_of)."""
+
+    name = "buffer.store_size"
+    out = operand_def(MemRefType)
+    sizes = var_operand_def(IndexType)
+    factor = prop_def(IntegerAttr)
+    traits = traits_def(OperandEffects())
+    assembly_format = "$out `,` $sizes attr-dict `:` type(operands)"
+
+    def writes(self) -> Sequence[SSAValue]:
+        return (self.out,)
+
+    def verify_(self) -> None:
+        out = _static_memref(self.out.type, "store_size's output")
+        if out.get_shape():
+            raise VerifyException(f"store_size writes a rank-0 buffer, got {out}")
+
+
 Buffer = Dialect(
     "buffer",
     [
         ProgramOp, ArenaOp, ViewOp, AllocOp, VariableOp, ConstantOp, InputOp, OutputOp, KernelOp, CopyOp,
+        InputDimOp, ConstSizeOp, CutOp, AssertSameSizeOp, StoreSizeOp,
         AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp, ReduceOp, SendOp, RecvOp,
         TransferOp,
     ],

@@ -59,6 +59,16 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects.mesh import local_shape
+from irflow.dialects.bounds import (
+    BoundedAttr,
+    TensorBufferAttr,
+    buffer_rank,
+    describe,
+    dynamic_axes,
+    element_shapes,
+    tensor_buffer,
+    with_dynamic,
+)
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, check_fits, hierarchy_of
 
 ui8 = IntegerType(8, Signedness.UNSIGNED)
@@ -88,7 +98,8 @@ def dtype_of(t: Attribute) -> Attribute:
 def fmt(t: Attribute) -> str:
     if isinstance(t, TensorType):
         dims = "x".join("?" if d < 0 else str(d) for d in t.get_shape())
-        return f"tensor<{dims + 'x' if dims else ''}{t.element_type}>"
+        bounded = f", {t.encoding}" if dynamic_axes(t) else ""
+        return f"tensor<{dims + 'x' if dims else ''}{t.element_type}{bounded}>"
     return str(t)
 
 
@@ -177,6 +188,32 @@ def window_out(size: int, kernel: int, stride: int, pad_lo: int, pad_hi: int, di
     return (size + pad_lo + pad_hi - dilation * (kernel - 1) - 1) // stride + 1
 
 
+# ----------------------------------------------------------------- dynamic sizes
+
+OperandAxis = tuple[int, int]
+"""(operand index, axis)."""
+SizeGroup = tuple[int | None, tuple[OperandAxis, ...]]
+"""A result axis (None: none, the axis is contracted or reduced) and the operand axes of the same actual size."""
+
+
+def aligned_groups(types: Sequence[Attribute]) -> list[SizeGroup]:
+    """Elementwise with numpy broadcasting: result axis r and every operand axis aligned to it from the right.
+
+    A static axis of size 1 is broadcast, so it is not in the group.
+    """
+    ranks = [len(shape_of(t)) for t in types]
+    rank = max(ranks, default=0)
+    groups: list[SizeGroup] = []
+    for r in range(rank):
+        members = []
+        for i, t in enumerate(types):
+            a = r - (rank - ranks[i])
+            if a >= 0 and (a in dynamic_axes(t) or shape_of(t)[a] != 1):
+                members.append((i, a))
+        groups.append((r, tuple(members)))
+    return groups
+
+
 # ----------------------------------------------------------------- base ops
 
 
@@ -202,8 +239,62 @@ class JobOp(IRDLOperation):
         raise VerifyException(f"{cls.name} needs its result type given")
 
     @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """Which operand axes have equal actual sizes, and which result axis takes it (docs/dynamic.md).
+
+        None (the default): the op needs static shapes.  An op that accepts
+        dynamic shapes lists every operand axis in some group; its kernel runs
+        on views cut to the actual sizes.
+        """
+        return None
+
+    TAKES_TENSOR_BUFFERS: ClassVar[bool] = False
+    """Only the TensorBuffer ops read a TensorBuffer: others would read its padding as values."""
+
+    @classmethod
+    def dynamic_result(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> Attribute:
+        """`result` (typed at the bound) with the dynamic axes the operands give it."""
+        if not cls.TAKES_TENSOR_BUFFERS:
+            for i, t in enumerate(types):
+                if element_shapes(t) is not None:
+                    raise VerifyException(
+                        f"{cls.name} does not take a TensorBuffer (operand #{i}); convert it with "
+                        "flow.tensor_buffer_to_tensor or flow.tensor_buffer_to_list_of_tensors first"
+                    )
+        dynamic = [(i, a) for i, t in enumerate(types) for a in dynamic_axes(t)]
+        if not isinstance(result, TensorType):
+            return result
+        if not dynamic:
+            return with_dynamic(result, ())
+        groups = cls.size_groups(types, props)
+        if groups is None:
+            i, a = dynamic[0]
+            raise VerifyException(
+                f"{cls.name} needs static shapes, but operand #{i} {describe(types[i])} has a dynamic axis {a} "
+                "(see the ops that accept dynamic shapes in docs/dynamic.md)"
+            )
+        covered = {m for _, members in groups for m in members}
+        for i, a in dynamic:
+            if (i, a) not in covered:
+                raise VerifyException(f"{cls.name} cannot relate dynamic axis {a} of operand #{i} to its result")
+        axes = []
+        for r, members in groups:
+            dyn = [(i, a) for i, a in members if a in dynamic_axes(types[i])]
+            static = [(i, a) for i, a in members if a not in dynamic_axes(types[i])]
+            if dyn and static:
+                (i, a), (j, b) = dyn[0], static[0]
+                raise VerifyException(
+                    f"{cls.name}: dynamic axis {a} of operand #{i} {describe(types[i])} meets static axis {b} "
+                    f"of operand #{j} {describe(types[j])}; they must have the same size, so both must be dynamic "
+                    "or both static"
+                )
+            if dyn and r is not None:
+                axes.append(r)
+        return with_dynamic(result, axes)
+
+    @classmethod
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
-        expected = cls.infer(types, props)
+        expected = cls.dynamic_result(types, props, cls.infer(types, props))
         if expected != result:
             raise VerifyException(f"result type {fmt(result)} does not match the inferred {fmt(expected)}")
 
@@ -213,13 +304,22 @@ class JobOp(IRDLOperation):
         properties = {k: to_attr(v) for k, v in props.items() if v is not None}
         types = [o.type for o in operands]
         if result_type is None:
-            result_type = cls.infer(types, properties)
-        else:
+            result_type = cls.dynamic_result(types, properties, cls.infer(types, properties))
+        else:  # given at the bound: the operands decide its dynamic axes
+            result_type = cls.dynamic_result(types, properties, result_type)
             cls.check(types, properties, result_type)
         return cls.create(operands=list(operands), result_types=[result_type], properties=properties)
 
+    @classmethod
+    def check_dynamic(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        expected = cls.dynamic_result(types, props, result)
+        if expected != result:
+            raise VerifyException(f"result type {fmt(result)} should be {fmt(expected)}: its dynamic axes follow the operands'")
+
     def verify_(self) -> None:
-        self.check([o.type for o in self.operands], self.properties, self.results[0].type)
+        types = [o.type for o in self.operands]
+        self.check(types, self.properties, self.results[0].type)
+        self.check_dynamic(types, self.properties, self.results[0].type)
         verify_distribution(self)
 
 
@@ -291,6 +391,10 @@ class UnaryOp(JobOp):
         require_float(types[0], "operand")
         return types[0]
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return aligned_groups(types)
+
 
 class BinaryOp(JobOp):
     """Elementwise with numpy broadcasting."""
@@ -305,6 +409,10 @@ class BinaryOp(JobOp):
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         dtype = same_dtype(types)
         return tensor(broadcast_shapes(shape_of(types[0]), shape_of(types[1])), cls.RESULT_DTYPE or dtype)
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return aligned_groups(types)
 
 
 class GradOp(JobOp):
@@ -321,6 +429,10 @@ class GradOp(JobOp):
         if types[0] != types[1]:
             raise VerifyException(f"gradient and saved value differ: {fmt(types[0])} vs {fmt(types[1])}")
         return types[0]
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return aligned_groups(types)
 
 
 # ----------------------------------------------------------------- sources
@@ -443,6 +555,10 @@ class CastOp(JobOp):
         if shape_of(types[0]) != shape_of(result):
             raise VerifyException(f"cast keeps the shape: {fmt(types[0])} -> {fmt(result)}")
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return aligned_groups(types)
+
 
 @irdl_op_definition
 class BiasAddOp(JobOp):
@@ -463,6 +579,11 @@ class BiasAddOp(JobOp):
             raise VerifyException(f"bias of shape {b} does not match dimension {axis} of input {x}")
         return types[0]
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        axis = normalize_axis(integer(props, "axis", 1), len(shape_of(types[0])), "bias_add axis")
+        return [(r, ((0, r), (1, 0)) if r == axis else ((0, r),)) for r in range(len(shape_of(types[0])))]
+
 
 # ----------------------------------------------------------------- shape ops
 
@@ -480,6 +601,23 @@ class ReshapeOp(JobOp):
         a, b = shape_of(types[0]), shape_of(result)
         if _numel(a) != _numel(b) or dtype_of(types[0]) != dtype_of(result):
             raise VerifyException(f"cannot reshape {fmt(types[0])} to {fmt(result)}")
+
+
+    @classmethod
+    def dynamic_result(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> Attribute:
+        """A dynamic axis 0 stays where it is when the reshape keeps it (rows of a batch); others need static shapes."""
+        x, dynamic = shape_of(types[0]), dynamic_axes(types[0])
+        assert isinstance(result, TensorType)
+        if dynamic and (dynamic != (0,) or not shape_of(result) or shape_of(result)[0] != x[0]):
+            raise VerifyException(
+                f"job.reshape keeps a dynamic axis only as axis 0 of the same bound, and {describe(types[0])} "
+                f"cannot become {describe(result)}"
+            )
+        return with_dynamic(result, dynamic)
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0),)), *((None, ((0, a),)) for a in range(1, len(shape_of(types[0]))))]
 
 
 def _numel(shape: Shape) -> int:
@@ -505,6 +643,10 @@ class TransposeOp(JobOp):
             raise VerifyException(f"perm {list(perm)} is not a permutation of the {len(shape)} axes of {shape}")
         return tensor([shape[p] for p in perm], dtype_of(types[0]))
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(r, ((0, p),)) for r, p in enumerate(ints(props, "perm"))]
+
 
 @irdl_op_definition
 class BroadcastToOp(JobOp):
@@ -518,6 +660,187 @@ class BroadcastToOp(JobOp):
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
         if broadcast_shapes(shape_of(types[0]), shape_of(result)) != shape_of(result):
             raise VerifyException(f"cannot broadcast {fmt(types[0])} to {fmt(result)}")
+
+
+@irdl_op_definition
+class BroadcastLikeOp(JobOp):
+    """x broadcast to the shape of `like`, dynamic axes included (how gradients expand over a dynamic batch)."""
+
+    name = "job.broadcast_like"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
+    x = operand_def(TensorType)
+    like = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        x, like = shape_of(types[0]), shape_of(types[1])
+        if len(x) > len(like) or broadcast_shapes(x, like) != like:
+            raise VerifyException(f"cannot broadcast {fmt(types[0])} to the shape of {fmt(types[1])}")
+        return tensor(like, dtype_of(types[0]))
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return aligned_groups(types)
+
+
+@irdl_op_definition
+class SizeOfOp(JobOp):
+    """The number of elements of `x` over `axes` at run time, as a rank-0 tensor (a reduce_mean's divisor).
+
+    For a static `x` it is a constant; for a dynamic one it is the shape computation
+    that reads the actual sizes, so the executor never computes one on the side.
+    """
+
+    name = "job.size_of"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    axes = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        rank = len(shape_of(types[0]))
+        for a in ints(props, "axes"):
+            normalize_axis(a, rank, "size_of axis")
+        if not isinstance(result, TensorType) or shape_of(result) != () or dynamic_axes(result):
+            raise VerifyException(f"size_of gives a rank-0 tensor, got {fmt(result)}")
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(None, ((0, a),)) for a in range(len(shape_of(types[0])))]
+
+    def static_count(self) -> int | None:
+        """The count when every counted axis is static, else None."""
+        shape, rank = shape_of(self.x.type), len(shape_of(self.x.type))
+        axes = {normalize_axis(a, rank, "size_of axis") for a in ints(self.properties, "axes")}
+        if axes & set(dynamic_axes(self.x.type)):
+            return None
+        return _numel(tuple(shape[a] for a in axes))
+
+
+# ----------------------------------------------------------------- TensorBuffer (OneFlow's, docs/dynamic.md)
+
+
+def _element_count(t: Attribute) -> int:
+    return _numel(shape_of(t)[: buffer_rank(t)])
+
+
+def check_tensor_buffer(t: Attribute, what: str) -> list[tuple[int, ...]]:
+    """The element shapes of a TensorBuffer `t`, each within its bound; anything else is an error."""
+    shapes = element_shapes(t)
+    if shapes is None:
+        raise VerifyException(f"{what} must be a TensorBuffer, got {fmt(t)}")
+    if len(shapes) != _element_count(t):
+        raise VerifyException(f"{what} lists {len(shapes)} element shapes for {_element_count(t)} elements: {fmt(t)}")
+    bound = shape_of(t)[buffer_rank(t) :]
+    if any(d > b for s in shapes for d, b in zip(s, bound)):
+        raise VerifyException(f"{what}: an element shape exceeds the bound {bound}: {fmt(t)}")
+    return shapes
+
+
+@irdl_op_definition
+class TensorToTensorBufferOp(JobOp):
+    """x as a TensorBuffer whose elements are its last `instance_dims` axes (flow.tensor_to_tensor_buffer)."""
+
+    name = "job.tensor_to_tensor_buffer"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    instance_dims = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        shape, k = shape_of(types[0]), integer(props, "instance_dims")
+        if not 0 < k < len(shape):
+            raise VerifyException(f"instance_dims must be in [1, {len(shape) - 1}] for {fmt(types[0])}, got {k}")
+        return tensor_buffer(shape[: len(shape) - k], [shape[len(shape) - k :]], dtype_of(types[0]))
+
+
+@irdl_op_definition
+class TensorBufferToTensorOp(JobOp):
+    """The elements of a TensorBuffer, all of `instance_shape`, as one tensor (flow.tensor_buffer_to_tensor)."""
+
+    name = "job.tensor_buffer_to_tensor"
+    TAKES_TENSOR_BUFFERS: ClassVar[bool] = True
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    instance_shape = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        shapes, instance = check_tensor_buffer(types[0], "tensor_buffer_to_tensor's input"), ints(props, "instance_shape")
+        odd = next((s for s in shapes if s != instance), None)
+        if odd is not None:
+            raise VerifyException(f"tensor_buffer_to_tensor: an element has shape {odd}, not the instance shape {instance}")
+        expected = shape_of(types[0])[: buffer_rank(types[0])] + instance
+        if shape_of(result) != expected or element_shapes(result) is not None or dynamic_axes(result):
+            raise VerifyException(f"tensor_buffer_to_tensor gives a tensor of shape {expected}, got {fmt(result)}")
+
+
+@irdl_op_definition
+class GenTensorBufferOp(NullaryOp):
+    """A TensorBuffer whose element k is a tensor of `shapes[k]` filled with `values[k]` (flow.gen_tensor_buffer)."""
+
+    name = "job.gen_tensor_buffer"
+    values = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        shapes = check_tensor_buffer(result, "gen_tensor_buffer's result")
+        if len(ints_or_floats(props, "values")) != len(shapes):
+            raise VerifyException(f"gen_tensor_buffer has {len(shapes)} elements but {len(ints_or_floats(props, 'values'))} values")
+
+
+def ints_or_floats(props: Props, key: str) -> tuple[float, ...]:
+    attr = props.get(key)
+    assert isinstance(attr, DenseArrayBase)
+    return tuple(attr.get_values())
+
+
+@irdl_op_definition
+class TensorBufferGetOp(JobOp):
+    """Element `index` (row-major) of a TensorBuffer as a tensor: of its own shape within the bound
+    `out_shape` when `dynamic_out` (a dynamic tensor whose sizes are constants), else of `out_shape`,
+    which must be its shape.  flow.tensor_buffer_to_list_of_tensors makes one per element."""
+
+    name = "job.tensor_buffer_get"
+    TAKES_TENSOR_BUFFERS: ClassVar[bool] = True
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    index = prop_def(IntegerAttr)
+    out_shape = prop_def(DenseArrayBase)
+    dynamic_out = prop_def(BoolAttr, default_value=BoolAttr.from_bool(False))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def element_shape(cls, types: Sequence[Attribute], props: Props) -> tuple[int, ...]:
+        shapes, index = check_tensor_buffer(types[0], "tensor_buffer_get's input"), integer(props, "index")
+        if not 0 <= index < len(shapes):
+            raise VerifyException(f"tensor_buffer_get: index {index} out of range for {len(shapes)} elements")
+        shape, bound = shapes[index], ints(props, "out_shape")
+        dynamic = flag(props, "dynamic_out")
+        if len(shape) != len(bound) or any(d > b for d, b in zip(shape, bound)) or (not dynamic and shape != bound):
+            need = "within" if dynamic else "equal to"
+            raise VerifyException(f"tensor_buffer_get: element {index} has shape {shape}, not {need} out_shape {bound}")
+        return shape
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        cls.element_shape(types, props)
+        bound = ints(props, "out_shape")
+        axes = range(len(bound)) if flag(props, "dynamic_out") else ()
+        if not isinstance(result, TensorType) or result != with_dynamic(tensor(bound, result.element_type), axes):
+            raise VerifyException(f"tensor_buffer_get gives {fmt(with_dynamic(tensor(bound, f32), axes))} of any dtype, got {fmt(result)}")
+
+    @classmethod
+    def dynamic_result(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> Attribute:
+        """Dynamic on every axis with `dynamic_out`: its sizes come from the element's shape, not an operand."""
+        assert isinstance(result, TensorType)
+        return with_dynamic(result, range(len(shape_of(result))) if flag(props, "dynamic_out") else ())
 
 
 @irdl_op_definition
@@ -545,6 +868,19 @@ class ConcatOp(JobOp):
                 raise VerifyException(f"concat along axis {axis}: shapes {first} and {s} differ elsewhere")
             total += s[axis]
         return tensor(first[:axis] + (total,) + first[axis + 1 :], dtype)
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """Every axis but the concatenated one (whose size would be a sum, so it must be static)."""
+        rank = len(shape_of(types[0]))
+        axis = normalize_axis(integer(props, "axis"), rank, "concat axis")
+        return [(r, tuple((i, r) for i in range(len(types)))) for r in range(rank) if r != axis]
+
+
+def takes_all_rows(shape: Shape, props: Props) -> bool:
+    """Whether a slice keeps axis 0 whole (start 0, step 1, to the end): then a dynamic axis 0 passes through."""
+    start, stop, step = ints(props, "start"), ints(props, "stop"), ints(props, "step")
+    return bool(shape) and start[:1] == (0,) and step[:1] == (1,) and stop[:1] == shape[:1]
 
 
 def slice_shape(shape: Shape, props: Props) -> Shape:
@@ -576,6 +912,11 @@ class SliceOp(JobOp):
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         return tensor(slice_shape(shape_of(types[0]), props), dtype_of(types[0]))
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """A dynamic axis 0 passes through a slice that keeps all of it; other axes are sliced statically."""
+        return [(0, ((0, 0),))] if takes_all_rows(shape_of(types[0]), props) else []
+
 
 @irdl_op_definition
 class SliceGradOp(JobOp):
@@ -594,6 +935,19 @@ class SliceGradOp(JobOp):
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
         if slice_shape(shape_of(result), props) != shape_of(types[0]):
             raise VerifyException(f"slice of {fmt(result)} does not have the gradient's shape {fmt(types[0])}")
+
+    @classmethod
+    def dynamic_result(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> Attribute:
+        """As job.slice: a dynamic axis 0 of dy is the result's when the slice kept all rows."""
+        assert isinstance(result, TensorType)
+        dynamic = dynamic_axes(types[0])
+        if dynamic and (dynamic != (0,) or not takes_all_rows(shape_of(result), props)):
+            raise VerifyException(f"job.slice_grad cannot relate dynamic axes {list(dynamic)} of {describe(types[0])} to its result")
+        return with_dynamic(result, dynamic)
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0),))]
 
 
 # ----------------------------------------------------------------- linear algebra
@@ -626,8 +980,31 @@ class MatmulOp(JobOp):
             raise VerifyException(f"matmul contraction mismatch: {a}{ta} x {b}{tb} ({k} != {k2})")
         return tensor(a[:-2] + (m, n), dtype)
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        rank = len(shape_of(types[0]))
+        rows, cols = rank - 2, rank - 1
+        ta, tb = flag(props, "transpose_a"), flag(props, "transpose_b")
+        groups: list[SizeGroup] = [(r, ((0, r), (1, r))) for r in range(rank - 2)]
+        groups.append((rows, ((0, cols if ta else rows),)))
+        groups.append((cols, ((1, rows if tb else cols),)))
+        groups.append((None, ((0, rows if ta else cols), (1, cols if tb else rows))))
+        return groups
+
 
 # ----------------------------------------------------------------- reductions
+
+
+def reduction_groups(rank: int, axes: Sequence[int], keepdims: bool) -> list[SizeGroup]:
+    """A reduction's kept axes pass their size on; reduced ones end (a kept size-1 axis is static)."""
+    norm = {normalize_axis(a, rank, "reduction axis") for a in axes}
+    groups: list[SizeGroup] = []
+    for a in range(rank):
+        if a in norm:
+            groups.append((None, ((0, a),)))
+        else:
+            groups.append((a if keepdims else a - sum(1 for n in norm if n < a), ((0, a),)))
+    return groups
 
 
 def reduced_shape(shape: Shape, axes: Sequence[int], keepdims: bool) -> Shape:
@@ -648,6 +1025,10 @@ class ReduceOp(JobOp):
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         shape = shape_of(types[0])
         return tensor(reduced_shape(shape, ints(props, "axes"), flag(props, "keepdims")), dtype_of(types[0]))
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return reduction_groups(len(shape_of(types[0])), ints(props, "axes"), flag(props, "keepdims"))
 
 
 @irdl_op_definition
@@ -702,6 +1083,10 @@ class ArgmaxOp(JobOp):
         shape = shape_of(types[0])
         return tensor(reduced_shape(shape, [integer(props, "axis", -1)], False), i64)
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return reduction_groups(len(shape_of(types[0])), [integer(props, "axis", -1)], False)
+
 
 # ----------------------------------------------------------------- nn
 
@@ -717,6 +1102,10 @@ class SoftmaxLikeOp(JobOp):
         require_float(types[0], "operand")
         normalize_axis(integer(props, "axis", -1), len(shape_of(types[0])), "softmax axis")
         return types[0]
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return aligned_groups(types)
 
 
 @irdl_op_definition
@@ -768,6 +1157,11 @@ class CrossEntropyOp(JobOp):
         s = _check_logits_labels(types[0], types[1], cls.SPARSE)
         return tensor(s[:1], dtype_of(types[0]))
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        classes = ((0, 1),) if cls.SPARSE else ((0, 1), (1, 1))
+        return [(0, ((0, 0), (1, 0))), (None, classes)]
+
 
 @irdl_op_definition
 class SparseSoftmaxCrossEntropyOp(CrossEntropyOp):
@@ -796,9 +1190,14 @@ class CrossEntropyGradOp(JobOp):
     @classmethod
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         s = _check_logits_labels(types[1], types[2], cls.SPARSE)
-        if types[0] != tensor(s[:1], dtype_of(types[1])):
+        if shape_of(types[0]) != s[:1] or dtype_of(types[0]) != dtype_of(types[1]):
             raise VerifyException(f"loss gradient must be {fmt(tensor(s[:1], dtype_of(types[1])))}, got {fmt(types[0])}")
         return types[1]
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        classes = ((1, 1),) if cls.SPARSE else ((1, 1), (2, 1))
+        return [(0, ((0, 0), (1, 0), (2, 0))), (1, classes)]
 
 
 @irdl_op_definition
@@ -875,6 +1274,10 @@ class Conv2DOp(ConvBase):
         dtype = same_dtype(types, "conv2d operands")
         return tensor(conv_output(_nchw(types[0], "input"), _nchw(types[1], "weight"), props), dtype)
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0),))]  # the batch; channels and window axes are static
+
 
 @irdl_op_definition
 class Conv2DGradInputOp(ConvBase):
@@ -891,6 +1294,10 @@ class Conv2DGradInputOp(ConvBase):
         if conv_output(_nchw(result, "input"), _nchw(types[1], "weight"), props) != shape_of(types[0]):
             raise VerifyException(f"conv2d of {fmt(result)} does not produce the gradient's shape {fmt(types[0])}")
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0),))]
+
 
 @irdl_op_definition
 class Conv2DGradFilterOp(ConvBase):
@@ -906,6 +1313,10 @@ class Conv2DGradFilterOp(ConvBase):
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
         if conv_output(_nchw(types[1], "input"), _nchw(result, "weight"), props) != shape_of(types[0]):
             raise VerifyException(f"conv2d with weight {fmt(result)} does not produce the gradient's shape {fmt(types[0])}")
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(None, ((0, 0), (1, 0)))]  # summed over the batch
 
 
 def pool_output(x: Shape, props: Props) -> Shape:
@@ -935,6 +1346,10 @@ class PoolOp(PoolBase):
     @classmethod
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         return tensor(pool_output(_nchw(types[0], "input"), props), dtype_of(types[0]))
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0),))]
 
 
 @irdl_op_definition
@@ -966,6 +1381,10 @@ class MaxPool2DGradOp(PoolBase):
             raise VerifyException(f"max_pool2d_grad: dy and y must have the pooled shape {out}")
         return types[1]
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0), (1, 0), (2, 0)))]
+
 
 @irdl_op_definition
 class AvgPool2DGradOp(PoolBase):
@@ -978,6 +1397,10 @@ class AvgPool2DGradOp(PoolBase):
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
         if pool_output(_nchw(result, "input"), props) != shape_of(types[0]):
             raise VerifyException(f"avg_pool2d of {fmt(result)} does not produce the gradient's shape {fmt(types[0])}")
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return [(0, ((0, 0),))]
 
 
 # ----------------------------------------------------------------- distribution
@@ -1643,7 +2066,8 @@ COMPUTE_OPS: list[type[Operation]] = [
     AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp,
     EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp,
     ReluGradOp, SigmoidGradOp, TanhGradOp, GeluGradOp,
-    CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, ConcatOp, SliceOp, SliceGradOp,
+    CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, ConcatOp,
+    TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
     MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ArgmaxOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
     SparseSoftmaxCrossEntropyOp, SoftmaxCrossEntropyOp,
@@ -1653,4 +2077,4 @@ COMPUTE_OPS: list[type[Operation]] = [
     BoxingOp, LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp, MinimizeOp, ApplyGradientsOp, DiffOp,
 ]  # fmt: skip
 
-Job = Dialect("job", [FuncOp, ReturnOp, *COMPUTE_OPS, *PHYSICAL_OPS], [SbpAttr, NdSbpAttr, PlacementAttr])
+Job = Dialect("job", [FuncOp, ReturnOp, *COMPUTE_OPS, *PHYSICAL_OPS], [SbpAttr, NdSbpAttr, PlacementAttr, BoundedAttr, TensorBufferAttr])

@@ -57,6 +57,12 @@ from irflow.frontend.ops import (
 from irflow.frontend.session import clear_default_session, sync_default_session
 from irflow.frontend.signature import tensor_def as _tensor_def
 from irflow.frontend.variables import get_variable
+from irflow.frontend.tensor_buffer import (
+    gen_tensor_buffer,
+    tensor_buffer_to_list_of_tensors,
+    tensor_buffer_to_tensor,
+    tensor_to_tensor_buffer,
+)
 from irflow.frontend.watch import watch, watch_diff
 from irflow.runtime.mpi import prepare_rank as _prepare_rank
 
@@ -78,4 +84,5 @@ __all__ = [
     "sync_default_session", "train", "transpose",
     "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "variance_scaling_initializer",
     "watch", "watch_diff", "xavier_normal_initializer", "xavier_uniform_initializer", "zeros_initializer", "zeros_like",
+    "gen_tensor_buffer", "tensor_buffer_to_list_of_tensors", "tensor_buffer_to_tensor", "tensor_to_tensor_buffer",
 ]  # fmt: skip

@@ -21,6 +21,7 @@ from irflow.errors import CompileError, IrflowError, source_location
 from irflow.passes import PREDICT_PIPELINE, TRAIN_PIPELINE, available_passes
 from irflow.runtime import spmd
 from irflow.runtime.backend import available_memory
+from irflow.runtime.executor import row_sources
 from irflow.runtime.memory_plan import MemoryPlan
 from irflow.runtime.variables import LogicalVariables, VariableStore
 from irflow.target import Target
@@ -45,6 +46,8 @@ class Executable:
         self.executor = spmd.bind(program, store, target.xp, check_finite)
         self.input_types = spmd.boundary_types(program, buffer.InputOp)
         self.output_types = spmd.boundary_types(program, buffer.OutputOp)
+        # Per output, the input whose dynamic rows it has: a tensor list comes back cut into that input's instances.
+        self.row_sources = row_sources(program)
 
     @property
     def xp(self) -> Any:

@@ -2,11 +2,13 @@
 
 Parameters: `tp.Numpy.Placeholder(shape, dtype=flow.float)` takes one ndarray
 of exactly that shape and dtype (OneFlow's static shape); `tp.ListNumpy.Placeholder`
-a list with one such array per device, and `tp.ListListNumpy.Placeholder` a
-list per device of a list with one array (irflow runs one device here, and its
-IR has static shapes, so the arrays must have the placeholder's exact shape,
-where OneFlow lets mirrored inputs be smaller). A parameter may also be a
-`Tuple[...]` of placeholders; it then receives a tuple of arrays.
+a list with one array per device, and `tp.ListListNumpy.Placeholder` a list per
+device of a tensor list (a list of arrays). On one device a list placeholder's
+shape is a bound: axis 0 may hold fewer rows, a tensor list any number of
+instances whose rows fit it together, and the job's outputs have the actual rows
+(docs/dynamic.md; OneFlow lets every axis be smaller). On several devices in the
+mirrored view each device passes one array of the placeholder's exact shape. A parameter may also
+be a `Tuple[...]` of placeholders; it then receives a tuple of arrays.
 
 Returns: `tp.Numpy` (an ndarray), `tp.ListNumpy` (a list with one ndarray per
 device), `tp.ListListNumpy`, and `Tuple`, `List`, `Dict[str, ...]` of those;
@@ -66,7 +68,7 @@ class ListNumpy:
 
 
 class ListListNumpy:
-    """A list per device of a list of numpy.ndarray (OneFlow's tensor lists; one tensor each here)."""
+    """A list per device of a list of numpy.ndarray (OneFlow's tensor lists; one array each on several devices)."""
 
     @staticmethod
     def Placeholder(shape: Sequence[int], dtype: object = dtypes.float32) -> type[PlaceholderDef]:  # noqa: N802

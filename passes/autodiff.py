@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -12,7 +11,6 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from irflow.dialects import job
-from irflow.dialects.job import shape_of
 from irflow.errors import CompileError, source_location
 from irflow.passes.gradients import GRADIENTS, NO_GRADIENT, GradientBuilder, is_float
 
@@ -99,7 +97,7 @@ def differentiate(func: job.FuncOp, minimize: job.MinimizeOp) -> job.ApplyGradie
 
     # OneFlow minimizes a non-scalar loss through its mean: every element's seed is 1/numel.
     b.at(minimize)
-    accumulate(loss, b.fill(1.0 / math.prod(shape_of(loss.type)), loss.type))
+    accumulate(loss, b.mean_seed(loss))
 
     for op in reversed(forward):
         if isinstance(op, job.VariableOp) or not op.results or op.results[0] not in grads:

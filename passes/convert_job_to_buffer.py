@@ -10,6 +10,11 @@ mesh axis, and the program, its inputs, outputs and variables keep what the
 runtime needs to cut and join logical values (`mesh`, `view`, `placement`,
 `logical_shape`, `sbp`). An op placed on part of the job's devices keeps its
 `placement` as an attribute: the other devices skip it.
+
+A dynamic tensor (`#job.bounded`, docs/dynamic.md) gets a buffer at its bound
+and a `buffer.cut` of it at the actual sizes, which are `index` values: read
+from the inputs (`buffer.input_dim`), passed on by each op's size groups, and
+checked where two of them must agree (`buffer.assert_same_size`).
 """
 
 from __future__ import annotations
@@ -17,11 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, MemRefType, ModuleOp, TensorType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, ArrayAttr, IndexType, MemRefType, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from irflow.dialects import buffer, job
+from irflow.dialects.bounds import dynamic_axes
 from irflow.errors import CompileError, source_location
 
 # Properties that describe distribution, not the computation.
@@ -37,8 +43,16 @@ _COLLECTIVES: dict[type[Operation], type[buffer.CollectiveOp]] = {
 
 
 def memref_of(t: Attribute) -> MemRefType:
+    """The buffer a tensor needs: at its bound when it is dynamic."""
     assert isinstance(t, TensorType)
     return MemRefType(t.element_type, t.get_shape())
+
+
+def cut_type(t: Attribute) -> MemRefType:
+    """A dynamic tensor's value as a memref: `?` on its dynamic axes."""
+    assert isinstance(t, TensorType)
+    dynamic = dynamic_axes(t)
+    return MemRefType(t.element_type, [DYNAMIC_INDEX if a in dynamic else d for a, d in enumerate(t.get_shape())])
 
 
 def kernel_attributes(op: Operation) -> dict[str, Attribute]:
@@ -59,6 +73,8 @@ class _Lowering:
         self.position = {op: i for i, op in enumerate(self.func.body.block.ops)}
         self.ops: list[Operation] = []
         self.distributed = "mesh" in self.func.attributes
+        # The actual size of each dynamic axis of each dynamic tensor, an `index` value.
+        self.sizes: dict[SSAValue, dict[int, SSAValue]] = {}
 
     def emit(self, op: Operation, origin: Operation | None = None) -> Operation:
         if origin is not None:
@@ -71,17 +87,49 @@ class _Lowering:
         self.ops.append(op)
         return op
 
-    def alloc(self, value: SSAValue, origin: Operation) -> SSAValue:
+    def alloc(self, value: SSAValue, origin: Operation | None) -> SSAValue:
         res = self.emit(buffer.AllocOp(memref_of(value.type)), origin).results[0]
         res.name_hint = value.name_hint
+        if dynamic_axes(value.type):
+            sizes = [self.sizes[value][a] for a in dynamic_axes(value.type)]
+            res = self.emit(buffer.CutOp.create(operands=[res, *sizes], result_types=[cut_type(value.type)]), origin).results[0]
+            res.name_hint = value.name_hint
         self.buffers[value] = res
         return res
 
+    def const_size(self, value: int, origin: Operation) -> SSAValue:
+        make = buffer.ConstSizeOp.create(properties={"value": job.to_attr(value)}, result_types=[IndexType()])
+        return self.emit(make, origin).results[0]
+
+    def size_result(self, op: job.JobOp) -> None:
+        """The actual sizes of `op`'s result from its operands', with a check wherever two must agree."""
+        types = [o.type for o in op.operands]
+        if not any(dynamic_axes(t) for t in types):
+            return
+        groups = op.size_groups(types, op.properties)
+        assert groups is not None, f"{op.name} was verified to accept dynamic operands"
+        result: dict[int, SSAValue] = {}
+        for axis, members in groups:
+            known = [(i, a, self.sizes[op.operands[i]][a]) for i, a in members if a in dynamic_axes(types[i])]
+            distinct = list(dict.fromkeys(size for _, _, size in known))
+            if len(distinct) > 1:
+                what = " and ".join(f"operand #{i} axis {a}" for i, a, _ in known)
+                check = buffer.AssertSameSizeOp.create(operands=distinct, properties={"what": StringAttr(f"{op.name}: {what}")})
+                self.emit(check, op)
+            if distinct and axis is not None:
+                result[axis] = distinct[0]
+        if op.results:
+            self.sizes[op.results[0]] = result
+
     def run(self) -> buffer.ProgramOp:
         for index, arg in enumerate(self.func.body.block.args):
-            dst = self.emit(buffer.AllocOp(memref_of(arg.type))).results[0]
-            dst.name_hint = arg.name_hint
-            self.buffers[arg] = dst
+            self.sizes[arg] = {
+                a: self.emit(buffer.InputDimOp.create(
+                    properties={"index": job.to_attr(index), "axis": job.to_attr(a)}, result_types=[IndexType()]
+                )).results[0]  # fmt: skip
+                for a in dynamic_axes(arg.type)
+            }
+            dst = self.alloc(arg, None)
             self.emit(buffer.InputOp.create(
                 operands=[dst], properties={"index": job.to_attr(index)}, attributes=self.layout("arg", index)
             ))  # fmt: skip
@@ -162,14 +210,35 @@ class _Lowering:
         elif isinstance(op, job.TransferOp):
             props = {name: op.properties[name] for name in buffer.TransferOp.get_irdl_definition().properties}
             self.emit(buffer.TransferOp.create(operands=[ins[0], self.alloc(op.res, op)], properties=props), op)
+        elif isinstance(op, job.SizeOfOp):
+            self.size_result(op)
+            x = op.x.type
+            rank = len(job.shape_of(x))
+            axes = sorted({job.normalize_axis(a, rank, "size_of axis") for a in job.ints(op.properties, "axes")})
+            dynamic = [a for a in axes if a in dynamic_axes(x)]
+            factor = 1
+            for a in axes:
+                factor *= 1 if a in dynamic else job.shape_of(x)[a]
+            out = self.alloc(op.res, op)
+            sizes = [self.sizes[op.x][a] for a in dynamic]
+            self.emit(buffer.StoreSizeOp.create(operands=[out, *sizes], properties={"factor": job.to_attr(factor)}), op)
         elif type(op) in _COLLECTIVES:
             kind = _COLLECTIVES[type(op)]
             names = kind.get_irdl_definition().properties
             props = {name: getattr(op, name) for name in names}
             self.emit(kind.create(operands=[ins[0], self.alloc(op.results[0], op)], properties=props), op)
         elif isinstance(op, job.JobOp):
+            self.size_result(op)
+            params = kernel_attributes(op)
+            if isinstance(op, job.TensorBufferGetOp) and op.dynamic_out.value.data:  # sizes: the element's shape
+                shape = job.check_tensor_buffer(op.x.type, "tensor_buffer_get's input")[op.index.value.data]
+                self.sizes[op.res] = {a: self.const_size(d, op) for a, d in enumerate(shape)}
+            if isinstance(op, job.GenTensorBufferOp):  # the kernel fills each element at its own shape
+                shapes = job.check_tensor_buffer(op.res.type, "gen_tensor_buffer's result")
+                params["shapes"] = job.i64_array([d for s in shapes for d in s])
+                params["rank"] = job.to_attr(len(shapes[0]))
             out = self.alloc(op.results[0], op)
-            self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], kernel_attributes(op)), op)
+            self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], params), op)
         else:
             raise CompileError(f"convert-job-to-buffer cannot lower '{op.name}'", source_location(op))
 

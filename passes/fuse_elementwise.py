@@ -42,8 +42,12 @@ ABSORBED = frozenset({("max_pool2d_grad", "relu_grad")})
 
 
 def _writer(value: SSAValue) -> buffer.KernelOp | None:
-    """The one kernel that writes an alloc'd intermediate which exactly one other op reads, else None."""
-    if not isinstance(value.owner, buffer.AllocOp):
+    """The one kernel that writes an alloc'd intermediate which exactly one other op reads, else None.
+
+    A dynamic intermediate is the `buffer.cut` of an alloc that nothing else uses.
+    """
+    storage = value.owner.buf if isinstance(value.owner, buffer.CutOp) else value
+    if not isinstance(storage.owner, buffer.AllocOp) or (storage is not value and len(list(storage.uses)) != 1):
         return None
     uses = list(value.uses)
     users = {use.operation for use in uses}
@@ -115,7 +119,10 @@ class FuseElementwisePass(ModulePass):
                     continue
                 Rewriter.replace_op(second, fused, new_results=[])
                 Rewriter.erase_op(first)
-                Rewriter.erase_op(intermediate.owner)
+                storage = buffer.storage_of(intermediate)
+                if storage is not intermediate:
+                    Rewriter.erase_op(intermediate.owner)
+                Rewriter.erase_op(storage.owner)
 
 
 __all__ = ["ABSORBED", "EPILOGUES", "EPILOGUE_HOSTS", "FUSED", "FuseElementwisePass"]

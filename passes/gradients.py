@@ -18,6 +18,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from irflow.dialects import job
+from irflow.dialects.bounds import dynamic_axes
 from irflow.dialects.job import FLOAT_TYPES, dtype_of, flag, integer, ints, shape_of, tensor
 from irflow.passes.op_tables import registrar
 
@@ -36,6 +37,8 @@ NO_GRADIENT: frozenset[type[Operation]] = frozenset(
         job.FillOp,
         job.DropoutMaskOp,
         job.ArgmaxOp,
+        job.SizeOfOp,  # counts elements: piecewise constant
+        job.GenTensorBufferOp,
         job.EqualOp,
         job.NotEqualOp,
         job.LessOp,
@@ -113,16 +116,29 @@ class GradientBuilder:
             g = self.emit(job.ReshapeOp, [g], target)
         return g
 
-    def expand(self, g: SSAValue, axes: Sequence[int], keepdims: bool, target: Attribute) -> SSAValue:
-        """Broadcast a reduction's gradient back over the reduced axes of `target`."""
-        shape = shape_of(target)
+    def expand(self, g: SSAValue, axes: Sequence[int], keepdims: bool, like: SSAValue) -> SSAValue:
+        """Broadcast a reduction's gradient back over the reduced axes of `like` (the reduction's input)."""
+        shape = shape_of(like.type)
         if not keepdims:
             norm = {a % len(shape) for a in axes} if shape else set()
             kept = tuple(1 if i in norm else d for i, d in enumerate(shape))
             g = self.emit(job.ReshapeOp, [g], tensor(kept, dtype_of(g.type)))
+        if dynamic_axes(like.type):  # to the actual sizes, which only the run knows
+            return self.emit(job.BroadcastLikeOp, [g, like])
         if shape_of(g.type) != shape:
-            g = self.emit(job.BroadcastToOp, [g], target)
+            g = self.emit(job.BroadcastToOp, [g], like.type)
         return g
+
+    def count(self, x: SSAValue, axes: Sequence[int], like: SSAValue) -> SSAValue:
+        """The number of elements of `x` over `axes`, at run time, as a rank-0 tensor of `like`'s element type."""
+        return self.emit(job.SizeOfOp, [x], tensor((), dtype_of(like.type)), axes=list(axes))
+
+    def mean_seed(self, loss: SSAValue) -> SSAValue:
+        """d mean(loss) / d loss: 1/numel everywhere (numel counted at run time when the loss is dynamic)."""
+        if not dynamic_axes(loss.type):
+            return self.fill(1.0 / math.prod(shape_of(loss.type)), loss.type)
+        share = self.emit(job.DivOp, [self.scalar(1.0, loss), self.count(loss, range(len(shape_of(loss.type))), loss)])
+        return self.emit(job.BroadcastLikeOp, [share, loss])
 
 
 def _props(op: Operation, *names: str) -> dict[str, Attribute]:
@@ -308,6 +324,11 @@ def _broadcast_to(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs)
     return [b.unbroadcast(dy, op.operands[0].type)]
 
 
+@gradient(job.BroadcastLikeOp)
+def _broadcast_like(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.unbroadcast(dy, op.operands[0].type), None]
+
+
 @gradient(job.ConcatOp)
 def _concat(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
     out = shape_of(dy.type)
@@ -370,15 +391,17 @@ def _reduction_axes(op: Operation) -> tuple[list[int], bool]:
 @gradient(job.ReduceSumOp)
 def _reduce_sum(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
     axes, keepdims = _reduction_axes(op)
-    return [b.expand(dy, axes, keepdims, op.operands[0].type)]
+    return [b.expand(dy, axes, keepdims, op.operands[0])]
 
 
 @gradient(job.ReduceMeanOp)
 def _reduce_mean(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
     axes, keepdims = _reduction_axes(op)
-    shape = shape_of(op.operands[0].type)
-    count = math.prod(shape[a] for a in set(axes))
-    return [b.expand(b.scale(dy, 1.0 / count), axes, keepdims, op.operands[0].type)]
+    x = op.operands[0]
+    if set(axes) & set(dynamic_axes(x.type)):  # the mean divides by the actual count
+        return [b.expand(b.emit(job.DivOp, [dy, b.count(x, axes, dy)]), axes, keepdims, x)]
+    count = math.prod(shape_of(x.type)[a] for a in set(axes))
+    return [b.expand(b.scale(dy, 1.0 / count), axes, keepdims, x)]
 
 
 @gradient(job.ReduceMaxOp)

@@ -18,7 +18,8 @@ from irflow.dialects import buffer
 
 
 def _storage(v: SSAValue) -> object:
-    """Buffers that alias share a key: the same variable may be named by several ops."""
+    """Buffers that alias share a key: the same variable may be named by several ops, a buffer by its cuts."""
+    v = buffer.storage_of(v)
     owner = v.owner
     if isinstance(owner, buffer.VariableOp):
         return ("variable", owner.var_name.data)

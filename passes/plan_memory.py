@@ -52,7 +52,7 @@ class Liveness:
         for index, op in enumerate(ops):
             # A buffer lives from its first use; an alloc op itself schedules nothing.
             if isinstance(op, buffer.BufferOp) and not isinstance(op, buffer.AllocOp):
-                for v in (*op.reads(), *op.writes()):
+                for v in map(buffer.storage_of, (*op.reads(), *op.writes())):  # a cut is its bound buffer
                     if isinstance(v.owner, buffer.AllocOp):
                         first.setdefault(v, index)
                         last[v] = index
@@ -74,10 +74,10 @@ class Liveness:
         for index, op in enumerate(ops):
             if not isinstance(op, buffer.KernelOp) or op.kernel.data not in ELEMENTWISE_KERNELS:
                 continue
-            out = op.outs[0]
+            out = buffer.storage_of(op.outs[0])
             if out not in self.leader or self.first[out] != index:
                 continue
-            for src in op.ins:
+            for src in map(buffer.storage_of, op.ins):
                 if src in self.leader and src.type == out.type and src is not out:
                     root = self.find(src)
                     if self.last[root] == index:

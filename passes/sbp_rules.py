@@ -84,9 +84,16 @@ def _elementwise_except(op: Operation, p: int, excluded: set[int]) -> list[Sig1]
     ),
     job.CastOp,
     job.BroadcastToOp,
+    job.BroadcastLikeOp,
 )
 def _elementwise(op: Operation, p: int) -> list[Sig1]:
     return _elementwise_except(op, p, set())
+
+
+@rule(job.SizeOfOp, job.TensorToTensorBufferOp, job.TensorBufferToTensorOp, job.GenTensorBufferOp, job.TensorBufferGetOp)
+def _whole_only(op: Operation, p: int) -> list[Sig1]:
+    """A count of the whole value, and TensorBuffers (whose elements have shapes of their own): whole values only."""
+    return []
 
 
 def _axis(op: Operation, default: int = -1) -> int:

@@ -25,6 +25,7 @@ from xdsl.ir import SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from irflow import typing as tp
+from irflow.dialects.bounds import element_shapes, with_dynamic
 from irflow.dialects.job import ReturnOp, shape_of, tensor
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
 from irflow.errors import ExecutionError, TraceError
@@ -146,6 +147,13 @@ class JobFunction:
 
     def _finish(self, trace: Trace, values: list[Any]) -> None:
         """Close the body with job.return, fix the function type, verify."""
+        for value in values:
+            if element_shapes(value.type) is not None:
+                raise TraceError(
+                    f"job '{self.job_name}' returns a TensorBuffer; take its tensors out with "
+                    "flow.tensor_buffer_to_tensor or flow.tensor_buffer_to_list_of_tensors",
+                    self._where,
+                )
         ret = ReturnOp(values)
         loc = to_loc(self._where)
         if loc is not None:
@@ -164,7 +172,9 @@ class JobFunction:
 
     def _logical_type(self, leaf: type[tp.PlaceholderDef]) -> Any:
         if self.devices == 1:
-            return tensor(leaf.shape, leaf.dtype.element_type)
+            static = tensor(leaf.shape, leaf.dtype.element_type)
+            # One device's list placeholder is dynamic along axis 0 within its shape (docs/dynamic.md).
+            return with_dynamic(static, [0]) if signature.is_dynamic(leaf, self.devices) else static
         if leaf.kind == "numpy" or not leaf.shape:
             raise TraceError(
                 f"job '{self.job_name}' is in the mirrored view on {self.devices} devices, so each input is one "
@@ -268,9 +278,14 @@ class JobFunction:
                 for i, (pieces, kind) in enumerate(zip(outputs, kinds))
             ]
         parts = self._parts()
-        for (handler, kind), array in zip(self._watchers, outputs[self.output_count :]):
-            handler(signature.leaf_value(kind, array, parts))
-        return signature.rebuild(self._out, outputs[: self.output_count], parts)
+        # An output with the rows of a tensor-list input comes back as that input's instances.
+        instances = [
+            [a.shape[0] for a in inputs[i]] if i is not None and isinstance(inputs[i], tuple) else None
+            for i in exe.row_sources
+        ]
+        for (handler, kind), array, rows in zip(self._watchers, outputs[self.output_count :], instances[self.output_count :]):
+            handler(signature.leaf_value(kind, array, parts, rows))
+        return signature.rebuild(self._out, outputs[: self.output_count], parts, instances)
 
     def _live_session(self) -> Session:
         if self._session is None or self._session is not default_session():

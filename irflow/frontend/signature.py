@@ -240,17 +240,21 @@ def _collect(spec: Out, value: Any, blobs: list[Blob], path: str) -> Any:
     raise AssertionError(spec.kind)
 
 
-def rebuild(node: Any, arrays: Sequence[np.ndarray], devices: int = 1) -> Any:
+def rebuild(
+    node: Any, arrays: Sequence[np.ndarray], devices: int = 1, instances: Sequence[Sequence[int] | None] = ()
+) -> Any:
+    """The returned value from the job's output arrays; `instances[i]`: output i's rows per tensor-list instance."""
     kind = node[0]
     if kind == "none":
         return None
     if kind == "leaf":
-        return leaf_value(node[2], arrays[node[1]], devices)
+        index = node[1]
+        return leaf_value(node[2], arrays[index], devices, instances[index] if index < len(instances) else None)
     if kind == "tuple":
-        return tuple(rebuild(n, arrays, devices) for n in node[1])
+        return tuple(rebuild(n, arrays, devices, instances) for n in node[1])
     if kind == "list":
-        return [rebuild(n, arrays, devices) for n in node[1]]
-    return {k: rebuild(n, arrays, devices) for k, n in node[1]}
+        return [rebuild(n, arrays, devices, instances) for n in node[1]]
+    return {k: rebuild(n, arrays, devices, instances) for k, n in node[1]}
 
 
 WHOLE = ("numpy", "local_blob")
@@ -272,12 +276,14 @@ def leaf_kinds(node: Any, count: int) -> list[str]:
     return kinds
 
 
-def leaf_value(kind: str, array: np.ndarray, devices: int = 1) -> Any:
+def leaf_value(kind: str, array: np.ndarray, devices: int = 1, rows: Sequence[int] | None = None) -> Any:
     """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device.
 
     In the mirrored view `array` holds the split(0) rows of the `devices` devices
     this process runs (every device, or under mpiexec its own), and device r's
-    array is its chunk: ceil-sized rows, the last devices' fewer.
+    array is its chunk: ceil-sized rows, the last devices' fewer. A tensor list whose
+    rows follow a tensor-list input (`rows`: that input's rows per instance) is
+    cut back into its instances, as views of the one array.
     """
     if kind == "numpy":
         return array
@@ -287,7 +293,11 @@ def leaf_value(kind: str, array: np.ndarray, devices: int = 1) -> Any:
     if devices > 1:
         chunk = -(-array.shape[0] // devices)
         pieces = [array[r * chunk : (r + 1) * chunk] for r in range(devices)]
-    return pieces if kind == "list_numpy" else [[piece] for piece in pieces]
+    if kind == "list_numpy":
+        return pieces
+    if rows is not None and devices == 1:
+        return [np.split(array, np.cumsum(rows)[:-1])]
+    return [[piece] for piece in pieces]
 
 
 class LocalBlob(np.ndarray):
@@ -342,18 +352,56 @@ def check_argument(
         raise TypeError(f"{job}() argument '{name}' must be a list with one array per device ({here}), "
                         f"got {what(value)}")
     arrays = list(value)
+    if spec.kind == "list_list_numpy" and is_dynamic(spec, devices):
+        flat.append(_tensor_list(job, name, spec, value[0], copy))
+        return
     if spec.kind == "list_list_numpy":
         for i, item in enumerate(value):
             if not isinstance(item, (list, tuple)) or len(item) != 1:
                 raise TypeError(f"{job}() argument '{name}' must be a list per device of one "
                                 f"array each ([[array], ...]), got {what(item)} for device {i}")
         arrays = [item[0] for item in value]
-    pieces = [_checked(job, name if parts == 1 else f"{name}[{i}]", spec, a, copy) for i, a in enumerate(arrays)]
+    dynamic = is_dynamic(spec, devices)
+    pieces = [
+        _checked(job, name if parts == 1 else f"{name}[{i}]", spec, a, copy, dynamic) for i, a in enumerate(arrays)
+    ]
     flat.append(pieces[0] if devices == 1 else pieces)
 
 
-def _checked(job: str, name: str, spec: Any, array: Any, copy: bool) -> np.ndarray:
-    """One array of the placeholder's (per-device) shape and dtype, contiguous (copied if `copy`)."""
+def _tensor_list(job: str, name: str, spec: Any, instances: Any, copy: bool) -> tuple[np.ndarray, ...]:
+    """One device's tensor list: instances of the placeholder's rank and trailing shape, whose rows fit its bound.
+
+    The job sees their rows one after another (axis 0 is dynamic), so row-wise ops
+    act instance by instance; the executor copies each into place.
+    """
+    if not isinstance(instances, (list, tuple)) or not instances:
+        raise TypeError(f"{job}() argument '{name}' must be a list per device of a non-empty list of arrays "
+                        f"([[array, ...]]), got {what(instances)}")
+    arrays = tuple(_checked(job, f"{name}[0][{i}]", spec, a, copy, dynamic=True) for i, a in enumerate(instances))
+    rows = sum(a.shape[0] for a in arrays)
+    if rows > spec.shape[0]:
+        raise ExecutionError(
+            f"{job}() argument '{name}': its instances {', '.join(str(a.shape) for a in arrays)} have {rows} rows "
+            f"together, over the placeholder's bound {spec.shape[0]} (shape {spec.shape})",
+            user_location(),
+        )
+    return arrays
+
+
+def is_dynamic(spec: Any, devices: int) -> bool:
+    """A list placeholder on one device takes arrays of up to its shape's rows (axis 0 is dynamic).
+
+    On several devices in the mirrored view each device's array still has the exact
+    shape: dynamic sizes are not split across devices yet (docs/dynamic.md).
+    """
+    return spec.kind != "numpy" and devices == 1 and bool(spec.shape)
+
+
+def _checked(job: str, name: str, spec: Any, array: Any, copy: bool, dynamic: bool = False) -> np.ndarray:
+    """One array of the placeholder's (per-device) shape and dtype, contiguous (copied if `copy`).
+
+    `dynamic`: axis 0 may hold fewer rows than the placeholder's, which is its bound.
+    """
     expected = f"numpy.ndarray of shape {spec.shape} and dtype {spec.dtype.name}"
     if not isinstance(array, np.ndarray):
         raise TypeError(f"{job}() argument '{name}' must be a {expected}, got {type(array).__name__}")
@@ -365,7 +413,16 @@ def _checked(job: str, name: str, spec: Any, array: Any, copy: bool) -> np.ndarr
     if array.dtype != spec.dtype.np_dtype:
         raise ExecutionError(f"{job}() argument '{name}': expected dtype {spec.dtype.name}, given {array.dtype}",
                              user_location())
-    if array.shape != spec.shape:
+    if dynamic:
+        rows, rest = spec.shape[0], spec.shape[1:]
+        if array.ndim != len(spec.shape) or array.shape[1:] != rest or array.shape[0] > rows:
+            bound = f"({', '.join([f'<={rows}', *map(str, rest)])}{',' if not rest else ''})"
+            raise ExecutionError(
+                f"{job}() argument '{name}': expected shape {bound} (axis 0 within the placeholder's bound "
+                f"{spec.shape[0]}), given {array.shape}",
+                user_location(),
+            )
+    elif array.shape != spec.shape:
         raise ExecutionError(f"{job}() argument '{name}': expected shape {spec.shape}, given {array.shape}",
                              user_location())
     return np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array)

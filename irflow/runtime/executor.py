@@ -7,11 +7,20 @@ outputs out: nothing else is allocated.  The array module `xp` is numpy or
 cupy; kernels see only it, and collectives go through the communicator the
 executor is bound to (`irflow.runtime.communicator`), so the same program runs
 on one device, on simulated devices and, later, under MPI.
+
+A program with dynamic sizes (docs/dynamic.md) has buffers planned at their
+bound and `buffer.cut` views of them at the step's actual sizes.  The ops that
+touch a cut are bound per *variant*, one per distinct set of input sizes, made
+on first use and kept: a variant's views are views of the same arena, and its
+kernels take their scratch arrays from slabs made once at the bound, so no
+step allocates array memory, whatever its sizes.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -22,7 +31,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     Signedness,
 )
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from irflow.dialects import buffer
 from irflow.dialects.sbp import PlacementAttr, hierarchy_of
@@ -46,6 +55,10 @@ def numpy_dtype(element_type: Attribute) -> np.dtype:
 def shape_dtype(t: Attribute) -> tuple[tuple[int, ...], np.dtype]:
     assert isinstance(t, MemRefType)
     return tuple(t.get_shape()), numpy_dtype(t.element_type)
+
+
+MAX_VARIANTS = 256
+"""Variants kept per executor; beyond it the oldest is rebuilt when its sizes come back."""
 
 
 class Executor:
@@ -75,6 +88,14 @@ class Executor:
         self.arena: Any = None
         placement = program.attributes.get("placement")
         self.ranks = {d: r for r, d in enumerate(placement.devices)} if isinstance(placement, PlacementAttr) else {}
+        # Dynamic sizes: where each comes from, the cuts in program order, and per op of the plan either
+        # its step (static) or the op, bound per variant.
+        self.dims: list[tuple[SSAValue, int, int, int]] = []  # (size value, input index, axis, bound)
+        self.cuts: list[buffer.CutOp] = []
+        self.const_sizes: dict[SSAValue, int] = {}
+        self.plan: list[Callable[[], None] | Any] = []
+        self.scratch: dict[Any, _ScratchModule] = {}
+        self.variants: dict[tuple[int, ...], tuple[list[Any], list[Any], list[Callable[[], None]]]] = {}
         for op in program.body.block.ops:
             try:
                 self.bind(op, store)
@@ -82,6 +103,17 @@ class Executor:
                 raise CompileError(f"cannot build '{op.name}' for the {xp.__name__} backend: {e}", source_location(op)) from e
         self.inputs.sort(key=lambda p: p[0])
         self.outputs.sort(key=lambda p: p[0])
+        if self.cuts:  # the bound's variant first: it sizes every scratch slab, and its errors are compile errors
+            self.input_views, self.output_views, self.steps = self.variant(tuple(bound for *_, bound in self.dims))
+        else:
+            self.input_views = [v for _, v in self.inputs]
+            self.output_views = [v for _, v in self.outputs]
+            self.steps = list(self.plan)
+
+    def is_dynamic(self, op: Any) -> bool:
+        return any(isinstance(v.owner, buffer.CutOp) for v in op.operands) or isinstance(
+            op, (buffer.AssertSameSizeOp, buffer.StoreSizeOp)
+        )
 
     def members(self, placement: PlacementAttr) -> tuple[int, ...]:
         """The program ranks of `placement`'s devices (a part of the program's, in its order)."""
@@ -103,7 +135,21 @@ class Executor:
         runs, comm = self.placed(op)
         if not runs and not isinstance(op, buffer.VariableOp):
             return
-        if isinstance(op, buffer.ArenaOp):
+        if isinstance(op, buffer.ConstSizeOp):
+            self.const_sizes[op.res] = op.value.value.data
+        elif isinstance(op, buffer.InputDimOp):
+            index, axis = op.index.value.data, op.axis.value.data
+            self.dims.append((op.res, index, axis, -1))
+        elif isinstance(op, buffer.CutOp):
+            self.cuts.append(op)
+            dynamic = [a for a, d in enumerate(op.res.type.get_shape()) if d < 0]
+            bounds = dict(zip(op.sizes, (op.buf.type.get_shape()[a] for a in dynamic)))
+            self.dims = [(v, i, a, bounds.get(v, b) if b < 0 else b) for v, i, a, b in self.dims]
+        elif isinstance(op, (buffer.InputOp, buffer.OutputOp)) and isinstance(op.buf.owner, buffer.CutOp):
+            (self.inputs if isinstance(op, buffer.InputOp) else self.outputs).append((op.index.value.data, op.buf))
+        elif self.is_dynamic(op):
+            self.plan.append(op)
+        elif isinstance(op, buffer.ArenaOp):
             size, alignment = op.size.value.data, op.alignment.value.data
             raw = xp.zeros(size + alignment, dtype=np.uint8)
             start = (-raw.data.ptr if hasattr(raw.data, "ptr") else -raw.ctypes.data) % alignment
@@ -134,25 +180,94 @@ class Executor:
             self.inputs.append((op.index.value.data, self.views[op.buf]))
         elif isinstance(op, buffer.OutputOp):
             self.outputs.append((op.index.value.data, self.views[op.buf]))
-        elif isinstance(op, buffer.KernelOp):
-            factory = kernels.get_kernel(op.kernel.data)
-            attrs = {k: python_value(v) for k, v in op.parameters().items()}
-            if "mesh_axis" in attrs:  # a rank-dependent kernel: told this device's coordinate, never the communicator
-                attrs["coordinate"] = comm.coords[attrs["mesh_axis"]] if comm else 0
-            ins = [self.views[v] for v in op.ins]
-            outs = [self.views[v] for v in op.outs]
-            run = factory(xp, attrs, ins, outs)
-            run = _located(run, op) if op.kernel.data in kernels.CHECKS_DATA else run
-            self.steps.append(finite_checked(run, op, outs, xp) if self.check_finite else run)
-        elif isinstance(op, buffer.CopyOp):
-            src, dst = self.views[op.src], self.views[op.dst]
-            self.steps.append(lambda src=src, dst=dst: xp.copyto(dst, src.reshape(dst.shape)))
+        elif isinstance(op, (buffer.KernelOp, buffer.CopyOp)):
+            self.plan.append(self.step(op, self.views, xp, comm))
         elif isinstance(op, (buffer.CollectiveOp, buffer.PointToPointOp)):
-            self.steps.append(self.collective(op, comm))
+            self.plan.append(self.collective(op, comm))
         elif isinstance(op, buffer.TransferOp):
-            self.steps.extend(self.transfer(op))
+            self.plan.extend(self.transfer(op))
         else:
             raise CompileError(f"the executor cannot run '{op.name}'", source_location(op))
+
+    def step(
+        self, op: buffer.KernelOp | buffer.CopyOp, views: dict[SSAValue, Any], xp: Any, comm: Communicator | None
+    ) -> Callable[[], None]:
+        """The run of a kernel or copy over `views`; `xp` is the array module the kernel is built with,
+        `comm` the communicator of the devices the op runs on."""
+        if isinstance(op, buffer.CopyOp):
+            src, dst, copyto = views[op.src], views[op.dst], self.xp.copyto
+            return lambda: copyto(dst, src.reshape(dst.shape))
+        factory = kernels.get_kernel(op.kernel.data)
+        attrs = {k: python_value(v) for k, v in op.parameters().items()}
+        if "mesh_axis" in attrs:  # a rank-dependent kernel: told this device's coordinate, never the communicator
+            attrs["coordinate"] = comm.coords[attrs["mesh_axis"]] if comm else 0
+        ins = [views[v] for v in op.ins]
+        outs = [views[v] for v in op.outs]
+        run = factory(xp, attrs, ins, outs)
+        run = _located(run, op) if op.kernel.data in kernels.CHECKS_DATA else run
+        return finite_checked(run, op, outs, self.xp) if self.check_finite else run
+
+    # ------------------------------------------------------------- dynamic sizes
+
+    def sizes_of(self, inputs: Sequence[Any]) -> tuple[int, ...]:
+        """The step's actual sizes, one per `buffer.input_dim`, each checked against its bound."""
+        sizes = []
+        for _, index, axis, bound in self.dims:
+            value = inputs[index]
+            if isinstance(value, tuple):  # a tensor list: its instances' rows one after another
+                shape = (sum(a.shape[0] for a in value), *value[0].shape[1:]) if value else ()
+            else:
+                shape = getattr(value, "shape", ())
+            size = shape[axis] if axis < len(shape) else -1
+            if not 0 <= size <= bound:
+                raise ExecutionError(
+                    f"job '{self.name}' input {index}: axis {axis} may have at most {bound} elements "
+                    f"(its bound), given shape {tuple(shape)}"
+                )
+            sizes.append(size)
+        return tuple(sizes)
+
+    def variant(self, sizes: tuple[int, ...]) -> tuple[list[Any], list[Any], list[Callable[[], None]]]:
+        """The inputs' views, the outputs' views and the steps at these actual sizes (built on first use)."""
+        found = self.variants.get(sizes)
+        if found is not None:
+            return found
+        known: dict[SSAValue, int] = {**self.const_sizes, **{v: n for (v, *_), n in zip(self.dims, sizes)}}
+        views = dict(self.views)
+        for cut in self.cuts:
+            base = views[cut.buf]
+            given = iter(known[v] for v in cut.sizes)
+            shape = tuple(next(given) if d < 0 else d for d in cut.res.type.get_shape())
+            views[cut.res] = base.reshape(-1)[: math.prod(shape)].reshape(shape)
+        steps: list[Callable[[], None]] = []
+        for entry in self.plan:
+            if not isinstance(entry, Operation):
+                steps.append(entry)
+            elif isinstance(entry, buffer.AssertSameSizeOp):
+                found_sizes = [known[v] for v in entry.sizes]
+                if len(set(found_sizes)) > 1:
+                    raise ExecutionError(
+                        f"{entry.what.data} must have the same size, given {' and '.join(map(str, found_sizes))}",
+                        source_location(entry),
+                    )
+            elif isinstance(entry, buffer.StoreSizeOp):
+                count = entry.factor.value.data * math.prod(known[v] for v in entry.sizes)
+                steps.append(partial(views[entry.out].fill, count))
+            else:
+                scratch = self.scratch.setdefault(entry, _ScratchModule(self.xp))
+                scratch.building()
+                try:
+                    steps.append(self.step(entry, views, scratch, self.placed(entry)[1]))
+                except (LookupError, ValueError, TypeError) as e:
+                    raise CompileError(f"cannot build '{entry.name}' at sizes {list(sizes)}: {e}", source_location(entry)) from e
+                finally:
+                    scratch.seal()
+        ins = [views[v] if isinstance(v, SSAValue) else v for _, v in self.inputs]
+        outs = [views[v] if isinstance(v, SSAValue) else v for _, v in self.outputs]
+        if len(self.variants) >= MAX_VARIANTS:
+            del self.variants[next(iter(self.variants))]
+        self.variants[sizes] = found = (ins, outs, steps)
+        return found
 
     def layout(self, op: buffer.VariableOp) -> Layout | None:
         """How the variable's logical value is cut over the mesh (None: this device holds all of it)."""
@@ -209,26 +324,114 @@ class Executor:
         raise CompileError(f"the executor cannot run '{op.name}'", site.location)
 
     def feed(self, inputs: Sequence[Any]) -> None:
-        """Copy one step's inputs (this device's pieces) into the arena."""
+        """Copy one step's inputs (this device's pieces) into the arena; with dynamic sizes, pick their variant."""
         if len(inputs) != len(self.inputs):
             raise ExecutionError(f"job '{self.name}' takes {len(self.inputs)} inputs, got {len(inputs)}")
         xp = self.xp
+        if self.cuts:
+            self.input_views, self.output_views, self.steps = self.variant(self.sizes_of(inputs))
         if xp is np:
             threads.apply()  # the chosen BLAS pool size, even if the user's own numpy code changed it
-        for (_, view), value in zip(self.inputs, inputs):
-            view[...] = xp.asarray(value)
+        for view, value in zip(self.input_views, inputs):
+            if isinstance(value, tuple):  # a tensor list: each instance into its rows
+                start = 0
+                for instance in value:
+                    view[start : start + instance.shape[0]] = xp.asarray(instance)
+                    start += instance.shape[0]
+            else:
+                view[...] = xp.asarray(value)
 
     def results(self) -> list[np.ndarray]:
-        """Host copies of the step's outputs."""
+        """Host copies of the step's outputs (at their actual shapes)."""
         if self.xp is np:
-            return [view.copy() for _, view in self.outputs]
-        return [self.xp.asnumpy(view) for _, view in self.outputs]
+            return [view.copy() for view in self.output_views]
+        return [self.xp.asnumpy(view) for view in self.output_views]
 
     def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         self.feed(inputs)
         for step in self.steps:
             step()
         return self.results()
+
+
+def row_sources(program: buffer.ProgramOp) -> list[int | None]:
+    """Per output, the input whose actual rows (axis 0) it has, if its axis 0 is that input's dynamic axis 0."""
+    sources: list[tuple[int, int | None]] = []
+    for op in program.body.block.ops:
+        if not isinstance(op, buffer.OutputOp):
+            continue
+        source = None
+        cut = op.buf.owner
+        if isinstance(cut, buffer.CutOp) and cut.res.type.get_shape()[0] < 0:
+            dim = cut.sizes[0].owner
+            if isinstance(dim, buffer.InputDimOp) and dim.axis.value.data == 0:
+                source = dim.index.value.data
+        sources.append((op.index.value.data, source))
+    return [source for _, source in sorted(sources)]
+
+
+class _ScratchModule:
+    """The array module a kernel on cut views is built with: `xp`, except that the arrays it makes while
+    it is built (`empty`, `zeros`, `full`, `arange`, `asarray`) are views of slabs made when it is first
+    built, at the bound.  A variant's kernel asks for the same arrays, never larger, in the same order;
+    each lays out the batch first, so a variant's arrays are prefixes of the bound's, and what a kernel
+    fills once at build (padding borders, row offsets) is the same in every variant.  Once built
+    (`sealed`), calls go to `xp` itself, as in a kernel built on static views."""
+
+    def __init__(self, xp: ModuleType):
+        self._xp = xp
+        self._slabs: list[Any] = []
+        self._next = 0
+        self._sealed = False
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._xp, name)
+        setattr(self, name, value)  # looked up once: kernels call through it every step
+        return value
+
+    def building(self) -> None:
+        self._next, self._sealed = 0, False
+
+    def seal(self) -> None:
+        self._sealed = True
+
+    def empty(self, shape: Any, dtype: Any = float, order: str = "C") -> Any:
+        if self._sealed:
+            return self._xp.empty(shape, dtype, order)
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
+        dtype = np.dtype(dtype)
+        size = math.prod(shape) * dtype.itemsize
+        if self._next == len(self._slabs):
+            self._slabs.append(self._xp.empty(max(size, 1), np.uint8))
+        slab = self._slabs[self._next]
+        self._next += 1
+        if size > slab.size:
+            raise ValueError(f"scratch of {size} bytes exceeds the {slab.size} made at the bound")
+        return slab[:size].view(dtype).reshape(shape)
+
+    def full(self, shape: Any, fill_value: Any, dtype: Any = None, order: str = "C") -> Any:
+        if self._sealed:
+            return self._xp.full(shape, fill_value, dtype, order)
+        out = self.empty(shape, np.result_type(fill_value) if dtype is None else dtype)
+        out.fill(fill_value)
+        return out
+
+    def zeros(self, shape: Any, dtype: Any = float, order: str = "C") -> Any:
+        return self._xp.zeros(shape, dtype, order) if self._sealed else self.full(shape, 0, dtype)
+
+    def arange(self, *args: Any, dtype: Any = None) -> Any:
+        if self._sealed:
+            return self._xp.arange(*args, dtype=dtype)
+        return self.asarray(self._xp.arange(*args, dtype=dtype))
+
+    def asarray(self, a: Any, dtype: Any = None) -> Any:
+        if self._sealed:
+            return self._xp.asarray(a, dtype=dtype)
+        values = self._xp.asarray(a, dtype=dtype)
+        out = self.empty(values.shape, values.dtype)
+        out[...] = values
+        return out
+
 
 
 def finite_checked(step: Callable[[], None], op: buffer.KernelOp, outs: list[Any], xp: ModuleType) -> Callable[[], None]:

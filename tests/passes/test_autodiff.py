@@ -210,8 +210,10 @@ job.func @predict(%x: tensor<2xf32>) -> tensor<2xf32> attributes {job_type = "pr
 
 
 def test_every_op_is_classified():
-    """Each op is differentiable, gradient-free, or one of the two max backward ops without a rule."""
-    without_rule = {job.ReduceMaxGradOp, job.MaxPool2DGradOp}
+    """Each op is differentiable, gradient-free, or without a rule: the two max backward ops and the
+    TensorBuffer conversions (none in OneFlow either)."""
+    without_rule = {job.ReduceMaxGradOp, job.MaxPool2DGradOp, job.TensorToTensorBufferOp, job.TensorBufferToTensorOp,
+                    job.TensorBufferGetOp}
     effects = {job.AssignOp, job.SgdUpdateOp, job.MomentumUpdateOp, job.AdamUpdateOp, job.MinimizeOp,
                job.ApplyGradientsOp}
     for cls in job.COMPUTE_OPS:
@@ -302,6 +304,8 @@ CASES = [
          lambda e, v: e(job.BiasAddOp, [v["x"], v["b"]], axis=1)),
     Case("reshape", job.ReshapeOp, {"a": (2, 3, 2)}, lambda e, v: e(job.ReshapeOp, [v["a"]], tensor((3, 4), f64))),
     Case("transpose", job.TransposeOp, {"a": (2, 3, 4)}, lambda e, v: e(job.TransposeOp, [v["a"]], perm=[2, 0, 1])),
+    Case("broadcast_like", job.BroadcastLikeOp, {"a": (3, 1)},
+         lambda e, v: e(job.BroadcastLikeOp, [v["a"], v["like"]]), inputs={"like": np.zeros((2, 3, 4))}),
     Case("broadcast_to", job.BroadcastToOp, {"a": (3, 1)},
          lambda e, v: e(job.BroadcastToOp, [v["a"]], tensor((2, 3, 4), f64))),
     Case("concat", job.ConcatOp, {"a": (2, 3), "b": (2, 2)},

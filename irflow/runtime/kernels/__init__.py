@@ -5,7 +5,9 @@ kernel; each module holds one theme.
 """
 
 from . import activation, conv, elementwise, linalg, mesh, nn, optimizer, pooling, random, reduction, schedule, shape
+from . import tensor_buffer
 from .registry import CHECKS_DATA, KERNELS, Array, DataError, KernelFactory, Run, get_kernel, register, sequence
 
 __all__ = ["CHECKS_DATA", "KERNELS", "Array", "DataError", "KernelFactory", "Run", "get_kernel", "register", "sequence"]
 del activation, conv, elementwise, linalg, mesh, nn, optimizer, pooling, random, reduction, schedule, shape
+del tensor_buffer

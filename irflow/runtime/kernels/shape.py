@@ -31,9 +31,10 @@ def transpose(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
     return partial(xp.copyto, y, view)
 
 
-@register("broadcast_to")
+@register("broadcast_to", "broadcast_like")
 def broadcast_to(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    (x,), (y,) = ins, outs
+    """y = x broadcast to y's shape; broadcast_like's second input only gave y its (actual) shape."""
+    x, (y,) = ins[0], outs
     return partial(xp.copyto, y, x)
 
 

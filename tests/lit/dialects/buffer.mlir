@@ -92,3 +92,32 @@ buffer.program @collectives on "gpu" {
 // CHECK-NEXT:    buffer.recv %b {peer = 0 : i64} : memref<4x8xf32>
 // CHECK-NEXT:    buffer.transfer %a, %t {logical_shape = array<i64: 8, 8>, placement = #job.placement<gpu, ["0:1-2"]>, sbp = #job.nd_sbp<[split(1)]>, src_placement = #job.placement<gpu, ["0:0-1"]>, src_sbp = #job.nd_sbp<[split(0)]>} : memref<4x8xf32>, memref<8x4xf32>
 // CHECK-NEXT:  }
+
+// -----
+
+// Dynamic sizes (docs/dynamic.md): an input's actual rows, a constant size, a cut of a buffer planned at the
+// bound, checks, counts.
+
+buffer.program @dynamic on "cpu" {
+  %n = buffer.input_dim {index = 0 : i64, axis = 0 : i64} : index
+  %m = buffer.input_dim {index = 1 : i64, axis = 0 : i64} : index
+  %k = buffer.const_size {value = 2 : i64} : index
+  %x = buffer.alloc : memref<100x8xf32>
+  %xn = buffer.cut %x, %n : (memref<100x8xf32>, index) -> memref<?x8xf32>
+  buffer.input %xn {index = 0 : i64} : memref<?x8xf32>
+  buffer.assert_same_size %n, %m {what = "job.add: operand #0 axis 0 and operand #1 axis 0"} : index, index
+  %c = buffer.alloc : memref<f32>
+  buffer.store_size %c, %n {factor = 8 : i64} : memref<f32>, index
+}
+
+// CHECK-LABEL: buffer.program @dynamic on "cpu" {
+// CHECK-NEXT:    %n = buffer.input_dim {axis = 0 : i64, index = 0 : i64} : index
+// CHECK-NEXT:    %m = buffer.input_dim {axis = 0 : i64, index = 1 : i64} : index
+// CHECK-NEXT:    %k = buffer.const_size {value = 2 : i64} : index
+// CHECK-NEXT:    %x = buffer.alloc : memref<100x8xf32>
+// CHECK-NEXT:    %xn = buffer.cut %x, %n : (memref<100x8xf32>, index) -> memref<?x8xf32>
+// CHECK-NEXT:    buffer.input %xn {index = 0 : i64} : memref<?x8xf32>
+// CHECK-NEXT:    buffer.assert_same_size %n, %m {what = "job.add: operand #0 axis 0 and operand #1 axis 0"} : index, index
+// CHECK-NEXT:    %c = buffer.alloc : memref<f32>
+// CHECK-NEXT:    buffer.store_size %c, %n {factor = 8 : i64} : memref<f32>, index
+// CHECK-NEXT:  }

@@ -338,6 +338,24 @@ job.func @moved(%x: tensor<2x4xf32>) -> tensor<5x2xf32> {
 
 // -----
 
+// Dynamic sizes within a bound (docs/dynamic.md): the shape is the bound, `#job.bounded` lists the dynamic axes.
+
+job.func @dynamic(%x: tensor<100x8xf32, #job.bounded<[0]>>, %b: tensor<8xf32>) -> tensor<100x8xf32, #job.bounded<[0]>> {
+  %n = job.size_of %x {axes = array<i64: 0>} : (tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<f32>
+  %s = job.div %b, %n : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+  %y = job.broadcast_like %s, %x : (tensor<8xf32>, tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<100x8xf32, #job.bounded<[0]>>
+  job.return %y : tensor<100x8xf32, #job.bounded<[0]>>
+}
+
+// CHECK-LABEL: job.func @dynamic(%x: tensor<100x8xf32, #job.bounded<[0]>>, %b: tensor<8xf32>) -> tensor<100x8xf32, #job.bounded<[0]>> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %n = job.size_of %x {axes = array<i64: 0>} : (tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<f32>
+// CHECK-NEXT:    %s = job.div %b, %n : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
+// CHECK-NEXT:    %y = job.broadcast_like %s, %x : (tensor<8xf32>, tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<100x8xf32, #job.bounded<[0]>>
+// CHECK-NEXT:    job.return %y : tensor<100x8xf32, #job.bounded<[0]>>
+// CHECK-NEXT:  }
+
+// -----
+
 // The stages of a sparse cross-entropy and a softmax whose 10 classes are
 // split over 4 devices (chunks of 3; all_reduce ops run between the stages).
 
@@ -361,4 +379,26 @@ job.func @class_split(%x: tensor<6x3xf32>, %y: tensor<6xi32>, %d: tensor<6xf32>)
 // CHECK-NEXT:    %t = job.class_split_dot %g, %p {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>, tensor<6x3xf32>) -> tensor<6xf32>
 // CHECK-NEXT:    %q = job.class_split_softmax_grad %g, %p, %t {classes = 10 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : (tensor<6x3xf32>, tensor<6x3xf32>, tensor<6xf32>) -> tensor<6x3xf32>
 // CHECK-NEXT:    job.return %l, %q : tensor<6xf32>, tensor<6x3xf32>
+// CHECK-NEXT:  }
+
+// -----
+
+// TensorBuffers (docs/dynamic.md): element shapes in the type, elements dense at their own shape within the bound.
+
+job.func @tensor_buffers(%x: tensor<3x4xf32>) -> (tensor<3x4xf64>, tensor<100x100xf32, #job.bounded<[0, 1]>>, tensor<4xf32>) {
+  %b = job.tensor_to_tensor_buffer %x {instance_dims = 1 : i64} : (tensor<3x4xf32>) -> tensor<3x4xf32, #job.tensor_buffer<[4]>>
+  %t = job.tensor_buffer_to_tensor %b {instance_shape = array<i64: 4>} : (tensor<3x4xf32, #job.tensor_buffer<[4]>>) -> tensor<3x4xf64>
+  %g = job.gen_tensor_buffer {values = array<f64: 0.0, 1.0>} : tensor<2x2x2xf32, #job.tensor_buffer<[2, 1], [1, 2]>>
+  %e = job.tensor_buffer_get %g {index = 1 : i64, out_shape = array<i64: 100, 100>, dynamic_out = true} : (tensor<2x2x2xf32, #job.tensor_buffer<[2, 1], [1, 2]>>) -> tensor<100x100xf32, #job.bounded<[0, 1]>>
+  %r = job.tensor_buffer_get %b {index = 2 : i64, out_shape = array<i64: 4>} : (tensor<3x4xf32, #job.tensor_buffer<[4]>>) -> tensor<4xf32>
+  job.return %t, %e, %r : tensor<3x4xf64>, tensor<100x100xf32, #job.bounded<[0, 1]>>, tensor<4xf32>
+}
+
+// CHECK-LABEL: job.func @tensor_buffers(%x: tensor<3x4xf32>) -> (tensor<3x4xf64>, tensor<100x100xf32, #job.bounded<[0, 1]>>, tensor<4xf32>) attributes {job_type = "predict"} {
+// CHECK-NEXT:    %b = job.tensor_to_tensor_buffer %x {instance_dims = 1 : i64} : (tensor<3x4xf32>) -> tensor<3x4xf32, #job.tensor_buffer<[4]>>
+// CHECK-NEXT:    %t = job.tensor_buffer_to_tensor %b {instance_shape = array<i64: 4>} : (tensor<3x4xf32, #job.tensor_buffer<[4]>>) -> tensor<3x4xf64>
+// CHECK-NEXT:    %g = job.gen_tensor_buffer {values = array<f64: 0.000000e+00, 1.000000e+00>} : tensor<2x2x2xf32, #job.tensor_buffer<[2, 1], [1, 2]>>
+// CHECK-NEXT:    %e = job.tensor_buffer_get %g {dynamic_out = true, index = 1 : i64, out_shape = array<i64: 100, 100>} : (tensor<2x2x2xf32, #job.tensor_buffer<[2, 1], [1, 2]>>) -> tensor<100x100xf32, #job.bounded<[0, 1]>>
+// CHECK-NEXT:    %r = job.tensor_buffer_get %b {index = 2 : i64, out_shape = array<i64: 4>} : (tensor<3x4xf32, #job.tensor_buffer<[4]>>) -> tensor<4xf32>
+// CHECK-NEXT:    job.return %t, %e, %r : tensor<3x4xf64>, tensor<100x100xf32, #job.bounded<[0, 1]>>, tensor<4xf32>
 // CHECK-NEXT:  }

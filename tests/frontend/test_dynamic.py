@@ -1,0 +1,338 @@
+"""Mirrored placeholders smaller than declared: `tp.ListNumpy.Placeholder((100, 784))` takes (n, 784), n <= 100.
+
+Memory is planned at the bound, kernels run on views cut to the actual rows,
+and no step allocates array memory (docs/dynamic.md). Oracles: numpy for the
+forward pass, PyTorch for training.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from typing import Tuple
+
+import numpy as np
+import pytest
+
+import irflow as flow
+import irflow.typing as tp
+
+BOUND = 100
+NUMPY_DOMAIN = 389047  # numpy reports its array data to tracemalloc under this domain
+
+
+@pytest.fixture(autouse=True)
+def fresh_session():
+    flow.clear_default_session()
+    yield
+    flow.clear_default_session()
+
+
+def mlp_predict():
+    @flow.global_function(type="predict")
+    def mlp(images: tp.ListNumpy.Placeholder((BOUND, 784), dtype=flow.float)) -> tp.ListNumpy:
+        hidden = flow.layers.dense(images, 512, activation=flow.nn.relu, name="dense1")
+        return flow.layers.dense(hidden, 10, name="dense2")
+
+    return mlp
+
+
+def random_weights(rng: np.random.Generator, hidden: int = 512) -> dict[str, np.ndarray]:
+    shapes = {"dense1-weight": (hidden, 784), "dense1-bias": (hidden,), "dense2-weight": (10, hidden), "dense2-bias": (10,)}
+    return {name: (rng.standard_normal(shape) * 0.05).astype(np.float32) for name, shape in shapes.items()}
+
+
+def reference(w: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    hidden = np.maximum(x @ w["dense1-weight"].T + w["dense1-bias"], 0)
+    return hidden @ w["dense2-weight"].T + w["dense2-bias"]
+
+
+def test_outputs_have_the_actual_rows_and_match_numpy():
+    mlp = mlp_predict()
+    rng = np.random.default_rng(0)
+    weights = random_weights(rng)
+    flow.load_variables(weights)
+    x = rng.random((BOUND, 784), dtype=np.float32)
+    for n in (1, 7, 100, 7, 0):
+        (out,) = mlp([x[:n]])
+        assert out.shape == (n, 10)
+        np.testing.assert_allclose(out, reference(weights, x[:n]), rtol=1e-5, atol=1e-5)
+
+
+def test_the_ir_is_dynamic_within_the_bound_and_planned_at_it():
+    mlp = mlp_predict()
+
+    @flow.global_function(type="predict")
+    def static(images: tp.Numpy.Placeholder((BOUND, 784), dtype=flow.float)) -> tp.Numpy:
+        hidden = flow.layers.dense(images, 512, activation=flow.nn.relu, name="dense1")
+        return flow.layers.dense(hidden, 10, name="dense2")
+
+    assert "tensor<100x784xf32, #job.bounded<[0]>>" in mlp.ir("job")
+    program = mlp.ir("buffer")
+    assert "buffer.cut" in program and "memref<?x512xf32>" in program
+    # the arena holds the bound's rows: the plan of the static job at the bound
+    assert mlp.memory_plan().arena_size == static.memory_plan().arena_size >= (BOUND * 784 + BOUND * 512) * 4
+
+
+@pytest.mark.parametrize(
+    "shape, expected",
+    [
+        ((101, 784), r"argument 'images': expected shape \(<=100, 784\) .*bound 100\), given \(101, 784\)"),
+        ((5, 700), r"argument 'images': expected shape \(<=100, 784\) .*given \(5, 700\)"),
+        ((5, 784, 1), r"given \(5, 784, 1\)"),
+    ],
+)
+def test_over_the_bound_is_an_error_naming_argument_bound_and_shape(shape, expected):
+    mlp = mlp_predict()
+    with pytest.raises(flow.ExecutionError, match=expected) as info:
+        mlp([np.zeros(shape, np.float32)])
+    assert __file__ in str(info.value)  # at the caller's line
+
+
+def test_a_static_only_op_on_a_dynamic_value_is_a_located_trace_error():
+    with pytest.raises(flow.TraceError, match="job.reshape keeps a dynamic axis only as axis 0") as info:
+
+        @flow.global_function(type="predict")
+        def flatten(images: tp.ListNumpy.Placeholder((BOUND, 784))) -> tp.ListNumpy:
+            return flow.reshape(images, (-1,))
+
+    assert f"{__file__}:" in str(info.value)
+
+
+def traced_steps(job, arrays, monkeypatch, steps: int = 300) -> tuple[int, int, int]:
+    """(numpy array bytes left by one first step at each size, live growth, transient peak) of the executor's steps.
+
+    The BLAS thread check (threads.apply) is left out: threadpoolctl's ctypes
+    lookups allocate a little on every call, in static and dynamic jobs alike.
+    """
+    monkeypatch.setattr("irflow.runtime.threads.apply", lambda: None)
+    exe = job.executable().executor
+
+    def step(x: np.ndarray) -> None:
+        exe.feed(x)
+        for run in exe.steps:
+            run()
+
+    step(arrays[0])
+    numpy_only = [tracemalloc.DomainFilter(True, NUMPY_DOMAIN)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot().filter_traces(numpy_only)
+        for x in arrays:  # each size once: a dynamic job builds a variant for each new one
+            step(x)
+        after = tracemalloc.take_snapshot().filter_traces(numpy_only)
+        arrays_left = sum(s.size_diff for s in after.compare_to(before, "filename"))
+        current, _ = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        for i in range(steps):
+            step(arrays[i % len(arrays)])
+        grown, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return arrays_left, grown - current, peak - current
+
+
+def test_steps_with_changing_rows_allocate_nothing_a_static_step_does_not(monkeypatch):
+    mlp = mlp_predict()
+
+    @flow.global_function(type="predict")
+    def static(images: tp.Numpy.Placeholder((BOUND, 784), dtype=flow.float)) -> tp.Numpy:
+        hidden = flow.layers.dense(images, 512, activation=flow.nn.relu, name="dense1")
+        return flow.layers.dense(hidden, 10, name="dense2")
+
+    flow.load_variables(random_weights(np.random.default_rng(1)))
+    x = np.random.default_rng(2).random((BOUND, 784), dtype=np.float32)
+    mlp([x[:1]])  # compile both
+    left, grown, peak = traced_steps(mlp, [[x[:n]] for n in range(BOUND, 0, -1)], monkeypatch)
+    _, static_grown, static_peak = traced_steps(static, [[x]], monkeypatch)
+    assert left == 0  # new sizes: views and closures, no array memory
+    # known sizes, changing every step: no more than the static job at the bound, whose kernels are the same
+    assert grown <= static_grown + 512
+    assert peak <= static_peak + 1024  # a hidden layer of even 1 row would be 2 KiB
+    last = mlp.executable().executor.results()[0]  # step 299 ran arrays[99], one row
+    np.testing.assert_array_equal(last, mlp([x[:1]])[0])
+
+
+# ----------------------------------------------------------------- training
+
+
+def mlp_train(minimize_mean: bool):
+    @flow.global_function(type="train")
+    def train(
+        images: tp.ListNumpy.Placeholder((BOUND, 784), dtype=flow.float),
+        labels: tp.ListNumpy.Placeholder((BOUND,), dtype=flow.int32),
+    ) -> tp.ListNumpy:
+        hidden = flow.layers.dense(images, 64, activation=flow.nn.relu, name="dense1")
+        logits = flow.layers.dense(hidden, 10, name="dense2")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        # a per-sample loss is minimized through its mean (the seed divides by the actual rows);
+        # flow.math.reduce_mean's gradient divides by them too
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(
+            flow.math.reduce_mean(loss) if minimize_mean else loss
+        )
+        return loss
+
+    return train
+
+
+@pytest.mark.parametrize("minimize_mean", [False, True], ids=["per-sample-loss", "reduce-mean"])
+def test_training_with_a_smaller_last_batch_matches_pytorch(minimize_mean):
+    torch = pytest.importorskip("torch")
+    train = mlp_train(minimize_mean)
+    rng = np.random.default_rng(3)
+    weights = random_weights(rng, hidden=64)
+    flow.load_variables(weights)
+    model = torch.nn.Sequential(torch.nn.Linear(784, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    with torch.no_grad():
+        for p, name in zip(model.parameters(), weights):
+            p.copy_(torch.from_numpy(weights[name]))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    images = rng.random((250, 784), dtype=np.float32)
+    labels = rng.integers(0, 10, 250).astype(np.int32)
+    for epoch in range(2):
+        for start in (0, 100, 200):  # batches of 100, 100 and 50 rows
+            x, y = images[start : start + BOUND], labels[start : start + BOUND]
+            (loss,) = train([x], [y])
+            assert loss.shape == (len(x),)
+            opt.zero_grad()
+            expected = torch.nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y).long())
+            expected.backward()
+            opt.step()
+            np.testing.assert_allclose(loss.mean(), expected.item(), rtol=1e-5, err_msg=f"epoch {epoch}, rows {start}")
+    variables = flow.get_all_variables()
+    for p, name in zip(model.parameters(), weights):
+        np.testing.assert_allclose(variables[name].numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+def test_a_conv_net_trained_on_batches_of_changing_size_matches_pytorch():
+    """conv2d, max and average pooling (and their gradients) on a dynamic batch; sizes alternate, so a
+    variant that disturbed another's scratch (padding, packed weights) would show."""
+    torch = pytest.importorskip("torch")
+
+    @flow.global_function(type="train")
+    def train(
+        images: tp.ListNumpy.Placeholder((8, 1, 12, 12), dtype=flow.float),
+        labels: tp.ListNumpy.Placeholder((8,), dtype=flow.int32),
+    ) -> tp.ListNumpy:
+        conv = flow.layers.conv2d(images, 4, 3, padding="SAME", activation=flow.nn.relu, name="conv1")
+        pool = flow.nn.max_pool2d(conv, ksize=2, strides=2, padding="SAME", data_format="NCHW")
+        smooth = flow.nn.avg_pool2d(pool, ksize=3, strides=1, padding="SAME", data_format="NCHW")
+        logits = flow.layers.dense(flow.reshape(smooth, (smooth.shape[0], -1)), 10, name="dense")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    nn = torch.nn
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.AvgPool2d(3, 1, 1, count_include_pad=False),
+        nn.Flatten(), nn.Linear(4 * 6 * 6, 10),
+    )  # fmt: skip
+    names = {"0.weight": "conv1-weight", "0.bias": "conv1-bias", "5.weight": "dense-weight", "5.bias": "dense-bias"}
+    flow.load_variables({names[k]: p.detach().numpy().copy() for k, p in model.named_parameters()})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rng = np.random.default_rng(6)
+    for n in (8, 3, 8, 5, 1, 8):
+        x, y = rng.random((n, 1, 12, 12), dtype=np.float32), rng.integers(0, 10, n).astype(np.int32)
+        (loss,) = train([x], [y])
+        opt.zero_grad()
+        expected = nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y).long())
+        expected.backward()
+        opt.step()
+        assert loss.shape == (n,)
+        np.testing.assert_allclose(loss.mean(), expected.item(), rtol=1e-5, err_msg=f"batch of {n}")
+    variables = flow.get_all_variables()
+    for theirs, p in model.named_parameters():
+        np.testing.assert_allclose(variables[names[theirs]].numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_inputs_whose_rows_disagree_are_a_located_error_that_changes_nothing():
+    train = mlp_train(minimize_mean=True)
+    flow.load_variables(random_weights(np.random.default_rng(4), hidden=64))
+    before = {k: v.numpy().copy() for k, v in flow.get_all_variables().items()}
+    with pytest.raises(flow.ExecutionError, match="sparse_softmax_cross_entropy.* must have the same size, given 7 and 5") as info:
+        train([np.zeros((7, 784), np.float32)], [np.zeros(5, np.int32)])
+    assert f"{__file__}:" in str(info.value)
+    with pytest.raises(flow.ExecutionError, match=r"given \(101, 784\)"):
+        train([np.zeros((101, 784), np.float32)], [np.zeros(101, np.int32)])
+    after = flow.get_all_variables()
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name].numpy(), value, err_msg=name)
+
+
+# ----------------------------------------------------------------- tensor lists (ListListNumpy)
+
+
+def test_tensor_list_instances_of_varying_rows_come_back_one_by_one():
+    @flow.global_function(type="predict")
+    def scores(x: tp.ListListNumpy.Placeholder((10, 784))) -> Tuple[tp.ListListNumpy, tp.ListNumpy, tp.Numpy]:
+        logits = flow.layers.dense(x, 10, name="proj")
+        return flow.nn.relu(logits), logits, flow.math.reduce_sum(logits)
+
+    rng = np.random.default_rng(5)
+    w, b = rng.standard_normal((10, 784)).astype(np.float32) * 0.05, rng.standard_normal(10).astype(np.float32)
+    flow.load_variables({"proj-weight": w, "proj-bias": b})
+    for rows in ([2, 5, 1], [10], [3], [0, 4], [1] * 10):
+        instances = [rng.random((n, 784), dtype=np.float32) for n in rows]
+        (per_instance,), (whole,), total = scores([instances])
+        assert [a.shape for a in per_instance] == [(n, 10) for n in rows]
+        for got, x in zip(per_instance, instances):
+            np.testing.assert_allclose(got, np.maximum(x @ w.T + b, 0), rtol=1e-5, atol=1e-5)
+        stacked = np.concatenate(instances) @ w.T + b
+        np.testing.assert_allclose(whole, stacked, rtol=1e-5, atol=1e-5)  # a ListNumpy result: the rows together
+        np.testing.assert_allclose(total, stacked.sum(), rtol=1e-4)
+
+
+def test_tensor_list_over_the_bound_is_an_error_naming_the_instances():
+    @flow.global_function(type="predict")
+    def double(x: tp.ListListNumpy.Placeholder((10, 3))) -> tp.ListListNumpy:
+        return x * 2.0
+
+    a, b = np.ones((6, 3), np.float32), np.ones((5, 3), np.float32)
+    with pytest.raises(flow.ExecutionError, match=r"argument 'x': its instances \(6, 3\), \(5, 3\) have 11 rows together, "
+                                                  r"over the placeholder's bound 10"):
+        double([[a, b]])
+    with pytest.raises(flow.ExecutionError, match=r"argument 'x\[0\]\[1\]': expected shape \(<=10, 3\)"):
+        double([[a, np.ones((2, 4), np.float32)]])
+    with pytest.raises(TypeError, match="non-empty list of arrays"):
+        double([[]])
+    (out,) = double([[a, b[:4]]])
+    assert [o.shape for o in out] == [(6, 3), (4, 3)]
+
+
+def test_the_executor_itself_checks_the_bound():
+    """A caller that skips the frontend (tools, tests) still cannot write past a buffer's bound."""
+    mlp = mlp_predict()
+    mlp([np.zeros((1, 784), np.float32)])
+    exe = mlp.executable().executor
+    with pytest.raises(flow.ExecutionError, match=r"input 0: axis 0 may have at most 100 elements \(its bound\), given shape \(101, 784\)"):
+        exe([np.zeros((101, 784), np.float32)])
+    assert exe([np.ones((3, 784), np.float32)])[0].shape == (3, 10)
+
+
+def test_concat_and_column_slices_of_a_dynamic_batch_train_like_pytorch():
+    torch = pytest.importorskip("torch")
+
+    @flow.global_function(type="train")
+    def train(x: tp.ListNumpy.Placeholder((6, 4), dtype=flow.float64)) -> Tuple[tp.ListNumpy, tp.ListNumpy]:
+        w = flow.get_variable("w", shape=(4, 3), dtype=flow.float64, initializer=flow.random_normal_initializer(seed=1))
+        h = flow.matmul(x, w)
+        both = flow.concat([h, x[:, 1:3]], axis=1)  # (<=6, 5)
+        loss = flow.math.reduce_mean(flow.math.square(both), axis=1)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return both, loss
+
+    w0 = flow.get_all_variables()["w"].numpy().copy()
+    w = torch.tensor(w0, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.1)
+    rng = np.random.default_rng(7)
+    for n in (6, 2, 5):
+        x = rng.standard_normal((n, 4))
+        (both,), (loss,) = train([x])
+        expected_both = torch.cat([torch.from_numpy(x) @ w, torch.from_numpy(x)[:, 1:3]], dim=1)
+        # float64 throughout, but the learning rate is a float32 (0.1 to 1.5e-9)
+        np.testing.assert_allclose(both, expected_both.detach().numpy(), rtol=1e-7, atol=1e-8)
+        opt.zero_grad()
+        expected_both.square().mean(dim=1).mean().backward()
+        opt.step()
+        assert loss.shape == (n,)
+    np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w.detach().numpy(), rtol=1e-7, atol=1e-8)

@@ -1,0 +1,175 @@
+"""Bounded dynamic dimensions in the IR: the `#job.bounded` encoding, which ops accept it, the buffer ops that
+carry actual sizes, and their text round trip (docs/dynamic.md)."""
+
+from __future__ import annotations
+
+import pytest
+from xdsl.dialects.builtin import f32
+from xdsl.ir import Block
+from xdsl.utils.exceptions import VerifyException
+
+from irflow.dialects import buffer, job
+from irflow.dialects.bounds import BoundedAttr, dynamic_axes, with_dynamic
+from irflow.dialects.job import tensor
+from irflow.textir import parse_module, print_module
+
+BOUNDED = "tensor<100x784xf32, #job.bounded<[0]>>"
+
+JOB = f"""builtin.module {{
+  job.func @f(%x: {BOUNDED}, %labels: tensor<100xi32, #job.bounded<[0]>>) -> tensor<f32> {{
+    %w = job.variable {{initializer = {{kind = "zeros"}}, name = "w"}} : tensor<10x784xf32>
+    %logits = job.matmul %x, %w {{transpose_b = true}} : ({BOUNDED}, tensor<10x784xf32>) -> tensor<100x10xf32, #job.bounded<[0]>>
+    %loss = job.sparse_softmax_cross_entropy %logits, %labels : (tensor<100x10xf32, #job.bounded<[0]>>, tensor<100xi32, #job.bounded<[0]>>) -> tensor<100xf32, #job.bounded<[0]>>
+    %mean = job.reduce_mean %loss {{axes = array<i64: 0>}} : (tensor<100xf32, #job.bounded<[0]>>) -> tensor<f32>
+    %n = job.size_of %loss {{axes = array<i64: 0>}} : (tensor<100xf32, #job.bounded<[0]>>) -> tensor<f32>
+    %r = job.div %mean, %n : (tensor<f32>, tensor<f32>) -> tensor<f32>
+    job.return %r : tensor<f32>
+  }}
+}}"""
+
+
+def test_bounded_type_round_trips_through_the_text_ir():
+    module = parse_module(JOB)
+    text = print_module(module)
+    assert text.count("#job.bounded<[0]>") == JOB.count("#job.bounded<[0]>")
+    assert print_module(parse_module(text)) == text
+    func = next(iter(module.body.block.ops))
+    assert dynamic_axes(func.body.block.args[0].type) == (0,)
+    assert dynamic_axes(func.body.block.args[1].type) == (0,)
+
+
+def test_bounded_attr_rejects_bad_axes():
+    with pytest.raises(VerifyException, match="ascending and distinct"):
+        BoundedAttr([1, 0])
+    with pytest.raises(VerifyException, match="out of range"):
+        with_dynamic(tensor((4,), f32), [1])
+
+
+def test_results_take_the_dynamic_axes_of_their_operands():
+    module = parse_module(JOB)
+    ops = {op.name: op for op in next(iter(module.body.block.ops)).body.block.ops}
+    assert dynamic_axes(ops["job.matmul"].res.type) == (0,)
+    assert dynamic_axes(ops["job.reduce_mean"].res.type) == ()  # reduced over the dynamic axis
+    # Given a result type at the bound, `make` adds the dynamic axes the operands give it.
+    x = ops["job.matmul"].operands[0]
+    relu = job.ReluOp.make([x])
+    assert relu.res.type == x.type
+    cast = job.CastOp.make([x], tensor((100, 784), job.f64))
+    assert dynamic_axes(cast.res.type) == (0,)
+
+
+def test_a_result_typed_static_for_a_dynamic_operand_does_not_verify():
+    text = JOB.replace(
+        "-> tensor<100x10xf32, #job.bounded<[0]>>\n", "-> tensor<100x10xf32>\n", 1
+    ).replace("%logits, %labels : (tensor<100x10xf32, #job.bounded<[0]>>", "%logits, %labels : (tensor<100x10xf32>")
+    with pytest.raises(Exception, match="does not match the inferred"):
+        parse_module(text)
+
+
+def test_static_only_op_on_a_dynamic_value_is_a_verify_error():
+    x = parse_module(JOB).body.block.ops.first.body.block.args[0]
+    with pytest.raises(VerifyException, match=r"job.reshape keeps a dynamic axis only as axis 0 of the same bound, and \(<=100, 784\) cannot"):
+        job.ReshapeOp.make([x], tensor((78400,), f32))
+    with pytest.raises(VerifyException, match=r"job.broadcast_to needs static shapes, but operand #0 \(<=100, 784\)"):
+        job.BroadcastToOp.make([x], tensor((2, 100, 784), f32))
+    # concat relates every axis but the concatenated one, whose size would be a sum
+    assert dynamic_axes(job.ConcatOp.make([x, x], axis=1).res.type) == (0,)
+    with pytest.raises(VerifyException, match="job.concat cannot relate dynamic axis 0 of operand #0"):
+        job.ConcatOp.make([x, x], axis=0)
+    images = Block(arg_types=[with_dynamic(tensor((8, 1, 28, 28), f32), [0]), tensor((4, 1, 5, 5), f32)]).args
+    # conv2d takes a dynamic batch, not a dynamic channel or window axis
+    conv = job.Conv2DOp.make(images, strides=[1, 1], pads=[0, 0, 0, 0])
+    assert dynamic_axes(conv.res.type) == (0,)
+    ragged = Block(arg_types=[with_dynamic(tensor((8, 1, 28, 28), f32), [0, 2]), tensor((4, 1, 5, 5), f32)]).args
+    with pytest.raises(VerifyException, match="job.conv2d cannot relate dynamic axis 2 of operand #0"):
+        job.Conv2DOp.make(ragged, strides=[1, 1], pads=[0, 0, 0, 0])
+    # A reshape may keep axis 0 dynamic where it leaves it in place.
+    flat = job.ReshapeOp.make([images[0]], tensor((8, 784), f32))
+    assert dynamic_axes(flat.res.type) == (0,)
+
+
+def test_a_dynamic_axis_meeting_a_static_one_is_a_verify_error():
+    module = parse_module(JOB)
+    x = module.body.block.ops.first.body.block.args[0]
+    static = job.FillOp.make([], tensor((100, 784), f32), value=1.0).res
+    with pytest.raises(VerifyException, match="dynamic axis 0 of operand #0 .* meets static axis 0 of operand #1"):
+        job.AddOp.make([x, static])
+    # A contraction over a dynamic axis with a static one: the same rule.
+    rows = job.FillOp.make([], tensor((100, 10), f32), value=1.0).res
+    with pytest.raises(VerifyException, match="meets static axis"):
+        job.MatmulOp.make([x, rows], transpose_a=True)
+
+
+def lowered(text: str) -> buffer.ProgramOp:
+    from xdsl.context import Context
+
+    from irflow.passes.convert_job_to_buffer import ConvertJobToBufferPass
+
+    module = parse_module(text)
+    ConvertJobToBufferPass().apply(Context(), module)
+    module.verify()
+    return next(iter(module.body.block.ops))
+
+
+def test_conversion_cuts_bound_buffers_at_sizes_read_from_the_inputs():
+    program = lowered(JOB)
+    ops = list(program.body.block.ops)
+    dims = [op for op in ops if isinstance(op, buffer.InputDimOp)]
+    assert [(d.index.value.data, d.axis.value.data) for d in dims] == [(0, 0), (1, 0)]
+    cuts = [op for op in ops if isinstance(op, buffer.CutOp)]
+    # every dynamic value: a buffer at the bound, cut at the size of the input it follows
+    assert [str(c.res.type) for c in cuts] == [
+        "memref<?x784xf32>", "memref<?xi32>", "memref<?x10xf32>", "memref<?xf32>",
+    ]  # fmt: skip
+    assert all(isinstance(c.buf.owner, buffer.AllocOp) for c in cuts)
+    assert cuts[2].sizes[0] is dims[0].res  # the logits take the images' size
+    # logits and labels come from two inputs: their sizes are checked equal at run time
+    (check,) = [op for op in ops if isinstance(op, buffer.AssertSameSizeOp)]
+    assert [s.owner for s in check.sizes] == dims
+    assert "job.sparse_softmax_cross_entropy" in check.what.data
+    (store,) = [op for op in ops if isinstance(op, buffer.StoreSizeOp)]
+    assert store.sizes[0] is dims[0].res and store.factor.value.data == 1
+
+
+def test_buffer_program_with_dynamic_sizes_round_trips_and_plans_at_the_bound():
+    from xdsl.context import Context
+
+    from irflow.passes.plan_memory import PlanMemoryPass
+
+    program = lowered(JOB)
+    module = program.parent_op()
+    PlanMemoryPass().apply(Context(), module)
+    text = print_module(module)
+    assert "buffer.cut" in text and "buffer.input_dim" in text and "buffer.assert_same_size" in text
+    assert print_module(parse_module(text)) == text
+    views = [op for op in program.body.block.ops if isinstance(op, buffer.ViewOp)]
+    assert "memref<100x784xf32>" in {str(v.res.type) for v in views}  # planned at the bound
+    assert program.attributes["arena_size"].value.data >= 100 * 784 * 4
+
+
+def test_cut_verifier():
+    with pytest.raises(Exception, match="one size per '\\?'"):
+        parse_module("""builtin.module {
+  buffer.program @p on "cpu" {
+    %n = buffer.input_dim {index = 0 : i64, axis = 0 : i64} : index
+    %b = buffer.alloc : memref<4x3xf32>
+    %c = buffer.cut %b, %n, %n : (memref<4x3xf32>, index, index) -> memref<?x3xf32>
+  }
+}""")
+
+
+def test_docs_state_which_ops_accept_dynamic_shapes():
+    """docs/dynamic.md's table lists every job op once, as accepting dynamic shapes or as static, as the code has it."""
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "dynamic.md").read_text()
+    stated: dict[str, bool] = {}
+    for line in doc.splitlines():
+        if line.startswith("| `"):
+            names, verdict = line.split("|")[1:3]
+            for name in names.strip().strip("`").split():
+                assert name not in stated, f"{name} is listed twice"
+                stated[name] = verdict.strip().startswith("accepted")
+    ops = [c for c in job.COMPUTE_OPS + list(job.PHYSICAL_OPS) if issubclass(c, job.JobOp)]
+    actual = {c.name.removeprefix("job."): c.size_groups.__func__ is not job.JobOp.size_groups.__func__ for c in ops}
+    assert stated == actual
