@@ -22,8 +22,9 @@ quadratic baselines are skipped above `--baseline-max` buffers (they take
 about 25 s each at 100k).  The last lines count the perfect packings the
 default plans at their optimum, and the MiniMalloc instances each irflow run
 fits in MiniMalloc's 1,048,576 bytes; then the default on tilings of 10k and
-100k buffers over four seeds, and its best CPU time of three on the 10k and
-100k instances.
+100k buffers over four seeds, its arena over greedy by size's on the generated
+families over four seeds (sizes up to a fifth of `--baseline-max`), and its
+best CPU time of three on the 10k and 100k instances.
 
     python benchmarks/memplan.py [--budget 1] [--sizes 1000,10000,100000] [--profiles DIR]
 """
@@ -153,6 +154,19 @@ def tiled_seeds(sizes: list[int], seeds: int) -> None:
         print(f"tiled {n:,}, seeds 0-{seeds - 1}, default: " + " ".join(f"{r:.4f}" for r in ratios))
 
 
+def against_greedy(sizes: list[int], seeds: int) -> None:
+    """The default's arena over greedy by size's on each generated family and size, several seeds:
+    at most 1 wherever greedy by size is one of the default's candidates (up to 2,000 buffers)."""
+    for gen in (tiled, training, mixed):
+        for n in sizes:
+            ratios = []
+            for seed in range(seeds):
+                buffers = gen(n, seed=seed)
+                ratios.append(run_irflow(buffers, 1, None)[0] / run_baseline(greedy_by_size, buffers, 1)[0])
+            print(f"{gen.__name__} {n:,}, seeds 0-{seeds - 1}, default / greedy by size: "
+                  + " ".join(f"{r:.4f}" for r in ratios))
+
+
 def speed(instances: list[tuple[str, list[Buffer]]], repeats: int) -> None:
     """The default's CPU time, best of `repeats` runs: the least a busy machine adds."""
     for name, buffers in instances:
@@ -186,6 +200,8 @@ def main() -> None:
     perfect_packings(args.seeds)
     print()
     tiled_seeds([n for n in map(int, args.sizes.split(",")) if n >= 10_000], 4)
+    print()
+    against_greedy([n for n in map(int, args.sizes.split(",")) if n <= args.baseline_max // 5], 4)
     print()
     speed([g for g in generated if g[0].endswith((" 10k", " 100k"))], 3)
 

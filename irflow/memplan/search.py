@@ -247,12 +247,12 @@ class Search:
         level, free = st.level, st.free
         lo, hi = max(lo, 0), min(hi, self.steps - 1)
         # Widen [lo, hi] to whole segments.
-        out = np.flatnonzero(level[:lo] != level[lo])
+        out = (level[:lo] != level[lo]).nonzero()[0]
         lo = int(out[-1]) + 1 if len(out) else 0
-        out = np.flatnonzero(level[hi + 1 :] != level[hi])
+        out = (level[hi + 1 :] != level[hi]).nonzero()[0]
         hi = hi + int(out[0]) if len(out) else self.steps - 1
         window = level[lo : hi + 1]
-        change = np.flatnonzero(window[1:] != window[:-1]) + 1
+        change = (window[1:] != window[:-1]).nonzero()[0] + 1
         starts = np.zeros(len(change) + 1, np.int64)
         starts[1:] = change
         walled = np.empty(len(starts) + 2, np.int64)
@@ -273,7 +273,7 @@ class Search:
         inside = segment[first] == segment[last]
         steps = len(window)
         cover = np.bincount(first[inside], minlength=steps + 1) - np.bincount(last[inside] + 1, minlength=steps + 1)
-        misfit = np.flatnonzero(risky & (np.cumsum(cover[:steps]) == 0))
+        misfit = (risky & (np.cumsum(cover[:steps]) == 0)).nonzero()[0]
         if not len(misfit):
             return None
         v = segment[misfit[0]]
