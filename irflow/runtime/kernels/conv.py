@@ -182,47 +182,100 @@ def _by_shifts(conv: _Conv) -> bool:
     return conv.groups == 1 and conv.cg in _SHIFT_CHANNELS and window.strides == window.dilations == (1, 1)
 
 
+class _Shifts:
+    """The padded grid of a stride-1 convolution without im2col, and its chunks of whole images.
+
+    In a chunk's padded NHWC images, flattened to rows of C, output (n, h, w) has grid row
+    r = (n * Hp + h) * Wp + w, and its tap (i, j) reads input row r + i * Wp + j: each tap's
+    input is one contiguous block of rows. Rows of padding positions are computed and dropped.
+    """
+
+    def __init__(self, conv: _Conv):
+        self.conv = conv
+        n, (hp, wp), (kh, kw) = conv.x_shape[0], conv.window.padded_hw, conv.window.kernel
+        self.hp, self.wp = hp, wp
+        self.images = max(1, min(n, _SHIFT_ROWS // (hp * wp)))
+        self.grid_rows = self.images * hp * wp
+        self.offsets = [i * wp + j for i, j in conv.window.taps()]
+        reach = self.offsets[-1]  # rows past the last valid output that the last tap reads
+        # (first image, images, rows computed) per chunk
+        self.chunks = [
+            (start, min(self.images, n - start), min(self.images, n - start) * hp * wp - reach)
+            for start in range(0, n, self.images)
+        ]
+
+    def padded(self, xp: ModuleType, x: Array) -> tuple[Array, Callable[[int, int], Run]]:
+        """A chunk's zero-padded input as (grid rows, C), and the step that copies images [start, start+count) in."""
+        padded = xp.zeros((self.images, self.hp, self.wp, self.conv.cg), x.dtype)
+        interior = self.conv.window.interior(padded.transpose(0, 3, 1, 2))
+        return padded.reshape(self.grid_rows, -1), lambda start, count: partial(
+            xp.copyto, interior[:count], x[start : start + count]
+        )
+
+    def grid(self, rows: Array, count: int) -> Array:
+        """The first `count` images' grid rows of a (grid rows, X) buffer as (count, Hp, Wp, X), a view."""
+        return rows[: count * self.hp * self.wp].reshape(count, self.hp, self.wp, -1)
+
+
 def _conv2d_by_shifts(
     xp: ModuleType, conv: _Conv, epilogue: str | None, x: Array, w: Array, bias: Sequence[Array], y: Array
 ) -> Run:
-    """Stride 1 without im2col: in a chunk's padded NHWC images, flattened to rows of C, the row that
-    output (n, h, w) reads at tap (i, j) is the output's own grid row r = (n, h, w) plus i * Wp + j.
-
-    So each tap is one GEMM of a contiguous block of rows by that tap's (C, F) weights, summed into
-    the product over the whole padded grid; the rows of padding positions are computed and dropped
-    when the valid (oh, ow) of each image are copied into y.
-    """
-    (n, c), (hp, wp), (kh, kw) = conv.x_shape[:2], conv.window.padded_hw, conv.window.kernel
-    (oh, ow), f = conv.y_shape[2:], conv.fg
-    images = max(1, min(n, _SHIFT_ROWS // (hp * wp)))
-    starts = range(0, n, images)
-    taps = xp.empty((kh, kw, c, f), w.dtype)
+    """y at stride 1 without im2col: per tap, one GEMM of its shifted block of input rows by its (C, F)
+    weights, summed over the chunk's grid (`_Shifts`); the valid (oh, ow) of each image go to y."""
+    shifts = _Shifts(conv)
+    (kh, kw), (oh, ow), f = conv.window.kernel, conv.y_shape[2:], conv.fg
+    taps = xp.empty((kh, kw, conv.cg, f), w.dtype)
     copy_taps = partial(xp.copyto, taps, w.transpose(2, 3, 1, 0))
-    reach = (kh - 1) * wp + kw - 1  # the last tap's row offset
 
     def part(span: range) -> tuple[list[Run], None]:
-        padded = xp.zeros((images, hp, wp, c), x.dtype)
-        interior = conv.window.interior(padded.transpose(0, 3, 1, 2))
-        flat = padded.reshape(images * hp * wp, c)
-        product = xp.empty((images * hp * wp, f), y.dtype)
+        flat, pad = shifts.padded(xp, x)
+        product = xp.empty((shifts.grid_rows, f), y.dtype)
         term = xp.empty(product.shape, y.dtype)
         steps: list[Run] = []
-        for start in starts[span.start : span.stop]:
-            count = min(start + images, n) - start
-            rows = count * hp * wp - reach
+        for start, count, rows in shifts.chunks[span.start : span.stop]:
             total, extra = product[:rows], term[:rows]
-            steps += [partial(xp.copyto, interior[:count], x[start : start + count])]
-            for t, (i, j) in enumerate(conv.window.taps()):
-                offset = i * wp + j
+            steps.append(pad(start, count))
+            for t, (offset, (i, j)) in enumerate(zip(shifts.offsets, conv.window.taps(), strict=True)):
                 steps.append(partial(xp.matmul, flat[offset : offset + rows], taps[i, j], out=total if t == 0 else extra))
                 if t:
                     steps.append(partial(xp.add, total, extra, out=total))
             steps += _epilogue_steps(xp, epilogue, conv, bias, total[None])
-            grid = product[: count * hp * wp].reshape(count, hp, wp, f)
+            grid = shifts.grid(product, count)
             steps.append(partial(xp.copyto, y[start : start + count], grid[:, :oh, :ow].transpose(0, 3, 1, 2)))
         return steps, None
 
-    return Split(xp, len(starts), [copy_taps], part)
+    return Split(xp, len(shifts.chunks), [copy_taps], part)
+
+
+def _grad_filter_by_shifts(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw: Array) -> Run:
+    """dw at stride 1 without im2col: per tap, dy on the padded grid (zeros at padding positions),
+    transposed, times the tap's shifted block of input rows: (F, rows) x (rows, C), summed over the chunks."""
+    shifts = _Shifts(conv)
+    (kh, kw), (oh, ow), (f, c) = conv.window.kernel, conv.y_shape[2:], (conv.fg, conv.cg)
+
+    def part(span: range) -> tuple[list[Run], Array]:
+        flat, pad = shifts.padded(xp, x)
+        dy_flat = xp.zeros((shifts.grid_rows, f), dy.dtype)  # the rows of padding positions stay zero
+        dy_valid = shifts.grid(dy_flat, shifts.images)[:, :oh, :ow]
+        total, product = (xp.empty((kh * kw, f, c), dw.dtype) for _ in range(2))
+        steps: list[Run] = []
+        for index, (start, count, rows) in enumerate(shifts.chunks[span.start : span.stop]):
+            steps += [pad(start, count), partial(xp.copyto, dy_valid[:count], dy[start : start + count].transpose(0, 2, 3, 1))]
+            into = total if index == 0 else product
+            steps += [
+                partial(xp.matmul, dy_flat[:rows].T, flat[offset : offset + rows], out=into[t])
+                for t, offset in enumerate(shifts.offsets)
+            ]
+            if index:
+                steps.append(partial(xp.add, total, product, out=total))
+        return steps, total
+
+    def combine(totals: list[Array]) -> list[Run]:
+        first, *rest = totals
+        landed = first.reshape(kh, kw, f, c).transpose(2, 3, 0, 1)
+        return [*(partial(xp.add, first, other, out=first) for other in rest), partial(xp.copyto, dw, landed)]
+
+    return Split(xp, len(shifts.chunks), [], part, combine)
 
 
 @register("conv2d")
@@ -270,6 +323,8 @@ def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
     (dy, x), (dw,) = ins, outs
     conv = _Conv(attrs, x.shape, dw.shape, np.dtype(dw.dtype).itemsize)
     expect_shape("conv2d_grad_filter", "dy", dy.shape, conv.y_shape)
+    if _by_shifts(conv):
+        return _grad_filter_by_shifts(xp, conv, dy, x, dw)
     windows, pad = conv.windows(xp, x)
 
     def part(span: range) -> tuple[list[Run], Array]:
