@@ -12,6 +12,10 @@ output row, channel-major (rows of M, runs of ow) otherwise, as for C = 1.
 The input gradient multiplies dy by each tap's (F/groups, C/groups) weights
 and adds the products back where that tap read (col2im).
 
+Stride-1 convolutions with 12-16 input channels skip im2col in the forward and
+the filter gradient: each tap is one GEMM over a shifted block of the padded
+input's rows (`_Shifts`).
+
 With more than one CPU thread, each thread takes a contiguous part of the
 chunks, with buffers of its own (kernels/parallel.py).
 """
