@@ -264,7 +264,8 @@ def _grad_filter_by_shifts(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw:
         total, product = (xp.empty((kh * kw, f, c), dw.dtype) for _ in range(2))
         steps: list[Run] = []
         for index, (start, count, rows) in enumerate(shifts.chunks[span.start : span.stop]):
-            steps += [pad(start, count), partial(xp.copyto, dy_valid[:count], dy[start : start + count].transpose(0, 2, 3, 1))]
+            dy_nhwc = dy[start : start + count].transpose(0, 2, 3, 1)
+            steps += [pad(start, count), partial(xp.copyto, dy_valid[:count], dy_nhwc)]
             into = total if index == 0 else product
             steps += [
                 partial(xp.matmul, dy_flat[:rows].T, flat[offset : offset + rows], out=into[t])

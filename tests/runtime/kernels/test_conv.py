@@ -247,7 +247,8 @@ def test_conv2d_by_shifts_matches_direct_definition(kernel, rng, monkeypatch, x_
             np.testing.assert_allclose(y32, ref, rtol=1e-4, atol=1e-4)
             (dw,) = kernel("conv2d_grad_filter", [dy, x], [(w_shape, np.float64)], **a)
             np.testing.assert_allclose(dw, dw_ref, rtol=1e-12, atol=1e-12)
-            (dw32,) = kernel("conv2d_grad_filter", [dy.astype(np.float32), x.astype(np.float32)], [(w_shape, np.float32)], **a)
+            ins32 = [dy.astype(np.float32), x.astype(np.float32)]
+            (dw32,) = kernel("conv2d_grad_filter", ins32, [(w_shape, np.float32)], **a)
             np.testing.assert_allclose(dw32, dw_ref, rtol=1e-4, atol=1e-4)
     finally:
         threads.set_cpu_thread_num(None)
