@@ -198,3 +198,77 @@ def test_threads_split_the_chunks_and_agree_with_one_thread(kernel, rng, monkeyp
             np.testing.assert_allclose(dw, expected[2], rtol=1e-12, atol=1e-12)
     finally:
         threads.set_cpu_thread_num(None)
+
+
+# Stride 1, no dilation, one group: the cases `_conv2d_by_shifts` can take when forced to every channel count.
+SHIFTABLE = [c for c in CASES if c[2]["strides"] == (1, 1) and "dilations" not in c[2] and "groups" not in c[2]]
+SHIFT_IDS = [i for i, c in zip(IDS, CASES) if c in SHIFTABLE]
+
+
+def filter_grad_reference(dy: np.ndarray, x: np.ndarray, kernel: tuple[int, int], pads) -> np.ndarray:
+    """dw[f, c, i, j] = sum over n, h, w of dy[n, f, h, w] x_padded[n, c, h + i, w + j] (stride 1, one group)."""
+    xp = np.pad(x, ((0, 0), (0, 0), pads[:2], pads[2:]))
+    oh, ow = dy.shape[2:]
+    return np.stack(
+        [
+            np.stack([np.einsum("nfhw,nchw->fc", dy, xp[:, :, i : i + oh, j : j + ow]) for j in range(kernel[1])], -1)
+            for i in range(kernel[0])
+        ],
+        -2,
+    )
+
+
+@pytest.mark.parametrize("epilogue", [None, "bias_add_relu"])
+@pytest.mark.parametrize("x_shape, w_shape, attrs", SHIFTABLE, ids=SHIFT_IDS)
+def test_conv2d_by_shifts_matches_direct_definition(kernel, rng, monkeypatch, x_shape, w_shape, attrs, epilogue) -> None:
+    """One GEMM per tap over shifted rows, forward and filter gradient: one image per chunk (short last chunk
+    of a batch of 3), 1 and 2 threads."""
+    from irflow.runtime import threads
+    from irflow.runtime.kernels import conv
+
+    monkeypatch.setattr(conv, "_SHIFT_CHANNELS", range(1, 1 << 20))
+    monkeypatch.setattr(conv, "_SHIFT_ROWS", 1)
+    a = attrs_of(attrs)
+    x_shape = (3, *x_shape[1:])
+    assert conv._by_shifts(conv._Conv(a, x_shape, w_shape, 8))
+    x, w, bias = rng.standard_normal(x_shape), rng.standard_normal(w_shape), rng.standard_normal(w_shape[0])
+    ref = conv_reference(x, w, **attrs)
+    ins, extra = ([x, w], {}) if epilogue is None else ([x, w, bias], {"epilogue": epilogue})
+    if epilogue is not None:
+        ref = np.maximum(ref + bias[:, None, None], 0)
+    dy = rng.standard_normal(ref.shape)
+    dw_ref = filter_grad_reference(dy, x, w_shape[2:], attrs["pads"])
+    try:
+        for count in (1, 2):
+            threads.set_cpu_thread_num(count)
+            (y,) = kernel("conv2d", ins, [(ref.shape, np.float64)], **a, **extra)
+            np.testing.assert_allclose(y, ref, rtol=1e-12, atol=1e-12)
+            (y32,) = kernel("conv2d", [v.astype(np.float32) for v in ins], [(ref.shape, np.float32)], **a, **extra)
+            np.testing.assert_allclose(y32, ref, rtol=1e-4, atol=1e-4)
+            (dw,) = kernel("conv2d_grad_filter", [dy, x], [(w_shape, np.float64)], **a)
+            np.testing.assert_allclose(dw, dw_ref, rtol=1e-12, atol=1e-12)
+            ins32 = [dy.astype(np.float32), x.astype(np.float32)]
+            (dw32,) = kernel("conv2d_grad_filter", ins32, [(w_shape, np.float32)], **a)
+            np.testing.assert_allclose(dw32, dw_ref, rtol=1e-4, atol=1e-4)
+    finally:
+        threads.set_cpu_thread_num(None)
+
+
+def test_sixteen_channel_3x3_takes_the_shifts_and_matches_torch(kernel, rng) -> None:
+    """The residual CNN's 16-channel 3x3 convolution and its gradients (dx by correlation) on the default path."""
+    torch = pytest.importorskip("torch")
+    from irflow.runtime.kernels import conv
+
+    a = attrs_of(dict(strides=(1, 1), pads=(1, 1, 1, 1)))
+    x, w = rng.standard_normal((5, 16, 9, 9)), rng.standard_normal((16, 16, 3, 3))
+    assert conv._by_shifts(conv._Conv(a, x.shape, w.shape, 8))
+    dy = rng.standard_normal(x.shape)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, padding=1)
+    ty.backward(torch.tensor(dy))
+    (y,) = kernel("conv2d", [x, w], [(x.shape, np.float64)], **a)
+    (dx,) = kernel("conv2d_grad_input", [dy, w], [(x.shape, np.float64)], **a)
+    (dw,) = kernel("conv2d_grad_filter", [dy, x], [(w.shape, np.float64)], **a)
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-12, atol=1e-12)
