@@ -108,7 +108,7 @@ PROGRAM = 'buffer.program @p on "cpu" {{\n  %a = buffer.alloc : memref<4xf32>\n 
             "3:3: error: attribute operandSegmentSizes is given by the syntax, not the dictionary",
         ),
         (PROGRAM.format('buffer.kernel "relu" outs(%a : memref<4xf32>) {k = 1} {x = 2}'), "3:57: error: expected an operation, .attributes., .}., a block label"),
-        (PROGRAM.format('buffer.kernel "relu" ins(%a : memref<4xf32>) outs( : )'), "3:3: error: 'buffer.kernel' op kernel 'relu' writes no output"),
+        (PROGRAM.format('buffer.kernel "relu" ins(%a : memref<4xf32>) outs()'), "3:3: error: 'buffer.kernel' op kernel 'relu' writes no output"),
         ('func.call @f(%x) : (f32) -> ()\n', "1:14: error: use of undefined value %x"),
         ('func.call @f(%x) : () -> ()\n', "1:14: error: 1 operands but 0 operand types"),
     ],
