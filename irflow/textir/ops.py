@@ -6,6 +6,7 @@ per class (`op_info`), so a new op with one of those formats needs no grammar ch
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,9 +29,10 @@ from xdsl.ir import (
     Operation,
     Region,
 )
-from xdsl.irdl import IRDLOperation, ParsePropInAttrDict, VarOperandDef
+from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, ParsePropInAttrDict, VarOperandDef
 from xdsl.utils.exceptions import VerifyException
 
+from irflow.textir import formats
 from irflow.textir.attributes import unescape
 from irflow.textir.builder import BuilderBase
 
@@ -57,7 +59,9 @@ class OpInfo:
     props_in_dict: frozenset[str]
 
 
+@functools.cache
 def op_info(cls: type[Operation]) -> OpInfo:
+    """Classified once per class: every parser and context shares the result."""
     if not issubclass(cls, IRDLOperation):
         return OpInfo(cls, None, frozenset())
     op_def = cls.get_irdl_definition()
@@ -315,39 +319,70 @@ class OpBuilder(BuilderBase):
             kw, info.cls, properties=props, attributes=attrs, regions=[body]
         )
 
-    def program_op(self, children: list[Any]) -> Operation:
-        kw, sym, device, attrs, region = children
-        info = self._op_class(str(kw), kw)
-        props = {"sym_name": self._symbol(sym).root_reference, "device": self._string(device)}
-        return self._create(kw, info.cls, properties=props, attributes=attrs or {}, regions=[region])
-
-    def kernel_ins(self, children: list[Any]) -> tuple[Token, list[Attribute]]:
-        uses, types = children
-        return uses, types
-
-    def kernel_op(self, children: list[Any]) -> Operation:
-        kw, kernel, ins, out_uses, out_types, params, attrs = children
-        info = self._op_class(str(kw), kw)
-        in_uses, in_types = ins if ins is not None else (None, [])
-        inputs = self._resolve(in_uses, in_types, kw)
-        outputs = self._resolve(out_uses, out_types or [], kw)
-        props = {"kernel": self._string(kernel)}
-        if params is not None:
-            props["params"] = DictionaryAttr(params)
-        props["operandSegmentSizes"] = DenseArrayBase.from_list(i32, [len(inputs), len(outputs)])
-        return self._create(kw, info.cls, operands=[*inputs, *outputs], properties=props, attributes=attrs or {})
-
-    def call_op(self, children: list[Any]) -> Operation:
-        kw, sym, uses, entries, ftype = children
-        info = self._op_class(str(kw), kw)
-        props, attrs = self._split(info, entries)
+    def format_op(self, children: list[Any]) -> Operation:
+        """An op in its class's declarative assembly format, read by the plan made from that format."""
+        kw = children[0]
+        plan = self.format_plans[kw.type]
+        info = self._op_class(plan.op_name, kw)
+        if not issubclass(info.cls, IRDLOperation) or info.cls.get_irdl_definition().assembly_format != plan.assembly_format:
+            raise self._error(f"'{kw}' has a different custom form in this context; write it in the generic form", kw)
+        op_def = info.cls.get_irdl_definition()
+        uses: dict[str, Token | None] = {}
+        types: dict[str, list[Attribute]] = {}
+        props: dict[str, Attribute] = {}
+        attrs: dict[str, Attribute] = {}
+        regions: dict[str, Region] = {}
+        result_types: list[Attribute] = []
+        for (kind, var), child in zip(plan.slots, children[1:]):
+            if child is None:
+                continue
+            if kind == formats.USES:
+                uses[var] = child
+            elif kind == formats.TYPES:
+                types[var] = child
+            elif kind == formats.FUNCTIONAL:
+                types[var], result_types = list(child.inputs.data), list(child.outputs.data)
+            elif kind == formats.REGION:
+                regions[var] = child
+            elif kind == formats.ATTR_DICT:
+                if clash := plan.reserved & child.keys():
+                    raise self._error(
+                        f"attribute {', '.join(sorted(clash))} is given by the syntax, not the dictionary", kw
+                    )
+                for k, v in child.items():
+                    (props if k in plan.dict_properties else attrs)[k] = v
+            else:
+                value = {
+                    formats.SYMBOL_NAME: lambda: self._symbol(child).root_reference,
+                    formats.SYMBOL_REF: lambda: self._symbol(child),
+                    formats.STRING: lambda: self._string(child),
+                    formats.DICT: lambda: DictionaryAttr(child),
+                }[kind]()
+                (props if var in op_def.properties else attrs)[var] = value
+        if "" in uses or "" in types:  # `operands`: all of them at once
+            operands = self._resolve(uses.get(""), types.get("", []), uses.get("") or kw)
+            sizes = []
+        else:
+            operands, sizes = [], []
+            for name, _ in op_def.operands:
+                values = self._resolve(uses.get(name), types.get(name, []), uses.get(name) or kw)
+                operands += values
+                sizes.append(len(values))
+        for name, prop in op_def.properties.items():
+            if name not in props and prop.default_value is not None:
+                props[name] = prop.default_value
+        segments = next((o for o in op_def.options if isinstance(o, AttrSizedOperandSegments)), None)
+        if segments is not None:
+            sizes_attr = DenseArrayBase.from_list(i32, sizes)
+            (props if segments.as_property else attrs)[segments.attribute_name] = sizes_attr
         return self._create(
             kw,
             info.cls,
-            operands=self._resolve(uses, ftype.inputs.data, kw),
-            result_types=ftype.outputs.data,
-            properties={"callee": self._symbol(sym), **props},
+            operands=operands,
+            result_types=result_types,
+            properties=props,
             attributes=attrs,
+            regions=[regions.get(name, Region()) for name, _ in op_def.regions],
         )
 
     def uses(self, children: list[Any]) -> Token:

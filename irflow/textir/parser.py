@@ -36,7 +36,8 @@ from irflow.textir.lexer import TextIRLexer, TokenError
 from irflow.textir.verification import first_verify_failure
 from irflow.textir.attributes import AttributeBuilder
 from irflow.textir.builder import clip
-from irflow.textir.ops import OpBuilder
+from irflow.textir.formats import FormatPlan, format_grammar, format_plan
+from irflow.textir.ops import OpBuilder, op_info
 from irflow.textir.regions import RegionBuilder
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
@@ -63,7 +64,7 @@ _HUMAN = {
     "VISIBILITY": "a visibility (private, public, nested)",
     "$END": "end of input",
 }
-_OP_START = {"OP_NAME", "MODULE", "FUNC", "PROGRAM", "KERNEL", "CALL"}
+_OP_START = {"OP_NAME", "MODULE", "FUNC"}  # and every FORM_* op-name keyword (formats.py)
 _ATTR_START = {"INT", "FLOAT", "TRUE", "FALSE", "DENSE", "DENSE_ARRAY", "SYMBOL", "UNIT", "DIALECT_ATTR", "LOC"}
 _TYPE_START = {"BUILTIN_TYPE", "SHAPED_TYPE", "DIALECT_TYPE", "FUNC_TYPE"}
 
@@ -78,10 +79,11 @@ class _Builder(OpBuilder, RegionBuilder, AttributeBuilder):
 class _LarkParser:
     """One lark LALR parser with its embedded builder (one per thread: the builder holds parse state)."""
 
-    def __init__(self) -> None:
+    def __init__(self, plans: list[FormatPlan]) -> None:
         self.builder = _Builder()
+        self.builder.format_plans = {p.terminal: p for p in plans}
         self.lark = Lark(
-            GRAMMAR.read_text(),
+            grammar_text(plans),
             parser="lalr",
             lexer=TextIRLexer,
             transformer=self.builder,
@@ -105,9 +107,10 @@ class _LarkParser:
     def expected(self, names: set[str]) -> str:
         names = set(names)
         words: list[str] = []
-        if _OP_START & names:
+        op_start = _OP_START | {n for n in names if n.startswith("FORM_")}
+        if op_start & names:
             words.append("an operation")
-            names -= _OP_START | {"RESULTS", "STRING"}
+            names -= op_start | {"RESULTS", "STRING"}
         if "INT" in names and "BUILTIN_TYPE" in names:
             words.append("an attribute value")
             names -= _ATTR_START | _TYPE_START | {"STRING", "LSQB", "LBRACE", "LPAR"}
@@ -177,18 +180,43 @@ class _LarkParser:
         return module
 
 
+def format_plans(ctx: Context) -> list[FormatPlan]:
+    """Plans for `ctx`'s loaded ops whose assembly format is not the shared plain form.
+
+    Dialects only registered are not loaded for this: irflow-opt registers all
+    of xDSL's, and loading them cost seconds at start-up.
+    """
+    return [plan for cls in ctx.loaded_ops if op_info(cls).form is None and (plan := format_plan(cls)) is not None]
+
+
+def grammar_text(plans: list[FormatPlan] | None = None) -> str:
+    """grammar.lark with `format_op` made from the default context's ops' formats (or from `plans`)."""
+    return GRAMMAR.read_text() + format_grammar(format_plans(default_context()) if plans is None else plans)
+
+
 def _end_position(text: str) -> tuple[int, int]:
     lines = text.splitlines() or [""]
     return len(lines), len(lines[-1]) + 1
 
 
 _local = threading.local()
+_plans: dict[tuple[int, tuple[str, ...]], tuple[Context, list[FormatPlan]]] = {}
 
 
-def _parser() -> _LarkParser:
-    parser = getattr(_local, "parser", None)
+def _parser(ctx: Context) -> _LarkParser:
+    """This thread's parser for the op formats of `ctx`'s dialects (one per distinct set of formats)."""
+    key = (id(ctx), len(ctx.loaded_ops), len(ctx.registered_dialect_names))  # type: ignore[arg-type]
+    entry = _plans.get(key)
+    if entry is None or entry[0] is not ctx:
+        if len(_plans) >= 16:  # contexts are few; never let made-and-dropped ones pile up
+            _plans.clear()
+        entry = _plans[key] = (ctx, format_plans(ctx))
+    plans = entry[1]
+    parsers: dict[tuple[str, ...], _LarkParser] = _local.__dict__.setdefault("parsers", {})
+    forms = tuple(sorted(p.assembly_format + p.op_name for p in plans))
+    parser = parsers.get(forms)
     if parser is None:
-        parser = _local.parser = _LarkParser()
+        parser = parsers[forms] = _LarkParser(plans)
     return parser
 
 
@@ -233,4 +261,5 @@ def parse_module(
     Ops outside a single top-level `builtin.module` are wrapped in one, unless
     `implicit_module` is False.  `ctx` defaults to `irflow.context.make_context()`.
     """
-    return _parser().parse(text, filename, ctx or default_context(), verify, implicit_module)
+    ctx = ctx or default_context()
+    return _parser(ctx).parse(text, filename, ctx, verify, implicit_module)
