@@ -125,8 +125,9 @@ class _Lowering:
                     size = job.shape_of(types[i])[a]
                     parts.append(f"its bound {size}" if a in pinned else f"operand #{i} axis {a} (static {size})")
                 what = f"{op.name}: {' and '.join(parts)}"
-                if pinned:  # name the op that takes these axes only at their bound
-                    what = f"{next(iter(op.res.uses)).operation.name} takes axes {sorted(pinned)} of operand #0 at their bound: {what}"
+                users = [use.operation.name for use in op.results[0].uses]
+                if pinned and users:  # name the op that takes these axes only at their bound
+                    what = f"{users[0]} takes axes {sorted(pinned)} of operand #0 at their bound: {what}"
                 check = buffer.AssertSameSizeOp.create(operands=distinct, properties={"what": StringAttr(what)})
                 self.emit(check, op)
             if distinct and axis is not None and not fixed:

@@ -119,12 +119,14 @@ def build(
     try:
         op = op_class.make(values, result_type, **props)
     except VerifyException as err:
-        pins = pin_sizes(values)
+        pins = pin_sizes(values, props.get("placement"))
         try:  # an op that cannot take axes past 0 dynamic takes them pinned at their bound (docs/dynamic.md)
             op = op_class.make([p.res if p else v for p, v in zip(pins, values)], result_type, **props) if any(pins) else None
         except VerifyException:
             op = None
         if op is None:
+            for pin in filter(None, pins):
+                pin.erase()  # drops its use of the operand
             raise TraceError(f"{what}: {err}", location) from None
         for pin in filter(None, pins):
             trace.append(pin, location)
@@ -134,12 +136,12 @@ def build(
     return Blob(op.results[0], trace, blob_name or trace.unique_name(op_class.name.removeprefix("job.")))
 
 
-def pin_sizes(values: Sequence[SSAValue]) -> list[PinSizeOp | None]:
+def pin_sizes(values: Sequence[SSAValue], placement: object) -> list[PinSizeOp | None]:
     """Per operand, a job.pin_size of its dynamic axes past axis 0 (None: it has none)."""
     pins: list[PinSizeOp | None] = []
     for v in values:
         axes = [a for a in dynamic_axes(v.type) if a > 0]
-        pins.append(PinSizeOp.make([v], axes=axes) if axes else None)
+        pins.append(PinSizeOp.make([v], axes=axes, placement=placement) if axes else None)
     return pins
 
 
