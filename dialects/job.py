@@ -281,14 +281,7 @@ class JobOp(IRDLOperation):
         for r, members in groups:
             dyn = [(i, a) for i, a in members if a in dynamic_axes(types[i])]
             static = [(i, a) for i, a in members if a not in dynamic_axes(types[i])]
-            if dyn and static:
-                (i, a), (j, b) = dyn[0], static[0]
-                raise VerifyException(
-                    f"{cls.name}: dynamic axis {a} of operand #{i} {describe(types[i])} meets static axis {b} "
-                    f"of operand #{j} {describe(types[j])}; they must have the same size, so both must be dynamic "
-                    "or both static"
-                )
-            if dyn and r is not None:
+            if dyn and r is not None and not static:  # a static member fixes the size: checked at run time
                 axes.append(r)
         return with_dynamic(result, axes)
 
@@ -683,6 +676,40 @@ class BroadcastLikeOp(JobOp):
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
         return aligned_groups(types)
+
+
+@irdl_op_definition
+class PinSizeOp(JobOp):
+    """x with `axes` static at their bound, checked at run time: how an op that cannot take those axes dynamic gets them.
+
+    The frontend inserts it before such an op (a convolution's spatial axes, a reshape of
+    a feature axis), so a mirrored input may be smaller than its placeholder on every axis
+    that the ops using it accept dynamic, and must fill it on the others (docs/dynamic.md).
+    """
+
+    name = "job.pin_size"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    axes = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        x = types[0]
+        pinned = set(ints(props, "axes"))
+        if not pinned or not pinned <= set(dynamic_axes(x)):
+            raise VerifyException(f"pin_size pins dynamic axes of {describe(x)}, got {sorted(pinned)}")
+        return tensor(shape_of(x), dtype_of(x))
+
+    @classmethod
+    def dynamic_result(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> Attribute:
+        assert isinstance(result, TensorType)
+        return with_dynamic(result, set(dynamic_axes(types[0])) - set(ints(props, "axes")))
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        pinned = set(ints(props, "axes"))
+        return [(None if a in pinned else a, ((0, a),)) for a in range(len(shape_of(types[0])))]
 
 
 @irdl_op_definition
@@ -1159,8 +1186,9 @@ class CrossEntropyOp(JobOp):
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
-        classes = ((0, 1),) if cls.SPARSE else ((0, 1), (1, 1))
-        return [(0, ((0, 0), (1, 0))), (None, classes)]
+        if cls.SPARSE:  # static classes: the label picker's row offsets are filled from them when its kernel is built
+            return [(0, ((0, 0), (1, 0)))]
+        return [(0, ((0, 0), (1, 0))), (None, ((0, 1), (1, 1)))]
 
 
 @irdl_op_definition
@@ -1196,8 +1224,9 @@ class CrossEntropyGradOp(JobOp):
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
-        classes = ((1, 1),) if cls.SPARSE else ((1, 1), (2, 1))
-        return [(0, ((0, 0), (1, 0), (2, 0))), (1, classes)]
+        if cls.SPARSE:  # static classes, as the loss's
+            return [(0, ((0, 0), (1, 0), (2, 0)))]
+        return [(0, ((0, 0), (1, 0), (2, 0))), (1, ((1, 1), (2, 1)))]
 
 
 @irdl_op_definition
@@ -2066,7 +2095,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp,
     EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp,
     ReluGradOp, SigmoidGradOp, TanhGradOp, GeluGradOp,
-    CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, ConcatOp,
+    CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, ConcatOp,
     TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
     MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ArgmaxOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,

@@ -11,6 +11,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from irflow.dialects import job
+from irflow.dialects.bounds import describe, dynamic_axes
 from irflow.errors import CompileError, source_location
 from irflow.passes.gradients import GRADIENTS, NO_GRADIENT, GradientBuilder, is_float
 
@@ -67,6 +68,25 @@ def _requiring_gradients(forward: list[Operation]) -> set[SSAValue]:
     return live
 
 
+def fit_dynamic_axes(b: GradientBuilder, op: Operation, g: SSAValue, operand: SSAValue) -> SSAValue:
+    """`g` with `operand`'s dynamic axes (docs/dynamic.md).
+
+    A gradient may be dynamic where its operand is static (a weight's gradient over a
+    feature axis the forward op checked equal to the weight's): it is pinned at its bound.
+    The other way round is not supported yet.
+    """
+    extra = sorted(set(dynamic_axes(g.type)) - set(dynamic_axes(operand.type)))
+    if extra:
+        g = b.emit(job.PinSizeOp, [g], axes=extra)
+    if dynamic_axes(g.type) != dynamic_axes(operand.type):
+        raise CompileError(
+            f"the gradient through '{op.name}' is static on axes of {describe(operand.type)} that are dynamic; "
+            "give the input its placeholder's full size on those axes (a tp.Numpy placeholder)",
+            source_location(op),
+        )
+    return g
+
+
 def differentiate(func: job.FuncOp, minimize: job.MinimizeOp) -> job.ApplyGradientsOp:
     """Insert the backward program of `minimize`'s loss before `func`'s job.return."""
     block = func.body.block
@@ -111,6 +131,7 @@ def differentiate(func: job.FuncOp, minimize: job.MinimizeOp) -> job.ApplyGradie
         b.at(op)
         for operand, wanted, g in zip(op.operands, needs, rule(b, op, grads[op.results[0]], needs), strict=True):
             if wanted and g is not None:
+                g = fit_dynamic_axes(b, op, g, operand)
                 assert g.type == operand.type, f"{op.name} gradient {g.type} for an operand of type {operand.type}"
                 accumulate(operand, g)
 

@@ -108,18 +108,41 @@ class _Lowering:
             return
         groups = op.size_groups(types, op.properties)
         assert groups is not None, f"{op.name} was verified to accept dynamic operands"
+        pinned = set(job.ints(op.properties, "axes")) if isinstance(op, job.PinSizeOp) else set()
         result: dict[int, SSAValue] = {}
         for axis, members in groups:
             known = [(i, a, self.sizes[op.operands[i]][a]) for i, a in members if a in dynamic_axes(types[i])]
+            # A static member fixes the size; so does a pinned axis, at its bound.
+            fixed = [(i, a) for i, a in members if a not in dynamic_axes(types[i]) or a in pinned]
             distinct = list(dict.fromkeys(size for _, _, size in known))
+            if distinct and fixed:
+                i, a = fixed[0]
+                distinct.append(self.const_size(job.shape_of(types[i])[a], op))
             if len(distinct) > 1:
-                what = " and ".join(f"operand #{i} axis {a}" for i, a, _ in known)
-                check = buffer.AssertSameSizeOp.create(operands=distinct, properties={"what": StringAttr(f"{op.name}: {what}")})
+                parts = [self.describe_size(op, i, a) for i, a, _ in known]
+                if fixed:
+                    i, a = fixed[0]
+                    size = job.shape_of(types[i])[a]
+                    parts.append(f"its bound {size}" if a in pinned else f"operand #{i} axis {a} (static {size})")
+                what = f"{op.name}: {' and '.join(parts)}"
+                users = [use.operation.name for use in op.results[0].uses]
+                if pinned and users:  # name the op that takes these axes only at their bound
+                    what = f"{users[0]} takes axes {sorted(pinned)} of operand #0 at their bound: {what}"
+                check = buffer.AssertSameSizeOp.create(operands=distinct, properties={"what": StringAttr(what)})
                 self.emit(check, op)
-            if distinct and axis is not None:
+            if distinct and axis is not None and not fixed:
                 result[axis] = distinct[0]
         if op.results:
             self.sizes[op.results[0]] = result
+
+    def describe_size(self, op: job.JobOp, i: int, a: int) -> str:
+        """Dynamic axis `a` of operand `i` in a size check, naming the job's argument whose size it is, if any."""
+        source = self.sizes[op.operands[i]][a].owner
+        if isinstance(source, buffer.InputDimOp):
+            arg = self.func.body.block.args[source.index.value.data]
+            name = f"argument '{arg.name_hint}'" if arg.name_hint else f"argument #{source.index.value.data}"
+            return f"operand #{i} axis {a} ({name} axis {source.axis.value.data})"
+        return f"operand #{i} axis {a}"
 
     def run(self) -> buffer.ProgramOp:
         for index, arg in enumerate(self.func.body.block.args):
@@ -244,6 +267,8 @@ class _Lowering:
 
 
 def _kernel_name(op: Operation) -> str:
+    if isinstance(op, job.PinSizeOp):  # its size check is the op; the values pass through
+        return "identity"
     return op.name.removeprefix("job.")
 
 

@@ -85,6 +85,7 @@ def _elementwise_except(op: Operation, p: int, excluded: set[int]) -> list[Sig1]
     job.CastOp,
     job.BroadcastToOp,
     job.BroadcastLikeOp,
+    job.PinSizeOp,
 )
 def _elementwise(op: Operation, p: int) -> list[Sig1]:
     return _elementwise_except(op, p, set())

@@ -173,8 +173,8 @@ class JobFunction:
     def _logical_type(self, leaf: type[tp.PlaceholderDef]) -> Any:
         if self.devices == 1:
             static = tensor(leaf.shape, leaf.dtype.element_type)
-            # One device's list placeholder is dynamic along axis 0 within its shape (docs/dynamic.md).
-            return with_dynamic(static, [0]) if signature.is_dynamic(leaf, self.devices) else static
+            # One device's list placeholder is dynamic within its shape (docs/dynamic.md).
+            return with_dynamic(static, signature.dynamic_axes(leaf, self.devices))
         if leaf.kind == "numpy" or not leaf.shape:
             raise TraceError(
                 f"job '{self.job_name}' is in the mirrored view on {self.devices} devices, so each input is one "

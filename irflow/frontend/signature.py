@@ -361,7 +361,7 @@ def check_argument(
                 raise TypeError(f"{job}() argument '{name}' must be a list per device of one "
                                 f"array each ([[array], ...]), got {what(item)} for device {i}")
         arrays = [item[0] for item in value]
-    dynamic = is_dynamic(spec, devices)
+    dynamic = dynamic_axes(spec, devices)
     pieces = [
         _checked(job, name if parts == 1 else f"{name}[{i}]", spec, a, copy, dynamic) for i, a in enumerate(arrays)
     ]
@@ -377,7 +377,7 @@ def _tensor_list(job: str, name: str, spec: Any, instances: Any, copy: bool) -> 
     if not isinstance(instances, (list, tuple)) or not instances:
         raise TypeError(f"{job}() argument '{name}' must be a list per device of a non-empty list of arrays "
                         f"([[array, ...]]), got {what(instances)}")
-    arrays = tuple(_checked(job, f"{name}[0][{i}]", spec, a, copy, dynamic=True) for i, a in enumerate(instances))
+    arrays = tuple(_checked(job, f"{name}[0][{i}]", spec, a, copy, (0,)) for i, a in enumerate(instances))
     rows = sum(a.shape[0] for a in arrays)
     if rows > spec.shape[0]:
         raise ExecutionError(
@@ -389,7 +389,7 @@ def _tensor_list(job: str, name: str, spec: Any, instances: Any, copy: bool) -> 
 
 
 def is_dynamic(spec: Any, devices: int) -> bool:
-    """A list placeholder on one device takes arrays of up to its shape's rows (axis 0 is dynamic).
+    """A list placeholder on one device takes arrays within its shape, which is their bound.
 
     On several devices in the mirrored view each device's array still has the exact
     shape: dynamic sizes are not split across devices yet (docs/dynamic.md).
@@ -397,10 +397,24 @@ def is_dynamic(spec: Any, devices: int) -> bool:
     return spec.kind != "numpy" and devices == 1 and bool(spec.shape)
 
 
-def _checked(job: str, name: str, spec: Any, array: Any, copy: bool, dynamic: bool = False) -> np.ndarray:
+def dynamic_axes(spec: Any, devices: int) -> tuple[int, ...]:
+    """The placeholder's axes whose size may be smaller than its shape (docs/dynamic.md).
+
+    A `tp.ListNumpy` array may be smaller on every axis, as OneFlow checks; an axis of
+    bound 1 stays exact (so it still broadcasts). A tensor list's instances share the
+    placeholder's trailing shape, so only its rows (axis 0) vary.
+    """
+    if not is_dynamic(spec, devices):
+        return ()
+    if spec.kind == "list_list_numpy":
+        return (0,)
+    return (0, *(a for a, d in enumerate(spec.shape) if a > 0 and d > 1))
+
+
+def _checked(job: str, name: str, spec: Any, array: Any, copy: bool, dynamic: tuple[int, ...] = ()) -> np.ndarray:
     """One array of the placeholder's (per-device) shape and dtype, contiguous (copied if `copy`).
 
-    `dynamic`: axis 0 may hold fewer rows than the placeholder's, which is its bound.
+    `dynamic`: the axes that may be smaller than the placeholder's, which is their bound.
     """
     expected = f"numpy.ndarray of shape {spec.shape} and dtype {spec.dtype.name}"
     if not isinstance(array, np.ndarray):
@@ -414,12 +428,16 @@ def _checked(job: str, name: str, spec: Any, array: Any, copy: bool, dynamic: bo
         raise ExecutionError(f"{job}() argument '{name}': expected dtype {spec.dtype.name}, given {array.dtype}",
                              user_location())
     if dynamic:
-        rows, rest = spec.shape[0], spec.shape[1:]
-        if array.ndim != len(spec.shape) or array.shape[1:] != rest or array.shape[0] > rows:
-            bound = f"({', '.join([f'<={rows}', *map(str, rest)])}{',' if not rest else ''})"
+        fits = array.ndim == len(spec.shape) and all(
+            n <= d if a in dynamic else n == d for a, (n, d) in enumerate(zip(array.shape, spec.shape))
+        )
+        if not fits:
+            dims = [f"<={d}" if a in dynamic else str(d) for a, d in enumerate(spec.shape)]
+            which = f"axis 0 within the placeholder's bound {spec.shape[0]}" if dynamic == (0,) else (
+                f"within the placeholder's shape {spec.shape}")
             raise ExecutionError(
-                f"{job}() argument '{name}': expected shape {bound} (axis 0 within the placeholder's bound "
-                f"{spec.shape[0]}), given {array.shape}",
+                f"{job}() argument '{name}': expected shape ({', '.join(dims)}{',' if len(dims) == 1 else ''}) "
+                f"({which}), given {array.shape}",
                 user_location(),
             )
     elif array.shape != spec.shape:

@@ -17,7 +17,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
-from irflow.dialects.job import FuncOp, JobOp
+from irflow.dialects.bounds import dynamic_axes
+from irflow.dialects.job import FuncOp, JobOp, PinSizeOp
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr
 from irflow.errors import SourceLocation, TraceError
 from irflow.frontend.blob import Blob
@@ -118,11 +119,30 @@ def build(
     try:
         op = op_class.make(values, result_type, **props)
     except VerifyException as err:
-        raise TraceError(f"{what}: {err}", location) from None
+        pins = pin_sizes(values, props.get("placement"))
+        try:  # an op that cannot take axes past 0 dynamic takes them pinned at their bound (docs/dynamic.md)
+            op = op_class.make([p.res if p else v for p, v in zip(pins, values)], result_type, **props) if any(pins) else None
+        except VerifyException:
+            op = None
+        if op is None:
+            for pin in filter(None, pins):
+                pin.erase()  # drops its use of the operand
+            raise TraceError(f"{what}: {err}", location) from None
+        for pin in filter(None, pins):
+            trace.append(pin, location)
     trace.append(op, location)
     if blob_name is not None and SSAValue.is_valid_name(blob_name):
         op.results[0].name_hint = blob_name  # the user's name reads in the IR: %dense1-weight, %softmax_loss
     return Blob(op.results[0], trace, blob_name or trace.unique_name(op_class.name.removeprefix("job.")))
+
+
+def pin_sizes(values: Sequence[SSAValue], placement: object) -> list[PinSizeOp | None]:
+    """Per operand, a job.pin_size of its dynamic axes past axis 0 (None: it has none)."""
+    pins: list[PinSizeOp | None] = []
+    for v in values:
+        axes = [a for a in dynamic_axes(v.type) if a > 0]
+        pins.append(PinSizeOp.make([v], axes=axes, placement=placement) if axes else None)
+    return pins
 
 
 _Function = TypeVar("_Function", bound=Callable[..., Any])

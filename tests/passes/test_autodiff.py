@@ -211,9 +211,9 @@ job.func @predict(%x: tensor<2xf32>) -> tensor<2xf32> attributes {job_type = "pr
 
 def test_every_op_is_classified():
     """Each op is differentiable, gradient-free, or without a rule: the two max backward ops and the
-    TensorBuffer conversions (none in OneFlow either)."""
+    TensorBuffer conversions (none in OneFlow either), and job.pin_size (docs/dynamic.md)."""
     without_rule = {job.ReduceMaxGradOp, job.MaxPool2DGradOp, job.TensorToTensorBufferOp, job.TensorBufferToTensorOp,
-                    job.TensorBufferGetOp}
+                    job.TensorBufferGetOp, job.PinSizeOp}
     effects = {job.AssignOp, job.SgdUpdateOp, job.MomentumUpdateOp, job.AdamUpdateOp, job.MinimizeOp,
                job.ApplyGradientsOp}
     for cls in job.COMPUTE_OPS:

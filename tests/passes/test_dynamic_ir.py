@@ -88,16 +88,33 @@ def test_static_only_op_on_a_dynamic_value_is_a_verify_error():
     assert dynamic_axes(flat.res.type) == (0,)
 
 
-def test_a_dynamic_axis_meeting_a_static_one_is_a_verify_error():
+def test_a_dynamic_axis_meeting_a_static_one_gives_a_static_axis_checked_at_run_time():
     module = parse_module(JOB)
     x = module.body.block.ops.first.body.block.args[0]
     static = job.FillOp.make([], tensor((100, 784), f32), value=1.0).res
-    with pytest.raises(VerifyException, match="dynamic axis 0 of operand #0 .* meets static axis 0 of operand #1"):
-        job.AddOp.make([x, static])
-    # A contraction over a dynamic axis with a static one: the same rule.
+    assert job.AddOp.make([x, static]).res.type == tensor((100, 784), f32)
+    # A contraction over a dynamic axis with a static one: the result has no dynamic axis left.
     rows = job.FillOp.make([], tensor((100, 10), f32), value=1.0).res
-    with pytest.raises(VerifyException, match="meets static axis"):
-        job.MatmulOp.make([x, rows], transpose_a=True)
+    assert job.MatmulOp.make([x, rows], transpose_a=True).res.type == tensor((784, 10), f32)
+    # and a result given with the dynamic axis does not verify
+    with pytest.raises(VerifyException, match="does not match the inferred"):
+        job.AddOp.create(operands=[x, static], result_types=[with_dynamic(tensor((100, 784), f32), [0])]).verify()
+
+
+def test_a_static_size_and_a_pin_lower_to_run_time_checks_against_constants():
+    program = lowered("""
+builtin.module {
+  job.func @f(%x: tensor<100x784xf32, #job.bounded<[0, 1]>>, %w: tensor<10x784xf32>) -> (tensor<100x10xf32, #job.bounded<[0]>>, tensor<100x784xf32, #job.bounded<[0]>>) {
+    %y = job.matmul %x, %w {transpose_b = true} : (tensor<100x784xf32, #job.bounded<[0, 1]>>, tensor<10x784xf32>) -> tensor<100x10xf32, #job.bounded<[0]>>
+    %p = job.pin_size %x {axes = array<i64: 1>} : (tensor<100x784xf32, #job.bounded<[0, 1]>>) -> tensor<100x784xf32, #job.bounded<[0]>>
+    job.return %y, %p : tensor<100x10xf32, #job.bounded<[0]>>, tensor<100x784xf32, #job.bounded<[0]>>
+  }
+}""")
+    checks = [op for op in program.body.block.ops if isinstance(op, buffer.AssertSameSizeOp)]
+    consts = {op.res: op.value.value.data for op in program.body.block.ops if isinstance(op, buffer.ConstSizeOp)}
+    assert [[consts.get(v) for v in op.sizes] for op in checks] == [[None, 784], [None, 784]]
+    assert "argument 'x' axis 1" in checks[0].what.data and "operand #1 axis 1 (static 784)" in checks[0].what.data
+    assert checks[1].what.data.startswith("job.return takes axes [1] of operand #0 at their bound")
 
 
 def lowered(text: str) -> buffer.ProgramOp:

@@ -356,6 +356,20 @@ job.func @dynamic(%x: tensor<100x8xf32, #job.bounded<[0]>>, %b: tensor<8xf32>) -
 
 // -----
 
+// A pin makes dynamic axes static at their bound (checked at run time): for an op that takes only axis 0 dynamic.
+
+job.func @pinned(%x: tensor<100x8xf32, #job.bounded<[0, 1]>>) -> tensor<100x8xf32, #job.bounded<[0]>> {
+  %p = job.pin_size %x {axes = array<i64: 1>} : (tensor<100x8xf32, #job.bounded<[0, 1]>>) -> tensor<100x8xf32, #job.bounded<[0]>>
+  job.return %p : tensor<100x8xf32, #job.bounded<[0]>>
+}
+
+// CHECK-LABEL: job.func @pinned(%x: tensor<100x8xf32, #job.bounded<[0, 1]>>) -> tensor<100x8xf32, #job.bounded<[0]>> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %p = job.pin_size %x {axes = array<i64: 1>} : (tensor<100x8xf32, #job.bounded<[0, 1]>>) -> tensor<100x8xf32, #job.bounded<[0]>>
+// CHECK-NEXT:    job.return %p : tensor<100x8xf32, #job.bounded<[0]>>
+// CHECK-NEXT:  }
+
+// -----
+
 // The stages of a sparse cross-entropy and a softmax whose 10 classes are
 // split over 4 devices (chunks of 3; all_reduce ops run between the stages).
 

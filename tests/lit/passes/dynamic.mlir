@@ -26,7 +26,7 @@ job.func @loss(%x: tensor<100x8xf32, #job.bounded<[0]>>, %labels: tensor<100xi32
 // CHECK-NEXT:    %labels_1 = buffer.cut %labels, %1 : (memref<100xi32>, index) -> memref<?xi32>
 // CHECK-NEXT:    buffer.input %labels_1 {index = 1 : i64} : memref<?xi32>
 // CHECK:         buffer.kernel "matmul" ins(%x_1, %w : memref<?x8xf32>, memref<3x8xf32>) outs(%logits_1 : memref<?x3xf32>)
-// CHECK-NEXT:    buffer.assert_same_size %0, %1 {what = "job.sparse_softmax_cross_entropy: operand #0 axis 0 and operand #1 axis 0"} : index, index
+// CHECK-NEXT:    buffer.assert_same_size %0, %1 {what = "job.sparse_softmax_cross_entropy: operand #0 axis 0 (argument 'x' axis 0) and operand #1 axis 0 (argument 'labels' axis 0)"} : index, index
 // CHECK-NEXT:    %ce = buffer.alloc : memref<100xf32>
 // CHECK-NEXT:    %ce_1 = buffer.cut %ce, %0 : (memref<100xf32>, index) -> memref<?xf32>
 // CHECK-NEXT:    buffer.kernel "sparse_softmax_cross_entropy" ins(%logits_1, %labels_1 : memref<?x3xf32>, memref<?xi32>) outs(%ce_1 : memref<?xf32>)
