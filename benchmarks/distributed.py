@@ -150,16 +150,20 @@ def step_time(repeats: int) -> None:
     labels = rng.integers(0, 10, 64).astype(np.int32)
     times = {}
     for devices in (1, DEVICES):
-        fn = train_job(mlp, 64, (1, 28, 28), devices)
-        fn(images, labels)  # compile and warm up
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            fn(images, labels)
-            best = min(best, time.perf_counter() - start)
-        times[devices] = best
+        times[devices] = best = best_step(train_job(mlp, 64, (1, 28, 28), devices), (images, labels), repeats)
         print(f"{devices} device(s): {best * 1e3:8.2f} ms/step")
     print(f"ratio {DEVICES} devices / 1 device: {times[DEVICES] / times[1]:.2f}")
+
+
+def best_step(step: Callable[..., object], args: tuple, repeats: int) -> float:
+    """The fastest of `repeats` calls, in seconds, after one that compiles and warms up."""
+    step(*args)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step(*args)
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def two_scope_mlp(batch: int, head: str):
@@ -202,14 +206,7 @@ def placements(repeats: int) -> None:
     times = {}
     for name, make in (("two placements", lambda: two_scope_mlp(64, head)), ("one placement", lambda: train_job(mlp, 64, (1, 28, 28), DEVICES)),
                        ("one device", lambda: train_job(mlp, 64, (1, 28, 28), 1))):  # fmt: skip
-        step = make()
-        step(images, labels)  # compile and warm up
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            step(images, labels)
-            best = min(best, time.perf_counter() - start)
-        times[name] = best
+        times[name] = best = best_step(make(), (images, labels), repeats)
         print(f"{name:<15}{best * 1e3:8.2f} ms/step")
     print(f"two placements / one placement: {times['two placements'] / times['one placement']:.2f}; "
           f"/ one device: {times['two placements'] / times['one device']:.2f}")  # fmt: skip
