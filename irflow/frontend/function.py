@@ -254,13 +254,14 @@ class JobFunction:
         copy = mode != signature.SYNC  # the caller may reuse its arrays as soon as an async call returns
         session.start()  # first: the device count set before start-up decides what each argument must be
         flat: list[Any] = []
+        parts = self._parts()
         for (name, spec), value in zip(params, args):
-            signature.check_argument(self.job_name, name, spec, value, flat, copy, self.devices, self._parts())
+            signature.check_argument(self.job_name, name, spec, value, flat, copy, self.devices, parts)
         if mode == CALLBACK:
-            return session.run_async(lambda: self._run(flat))
+            return session.run_async(lambda: self._run(flat, parts))
         if mode == FUTURE:
-            return Future(session.run_async(lambda: self._run(flat)))
-        return session.run(lambda: self._run(flat))
+            return Future(session.run_async(lambda: self._run(flat, parts)))
+        return session.run(lambda: self._run(flat, parts))
 
     def _parts(self) -> int:
         """How many devices' parts a mirrored call passes and gets back here: every device's, or under mpiexec its own."""
@@ -268,7 +269,7 @@ class JobFunction:
 
         return 1 if self.devices > 1 and mpi.launched_size() > 1 else self.devices
 
-    def _run(self, inputs: list[Any]) -> Any:
+    def _run(self, inputs: list[Any], parts: int) -> Any:
         exe = self._exe or self.executable()
         outputs = exe(inputs)
         if self.devices > 1:  # mirrored: each output is this process's devices' (padded) pieces of its split(0) value
@@ -277,7 +278,6 @@ class JobFunction:
                 exe.executor.logical(i, pieces) if kind in signature.WHOLE else exe.executor.local_part(i, pieces)
                 for i, (pieces, kind) in enumerate(zip(outputs, kinds))
             ]
-        parts = self._parts()
         # An output with the rows of a tensor-list input comes back as that input's instances.
         instances = [
             [a.shape[0] for a in inputs[i]] if i is not None and isinstance(inputs[i], tuple) else None

@@ -219,17 +219,20 @@ class NCCLCommunicator(Communicator):
         self, sends: Sequence[tuple[int, Array]], recvs: Sequence[tuple[int, Array]], group: Sequence[int], site: Site
     ) -> None:
         """One NCCL group of the world's send/recv pairs (never to itself: a transfer copies what it keeps)."""
-        pairs = [(address(contiguous(src, "exchange", site)), src, peer) for peer, src in sends]
-        into = [(address(contiguous(dst, "exchange", site)), dst, peer) for peer, dst in recvs]
-        self._enqueue("exchange", site, self._pairs, pairs, into, site)
+        # (address, count, NCCL type, peer) of each, checked before anything is enqueued
+        pairs = [
+            [(address(contiguous(a, "exchange", site)), a.size, self._type(a, "exchange", site), peer) for peer, a in side]
+            for side in (sends, recvs)
+        ]
+        self._enqueue("exchange", site, self._pairs, *pairs)
 
-    def _pairs(self, sends: list[tuple[int, Array, int]], recvs: list[tuple[int, Array, int]], site: Site, stream: int) -> None:
+    def _pairs(self, sends: list[tuple[int, int, int, int]], recvs: list[tuple[int, int, int, int]], stream: int) -> None:
         self.nccl.groupStart()
         try:
-            for ptr, src, peer in sends:
-                self.world.send(ptr, src.size, self._type(src, "exchange", site), peer, stream)
-            for ptr, dst, peer in recvs:
-                self.world.recv(ptr, dst.size, self._type(dst, "exchange", site), peer, stream)
+            for ptr, count, kind, peer in sends:
+                self.world.send(ptr, count, kind, peer, stream)
+            for ptr, count, kind, peer in recvs:
+                self.world.recv(ptr, count, kind, peer, stream)
         finally:
             self.nccl.groupEnd()
 
