@@ -197,6 +197,23 @@ def test_a_type_nccl_lacks_and_a_strided_buffer_are_errors_naming_the_op():
         ]
 
 
+def test_an_exchange_of_a_type_nccl_lacks_fails_before_anything_is_watched():
+    site = Site("buffer.transfer")
+
+    def body(comm):
+        peer = 1 - comm.rank
+        try:
+            comm.exchange([(peer, device(np.zeros(3, bool)))], [(peer, device(np.zeros(3, bool)))], range(2), site)
+        except ExecutionError as e:
+            return str(e), len(comm._queued)
+        return None
+
+    results, errors, _ = on_ranks((2,), body)
+    assert errors == [None, None]
+    for result, _ in results:
+        assert result == ("exchange in 'buffer.transfer': NCCL has no type for bool arrays", 0)
+
+
 def test_cupy_without_nccl_is_a_clear_error_on_every_rank():
     missing = fake_nccl.FakeNccl()
     missing.available = False
