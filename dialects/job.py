@@ -70,6 +70,7 @@ from irflow.dialects.bounds import (
     with_dynamic,
 )
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, check_fits, hierarchy_of
+from irflow.textir.verification import signature_verifier
 
 ui8 = IntegerType(8, Signedness.UNSIGNED)
 FLOAT_TYPES = (f16, f32, f64)
@@ -309,6 +310,7 @@ class JobOp(IRDLOperation):
         if expected != result:
             raise VerifyException(f"result type {fmt(result)} should be {fmt(expected)}: its dynamic axes follow the operands'")
 
+    @signature_verifier
     def verify_(self) -> None:
         types = [o.type for o in self.operands]
         self.check(types, self.properties, self.results[0].type)
@@ -1455,6 +1457,7 @@ class BoxingOp(JobOp):
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         return types[0]
 
+    @signature_verifier
     def verify_(self) -> None:
         super().verify_()
         if self.sbp is None:
@@ -1499,6 +1502,7 @@ class EffectOp(JobOp):
         op.verify_()
         return op
 
+    @signature_verifier
     def verify_(self) -> None:
         verify_distribution(self)
 
@@ -1603,6 +1607,7 @@ class MinimizeOp(EffectOp):
     loss = operand_def(TensorType)
     optimizer = prop_def(DictionaryAttr)
 
+    @signature_verifier
     def verify_(self) -> None:
         verify_distribution(self)
         require_float(self.loss.type, "loss")

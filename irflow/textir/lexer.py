@@ -11,6 +11,7 @@ depth up to `MAX_NESTING`.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from lark import Token
@@ -24,12 +25,13 @@ _LEXER_ORDER = (
 )  # fmt: skip
 _SKIP = r"(?:\s++|//[^\n]*+)*+"  # possessive: never give back part of a comment
 
-# Bracketed tokens: the lexer matches the prefix, then scans to the balanced close.
+# Bracketed tokens: the lexer matches the prefix, then scans to the balanced close.  The most common
+# forms, a static shape of a scalar and `loc("file":line:col)`, are matched whole instead (no scan).
 _PREFIX = {
-    "SHAPED_TYPE": r"(?:tensor|memref|vector|complex|tuple)(?=<)",
+    "SHAPED_TYPE": r"(?:tensor|memref)<(?:\d+x)*[a-z]\w*>(?![\w$.<>])|(?:tensor|memref|vector|complex|tuple)(?=<)",
     "DENSE": r"dense(?=<)",
     "DENSE_ARRAY": r"array(?=<)",
-    "LOC": r"loc(?=\()",
+    "LOC": r'loc\("[^"\\\n]*+":\d+:\d+\)|loc(?=\()',
     "DIALECT_ATTR": r"#[A-Za-z_][\w$.]*",
     "DIALECT_TYPE": r"![A-Za-z_][\w$.]*",
     "BUILTIN_ATTR": r"(?!(?:tensor|memref|vector|complex|tuple|dense|array)<)[a-z_]\w*(?=<)",
@@ -112,9 +114,12 @@ class TextIRLexer(Lexer):
         return kinds
 
     def lex(self, lexer_state: Any, parser_state: Any) -> Any:
+        """lark's interface (the grammar run by lark's own LALR loop)."""
         text = lexer_state.text
-        if not isinstance(text, str):
-            text = text.text
+        return self.tokens(text if isinstance(text, str) else text.text, parser_state)
+
+    def tokens(self, text: str, parser_state: Any) -> Iterator[Token]:
+        """The tokens of `text`; `parser_state.position` is the LALR state the parser is in."""
         states = parser_state.parse_conf.states
         literal_paren = self.literal["("]
         match, count, new = self.regex.match, text.count, str.__new__
@@ -154,7 +159,7 @@ class TextIRLexer(Lexer):
                 elif value in "}]>":
                     depth -= 1
             elif kind in _PREFIX:
-                if end < len(text) and text[end] in "<(":
+                if text[end - 1] not in ">)" and end < len(text) and text[end] in "<(":  # a prefix: scan
                     try:
                         end = balanced_end(text, end)
                     except TokenError as e:

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from lark import Lark
+from lark import Lark, Token
 from lark.exceptions import (
     UnexpectedCharacters,
     UnexpectedEOF,
@@ -27,6 +27,8 @@ from lark.exceptions import (
     UnexpectedToken,
 )
 from lark.lexer import PatternStr
+from lark.parsers.lalr_analysis import Shift
+from lark.parsers.lalr_parser_state import ParseConf, ParserState
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Region
@@ -91,10 +93,67 @@ class _LarkParser:
             propagate_positions=False,
             cache=True,
         )
+        self._tables()
         self.human = {t.name: self._describe(t) for t in self.lark.terminals}
         terminals = {t.name: t.pattern.to_regexp() for t in self.lark.terminals}
         types = "|".join(f"(?P<{k}>{terminals[k]})" for k in ("SHAPED_TYPE", "DIALECT_TYPE", "BUILTIN_TYPE"))
         self.builder.function_type_part = re.compile(rf"\s*(?:(?P<arrow>\)\s*->\s*\(?)|[,()]|{types})")
+
+    def _tables(self) -> None:
+        """lark's LALR table as `_run` reads it: per state, each symbol's next state (shift or goto)
+        or the rule to reduce by as (length, result symbol, lark's callback for it)."""
+        inner = self.lark.parser.parser.parser
+        callbacks = inner.callbacks
+        assert not any(isinstance(k, str) for k in callbacks), "terminal callbacks are not run by _run"
+        self.conf = ParseConf(inner.parse_table, callbacks, "start")
+        self.lexer: TextIRLexer = self.lark.parser.lexer
+        self.actions: dict[Any, dict[str, Any]] = {
+            state: {
+                symbol: arg if action is Shift else (len(arg.expansion), arg.origin.name, callbacks[arg])
+                for symbol, (action, arg) in row.items()
+            }
+            for state, row in self.conf.states.items()
+        }
+
+    def _run(self, text: str) -> None:
+        """lark's LALR loop (`ParserState.feed_token`), specialised: one function, the table
+        pre-decoded, no per-token call.  The reductions call the same lark callbacks."""
+        state = ParserState(self.conf, None)  # type: ignore[arg-type]
+        stack, values = state.state_stack, state.value_stack
+        actions, end_state = self.actions, self.conf.end_state
+        token = None
+        for token in self.lexer.tokens(text, state):
+            while True:
+                row = actions[stack[-1]]
+                action = row.get(token.type)
+                if action is None:
+                    raise UnexpectedToken(token, {s for s in row if s.isupper()}, state=state)
+                if type(action) is not tuple:
+                    stack.append(action)
+                    values.append(token)
+                    break
+                size, symbol, callback = action
+                if size:
+                    children = values[-size:]
+                    del stack[-size:]
+                    del values[-size:]
+                else:
+                    children = []
+                values.append(callback(children))
+                stack.append(actions[stack[-1]][symbol])
+        end = Token.new_borrow_pos("$END", "", token) if token is not None else Token("$END", "", 0, 1, 1)
+        while stack[-1] != end_state:
+            row = actions[stack[-1]]
+            action = row.get("$END")
+            if action is None:
+                raise UnexpectedToken(end, {s for s in row if s.isupper()}, state=state)
+            size, symbol, callback = action
+            children = values[-size:] if size else []
+            if size:
+                del stack[-size:]
+                del values[-size:]
+            values.append(callback(children))
+            stack.append(actions[stack[-1]][symbol])
 
     @staticmethod
     def _describe(term: Any) -> str:
@@ -150,7 +209,7 @@ class _LarkParser:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            self.lark.parse(text)
+            self._run(text)
         except UnexpectedInput as e:
             raise self.convert(e) from None
         except IRParseError:
@@ -160,7 +219,7 @@ class _LarkParser:
             raise b._error(e.message, (line, e.offset - text.rfind("\n", 0, e.offset))) from None
         except Exception as e:  # noqa: BLE001
             # xDSL refusing a construct the grammar accepts (say, an i640 array): still a parse error
-            where = self.lark.parser.lexer.last
+            where = self.lexer.last
             raise b._error(f"invalid IR: {type(e).__name__}: {e}", where) from None
         finally:
             if collecting:
