@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from lark import Token, Transformer
 from xdsl.context import Context
+from xdsl.dialect_interfaces.op_asm import OpAsmDialectInterface
 from xdsl.dialects.builtin import FunctionType, IntAttr
 from xdsl.ir import (
     Attribute,
@@ -61,6 +62,7 @@ class BuilderBase(Transformer):
         self.hint_cache: dict[str, str | None] = {}
         self.int_cache: dict[int, IntAttr] = {}
         self.ftype_cache: dict[tuple[tuple[Attribute, ...], tuple[Attribute, ...]], FunctionType] = {}
+        self.resources = ResourceHandles(ctx)
         self.ctx = ctx
         self.text = text
         self.filename = filename
@@ -91,6 +93,7 @@ class BuilderBase(Transformer):
         text = str(tok) if text is None else text
         self._check_int_widths(tok)
         parser = Parser(self.ctx, text)
+        parser.dialect_resources = self.resources
         try:
             attr = parse(parser)
             if attr is None or parser.pos != len(text):
@@ -100,6 +103,28 @@ class BuilderBase(Transformer):
             raise self._error(f"invalid {what} '{clip(text)}': {e.msg}", tok) from None
         except VerifyException as e:
             raise self._error(f"invalid {what} '{tok}': {e}", tok) from None
+
+
+class ResourceHandles(set[tuple[str, str]]):
+    """The resource handles (`dense_resource<key>`) of one parse, shared by its xDSL attribute parsers.
+
+    A key already declared, by this parse or an earlier one (xDSL keeps
+    resources per dialect object, for the whole process), names that
+    resource: equal keys are one resource, as MLIR reads them.  xDSL's own
+    parser renames a known key `key_0`, then `key_1` at its next use, so
+    printed IR would not read back as itself.
+    """
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def __contains__(self, item: object) -> bool:
+        if super().__contains__(item):
+            return True
+        dialect, key = item  # type: ignore[misc]
+        interface = self.ctx.get_dialect(dialect).get_interface(OpAsmDialectInterface)
+        return interface is not None and interface.lookup(key) is not None
 
 
 _VALUE_IN_LIST = re.compile(r"%[\w$.\-]+")
