@@ -202,12 +202,24 @@ class _LarkParser:
         return b._error(str(e), (getattr(e, "line", 1), getattr(e, "column", 1)))
 
     def parse(self, text: str, filename: str, ctx: Context, verify: bool, implicit_module: bool) -> ModuleOp:
-        b = self.builder
-        b._reset(ctx, text, filename)
-        # The parse allocates millions of objects and frees none; generational
-        # collections over the growing heap would make it superlinear.
+        # The parse allocates millions of objects and frees none, and verification
+        # frees nothing cyclic; generational collections over the growing heap
+        # would make them superlinear.
         collecting = gc.isenabled()
         gc.disable()
+        try:
+            module = self._module(text, filename, ctx, implicit_module)
+            if verify and (failure := first_verify_failure(module)) is not None:
+                op, e = failure
+                raise self.builder._error(f"'{op.name}' op {e}", self.builder.positions.get(op))
+            return module
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _module(self, text: str, filename: str, ctx: Context, implicit_module: bool) -> ModuleOp:
+        b = self.builder
+        b._reset(ctx, text, filename)
         try:
             self._run(text)
         except UnexpectedInput as e:
@@ -221,22 +233,14 @@ class _LarkParser:
             # xDSL refusing a construct the grammar accepts (say, an i640 array): still a parse error
             where = self.lexer.last
             raise b._error(f"invalid IR: {type(e).__name__}: {e}", where) from None
-        finally:
-            if collecting:
-                gc.enable()
         top = b.region_stack[0].blocks[0]
         first = top.first_op
         if first is not None and first is top.last_op and isinstance(first, ModuleOp):
             top.detach_op(first)
-            module = first
-        elif implicit_module:
-            module = ModuleOp(Region(top))
-        else:
-            raise b._error("expected a single builtin.module at the top level", b.positions.get(first))  # type: ignore[arg-type]
-        if verify and (failure := first_verify_failure(module)) is not None:
-            op, e = failure
-            raise b._error(f"'{op.name}' op {e}", b.positions.get(op))
-        return module
+            return first
+        if implicit_module:
+            return ModuleOp(Region(top))
+        raise b._error("expected a single builtin.module at the top level", b.positions.get(first))  # type: ignore[arg-type]
 
 
 def format_plans(ctx: Context) -> list[FormatPlan]:
