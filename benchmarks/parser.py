@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import os
 import tempfile
@@ -89,13 +89,21 @@ def job_module(n_ops: int) -> str:
     )
 
 
-def timed(fn: Callable[[], object], repeat: int) -> float:
-    best = float("inf")
+def best_of(fns: Sequence[Callable[[], object]], repeat: int) -> list[tuple[float, float]]:
+    """Each fn's best (wall, CPU) seconds over `repeat` rounds.
+
+    The fns alternate within a round, so that a burst of load from other
+    processes hits them alike; CPU time (this process's) is what a busy
+    machine distorts least.
+    """
+    best = [(float("inf"), float("inf"))] * len(fns)
     for _ in range(repeat):
-        gc.collect()
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
+        for i, fn in enumerate(fns):
+            gc.collect()
+            wall, cpu = time.perf_counter(), time.process_time()
+            fn()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            best[i] = (min(best[i][0], wall), min(best[i][1], cpu))
     return best
 
 
@@ -118,12 +126,10 @@ def xdsl_print(module: object, printer: type[Printer] = Printer) -> str:
     return stream.getvalue()
 
 
-def cli_round_trip(n: int, repeat: int) -> tuple[tuple[float, float], tuple[float, float]]:
+def cli_round_trip(n: int, repeat: int) -> list[tuple[float, float]]:
     """(wall, CPU) seconds for irflow-opt and for xdsl-opt to parse, verify and print an n-op file.
 
-    Best of `repeat` each, the two alternating, so that a burst of load from
-    other processes hits both alike; CPU time (this process's) is what a busy
-    machine distorts least.  Each tool runs once before timing (imports, grammar tables).
+    Both run in this process, once before timing (imports, grammar tables).
     """
     with tempfile.TemporaryDirectory() as tmp:
         path, out = os.path.join(tmp, "in.mlir"), os.path.join(tmp, "out.mlir")
@@ -133,31 +139,22 @@ def cli_round_trip(n: int, repeat: int) -> tuple[tuple[float, float], tuple[floa
         with open(warm, "w") as f:
             f.write(job_module(100))
 
-        def ours() -> None:
+        def ours(path: str = path) -> None:
             irflow_opt([path, "-o", out])
 
-        def theirs() -> None:
+        def theirs(path: str = path) -> None:
             with redirect_stdout(StringIO()):
                 XdslOpt(args=[path, "-o", out]).run()
 
-        irflow_opt([warm, "-o", out])
-        with redirect_stdout(StringIO()):
-            XdslOpt(args=[warm, "-o", out]).run()
-        best = {ours: (float("inf"), float("inf")), theirs: (float("inf"), float("inf"))}
-        for _ in range(repeat):
-            for fn in (ours, theirs):
-                gc.collect()
-                wall, cpu = time.perf_counter(), time.process_time()
-                fn()
-                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-                best[fn] = (min(best[fn][0], wall), min(best[fn][1], cpu))
-    return best[ours], best[theirs]
+        ours(warm)
+        theirs(warm)
+        return best_of([ours, theirs], repeat)
 
 
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--sizes", default="1000,10000,100000")
-    cli.add_argument("--repeat", type=int, default=3, help="best of N (xDSL at 100k runs once)")
+    cli.add_argument("--repeat", type=int, default=3, help="best of N (xDSL's parser at 100k runs once)")
     cli.add_argument("--cli-sizes", default="1000,10000,50000", help="sizes for the printer and the CLI round trip")
     args = cli.parse_args()
     ctx = make_context()
@@ -169,13 +166,20 @@ def main() -> None:
     assert parse_module(warm, ctx=ctx).is_structurally_equivalent(Parser(ctx, warm).parse_module())
 
     rows = []
+    print("CPU seconds, best of --repeat, ours and xDSL's alternating (xDSL's parser at 100k runs once)")
     print(f"{'ops':>8} {'MB':>6} {'lark':>9} {'lark+verify':>12} {'xDSL':>9} {'speedup':>8}")
     for n in (int(s) for s in args.sizes.split(",") if s):
         text = job_module(n)
-        # best of N absorbs noise from other processes; xDSL at 100k (about a minute) runs once
-        ours = timed(lambda text=text: parse_module(text, ctx=ctx, verify=False), args.repeat)
-        ours_verified = timed(lambda text=text: parse_module(text, ctx=ctx), args.repeat)
-        theirs = timed(lambda text=text: Parser(ctx, text).parse_module(), 1 if n >= 100_000 else args.repeat)
+        fns = [
+            lambda text=text: parse_module(text, ctx=ctx, verify=False),
+            lambda text=text: parse_module(text, ctx=ctx),
+            lambda text=text: Parser(ctx, text).parse_module(),
+        ]
+        if n >= 100_000:  # about a minute each: ours best of N, xDSL's once
+            (_, ours), (_, ours_verified) = best_of(fns[:2], args.repeat)
+            ((_, theirs),) = best_of(fns[2:], 1)
+        else:
+            (_, ours), (_, ours_verified), (_, theirs) = best_of(fns, args.repeat)
         rows.append((n, ours, theirs))
         print(
             f"{n:>8} {len(text) / 1e6:>6.2f} {ours:>8.3f}s {ours_verified:>11.3f}s {theirs:>8.3f}s {theirs / ours:>7.1f}x",
@@ -190,18 +194,20 @@ def main() -> None:
 
     print(
         f"\n{'ops':>8} {'print':>9} {'xDSL print':>11} {'speedup':>8}   "
-        f"{'irflow-opt':>11} {'xdsl-opt':>9} {'speedup':>8}   {'CPU: ours':>10} {'xdsl-opt':>9} {'speedup':>8}"
+        f"{'irflow-opt':>11} {'xdsl-opt':>9} {'speedup':>8}   {'wall: ours':>11} {'xdsl-opt':>9} {'speedup':>8}"
     )
     for n in (int(s) for s in args.cli_sizes.split(",") if s):
         module = parse_module(job_module(n), ctx=ctx)
         assert print_module(module) == xdsl_print(module, SortedPrinter), "the printers differ"
-        ours_print = timed(lambda module=module: print_module(module), args.repeat)
-        theirs_print = timed(lambda module=module: xdsl_print(module), args.repeat)
+        (_, ours_print), (_, theirs_print) = best_of(
+            [lambda module=module: print_module(module), lambda module=module: xdsl_print(module)], args.repeat
+        )
+        del module
         (ours_wall, ours_cpu), (theirs_wall, theirs_cpu) = cli_round_trip(n, args.repeat)
         print(
             f"{n:>8} {ours_print:>8.3f}s {theirs_print:>10.3f}s {theirs_print / ours_print:>7.1f}x   "
-            f"{ours_wall:>10.3f}s {theirs_wall:>8.3f}s {theirs_wall / ours_wall:>7.1f}x   "
-            f"{ours_cpu:>9.3f}s {theirs_cpu:>8.3f}s {theirs_cpu / ours_cpu:>7.1f}x",
+            f"{ours_cpu:>10.3f}s {theirs_cpu:>8.3f}s {theirs_cpu / ours_cpu:>7.1f}x   "
+            f"{ours_wall:>10.3f}s {theirs_wall:>8.3f}s {theirs_wall / ours_wall:>7.1f}x",
             flush=True,
         )
     print("CLI round trip: parse + verify + print of the same file (goal >= 5x)")
