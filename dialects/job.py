@@ -713,6 +713,41 @@ class PinSizeOp(JobOp):
 
 
 @irdl_op_definition
+class UnpinSizeOp(JobOp):
+    """x with `axes` dynamic again, at the actual sizes of `like`'s: the gradient of a job.pin_size.
+
+    Autodiff puts it where a gradient is static on axes that its operand has dynamic (after a
+    pin, or an op whose size group met a static axis). There the forward program checked at
+    run time that the actual size equals the static one, so the values are already at the
+    actual size and pass through; `like` gives only the sizes, never its values.
+    """
+
+    name = "job.unpin_size"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
+    x = operand_def(TensorType)
+    like = operand_def(TensorType)
+    res = result_def(TensorType)
+    axes = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        x, like = types
+        unpinned = set(ints(props, "axes"))
+        if shape_of(x) != shape_of(like) or not unpinned or not unpinned <= set(dynamic_axes(like)) - set(dynamic_axes(x)):
+            raise VerifyException(
+                f"unpin_size makes axes static in {describe(x)} dynamic as in {describe(like)} (same bound), "
+                f"got {sorted(unpinned)}"
+            )
+        return tensor(shape_of(x), dtype_of(x))
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        unpinned = set(ints(props, "axes"))
+        return [(a, ((1, a),) if a in unpinned else ((0, a), (1, a))) for a in range(len(shape_of(types[0])))]
+
+
+@irdl_op_definition
 class SizeOfOp(JobOp):
     """The number of elements of `x` over `axes` at run time, as a rank-0 tensor (a reduce_mean's divisor).
 
@@ -2095,7 +2130,8 @@ COMPUTE_OPS: list[type[Operation]] = [
     AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp,
     EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp,
     ReluGradOp, SigmoidGradOp, TanhGradOp, GeluGradOp,
-    CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, ConcatOp,
+    CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, UnpinSizeOp,
+    ConcatOp,
     TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
     MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ArgmaxOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,

@@ -261,13 +261,15 @@ class _Lowering:
                 params["shapes"] = job.i64_array([d for s in shapes for d in s])
                 params["rank"] = job.to_attr(len(shapes[0]))
             out = self.alloc(op.results[0], op)
+            if isinstance(op, job.UnpinSizeOp):  # `like` gave the sizes only: its buffer need not live on
+                ins = ins[:1]
             self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], params), op)
         else:
             raise CompileError(f"convert-job-to-buffer cannot lower '{op.name}'", source_location(op))
 
 
 def _kernel_name(op: Operation) -> str:
-    if isinstance(op, job.PinSizeOp):  # its size check is the op; the values pass through
+    if isinstance(op, (job.PinSizeOp, job.UnpinSizeOp)):  # its sizes are the op; the values pass through
         return "identity"
     return op.name.removeprefix("job.")
 

@@ -329,6 +329,17 @@ def _broadcast_like(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Need
     return [b.unbroadcast(dy, op.operands[0].type), None]
 
 
+@gradient(job.PinSizeOp)
+def _pin_size(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # The pin checked that the actual sizes are the bound: its gradient is dy at the operand's sizes.
+    return [b.emit(job.UnpinSizeOp, [dy, op.operands[0]], **_props(op, "axes"))]
+
+
+@gradient(job.UnpinSizeOp)
+def _unpin_size(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.PinSizeOp, [dy], **_props(op, "axes")), None]
+
+
 @gradient(job.ConcatOp)
 def _concat(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
     out = shape_of(dy.type)

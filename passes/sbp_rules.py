@@ -86,6 +86,7 @@ def _elementwise_except(op: Operation, p: int, excluded: set[int]) -> list[Sig1]
     job.BroadcastToOp,
     job.BroadcastLikeOp,
     job.PinSizeOp,
+    job.UnpinSizeOp,
 )
 def _elementwise(op: Operation, p: int) -> list[Sig1]:
     return _elementwise_except(op, p, set())

@@ -456,17 +456,3 @@ def test_steps_with_two_changing_axes_allocate_nothing_a_static_step_does_not(mo
     assert left == 0  # 48 new (rows, columns) variants: views and closures, no array memory
     assert grown <= static_grown + 512
     assert peak <= static_peak + 1024
-
-
-def test_a_gradient_static_where_its_value_has_a_dynamic_feature_axis_is_a_located_error():
-    with pytest.raises(flow.CompileError, match=r"the gradient through 'job.matmul' is static on axes of \(<=8, <=6\)") as info:
-
-        @flow.global_function(type="train")
-        def train(x: tp.ListNumpy.Placeholder((8, 6), dtype=flow.float)) -> tp.ListNumpy:
-            scale = flow.get_variable("scale", shape=(1,), initializer=flow.ones_initializer())
-            y = flow.layers.dense(x * scale, 3, name="dense")
-            flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(y)
-            return y
-
-        train([np.ones((8, 6), np.float32)])
-    assert f"{__file__}:" in str(info.value)
