@@ -819,6 +819,12 @@ class TensorToTensorBufferOp(JobOp):
             raise VerifyException(f"instance_dims must be in [1, {len(shape) - 1}] for {fmt(types[0])}, got {k}")
         return tensor_buffer(shape[: len(shape) - k], [shape[len(shape) - k :]], dtype_of(types[0]))
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """A dynamic x gives a TensorBuffer of as many elements as its leading axes have, each of its
+        trailing axes' run-time sizes (OneFlow's is dynamic when its input is)."""
+        return [(a, ((0, a),)) for a in range(len(shape_of(types[0])))]
+
 
 @irdl_op_definition
 class TensorBufferToTensorOp(JobOp):
@@ -838,8 +844,15 @@ class TensorBufferToTensorOp(JobOp):
         if odd is not None:
             raise VerifyException(f"tensor_buffer_to_tensor: an element has shape {odd}, not the instance shape {instance}")
         expected = shape_of(types[0])[: buffer_rank(types[0])] + instance
-        if shape_of(result) != expected or element_shapes(result) is not None or dynamic_axes(result):
+        if shape_of(result) != expected or element_shapes(result) is not None:
             raise VerifyException(f"tensor_buffer_to_tensor gives a tensor of shape {expected}, got {fmt(result)}")
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """The buffer's own axes pass their sizes on; a dynamic element axis is checked at run time to
+        be the instance shape's (convert-job-to-buffer)."""
+        rank = buffer_rank(types[0])
+        return [(a if a < rank else None, ((0, a),)) for a in range(len(shape_of(types[0])))]
 
 
 @irdl_op_definition
@@ -866,8 +879,9 @@ def ints_or_floats(props: Props, key: str) -> tuple[float, ...]:
 @irdl_op_definition
 class TensorBufferGetOp(JobOp):
     """Element `index` (row-major) of a TensorBuffer as a tensor: of its own shape within the bound
-    `out_shape` when `dynamic_out` (a dynamic tensor whose sizes are constants), else of `out_shape`,
-    which must be its shape.  flow.tensor_buffer_to_list_of_tensors makes one per element."""
+    `out_shape` when `dynamic_out` (a dynamic tensor whose sizes are the element's, constants or
+    run-time sizes), else of `out_shape`, which must be its shape (checked at run time where the
+    element's sizes are known only then).  flow.tensor_buffer_to_list_of_tensors makes one per element."""
 
     name = "job.tensor_buffer_get"
     TAKES_TENSOR_BUFFERS: ClassVar[bool] = True
@@ -903,6 +917,12 @@ class TensorBufferGetOp(JobOp):
         """Dynamic on every axis with `dynamic_out`: its sizes come from the element's shape, not an operand."""
         assert isinstance(result, TensorType)
         return with_dynamic(result, range(len(shape_of(result))) if flag(props, "dynamic_out") else ())
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """No result axis follows an operand's by a group: convert-job-to-buffer gives the result the
+        element's sizes and checks a dynamic buffer is full (OneFlow's needs a static one)."""
+        return [(None, ((0, a),)) for a in range(len(shape_of(types[0])))]
 
 
 @irdl_op_definition
