@@ -479,6 +479,7 @@ def test_tensor_buffers_of_run_time_element_shapes_allocate_nothing_a_static_ste
     steps = [[x[:, :c].copy()] for c in range(1, 7)]
     dynamic(steps[0])
     static(x)
+    assert dynamic.memory_plan().arena_size == static.memory_plan().arena_size  # the same buffers, at the bound
     left, grown, peak = traced_steps(dynamic, steps, monkeypatch, steps=200)
     _, static_grown, static_peak = traced_steps(static, [[x]], monkeypatch, steps=200)
     assert left == 0
