@@ -214,3 +214,15 @@ def test_a_tensor_list_becomes_a_tensor_buffer_of_its_rows():
     ((first, second),) = rows([[a, b]])
     np.testing.assert_array_equal(first, a * 2)
     np.testing.assert_array_equal(second, b * 2)
+
+
+def test_a_tensor_buffer_of_two_run_time_buffer_axes_gives_back_its_elements_in_order():
+    @flow.global_function()
+    def grid(x: tp.ListNumpy.Placeholder((3, 4, 2), dtype=flow.float32)) -> tp.ListNumpy:
+        b = flow.tensor_to_tensor_buffer(x, instance_dims=1)  # up to 3 x 4 elements of 2 values
+        return flow.tensor_buffer_to_tensor(b, flow.float64, (2,))
+
+    x = np.random.default_rng(4).standard_normal((3, 4, 2)).astype(np.float32)
+    for rows, columns in ((3, 4), (2, 3), (1, 4), (3, 1)):
+        part = x[:rows, :columns].copy()
+        np.testing.assert_array_equal(grid([part])[0], part.astype(np.float64))
