@@ -1151,6 +1151,12 @@ class ReduceMaxGradOp(JobOp):
             raise VerifyException(f"reduce_max_grad: dy and y must have the reduced shape {reduced}")
         return types[1]
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """dx has x's sizes; a kept axis of x is dy's and y's too (a train job's max over a dynamic axis)."""
+        kept = reduction_groups(len(shape_of(types[1])), ints(props, "axes"), flag(props, "keepdims"))
+        return [(a, ((1, a), *(((0, r), (2, r)) if r is not None else ()))) for a, (r, _) in enumerate(kept)]
+
 
 @irdl_op_definition
 class ArgmaxOp(JobOp):

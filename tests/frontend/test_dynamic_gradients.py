@@ -157,3 +157,31 @@ def test_gradients_over_features_of_changing_size_sum_the_actual_elements_only()
         expected.mean().backward()
         opt.step()
         assert_variables_match(p)
+
+
+@pytest.mark.parametrize("axis", [1, 0], ids=["features", "rows"])
+def test_a_max_over_a_dynamic_axis_trains_like_pytorch(axis):
+    """reduce_max's gradient (reduce_max_grad) runs at the actual sizes: only the maxima among the step's
+    elements get a share, never a stale value in the padding."""
+    torch = pytest.importorskip("torch")
+
+    @flow.global_function(type="train")
+    def train(x: tp.ListNumpy.Placeholder((6, 5), dtype=flow.float64)) -> tp.ListNumpy:
+        scale = flow.get_variable("scale", shape=(5,), dtype=flow.float64,
+                                  initializer=flow.random_normal_initializer(seed=8))  # fmt: skip
+        peak = flow.math.reduce_max(flow.math.tanh(x * flow.math.reduce_mean(scale)), axis=axis)
+        flow.optimizer.SGD(SGD, momentum=0).minimize(peak)
+        return peak
+
+    p = torch_parameters(torch, ["scale"])
+    opt = torch.optim.SGD(list(p.values()), lr=0.1)
+    rng = np.random.default_rng(4)
+    for n, c in ((6, 5), (3, 2), (6, 4), (1, 5), (4, 1)):
+        x = rng.standard_normal((n, c))
+        (got,) = train([x])
+        expected = torch.tanh(torch.from_numpy(x) * p["scale"].mean()).amax(dim=axis)
+        np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-7)
+        opt.zero_grad()
+        expected.mean().backward()
+        opt.step()
+        assert_variables_match(p)
