@@ -657,25 +657,56 @@ class BroadcastToOp(JobOp):
 
 @irdl_op_definition
 class BroadcastLikeOp(JobOp):
-    """x broadcast to the shape of `like`, dynamic axes included (how gradients expand over a dynamic batch)."""
+    """x broadcast to the shape of `like`, dynamic axes included (how gradients expand over a dynamic batch).
+
+    `axes` (optional) are axes of `like` that x lacks, put back as size 1 before numpy's
+    broadcasting aligns the axes from the right: a reduction's gradient over middle axes,
+    which a reshape could not give when x has dynamic axes past axis 0.
+    """
 
     name = "job.broadcast_like"
     LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     x = operand_def(TensorType)
     like = operand_def(TensorType)
     res = result_def(TensorType)
+    axes = opt_prop_def(DenseArrayBase)
     traits = traits_def(Pure())
+
+    @classmethod
+    def kept_axes(cls, types: Sequence[Attribute], props: Props) -> list[int] | None:
+        """The axes of `like` that x's axes stand for, in order (None: aligned from the right)."""
+        if "axes" not in props:
+            return None
+        rank, inserted = len(shape_of(types[1])), ints(props, "axes")
+        if list(inserted) != sorted(set(inserted)) or any(not 0 <= a < rank for a in inserted) or (
+            len(shape_of(types[0])) != rank - len(inserted)
+        ):
+            raise VerifyException(f"broadcast_like axes {list(inserted)} must be ascending axes of {fmt(types[1])} "
+                                  f"that {fmt(types[0])} lacks")  # fmt: skip
+        return [a for a in range(rank) if a not in inserted]
 
     @classmethod
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         x, like = shape_of(types[0]), shape_of(types[1])
+        kept = cls.kept_axes(types, props)
+        if kept is not None:
+            x = tuple(x[kept.index(a)] if a in kept else 1 for a in range(len(like)))
         if len(x) > len(like) or broadcast_shapes(x, like) != like:
             raise VerifyException(f"cannot broadcast {fmt(types[0])} to the shape of {fmt(types[1])}")
         return tensor(like, dtype_of(types[0]))
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
-        return aligned_groups(types)
+        kept = cls.kept_axes(types, props)
+        if kept is None:
+            return aligned_groups(types)
+        x = types[0]
+        groups: list[SizeGroup] = []
+        for r in range(len(shape_of(types[1]))):
+            j = kept.index(r) if r in kept else None
+            own = j is not None and (j in dynamic_axes(x) or shape_of(x)[j] != 1)
+            groups.append((r, ((0, j), (1, r)) if own else ((1, r),)))
+        return groups
 
 
 @irdl_op_definition

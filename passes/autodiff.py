@@ -9,6 +9,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects import job
 from irflow.dialects.bounds import dynamic_axes
@@ -128,7 +129,11 @@ def differentiate(func: job.FuncOp, minimize: job.MinimizeOp) -> job.ApplyGradie
         if rule is None:
             raise CompileError(f"no gradient is defined for '{op.name}'", source_location(op))
         b.at(op)
-        for operand, wanted, g in zip(op.operands, needs, rule(b, op, grads[op.results[0]], needs), strict=True):
+        try:
+            op_grads = rule(b, op, grads[op.results[0]], needs)
+        except VerifyException as err:  # e.g. a backward op that needs static shapes, given dynamic ones
+            raise CompileError(f"the gradient of '{op.name}' cannot be built: {err}", source_location(op)) from None
+        for operand, wanted, g in zip(op.operands, needs, op_grads, strict=True):
             if wanted and g is not None:
                 g = fit_dynamic_axes(b, g, operand)
                 assert g.type == operand.type, f"{op.name} gradient {g.type} for an operand of type {operand.type}"

@@ -318,6 +318,8 @@ CASES = [
     Case("unpin_size", job.UnpinSizeOp, {"a": (3, 4)},
          lambda e, v: e(job.MulOp, [e(job.UnpinSizeOp, [v["a"], v["x"]], axes=[1]), v["x"]]),
          inputs={"x": DYNAMIC_X[[0, 1, 0]]}, bounds={"x": ((3, 4), (1,))}, reduce=False),
+    Case("broadcast_like-axes", job.BroadcastLikeOp, {"a": (2, 1)},
+         lambda e, v: e(job.BroadcastLikeOp, [v["a"], v["like"]], axes=[1, 3]), inputs={"like": np.zeros((2, 3, 4, 5))}),
     Case("broadcast_to", job.BroadcastToOp, {"a": (3, 1)},
          lambda e, v: e(job.BroadcastToOp, [v["a"]], tensor((2, 3, 4), f64))),
     Case("concat", job.ConcatOp, {"a": (2, 3), "b": (2, 2)},
