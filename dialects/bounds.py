@@ -53,9 +53,14 @@ class BoundedAttr(ParametrizedAttribute):
 
 
 def dynamic_axes(t: Attribute) -> tuple[int, ...]:
-    """The axes of `t` whose size is known only at run time (empty for a static tensor)."""
+    """The axes of `t` whose size is known only at run time (empty for a static tensor).
+
+    A TensorBuffer's are in its own encoding: its element count, or its elements' shape.
+    """
     if isinstance(t, TensorType) and isinstance(t.encoding, BoundedAttr):
         return t.encoding.values()
+    if isinstance(t, TensorType) and isinstance(t.encoding, TensorBufferAttr):
+        return t.encoding.dynamic_axes()
     return ()
 
 
@@ -68,6 +73,8 @@ def with_dynamic(t: TensorType, axes: Sequence[int]) -> TensorType:
     for a in axes:
         if not 0 <= a < len(shape):
             raise VerifyException(f"dynamic axis {a} out of range for rank {len(shape)}")
+    if isinstance(t.encoding, TensorBufferAttr):
+        return TensorType(t.element_type, list(shape), TensorBufferAttr(t.encoding.values(), axes))
     return TensorType(t.element_type, list(shape), BoundedAttr(axes)) if axes else TensorType(t.element_type, list(shape))
 
 
@@ -86,39 +93,55 @@ class TensorBufferAttr(ParametrizedAttribute):
     `tensor<2x2x2xf32, #job.tensor_buffer<[2, 1], [1, 2]>>` is a buffer of 2 elements
     whose tensors are (2, 1) and (1, 2); the trailing axes (2x2) are the bound of every
     element, where its values lie dense at its own shape. One shape alone is every
-    element's. The element shapes are known when the job is traced: every op that makes
-    a TensorBuffer here takes them from static shapes or attributes.
+    element's. `dynamic` lists the tensor's axes whose sizes are known only at run time
+    (`#job.tensor_buffer<[6] dynamic [0, 1]>`: up to 8 elements of up to 6 values each
+    for a `tensor<8x6xf32>`): there the listed shape is the bound, and every element has
+    the same run-time size on a dynamic element axis (the sizes are `index` values of the
+    buffer program, docs/dynamic.md).
     """
 
     name = "job.tensor_buffer"
 
     shapes: ArrayAttr[ArrayAttr[IntAttr]]
+    dynamic: ArrayAttr[IntAttr]
 
-    def __init__(self, shapes: Sequence[Sequence[int]]):
-        super().__init__(ArrayAttr([ArrayAttr([IntAttr(d) for d in s]) for s in shapes]))
+    def __init__(self, shapes: Sequence[Sequence[int]], dynamic: Sequence[int] = ()):
+        super().__init__(
+            ArrayAttr([ArrayAttr([IntAttr(d) for d in s]) for s in shapes]), ArrayAttr([IntAttr(a) for a in dynamic])
+        )
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        def shape() -> ArrayAttr[IntAttr]:
+        def ints() -> ArrayAttr[IntAttr]:
             dims = parser.parse_comma_separated_list(
                 parser.Delimiter.SQUARE, lambda: parser.parse_integer(allow_boolean=False, allow_negative=False)
             )
             return ArrayAttr([IntAttr(d) for d in dims])
 
         with parser.in_angle_brackets():
-            shapes = parser.parse_comma_separated_list(parser.Delimiter.NONE, shape)
-        return (ArrayAttr(shapes),)
+            shapes = parser.parse_comma_separated_list(parser.Delimiter.NONE, ints)
+            dynamic = ints() if parser.parse_optional_keyword("dynamic") else ArrayAttr([])
+        return (ArrayAttr(shapes), dynamic)
 
     def print_parameters(self, printer: Printer) -> None:
-        printer.print_string(f"<{', '.join('[' + ', '.join(map(str, s)) + ']' for s in self.values())}>")
+        dynamic = f" dynamic [{', '.join(map(str, self.dynamic_axes()))}]" if self.dynamic_axes() else ""
+        printer.print_string(f"<{', '.join('[' + ', '.join(map(str, s)) + ']' for s in self.values())}{dynamic}>")
 
     def values(self) -> list[tuple[int, ...]]:
         return [tuple(d.data for d in s.data) for s in self.shapes.data]
 
+    def dynamic_axes(self) -> tuple[int, ...]:
+        return tuple(a.data for a in self.dynamic.data)
+
     def verify(self) -> None:
-        shapes = self.values()
+        shapes, dynamic = self.values(), self.dynamic_axes()
         if not shapes or len({len(s) for s in shapes}) != 1:
             raise VerifyException(f"#job.tensor_buffer needs element shapes of one rank, got {shapes}")
+        if list(dynamic) != sorted(set(dynamic)) or (dynamic and len(shapes) != 1):
+            raise VerifyException(
+                f"#job.tensor_buffer's dynamic axes must be ascending and distinct, with one element shape, got {shapes} "
+                f"dynamic {list(dynamic)}"
+            )
 
 
 def element_shapes(t: Attribute) -> list[tuple[int, ...]] | None:

@@ -659,25 +659,56 @@ class BroadcastToOp(JobOp):
 
 @irdl_op_definition
 class BroadcastLikeOp(JobOp):
-    """x broadcast to the shape of `like`, dynamic axes included (how gradients expand over a dynamic batch)."""
+    """x broadcast to the shape of `like`, dynamic axes included (how gradients expand over a dynamic batch).
+
+    `axes` (optional) are axes of `like` that x lacks, put back as size 1 before numpy's
+    broadcasting aligns the axes from the right: a reduction's gradient over middle axes,
+    which a reshape could not give when x has dynamic axes past axis 0.
+    """
 
     name = "job.broadcast_like"
     LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     x = operand_def(TensorType)
     like = operand_def(TensorType)
     res = result_def(TensorType)
+    axes = opt_prop_def(DenseArrayBase)
     traits = traits_def(Pure())
+
+    @classmethod
+    def kept_axes(cls, types: Sequence[Attribute], props: Props) -> list[int] | None:
+        """The axes of `like` that x's axes stand for, in order (None: aligned from the right)."""
+        if "axes" not in props:
+            return None
+        rank, inserted = len(shape_of(types[1])), ints(props, "axes")
+        if list(inserted) != sorted(set(inserted)) or any(not 0 <= a < rank for a in inserted) or (
+            len(shape_of(types[0])) != rank - len(inserted)
+        ):
+            raise VerifyException(f"broadcast_like axes {list(inserted)} must be ascending axes of {fmt(types[1])} "
+                                  f"that {fmt(types[0])} lacks")  # fmt: skip
+        return [a for a in range(rank) if a not in inserted]
 
     @classmethod
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         x, like = shape_of(types[0]), shape_of(types[1])
+        kept = cls.kept_axes(types, props)
+        if kept is not None:
+            x = tuple(x[kept.index(a)] if a in kept else 1 for a in range(len(like)))
         if len(x) > len(like) or broadcast_shapes(x, like) != like:
             raise VerifyException(f"cannot broadcast {fmt(types[0])} to the shape of {fmt(types[1])}")
         return tensor(like, dtype_of(types[0]))
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
-        return aligned_groups(types)
+        kept = cls.kept_axes(types, props)
+        if kept is None:
+            return aligned_groups(types)
+        x = types[0]
+        groups: list[SizeGroup] = []
+        for r in range(len(shape_of(types[1]))):
+            j = kept.index(r) if r in kept else None
+            own = j is not None and (j in dynamic_axes(x) or shape_of(x)[j] != 1)
+            groups.append((r, ((0, j), (1, r)) if own else ((1, r),)))
+        return groups
 
 
 @irdl_op_definition
@@ -712,6 +743,41 @@ class PinSizeOp(JobOp):
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
         pinned = set(ints(props, "axes"))
         return [(None if a in pinned else a, ((0, a),)) for a in range(len(shape_of(types[0])))]
+
+
+@irdl_op_definition
+class UnpinSizeOp(JobOp):
+    """x with `axes` dynamic again, at the actual sizes of `like`'s: the gradient of a job.pin_size.
+
+    Autodiff puts it where a gradient is static on axes that its operand has dynamic (after a
+    pin, or an op whose size group met a static axis). There the forward program checked at
+    run time that the actual size equals the static one, so the values are already at the
+    actual size and pass through; `like` gives only the sizes, never its values.
+    """
+
+    name = "job.unpin_size"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
+    x = operand_def(TensorType)
+    like = operand_def(TensorType)
+    res = result_def(TensorType)
+    axes = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        x, like = types
+        unpinned = set(ints(props, "axes"))
+        if shape_of(x) != shape_of(like) or not unpinned or not unpinned <= set(dynamic_axes(like)) - set(dynamic_axes(x)):
+            raise VerifyException(
+                f"unpin_size makes axes static in {describe(x)} dynamic as in {describe(like)} (same bound), "
+                f"got {sorted(unpinned)}"
+            )
+        return tensor(shape_of(x), dtype_of(x))
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        unpinned = set(ints(props, "axes"))
+        return [(a, ((1, a),) if a in unpinned else ((0, a), (1, a))) for a in range(len(shape_of(types[0])))]
 
 
 @irdl_op_definition
@@ -786,6 +852,12 @@ class TensorToTensorBufferOp(JobOp):
             raise VerifyException(f"instance_dims must be in [1, {len(shape) - 1}] for {fmt(types[0])}, got {k}")
         return tensor_buffer(shape[: len(shape) - k], [shape[len(shape) - k :]], dtype_of(types[0]))
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """A dynamic x gives a TensorBuffer of as many elements as its leading axes have, each of its
+        trailing axes' run-time sizes (OneFlow's is dynamic when its input is)."""
+        return [(a, ((0, a),)) for a in range(len(shape_of(types[0])))]
+
 
 @irdl_op_definition
 class TensorBufferToTensorOp(JobOp):
@@ -805,8 +877,15 @@ class TensorBufferToTensorOp(JobOp):
         if odd is not None:
             raise VerifyException(f"tensor_buffer_to_tensor: an element has shape {odd}, not the instance shape {instance}")
         expected = shape_of(types[0])[: buffer_rank(types[0])] + instance
-        if shape_of(result) != expected or element_shapes(result) is not None or dynamic_axes(result):
+        if shape_of(result) != expected or element_shapes(result) is not None:
             raise VerifyException(f"tensor_buffer_to_tensor gives a tensor of shape {expected}, got {fmt(result)}")
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """The buffer's own axes pass their sizes on; a dynamic element axis is checked at run time to
+        be the instance shape's (convert-job-to-buffer)."""
+        rank = buffer_rank(types[0])
+        return [(a if a < rank else None, ((0, a),)) for a in range(len(shape_of(types[0])))]
 
 
 @irdl_op_definition
@@ -833,8 +912,9 @@ def ints_or_floats(props: Props, key: str) -> tuple[float, ...]:
 @irdl_op_definition
 class TensorBufferGetOp(JobOp):
     """Element `index` (row-major) of a TensorBuffer as a tensor: of its own shape within the bound
-    `out_shape` when `dynamic_out` (a dynamic tensor whose sizes are constants), else of `out_shape`,
-    which must be its shape.  flow.tensor_buffer_to_list_of_tensors makes one per element."""
+    `out_shape` when `dynamic_out` (a dynamic tensor whose sizes are the element's, constants or
+    run-time sizes), else of `out_shape`, which must be its shape (checked at run time where the
+    element's sizes are known only then).  flow.tensor_buffer_to_list_of_tensors makes one per element."""
 
     name = "job.tensor_buffer_get"
     TAKES_TENSOR_BUFFERS: ClassVar[bool] = True
@@ -870,6 +950,12 @@ class TensorBufferGetOp(JobOp):
         """Dynamic on every axis with `dynamic_out`: its sizes come from the element's shape, not an operand."""
         assert isinstance(result, TensorType)
         return with_dynamic(result, range(len(shape_of(result))) if flag(props, "dynamic_out") else ())
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """No result axis follows an operand's by a group: convert-job-to-buffer gives the result the
+        element's sizes and checks a dynamic buffer is full (OneFlow's needs a static one)."""
+        return [(None, ((0, a),)) for a in range(len(shape_of(types[0])))]
 
 
 @irdl_op_definition
@@ -1097,6 +1183,12 @@ class ReduceMaxGradOp(JobOp):
         if shape_of(types[0]) != reduced or shape_of(types[2]) != reduced:
             raise VerifyException(f"reduce_max_grad: dy and y must have the reduced shape {reduced}")
         return types[1]
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """dx has x's sizes; a kept axis of x is dy's and y's too (a train job's max over a dynamic axis)."""
+        kept = reduction_groups(len(shape_of(types[1])), ints(props, "axes"), flag(props, "keepdims"))
+        return [(a, ((1, a), *(((0, r), (2, r)) if r is not None else ()))) for a, (r, _) in enumerate(kept)]
 
 
 @irdl_op_definition
@@ -2100,7 +2192,8 @@ COMPUTE_OPS: list[type[Operation]] = [
     AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp,
     EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp,
     ReluGradOp, SigmoidGradOp, TanhGradOp, GeluGradOp,
-    CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, ConcatOp,
+    CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, UnpinSizeOp,
+    ConcatOp,
     TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
     MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ArgmaxOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,

@@ -9,9 +9,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects import job
-from irflow.dialects.bounds import describe, dynamic_axes
+from irflow.dialects.bounds import dynamic_axes
 from irflow.errors import CompileError, source_location
 from irflow.passes.gradients import GRADIENTS, NO_GRADIENT, GradientBuilder, is_float
 
@@ -68,22 +69,21 @@ def _requiring_gradients(forward: list[Operation]) -> set[SSAValue]:
     return live
 
 
-def fit_dynamic_axes(b: GradientBuilder, op: Operation, g: SSAValue, operand: SSAValue) -> SSAValue:
+def fit_dynamic_axes(b: GradientBuilder, g: SSAValue, operand: SSAValue) -> SSAValue:
     """`g` with `operand`'s dynamic axes (docs/dynamic.md).
 
     A gradient may be dynamic where its operand is static (a weight's gradient over a
     feature axis the forward op checked equal to the weight's): it is pinned at its bound.
-    The other way round is not supported yet.
+    It may be static where its operand is dynamic (an input's features after a matmul
+    against a weight, or past a pin): the forward op checked that the actual size is the
+    static one, so it is unpinned to the operand's actual sizes.
     """
     extra = sorted(set(dynamic_axes(g.type)) - set(dynamic_axes(operand.type)))
     if extra:
         g = b.emit(job.PinSizeOp, [g], axes=extra)
-    if dynamic_axes(g.type) != dynamic_axes(operand.type):
-        raise CompileError(
-            f"the gradient through '{op.name}' is static on axes of {describe(operand.type)} that are dynamic; "
-            "give the input its placeholder's full size on those axes (a tp.Numpy placeholder)",
-            source_location(op),
-        )
+    missing = sorted(set(dynamic_axes(operand.type)) - set(dynamic_axes(g.type)))
+    if missing:
+        g = b.emit(job.UnpinSizeOp, [g, operand], axes=missing)
     return g
 
 
@@ -129,9 +129,13 @@ def differentiate(func: job.FuncOp, minimize: job.MinimizeOp) -> job.ApplyGradie
         if rule is None:
             raise CompileError(f"no gradient is defined for '{op.name}'", source_location(op))
         b.at(op)
-        for operand, wanted, g in zip(op.operands, needs, rule(b, op, grads[op.results[0]], needs), strict=True):
+        try:
+            op_grads = rule(b, op, grads[op.results[0]], needs)
+        except VerifyException as err:  # e.g. a backward op that needs static shapes, given dynamic ones
+            raise CompileError(f"the gradient of '{op.name}' cannot be built: {err}", source_location(op)) from None
+        for operand, wanted, g in zip(op.operands, needs, op_grads, strict=True):
             if wanted and g is not None:
-                g = fit_dynamic_axes(b, op, g, operand)
+                g = fit_dynamic_axes(b, g, operand)
                 assert g.type == operand.type, f"{op.name} gradient {g.type} for an operand of type {operand.type}"
                 accumulate(operand, g)
 

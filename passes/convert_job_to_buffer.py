@@ -27,7 +27,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from irflow.dialects import buffer, job
-from irflow.dialects.bounds import dynamic_axes
+from irflow.dialects.bounds import buffer_rank, dynamic_axes, element_shapes
 from irflow.errors import CompileError, source_location
 
 # Properties that describe distribution, not the computation.
@@ -90,7 +90,7 @@ class _Lowering:
     def alloc(self, value: SSAValue, origin: Operation | None) -> SSAValue:
         res = self.emit(buffer.AllocOp(memref_of(value.type)), origin).results[0]
         res.name_hint = value.name_hint
-        if dynamic_axes(value.type):
+        if dynamic_axes(value.type) and element_shapes(value.type) is None:  # a TensorBuffer keeps its slots
             sizes = [self.sizes[value][a] for a in dynamic_axes(value.type)]
             res = self.emit(buffer.CutOp.create(operands=[res, *sizes], result_types=[cut_type(value.type)]), origin).results[0]
             res.name_hint = value.name_hint
@@ -134,6 +134,39 @@ class _Lowering:
                 result[axis] = distinct[0]
         if op.results:
             self.sizes[op.results[0]] = result
+
+    def element_sizes(self, op: job.TensorBufferGetOp | job.TensorBufferToTensorOp) -> None:
+        """A TensorBuffer's elements taken out: at their own sizes (`dynamic_out`), or checked to be the
+        static shape asked for where they are known only at run time; a buffer whose element count is
+        known only then must be full to be split into a list."""
+        x = op.operands[0]
+        rank, dynamic = buffer_rank(x.type), dynamic_axes(x.type)
+        if isinstance(op, job.TensorBufferGetOp):
+            shape = job.check_tensor_buffer(x.type, "tensor_buffer_get's input")[op.index.value.data]
+            wanted = job.ints(op.properties, "out_shape")
+            for a in (a for a in dynamic if a < rank):
+                what = (f"{op.name} takes every element of the TensorBuffer's bound (OneFlow's, a static "
+                        f"TensorBuffer): {self.describe_size(op, 0, a)}")  # fmt: skip
+                self.check_size(op, self.sizes[x][a], job.shape_of(x.type)[a], what, "its bound")
+            label = "out_shape's"
+        else:
+            shape = wanted = job.ints(op.properties, "instance_shape")
+            label = "instance_shape's"
+        sizes = {r: self.sizes[x][rank + r] if rank + r in dynamic else None for r in range(len(shape))}
+        if isinstance(op, job.TensorBufferGetOp) and op.dynamic_out.value.data:
+            self.sizes[op.res] = {r: self.const_size(shape[r], op) if size is None else size for r, size in sizes.items()}
+            return
+        for r, size in sizes.items():
+            if size is not None:
+                what = f"{op.name}: element axis {r}, {self.describe_size(op, 0, rank + r)},"
+                self.check_size(op, size, wanted[r], what, label)
+
+    def check_size(self, op: job.JobOp, size: SSAValue, static: int, what: str, label: str) -> None:
+        """A run-time size must be `static`: `what` names the size, `label` the static one."""
+        check = buffer.AssertSameSizeOp.create(
+            operands=[size, self.const_size(static, op)], properties={"what": StringAttr(f"{what} and {label} {static}")}
+        )
+        self.emit(check, op)
 
     def describe_size(self, op: job.JobOp, i: int, a: int) -> str:
         """Dynamic axis `a` of operand `i` in a size check, naming the job's argument whose size it is, if any."""
@@ -253,21 +286,22 @@ class _Lowering:
         elif isinstance(op, job.JobOp):
             self.size_result(op)
             params = kernel_attributes(op)
-            if isinstance(op, job.TensorBufferGetOp) and op.dynamic_out.value.data:  # sizes: the element's shape
-                shape = job.check_tensor_buffer(op.x.type, "tensor_buffer_get's input")[op.index.value.data]
-                self.sizes[op.res] = {a: self.const_size(d, op) for a, d in enumerate(shape)}
+            if isinstance(op, (job.TensorBufferGetOp, job.TensorBufferToTensorOp)):
+                self.element_sizes(op)
             if isinstance(op, job.GenTensorBufferOp):  # the kernel fills each element at its own shape
                 shapes = job.check_tensor_buffer(op.res.type, "gen_tensor_buffer's result")
                 params["shapes"] = job.i64_array([d for s in shapes for d in s])
                 params["rank"] = job.to_attr(len(shapes[0]))
             out = self.alloc(op.results[0], op)
+            if isinstance(op, job.UnpinSizeOp):  # `like` gave the sizes only: its buffer need not live on
+                ins = ins[:1]
             self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], params), op)
         else:
             raise CompileError(f"convert-job-to-buffer cannot lower '{op.name}'", source_location(op))
 
 
 def _kernel_name(op: Operation) -> str:
-    if isinstance(op, job.PinSizeOp):  # its size check is the op; the values pass through
+    if isinstance(op, (job.PinSizeOp, job.UnpinSizeOp)):  # its sizes are the op; the values pass through
         return "identity"
     return op.name.removeprefix("job.")
 

@@ -119,12 +119,13 @@ class GradientBuilder:
     def expand(self, g: SSAValue, axes: Sequence[int], keepdims: bool, like: SSAValue) -> SSAValue:
         """Broadcast a reduction's gradient back over the reduced axes of `like` (the reduction's input)."""
         shape = shape_of(like.type)
+        norm = sorted({a % len(shape) for a in axes}) if shape else []
+        if dynamic_axes(like.type):  # to the actual sizes, which only the run knows
+            # the reduced axes go back as size 1 in the op (a reshape keeps no dynamic axis but 0)
+            return self.emit(job.BroadcastLikeOp, [g, like], axes=None if keepdims or not norm else norm)
         if not keepdims:
-            norm = {a % len(shape) for a in axes} if shape else set()
             kept = tuple(1 if i in norm else d for i, d in enumerate(shape))
             g = self.emit(job.ReshapeOp, [g], tensor(kept, dtype_of(g.type)))
-        if dynamic_axes(like.type):  # to the actual sizes, which only the run knows
-            return self.emit(job.BroadcastLikeOp, [g, like])
         if shape_of(g.type) != shape:
             g = self.emit(job.BroadcastToOp, [g], like.type)
         return g
@@ -326,7 +327,21 @@ def _broadcast_to(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs)
 
 @gradient(job.BroadcastLikeOp)
 def _broadcast_like(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    inserted = ints(op.properties, "axes")
+    if inserted:  # the axes x lacked: summed away first, then numpy's broadcasting undone
+        dy = b.emit(job.ReduceSumOp, [dy], axes=list(inserted), keepdims=False)
     return [b.unbroadcast(dy, op.operands[0].type), None]
+
+
+@gradient(job.PinSizeOp)
+def _pin_size(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # The pin checked that the actual sizes are the bound: its gradient is dy at the operand's sizes.
+    return [b.emit(job.UnpinSizeOp, [dy, op.operands[0]], **_props(op, "axes"))]
+
+
+@gradient(job.UnpinSizeOp)
+def _unpin_size(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.PinSizeOp, [dy], **_props(op, "axes")), None]
 
 
 @gradient(job.ConcatOp)

@@ -84,11 +84,25 @@ def _elementwise_except(op: Operation, p: int, excluded: set[int]) -> list[Sig1]
     ),
     job.CastOp,
     job.BroadcastToOp,
-    job.BroadcastLikeOp,
     job.PinSizeOp,
+    job.UnpinSizeOp,
 )
 def _elementwise(op: Operation, p: int) -> list[Sig1]:
     return _elementwise_except(op, p, set())
+
+
+@rule(job.BroadcastLikeOp)
+def _broadcast_like(op: Operation, p: int) -> list[Sig1]:
+    """Elementwise; with `axes`, x's axes stand for the others of `like`, and an inserted axis reads x whole."""
+    kept = job.BroadcastLikeOp.kept_axes([o.type for o in op.operands], op.properties)
+    if kept is None:
+        return _elementwise_except(op, p, set())
+    out, x = _out(op), _shapes(op)[0]
+    return [
+        ((kept.index(axis) if axis in kept and x[kept.index(axis)] == size else BROADCAST, axis), axis)
+        for axis, size in enumerate(out)
+        if size >= p
+    ]
 
 
 @rule(job.SizeOfOp, job.TensorToTensorBufferOp, job.TensorBufferToTensorOp, job.GenTensorBufferOp, job.TensorBufferGetOp)

@@ -3,8 +3,9 @@ tensor_buffer_to_list_of_tensors (docs/dynamic.md).
 
 A TensorBuffer is a tensor of tensors, each element with a shape of its own.
 Here it is stored at its elements' bound, and its element shapes are part of
-its type (`#job.tensor_buffer`), so they are known when the job is traced;
-a tensor taken out of one with `dynamic_out` is a dynamic tensor whose actual
+its type (`#job.tensor_buffer`): static ones when traced, or, for a TensorBuffer
+made from a dynamic input, its dynamic axes, whose sizes the step's data gives.
+A tensor taken out of one with `dynamic_out` is a dynamic tensor whose actual
 sizes are that element's shape.
 """
 
@@ -27,7 +28,11 @@ def _shape(value: object, what: str) -> tuple[int, ...]:
 
 
 def tensor_to_tensor_buffer(x: Blob, instance_dims: int, name: str | None = None) -> Blob:
-    """x as a TensorBuffer: its last `instance_dims` axes are each element's tensor, the others the buffer's shape."""
+    """x as a TensorBuffer: its last `instance_dims` axes are each element's tensor, the others the buffer's shape.
+
+    A dynamic x (a list placeholder) gives a dynamic TensorBuffer, as in OneFlow: as many elements as
+    its leading axes have in the step, each of its trailing axes' sizes in the step.
+    """
     return build(job.TensorToTensorBufferOp, [x], None, name, "flow.tensor_to_tensor_buffer", instance_dims=int(instance_dims))
 
 
@@ -77,7 +82,9 @@ def tensor_buffer_to_list_of_tensors(
     """One tensor per element of the TensorBuffer, in row-major order.
 
     With `dynamic_out`, each has its element's shape within the bound `out_shape`
-    (a dynamic tensor); without, each element must have the shape `out_shape`.
+    (a dynamic tensor); without, each element must have the shape `out_shape`
+    (checked when the step starts where the shape is the step's). A dynamic
+    TensorBuffer gives one tensor per element of its bound and must be full.
     """
     bound = _shape(out_shape, "flow.tensor_buffer_to_list_of_tensors: out_shape")
     dtype = dtypes.as_dtype(out_dtype, "flow.tensor_buffer_to_list_of_tensors out_dtype")

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import FileLineColLoc, FunctionType, IntAttr, ModuleOp, StringAttr, f32, f64, i64
+from xdsl.dialects.builtin import FileLineColLoc, FunctionType, IntAttr, ModuleOp, StringAttr, TensorType, f32, f64, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.parser import Parser
 
 from irflow.context import make_context
 from irflow.dialects import job
+from irflow.dialects.bounds import with_dynamic
 from irflow.dialects.job import tensor, to_attr
 from irflow.errors import CompileError
 from irflow.passes.autodiff import AutodiffPass
@@ -211,9 +212,9 @@ job.func @predict(%x: tensor<2xf32>) -> tensor<2xf32> attributes {job_type = "pr
 
 def test_every_op_is_classified():
     """Each op is differentiable, gradient-free, or without a rule: the two max backward ops and the
-    TensorBuffer conversions (none in OneFlow either), and job.pin_size (docs/dynamic.md)."""
+    TensorBuffer conversions (none in OneFlow either)."""
     without_rule = {job.ReduceMaxGradOp, job.MaxPool2DGradOp, job.TensorToTensorBufferOp, job.TensorBufferToTensorOp,
-                    job.TensorBufferGetOp, job.PinSizeOp}
+                    job.TensorBufferGetOp}
     effects = {job.AssignOp, job.SgdUpdateOp, job.MomentumUpdateOp, job.AdamUpdateOp, job.MinimizeOp,
                job.ApplyGradientsOp}
     for cls in job.COMPUTE_OPS:
@@ -258,6 +259,8 @@ class Case:
     atol: float = 1e-7
     reduce: bool = True  # False: minimize the non-scalar value itself (through its mean)
     constant: tuple[str, ...] = ()  # variables the loss depends on with zero derivative: no pair
+    bounds: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
+    """Inputs that are dynamic: (bound, dynamic axes); the array fed is the actual size."""
 
 
 def _unary(cls: type[job.JobOp], positive: bool = False) -> Case:
@@ -281,6 +284,7 @@ def _matmul(ta: bool, tb: bool) -> Case:
 CONV = {"strides": [1, 1], "pads": [1, 1, 1, 1]}
 CONV_STRIDED = {"strides": [2, 1], "pads": [1, 0, 0, 1], "dilations": [1, 2], "groups": 2}
 LABELS = np.array([2, 0, 3], np.int64)
+DYNAMIC_X = np.array([[0.5, -1.0, 2.0, 1.5], [-0.3, 0.8, -1.2, 0.1]])
 
 CASES = [
     *(_unary(c) for c in (job.NegOp, job.ExpOp, job.SquareOp, job.ReluOp, job.SigmoidOp, job.TanhOp,
@@ -306,6 +310,16 @@ CASES = [
     Case("transpose", job.TransposeOp, {"a": (2, 3, 4)}, lambda e, v: e(job.TransposeOp, [v["a"]], perm=[2, 0, 1])),
     Case("broadcast_like", job.BroadcastLikeOp, {"a": (3, 1)},
          lambda e, v: e(job.BroadcastLikeOp, [v["a"], v["like"]]), inputs={"like": np.zeros((2, 3, 4))}),
+    # x (<=3, <=4) fed at (2, 4): the pin checks the 4 columns, and the rows stay dynamic (the loss's mean
+    # divides by the actual elements); a's gradient sums over the actual elements only.
+    Case("pin_size", job.PinSizeOp, {"a": (1, 1), "b": (4,)},
+         lambda e, v: e(job.MulOp, [e(job.PinSizeOp, [e(job.MulOp, [v["x"], v["a"]])], axes=[1]), v["b"]]),
+         inputs={"x": DYNAMIC_X}, bounds={"x": ((3, 4), (0, 1))}, reduce=False),
+    Case("unpin_size", job.UnpinSizeOp, {"a": (3, 4)},
+         lambda e, v: e(job.MulOp, [e(job.UnpinSizeOp, [v["a"], v["x"]], axes=[1]), v["x"]]),
+         inputs={"x": DYNAMIC_X[[0, 1, 0]]}, bounds={"x": ((3, 4), (1,))}, reduce=False),
+    Case("broadcast_like-axes", job.BroadcastLikeOp, {"a": (2, 1)},
+         lambda e, v: e(job.BroadcastLikeOp, [v["a"], v["like"]], axes=[1, 3]), inputs={"like": np.zeros((2, 3, 4, 5))}),
     Case("broadcast_to", job.BroadcastToOp, {"a": (3, 1)},
          lambda e, v: e(job.BroadcastToOp, [v["a"]], tensor((2, 3, 4), f64))),
     Case("concat", job.ConcatOp, {"a": (2, 3), "b": (2, 2)},
@@ -375,8 +389,13 @@ def build_jobs(case: Case) -> tuple[ModuleOp, dict[str, np.ndarray]]:
     return ModuleOp([_build_func(case, job_type) for job_type in ("train", "predict")]), values
 
 
+def _input_type(case: Case, name: str, value: np.ndarray) -> TensorType:
+    bound, axes = case.bounds.get(name, (value.shape, ()))
+    return with_dynamic(tensor(bound, f64 if value.dtype.kind == "f" else i64), axes)
+
+
 def _build_func(case: Case, job_type: str) -> job.FuncOp:
-    func = job.FuncOp(job_type, job_type, [tensor(a.shape, i64) for a in case.inputs.values()], [])
+    func = job.FuncOp(job_type, job_type, [_input_type(case, n, a) for n, a in case.inputs.items()], [])
     block = func.body.block
     ops: list[Operation] = []
 
@@ -450,3 +469,19 @@ def test_gradient_matches_central_differences(case: Case):
     for name, value in values.items():
         analytic = value - store[name]
         np.testing.assert_allclose(analytic, numeric[name], rtol=case.rtol, atol=case.atol, err_msg=name)
+
+
+def test_a_gradient_rule_that_cannot_build_its_ops_is_a_compile_error_at_the_op():
+    """concat's gradient slices dy, and job.slice keeps no dynamic axis but a whole axis 0 (docs/dynamic.md)."""
+    text = f"""
+job.func @train(%x: tensor<3x4x5xf32, #job.bounded<[0, 2]>>) -> tensor<f32> attributes {{job_type = "train"}} {{
+  %w = job.variable {{name = "w", initializer = {{kind = "zeros"}}}} : tensor<1xf32>
+  %y = job.mul %x, %w : (tensor<3x4x5xf32, #job.bounded<[0, 2]>>, tensor<1xf32>) -> tensor<3x4x5xf32, #job.bounded<[0, 2]>>
+  %c = job.concat %y, %y {{axis = 1 : i64}} : (tensor<3x4x5xf32, #job.bounded<[0, 2]>>, tensor<3x4x5xf32, #job.bounded<[0, 2]>>) -> tensor<3x8x5xf32, #job.bounded<[0, 2]>> loc("net.py":4:9)
+  %l = job.reduce_sum %c {{axes = array<i64: 0, 1, 2>}} : (tensor<3x8x5xf32, #job.bounded<[0, 2]>>) -> tensor<f32>
+  job.minimize %l {OPT} : tensor<f32>
+  job.return %l : tensor<f32>
+}}"""
+    with pytest.raises(CompileError) as info:
+        autodiff(text)
+    assert str(info.value).startswith("net.py:4:9: error: the gradient of 'job.concat' cannot be built: job.slice")

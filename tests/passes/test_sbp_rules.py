@@ -39,6 +39,7 @@ def t(*shape: int) -> TensorType:
 SAMPLES: list[tuple[str, Operation]] = [
     ("relu", make(job.ReluOp, [t(4, 6)])),
     ("broadcast_like", make(job.BroadcastLikeOp, [t(1, 6), t(4, 6)])),
+    ("broadcast_like-axes", make(job.BroadcastLikeOp, [t(4, 5), t(4, 3, 5)], axes=[1])),
     ("neg", make(job.NegOp, [t(6, 4)])),
     ("add-broadcast", make(job.AddOp, [t(4, 6), t(1, 6)])),
     ("sub-rank", make(job.SubOp, [t(6,), t(4, 6)])),

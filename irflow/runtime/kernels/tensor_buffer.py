@@ -9,11 +9,29 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
-from .elementwise import cast
 from .registry import Array, Run, register
 
-# Same layout on both sides: a tensor's trailing axes are its elements' (uniform) shape.
-register("tensor_to_tensor_buffer", "tensor_buffer_to_tensor")(cast)
+
+@register("tensor_to_tensor_buffer")
+def tensor_to_tensor_buffer(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """Element k (row-major over x's leading axes) into slot k, dense at its start.
+
+    x is at its actual sizes (a dynamic x is a view cut to them), the buffer at its bound:
+    a static x has the buffer's very layout, a smaller one fills the first elements' slots.
+    """
+    (x,), (y,) = ins, outs
+    k = attrs["instance_dims"]
+    count, size = math.prod(x.shape[: x.ndim - k]), math.prod(x.shape[x.ndim - k :])
+    slots = y.reshape(-1, math.prod(y.shape[y.ndim - k :]))[:count, :size]
+    return partial(xp.copyto, slots, x.reshape(count, size), casting="unsafe")
+
+
+@register("tensor_buffer_to_tensor")
+def tensor_buffer_to_tensor(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """y = the first elements, cast to y's dtype: each has the instance shape, its slot's whole size, so
+    they lie one after another (y is cut to the buffer's actual element count)."""
+    (x,), (y,) = ins, outs
+    return partial(xp.copyto, y, x.reshape(-1)[: y.size].reshape(y.shape), casting="unsafe")
 
 
 @register("gen_tensor_buffer")

@@ -357,15 +357,18 @@ job.func @dynamic(%x: tensor<100x8xf32, #job.bounded<[0]>>, %b: tensor<8xf32>) -
 // -----
 
 // A pin makes dynamic axes static at their bound (checked at run time): for an op that takes only axis 0 dynamic.
+// An unpin (a pin's gradient) makes them dynamic again at the sizes of its second operand.
 
-job.func @pinned(%x: tensor<100x8xf32, #job.bounded<[0, 1]>>) -> tensor<100x8xf32, #job.bounded<[0]>> {
+job.func @pinned(%x: tensor<100x8xf32, #job.bounded<[0, 1]>>) -> tensor<100x8xf32, #job.bounded<[0, 1]>> {
   %p = job.pin_size %x {axes = array<i64: 1>} : (tensor<100x8xf32, #job.bounded<[0, 1]>>) -> tensor<100x8xf32, #job.bounded<[0]>>
-  job.return %p : tensor<100x8xf32, #job.bounded<[0]>>
+  %u = job.unpin_size %p, %x {axes = array<i64: 1>} : (tensor<100x8xf32, #job.bounded<[0]>>, tensor<100x8xf32, #job.bounded<[0, 1]>>) -> tensor<100x8xf32, #job.bounded<[0, 1]>>
+  job.return %u : tensor<100x8xf32, #job.bounded<[0, 1]>>
 }
 
-// CHECK-LABEL: job.func @pinned(%x: tensor<100x8xf32, #job.bounded<[0, 1]>>) -> tensor<100x8xf32, #job.bounded<[0]>> attributes {job_type = "predict"} {
+// CHECK-LABEL: job.func @pinned(%x: tensor<100x8xf32, #job.bounded<[0, 1]>>) -> tensor<100x8xf32, #job.bounded<[0, 1]>> attributes {job_type = "predict"} {
 // CHECK-NEXT:    %p = job.pin_size %x {axes = array<i64: 1>} : (tensor<100x8xf32, #job.bounded<[0, 1]>>) -> tensor<100x8xf32, #job.bounded<[0]>>
-// CHECK-NEXT:    job.return %p : tensor<100x8xf32, #job.bounded<[0]>>
+// CHECK-NEXT:    %u = job.unpin_size %p, %x {axes = array<i64: 1>} : (tensor<100x8xf32, #job.bounded<[0]>>, tensor<100x8xf32, #job.bounded<[0, 1]>>) -> tensor<100x8xf32, #job.bounded<[0, 1]>>
+// CHECK-NEXT:    job.return %u : tensor<100x8xf32, #job.bounded<[0, 1]>>
 // CHECK-NEXT:  }
 
 // -----
@@ -415,4 +418,22 @@ job.func @tensor_buffers(%x: tensor<3x4xf32>) -> (tensor<3x4xf64>, tensor<100x10
 // CHECK-NEXT:    %e = job.tensor_buffer_get %g {dynamic_out = true, index = 1 : i64, out_shape = array<i64: 100, 100>} : (tensor<2x2x2xf32, #job.tensor_buffer<[2, 1], [1, 2]>>) -> tensor<100x100xf32, #job.bounded<[0, 1]>>
 // CHECK-NEXT:    %r = job.tensor_buffer_get %b {index = 2 : i64, out_shape = array<i64: 4>} : (tensor<3x4xf32, #job.tensor_buffer<[4]>>) -> tensor<4xf32>
 // CHECK-NEXT:    job.return %t, %e, %r : tensor<3x4xf64>, tensor<100x100xf32, #job.bounded<[0, 1]>>, tensor<4xf32>
+// CHECK-NEXT:  }
+
+// -----
+
+// A TensorBuffer of a dynamic input: its element count and element shape are sizes of the step.
+
+job.func @run_time_tensor_buffer(%x: tensor<3x5xf32, #job.bounded<[0, 1]>>) -> (tensor<5xf32, #job.bounded<[0]>>, tensor<3x5xf32, #job.bounded<[0]>>) {
+  %b = job.tensor_to_tensor_buffer %x {instance_dims = 1 : i64} : (tensor<3x5xf32, #job.bounded<[0, 1]>>) -> tensor<3x5xf32, #job.tensor_buffer<[5] dynamic [0, 1]>>
+  %e = job.tensor_buffer_get %b {index = 0 : i64, out_shape = array<i64: 5>, dynamic_out = true} : (tensor<3x5xf32, #job.tensor_buffer<[5] dynamic [0, 1]>>) -> tensor<5xf32, #job.bounded<[0]>>
+  %t = job.tensor_buffer_to_tensor %b {instance_shape = array<i64: 5>} : (tensor<3x5xf32, #job.tensor_buffer<[5] dynamic [0, 1]>>) -> tensor<3x5xf32, #job.bounded<[0]>>
+  job.return %e, %t : tensor<5xf32, #job.bounded<[0]>>, tensor<3x5xf32, #job.bounded<[0]>>
+}
+
+// CHECK-LABEL: job.func @run_time_tensor_buffer(%x: tensor<3x5xf32, #job.bounded<[0, 1]>>) -> (tensor<5xf32, #job.bounded<[0]>>, tensor<3x5xf32, #job.bounded<[0]>>) attributes {job_type = "predict"} {
+// CHECK-NEXT:    %b = job.tensor_to_tensor_buffer %x {instance_dims = 1 : i64} : (tensor<3x5xf32, #job.bounded<[0, 1]>>) -> tensor<3x5xf32, #job.tensor_buffer<[5] dynamic [0, 1]>>
+// CHECK-NEXT:    %e = job.tensor_buffer_get %b {dynamic_out = true, index = 0 : i64, out_shape = array<i64: 5>} : (tensor<3x5xf32, #job.tensor_buffer<[5] dynamic [0, 1]>>) -> tensor<5xf32, #job.bounded<[0]>>
+// CHECK-NEXT:    %t = job.tensor_buffer_to_tensor %b {instance_shape = array<i64: 5>} : (tensor<3x5xf32, #job.tensor_buffer<[5] dynamic [0, 1]>>) -> tensor<3x5xf32, #job.bounded<[0]>>
+// CHECK-NEXT:    job.return %e, %t : tensor<5xf32, #job.bounded<[0]>>, tensor<3x5xf32, #job.bounded<[0]>>
 // CHECK-NEXT:  }
