@@ -18,6 +18,7 @@ each keeps its best round, so load from other processes hits both alike.
     python benchmarks/train_step.py                # both environments, 1 and 2 threads
     python benchmarks/train_step.py --busy         # also steps/s with a competing busy process
     python benchmarks/train_step.py --threads 2 --env as-is
+    python benchmarks/train_step.py --profile      # CPU ms per kernel of each irflow step instead
 """
 
 import argparse
@@ -238,6 +239,45 @@ def compare(thread_counts: list[int], rounds: int) -> None:
             )
 
 
+def profile(thread_counts: list[int], rounds: int, top: int = 12) -> None:
+    """Process CPU ms per kernel kind of each irflow step, the least of `rounds` steps per kernel, largest first."""
+    from irflow.runtime.executor import Executor
+
+    spent: dict[tuple[str, int], float] = {}
+    build = Executor.step
+
+    def timed(self: Executor, op: Any, *args: Any) -> Callable[[], None]:
+        run = build(self, op, *args)
+        key = (getattr(op, "kernel", None) and op.kernel.data) or op.name, id(op)
+        clock = time.process_time
+
+        def step() -> None:
+            start = clock()
+            run()
+            spent[key] = min(spent.get(key, float("inf")), clock() - start)
+
+        return step
+
+    Executor.step = timed  # type: ignore[method-assign]
+    try:
+        jobs, data = irflow_jobs(), inputs()
+        for n in thread_counts:
+            set_threads(n)
+            for name, job in jobs.items():
+                spent.clear()
+                for _ in range(rounds + 1):
+                    job(*data[name])
+                kinds: dict[str, list[float]] = {}
+                for (kind, _), t in spent.items():
+                    kinds.setdefault(kind, []).append(t)
+                total = sum(spent.values())
+                print(f"\n{n} thread(s), {name}: {total * 1e3:.1f} ms CPU in {len(spent)} kernels (least of {rounds} steps each)")
+                for kind, ts in sorted(kinds.items(), key=lambda kv: -sum(kv[1]))[:top]:
+                    print(f"  {kind:<36}{len(ts):>4} x {sum(ts) * 1e3:>8.2f} ms  {sum(ts) / total:>6.1%}")
+    finally:
+        Executor.step = build  # type: ignore[method-assign]
+
+
 def contention(thread_counts: list[int], rounds: int) -> None:
     """irflow steps/s per thread count, alone and beside one busy process (the benchmark's own)."""
     jobs, data = irflow_jobs(), inputs()
@@ -264,6 +304,9 @@ def child(args: argparse.Namespace) -> None:
     for info in threads.blas_info():
         print(f"numpy BLAS: {info['internal_api']} {info['version']}, kernel {info.get('architecture')}")
     print("forced: " + (", ".join(f"{v}={os.environ[v]}" for v in FORCED_BLAS_VARIABLES if v in os.environ) or "none"))
+    if args.profile:
+        profile(counts, args.rounds)
+        return
     compare(counts, args.rounds)
     if args.busy:
         contention(counts, args.rounds)
@@ -274,6 +317,7 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds; each side keeps its best")
     parser.add_argument("--busy", action="store_true", help="also measure steps/s beside a competing busy process")
+    parser.add_argument("--profile", action="store_true", help="CPU time per kernel kind of irflow's steps instead")
     parser.add_argument("--env", choices=("both", "as-is", "unset"), default="both")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -292,7 +336,8 @@ def main() -> None:
         print(f"\n== environment {name}" + (f" (env -u {' -u '.join(FORCED_BLAS_VARIABLES)})" if name == "unset" else ""))
         sys.stdout.flush()
         command = [sys.executable, __file__, "--child", "--threads", args.threads, "--rounds", str(args.rounds)]
-        subprocess.run(command + (["--busy"] if args.busy else []), env=env, check=True)
+        flags = [flag for flag, on in (("--busy", args.busy), ("--profile", args.profile)) if on]
+        subprocess.run(command + flags, env=env, check=True)
 
 
 if __name__ == "__main__":
