@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
+from .activation import relu_into
 from .registry import Array, Run, register
 
 CHUNK_BYTES = 1 << 19
@@ -128,7 +129,7 @@ def batch_norm(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
     gamma, beta = layout.vector(gamma_in, "gamma", kernel), layout.vector(beta_in, "beta", kernel)
     rstd, scale, shift = (xp.empty(layout.c, y_out.dtype) for _ in range(3))
     s, t = layout.plane(), layout.plane()
-    zeros = xp.zeros((layout.c, layout.b), y_out.dtype)
+    relu_y = relu_into(xp, y3, y3)
 
     def run() -> None:
         _scale(xp, var, gamma, epsilon, rstd, scale)
@@ -138,8 +139,8 @@ def batch_norm(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
         layout.spread(shift, t)
         xp.multiply(x3, s, out=y3)
         xp.add(y3, t, out=y3)
-        if relu:  # maximum propagates NaN, as the relu kernel does; against zeros, not 0, for speed (as `spread`)
-            xp.maximum(y3, zeros, out=y3)
+        if relu:
+            relu_y()
 
     return run
 
