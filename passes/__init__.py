@@ -49,6 +49,12 @@ def _fuse_elementwise() -> type[ModulePass]:
     return FuseElementwisePass
 
 
+def _fuse_batch_norm() -> type[ModulePass]:
+    from irflow.passes.fuse_batch_norm import FuseBatchNormPass
+
+    return FuseBatchNormPass
+
+
 def _plan_memory() -> type[ModulePass]:
     from irflow.passes.plan_memory import PlanMemoryPass
 
@@ -63,6 +69,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "insert-boxing": _insert_boxing,
         "lower-to-physical": _lower_to_physical,
         "convert-job-to-buffer": _convert_job_to_buffer,
+        "fuse-batch-norm": _fuse_batch_norm,
         "fuse-elementwise": _fuse_elementwise,
         "plan-memory": _plan_memory,
     }
@@ -84,6 +91,7 @@ def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 # On one device sbp-infer makes everything broadcast, insert-boxing adds nothing and lower-to-physical
 # changes nothing; on many, they turn the logical job into the one program every device runs.
 TRAIN_PIPELINE = (
-    "autodiff,optimizer,cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,fuse-elementwise,plan-memory"
+    "autodiff,optimizer,cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,fuse-batch-norm,fuse-elementwise,"
+    "plan-memory"
 )
 PREDICT_PIPELINE = "cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,fuse-elementwise,plan-memory"

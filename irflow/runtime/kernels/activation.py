@@ -24,10 +24,19 @@ _RSQRT2 = 1.0 / math.sqrt(2.0)
 _RSQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
+def relu_into(xp: ModuleType, x: Array, y: Array) -> Run:
+    """y = max(x, 0); maximum propagates NaN, as torch.relu does.
+
+    Against zeros of x's trailing axes rather than the scalar 0: numpy 2.4's maximum with a scalar (or a
+    short row) runs 2.5x slower, 0.46 against 0.18 ms over (100, 16, 28, 28) float32 at one thread.
+    """
+    return partial(xp.maximum, x, xp.zeros(x.shape[1:], y.dtype), out=y)
+
+
 @register("relu")
 def relu(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     (x,), (y,) = ins, outs
-    return partial(xp.maximum, x, 0, out=y)  # maximum propagates NaN, as torch.relu does
+    return relu_into(xp, x, y)
 
 
 @register("sigmoid")

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .activation import relu_into
 from .erf import ErrorFunction
 from .registry import Array, KernelFactory, Run, register
 from .shapes import expect_shape, normalize_axes
@@ -107,13 +108,14 @@ def bias_add(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], out
 def bias_add_relu(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """y = relu(x + bias along `axis`): bias_add then relu, fused by the fuse-elementwise pass.
 
-    The relu runs in place on y (NaN propagates, as in `relu`).
+    The relu runs in place on y (`relu_into`).
     """
     (x, bias), (y,) = ins, outs
     column = bias_column("bias_add_relu", attrs, x, bias)
+    relu = relu_into(xp, y, y)
 
     def run() -> None:
         xp.add(x, column, out=y)
-        xp.maximum(y, 0, out=y)
+        relu()
 
     return run
