@@ -3,7 +3,9 @@
 The default runs the skyline packer under a few priority orders and keeps the
 best plan (the chain orders first where the load sits at the lower bound
 almost everywhere); how many orders run scales down with the number of
-buffers, so that 10k buffers plan in about 0.2 s and 100k in about 1.5-2 s.
+buffers, so that 10k buffers plan in about 0.2 s and 100k in about 1.5-2 s,
+and above 2,000 buffers no further order runs once the plan is within 1/400
+of the lower bound.
 Up to 2,000 buffers greedy by size (TFLite's planner) is one more candidate,
 so there the plan is never worse than it (in alignment units).  Up to 500
 buffers it then runs the exact search of `search.py` for 1,000 nodes (tens of
@@ -47,6 +49,9 @@ _INF = 1 << 62
 _GREEDY_MAX = 2_000
 # Tight: the load is at least this fraction of the lower bound at this fraction of the steps.
 _TIGHT, _TIGHT_STEPS = 0.99, 0.9
+# Without a budget, above _GREEDY_MAX buffers the default packs no further order once its plan is
+# within 1/_NEAR of the lower bound: no order can save more than that gap, and each costs a pack.
+_NEAR = 400
 
 
 def plan(
@@ -100,6 +105,8 @@ def _place(
     orders = TIGHT_ORDERS if np.mean(load >= _TIGHT * lower) >= _TIGHT_STEPS else ORDERS
     ranks: dict[str, np.ndarray] = {}  # computed when first needed: 20 ms each at 100k buffers
     best, height, took = np.zeros(0, np.int64), _INF, 0.0
+    # A budget decides for itself how far to go: it packs every order the default would.
+    enough = lower if improve_plan or len(size) <= _GREEDY_MAX else lower + lower // _NEAR
 
     def rank(name: str) -> np.ndarray:
         if name not in ranks:
@@ -107,11 +114,11 @@ def _place(
         return ranks[name]
 
     def pack(orders: list[Order], until: float) -> None:
-        """Keep the best skyline plan over `orders`; stop at the lower bound, or when the next would end late."""
+        """Keep the best skyline plan over `orders`; stop once close enough, or when the next would end late."""
         nonlocal best, height, took
         for name, flush, chain in orders:
             began = clock()
-            if height == lower or began + took > until:
+            if height <= enough or began + took > until:
                 return
             offsets = np.array(skyline_pack(cfirst, clast, size, rank(name), steps, flush, chain), np.int64)
             took = clock() - began

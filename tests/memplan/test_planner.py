@@ -192,3 +192,24 @@ def test_never_worse_than_greedy_by_size(make, n, seed, alignment):
 def test_budget_runs_greedy_by_size_on_larger_instances():
     buffers = random_lifetimes(2_200, seed=11)
     assert planned(buffers, budget_s=30, clock=time.process_time).size <= first_fit_by_size(buffers, 1)
+
+
+def test_default_stops_packing_near_the_lower_bound(monkeypatch):
+    # Above 2,000 buffers, a plan within 1/400 of the lower bound ends the default's packing (the
+    # training family's first order gets there); a budget packs the remaining orders as well.
+    import irflow.memplan.planner as planner
+
+    packs = []
+    real_pack = planner.skyline_pack
+
+    def counted(*args):
+        packs.append(args)
+        return real_pack(*args)
+
+    monkeypatch.setattr(planner, "skyline_pack", counted)
+    buffers = training(10_000, seed=2)  # `area` packs it to 1.0005 of the lower bound
+    default = planned(buffers)
+    assert len(packs) == 1 and default.size <= lower_bound(buffers) * (1 + 1 / 400)
+    packs.clear()
+    budgeted = planned(buffers, budget_s=2, clock=time.process_time)
+    assert len(packs) > 1 and budgeted.size <= default.size
