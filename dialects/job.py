@@ -610,7 +610,7 @@ class ReshapeOp(JobOp):
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
-        return [(0, ((0, 0),)), *((None, ((0, a),)) for a in range(1, len(shape_of(types[0]))))]
+        return [(0, ((0, 0),))]  # only a batch it leaves in place: the other axes are static
 
 
 def _numel(shape: Shape) -> int:

@@ -470,3 +470,22 @@ def test_a_gradient_static_where_its_value_has_a_dynamic_feature_axis_is_a_locat
 
         train([np.ones((8, 6), np.float32)])
     assert f"{__file__}:" in str(info.value)
+
+
+def test_the_tracer_pins_what_an_ops_size_groups_do_not_take():
+    from xdsl.dialects.builtin import f32
+
+    from irflow.dialects import job
+    from irflow.dialects.bounds import with_dynamic
+    from irflow.frontend.tracing import unaccepted_axes
+
+    images = with_dynamic(job.tensor((8, 3, 28, 28), f32), [0, 1, 2, 3])
+    weight = job.tensor((4, 3, 5, 5), f32)
+    conv = {"strides": [1, 1], "pads": [0, 0, 0, 0]}
+    assert unaccepted_axes(job.Conv2DOp, [images, weight], conv) == {0: [1, 2, 3]}  # the batch alone is taken
+    rows = with_dynamic(job.tensor((8, 784), f32), [0, 1])
+    assert unaccepted_axes(job.MatmulOp, [rows, job.tensor((10, 784), f32)], {"transpose_b": True}) == {}
+    assert unaccepted_axes(job.ConcatOp, [rows, rows], {"axis": 1}) == {0: [1], 1: [1]}
+    # an op that refuses a dynamic batch gets no pin: its verifier's own error is reported
+    assert unaccepted_axes(job.BroadcastToOp, [rows], {}) == {}
+    assert unaccepted_axes(job.BroadcastToOp, [with_dynamic(job.tensor((8, 784), f32), [1])], {}) == {0: [1]}
