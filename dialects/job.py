@@ -1455,6 +1455,11 @@ class BoxingOp(JobOp):
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         return types[0]
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """The identity's: lower-to-physical decides which boxings of a dynamic value the devices can run."""
+        return [(a, ((0, a),)) for a in range(len(shape_of(types[0])))]
+
     def verify_(self) -> None:
         super().verify_()
         if self.sbp is None:

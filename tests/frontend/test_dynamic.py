@@ -104,10 +104,15 @@ def traced_steps(job, arrays, monkeypatch, steps: int = 300) -> tuple[int, int, 
     The BLAS thread check (threads.apply) is left out: threadpoolctl's ctypes
     lookups allocate a little on every call, in static and dynamic jobs alike.
     """
+    from irflow.runtime.spmd import SpmdExecutor
+
     monkeypatch.setattr("irflow.runtime.threads.apply", lambda: None)
     exe = job.executable().executor
 
     def step(x: np.ndarray) -> None:
+        if isinstance(exe, SpmdExecutor):  # the devices together, each output copied out as in a call
+            exe(x)
+            return
         exe.feed(x)
         for run in exe.steps:
             run()
@@ -489,3 +494,164 @@ def test_the_tracer_pins_what_an_ops_size_groups_do_not_take():
     # an op that refuses a dynamic batch gets no pin: its verifier's own error is reported
     assert unaccepted_axes(job.BroadcastToOp, [rows], {}) == {}
     assert unaccepted_axes(job.BroadcastToOp, [with_dynamic(job.tensor((8, 784), f32), [1])], {}) == {0: [1]}
+
+
+# ----------------------------------------------------------------- the mirrored view on several devices
+
+DEVICES, PER_DEVICE = 4, 25
+
+
+def mirrored_config(dtype=flow.float) -> flow.FunctionConfig:
+    flow.config.cpu_device_num(DEVICES)
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+    config.default_data_type(dtype)
+    return config
+
+
+def mirrored_mlp(config) -> Tuple[flow.global_function, flow.global_function]:
+    @flow.global_function(type="predict", function_config=config)
+    def parts(images: tp.ListNumpy.Placeholder((PER_DEVICE, 784), dtype=flow.float)) -> Tuple[tp.ListNumpy, tp.Numpy]:
+        hidden = flow.layers.dense(images, 512, activation=flow.nn.relu, name="dense1")
+        logits = flow.layers.dense(hidden, 10, name="dense2")
+        return logits, logits
+
+    return parts
+
+
+def test_each_device_takes_and_returns_its_own_rows_within_the_bound():
+    predict = mirrored_mlp(mirrored_config())
+    rng = np.random.default_rng(10)
+    weights = random_weights(rng)
+    flow.load_variables(weights)
+    x = rng.random((DEVICES, PER_DEVICE, 784), dtype=np.float32)
+    for rows in [(25, 25, 25, 13), (0, 7, 25, 1), (25, 25, 25, 25), (3, 0, 0, 0)]:
+        pieces = [x[d, :n] for d, n in enumerate(rows)]
+        per_device, whole = predict(pieces)
+        assert [p.shape for p in per_device] == [(n, 10) for n in rows]
+        for piece, got in zip(pieces, per_device):
+            np.testing.assert_allclose(got, reference(weights, piece), rtol=1e-5, atol=1e-5)
+        # tp.Numpy: the devices' rows one after another
+        np.testing.assert_allclose(whole, reference(weights, np.concatenate(pieces)), rtol=1e-5, atol=1e-5)
+
+
+def test_a_device_over_the_bound_is_an_error_naming_argument_device_bound_and_shape():
+    predict = mirrored_mlp(mirrored_config())
+    flow.load_variables(random_weights(np.random.default_rng(11)))
+    x = np.ones((PER_DEVICE + 1, 784), np.float32)
+    good = [x[:25], x[:25], x[:25], x[:13]]
+    before = predict(good)[1]
+    with pytest.raises(flow.ExecutionError, match=r"argument 'images' for device 2: expected shape \(<=25, 784\) "
+                       r"\(axis 0 within the placeholder's bound 25\), given \(26, 784\)") as info:
+        predict([x[:25], x[:25], x, x[:13]])
+    assert __file__ in str(info.value)  # at the caller's line
+    with pytest.raises(flow.ExecutionError, match=r"for device 0: expected shape \(<=25, 784\).*given \(5, 700\)"):
+        predict([x[:5, :700], x[:25], x[:25], x[:13]])  # the devices share every axis but their rows
+    np.testing.assert_array_equal(predict(good)[1], before)
+
+
+def mirrored_train(config, reduce_mean: bool):
+    @flow.global_function(type="train", function_config=config)
+    def train(
+        images: tp.ListNumpy.Placeholder((PER_DEVICE, 20), dtype=flow.double),
+        labels: tp.ListNumpy.Placeholder((PER_DEVICE,), dtype=flow.int32),
+    ) -> Tuple[tp.ListNumpy, tp.Numpy]:
+        hidden = flow.layers.dense(images, 16, activation=flow.nn.relu, name="dense1")
+        logits = flow.layers.dense(hidden, 5, name="dense2")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        # OneFlow scales the gradient by the loss's instances, all devices' together; a mean over the
+        # dynamic batch divides by the devices' rows all-reduced: both are the mean over every row
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(
+            flow.math.reduce_mean(loss, keepdims=True) if reduce_mean else loss
+        )
+        return loss, loss
+
+    return train
+
+
+@pytest.mark.parametrize("reduce_mean", [False, True], ids=["per-sample-loss", "reduce-mean"])
+def test_a_mirrored_train_job_on_uneven_rows_matches_pytorch_on_all_rows(reduce_mean):
+    torch = pytest.importorskip("torch")
+    train = mirrored_train(mirrored_config(flow.double), reduce_mean)
+    rng = np.random.default_rng(12)
+    shapes = {"dense1-weight": (16, 20), "dense1-bias": (16,), "dense2-weight": (5, 16), "dense2-bias": (5,)}
+    weights = {name: rng.standard_normal(shape) * 0.3 for name, shape in shapes.items()}
+    flow.load_variables(weights)
+    model = torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 5)).double()
+    with torch.no_grad():
+        for p, name in zip(model.parameters(), weights):
+            p.copy_(torch.from_numpy(weights[name]))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for rows in [(25, 25, 25, 13), (25, 0, 10, 25), (1, 2, 3, 4), (25, 25, 25, 13)]:
+        x = [rng.standard_normal((n, 20)) for n in rows]
+        y = [rng.integers(0, 5, n).astype(np.int32) for n in rows]
+        per_device, whole = train(x, y)
+        assert [p.shape for p in per_device] == [(n,) for n in rows]
+        opt.zero_grad()  # one device's reference over every row, the mean over all of them
+        logits = model(torch.from_numpy(np.concatenate(x)))
+        expected = torch.nn.functional.cross_entropy(logits, torch.from_numpy(np.concatenate(y)).long(), reduction="none")
+        expected.mean().backward()
+        opt.step()
+        # float64 throughout; the learning rate is a float32 constant (0.1 to 1.5e-9)
+        np.testing.assert_allclose(whole, expected.detach().numpy(), rtol=1e-7, err_msg=f"rows {rows}")
+    variables = {name: v.numpy() for name, v in flow.get_all_variables().items()}
+    for p, name in zip(model.parameters(), weights):
+        np.testing.assert_allclose(variables[name], p.detach().numpy(), rtol=1e-7, atol=1e-9, err_msg=name)
+    over = [np.zeros((n, 20)) for n in (25, 26, 25, 13)]
+    with pytest.raises(flow.ExecutionError, match=r"argument 'images' for device 1: .*\(<=25, 20\).* given \(26, 20\)"):
+        train(over, [np.zeros(n, np.int32) for n in (25, 26, 25, 13)])
+    for name, value in flow.get_all_variables().items():  # no step ran: momentum and the step counter included
+        np.testing.assert_array_equal(value.numpy(), variables[name], err_msg=name)
+
+
+def test_a_collective_of_a_dynamic_value_is_a_located_compile_error():
+    config = mirrored_config()
+
+    @flow.global_function(type="predict", function_config=config)
+    def peak(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> tp.Numpy:
+        return flow.math.reduce_max(x, axis=0)  # MARK-max: over every device's rows
+
+    with pytest.raises(flow.CompileError, match=r"job.reduce_max needs operand 0 as \[broadcast\], but it can only be had "
+                       r"as \[split\(0\)\] here: its dynamic axes hold each device's own sizes") as info:
+        peak([np.ones((2, 3), np.float32)] * DEVICES)
+    assert info.value.location.line == line_of("MARK-max")
+
+
+def line_of(marker: str) -> int:
+    return next(i for i, text in enumerate(open(__file__).read().splitlines(), 1) if marker in text and "line_of" not in text)
+
+
+def test_mirrored_steps_with_changing_rows_allocate_nothing_a_static_step_does_not(monkeypatch):
+    config = mirrored_config()
+    predict = mirrored_mlp(config)
+
+    @flow.global_function(type="predict", function_config=config)
+    def static(images: tp.ListListNumpy.Placeholder((PER_DEVICE, 784), dtype=flow.float)) -> Tuple[tp.ListListNumpy, tp.Numpy]:
+        hidden = flow.layers.dense(images, 512, activation=flow.nn.relu, name="dense1")
+        logits = flow.layers.dense(hidden, 10, name="dense2")
+        return logits, logits
+
+    flow.load_variables(random_weights(np.random.default_rng(13)))
+    x = np.random.default_rng(14).random((PER_DEVICE, 784), dtype=np.float32)
+    sizes = [(25 - i % 26, i % 26, (7 * i) % 26, 25) for i in range(40)]
+    left, grown, peak = traced_steps(predict, [[[x[:n] for n in rows]] for rows in sizes], monkeypatch, steps=80)
+    _, static_grown, static_peak = traced_steps(static, [[[x] * DEVICES]], monkeypatch, steps=80)
+    assert left == 0  # new sizes on each device: views and closures, no array memory
+    assert grown <= static_grown + 512
+    assert peak <= static_peak + 4096
+
+
+def test_a_mean_over_every_devices_rows_divides_by_their_all_reduced_count():
+    config = mirrored_config()
+
+    @flow.global_function(type="predict", function_config=config)
+    def mean(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> tp.Numpy:
+        return flow.math.reduce_mean(x, axis=0, keepdims=True)
+
+    rng = np.random.default_rng(15)
+    for rows in [(25, 0, 3, 13), (1, 1, 1, 1), (0, 0, 0, 2)]:
+        pieces = [rng.random((n, 3), dtype=np.float32) for n in rows]
+        np.testing.assert_allclose(mean(pieces), np.concatenate(pieces).mean(axis=0, keepdims=True), rtol=1e-6)
+    lowered = mean.ir("lower-to-physical")
+    assert "tensor<25x3xf32, #job.bounded<[0]>>" in lowered  # each device's piece: its own rows within 25
+    assert "job.size_of %x" in lowered and "job.all_reduce" in lowered  # the devices' counts, added
