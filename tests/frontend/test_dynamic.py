@@ -501,9 +501,12 @@ def test_the_tracer_pins_what_an_ops_size_groups_do_not_take():
 DEVICES, PER_DEVICE = 4, 25
 
 
-def mirrored_config(dtype=flow.float) -> flow.FunctionConfig:
-    flow.config.cpu_device_num(DEVICES)
+def mirrored_config(dtype=flow.float, hierarchy: list[int] | None = None) -> flow.FunctionConfig:
     config = flow.function_config()
+    if hierarchy:  # the devices as a mesh: the rows are split over both of its axes
+        config.default_placement_scope(flow.scope.placement("cpu", f"0:0-{DEVICES - 1}", hierarchy))
+    else:
+        flow.config.cpu_device_num(DEVICES)
     config.default_logical_view(flow.scope.mirrored_view())
     config.default_data_type(dtype)
     return config
@@ -569,10 +572,12 @@ def mirrored_train(config, reduce_mean: bool):
     return train
 
 
-@pytest.mark.parametrize("reduce_mean", [False, True], ids=["per-sample-loss", "reduce-mean"])
-def test_a_mirrored_train_job_on_uneven_rows_matches_pytorch_on_all_rows(reduce_mean):
+@pytest.mark.parametrize(
+    "reduce_mean,hierarchy", [(False, None), (True, None), (True, [2, 2])], ids=["per-sample-loss", "reduce-mean", "2x2-mesh"]
+)
+def test_a_mirrored_train_job_on_uneven_rows_matches_pytorch_on_all_rows(reduce_mean, hierarchy):
     torch = pytest.importorskip("torch")
-    train = mirrored_train(mirrored_config(flow.double), reduce_mean)
+    train = mirrored_train(mirrored_config(flow.double, hierarchy), reduce_mean)
     rng = np.random.default_rng(12)
     shapes = {"dense1-weight": (16, 20), "dense1-bias": (16,), "dense2-weight": (5, 16), "dense2-bias": (5,)}
     weights = {name: rng.standard_normal(shape) * 0.3 for name, shape in shapes.items()}
