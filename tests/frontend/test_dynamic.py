@@ -215,12 +215,22 @@ def test_training_with_a_smaller_last_batch_matches_pytorch(minimize_mean):
         np.testing.assert_allclose(variables[name].numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
 
 
-def test_a_conv_net_trained_on_batches_of_changing_size_matches_pytorch():
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [(8,), (3,), (8,), (5,), (1,), (8,)],
+        [(8, 3, 0, 5), (1, 1, 8, 0), (8, 8, 8, 8), (0, 0, 2, 0)],  # 4 devices in the mirrored view
+    ],
+    ids=["one-device", "mirrored-4-devices"],
+)
+def test_a_conv_net_trained_on_batches_of_changing_size_matches_pytorch(rows):
     """conv2d, max and average pooling (and their gradients) on a dynamic batch; sizes alternate, so a
-    variant that disturbed another's scratch (padding, packed weights) would show."""
+    variant that disturbed another's scratch (padding, packed weights) would show. On several devices
+    each device takes its own rows (none, for some), and the reference trains on all of them together."""
     torch = pytest.importorskip("torch")
+    config = mirrored_config() if len(rows[0]) > 1 else flow.function_config()
 
-    @flow.global_function(type="train")
+    @flow.global_function(type="train", function_config=config)
     def train(
         images: tp.ListNumpy.Placeholder((8, 1, 12, 12), dtype=flow.float),
         labels: tp.ListNumpy.Placeholder((8,), dtype=flow.int32),
@@ -243,15 +253,17 @@ def test_a_conv_net_trained_on_batches_of_changing_size_matches_pytorch():
     flow.load_variables({names[k]: p.detach().numpy().copy() for k, p in model.named_parameters()})
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     rng = np.random.default_rng(6)
-    for n in (8, 3, 8, 5, 1, 8):
-        x, y = rng.random((n, 1, 12, 12), dtype=np.float32), rng.integers(0, 10, n).astype(np.int32)
-        (loss,) = train([x], [y])
+    for sizes in rows:
+        xs = [rng.random((n, 1, 12, 12), dtype=np.float32) for n in sizes]
+        ys = [rng.integers(0, 10, n).astype(np.int32) for n in sizes]
+        losses = train(xs, ys)
+        x, y = np.concatenate(xs), np.concatenate(ys)
         opt.zero_grad()
         expected = nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y).long())
         expected.backward()
         opt.step()
-        assert loss.shape == (n,)
-        np.testing.assert_allclose(loss.mean(), expected.item(), rtol=1e-5, err_msg=f"batch of {n}")
+        assert [loss.shape for loss in losses] == [(n,) for n in sizes]
+        np.testing.assert_allclose(np.concatenate(losses).mean(), expected.item(), rtol=1e-5, err_msg=f"rows {sizes}")
     variables = flow.get_all_variables()
     for theirs, p in model.named_parameters():
         np.testing.assert_allclose(variables[names[theirs]].numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-6)
