@@ -6,6 +6,11 @@ number of rows up to 100 (docs/dynamic.md), against the same job compiled with
 a `tp.Numpy.Placeholder((n, 784))` for each n.  Both share the weights (by
 name) and run in this process; the two are timed in alternating rounds, best
 of each.  Goal: the dynamic job costs at most 1.1x the static one at 100 rows.
+
+Then the mirrored view on 4 simulated devices (25 rows each at most): the
+dynamic `tp.ListNumpy` job, whose devices each take their own rows, against
+the same job with `tp.ListListNumpy` placeholders, which take exact shapes
+there, at full rows; and the dynamic job on rows 25, 25, 25, 13.
 """
 
 import timeit
@@ -32,6 +37,19 @@ def static_job(rows: int):  # no `from __future__ import annotations`: the annot
     return mlp_static
 
 
+WEIGHTS_SEED = 0
+DEVICES, PER_DEVICE = 4, 25
+
+
+def load_weights(rng: np.random.Generator) -> None:
+    flow.load_variables({
+        "dense1-weight": rng.standard_normal((512, 784)).astype(np.float32) * 0.05,
+        "dense1-bias": rng.standard_normal(512).astype(np.float32),
+        "dense2-weight": rng.standard_normal((10, 512)).astype(np.float32) * 0.05,
+        "dense2-bias": rng.standard_normal(10).astype(np.float32),
+    })  # fmt: skip
+
+
 def best_per_call(calls: dict[str, object], number: int, rounds: int) -> dict[str, float]:
     """Each callable's best time per call over `rounds` rounds that alternate between them."""
     best = {name: float("inf") for name in calls}
@@ -49,13 +67,8 @@ def main() -> None:
         return forward(images)
 
     statics = {n: static_job(n) for n in SIZES}
-    rng = np.random.default_rng(0)
-    flow.load_variables({
-        "dense1-weight": rng.standard_normal((512, 784)).astype(np.float32) * 0.05,
-        "dense1-bias": rng.standard_normal(512).astype(np.float32),
-        "dense2-weight": rng.standard_normal((10, 512)).astype(np.float32) * 0.05,
-        "dense2-bias": rng.standard_normal(10).astype(np.float32),
-    })  # fmt: skip
+    rng = np.random.default_rng(WEIGHTS_SEED)
+    load_weights(rng)
     x = rng.random((BOUND, 784), dtype=np.float32)
     print(f"{'rows':>5}{'static job':>14}{'dynamic job':>14}{'ratio':>9}")
     ratios = {}
@@ -67,6 +80,38 @@ def main() -> None:
         ratios[n] = best["dynamic"] / best["static"]
         print(f"{n:>5}{best['static'] * 1e6:>12.1f}us{best['dynamic'] * 1e6:>12.1f}us{ratios[n]:>8.3f}x")
     print(f"ratio dynamic / static at {BOUND} rows: {ratios[BOUND]:.3f}x (goal <= 1.1x)")
+    mirrored()
+
+
+def mirrored() -> None:
+    """4 simulated devices in the mirrored view: each device's own rows against exact shapes."""
+    flow.clear_default_session()
+    flow.config.cpu_device_num(DEVICES)
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(type="predict", function_config=config)
+    def mirrored_dynamic(images: tp.ListNumpy.Placeholder((PER_DEVICE, 784), dtype=flow.float)) -> tp.ListNumpy:
+        return forward(images)
+
+    @flow.global_function(type="predict", function_config=config)
+    def mirrored_static(images: tp.ListListNumpy.Placeholder((PER_DEVICE, 784), dtype=flow.float)) -> tp.ListListNumpy:
+        return forward(images)
+
+    rng = np.random.default_rng(WEIGHTS_SEED)
+    load_weights(rng)
+    x = rng.random((DEVICES, PER_DEVICE, 784), dtype=np.float32)
+    full, last = list(x), [x[0], x[1], x[2], x[3, :13]]
+    for got, want in zip(mirrored_dynamic(full), mirrored_static([[piece] for piece in full])):
+        np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-5)
+    best = best_per_call({
+        "static": lambda: mirrored_static([[piece] for piece in full]),
+        "dynamic": lambda: mirrored_dynamic(full),
+        "dynamic, rows 25, 25, 25, 13": lambda: mirrored_dynamic(last),
+    }, 100, 7)  # fmt: skip
+    print(f"\nmirrored view on {DEVICES} simulated devices, {PER_DEVICE} rows per device at most:")
+    for name, seconds in best.items():
+        print(f"{name:>30}{seconds * 1e6:>12.1f}us{seconds / best['static']:>8.3f}x")
 
 
 if __name__ == "__main__":

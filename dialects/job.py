@@ -612,7 +612,7 @@ class ReshapeOp(JobOp):
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
-        return [(0, ((0, 0),)), *((None, ((0, a),)) for a in range(1, len(shape_of(types[0]))))]
+        return [(0, ((0, 0),))]  # only a batch it leaves in place: the other axes are static
 
 
 def _numel(shape: Shape) -> int:
@@ -1548,6 +1548,11 @@ class BoxingOp(JobOp):
     @classmethod
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         return types[0]
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """The identity's: lower-to-physical decides which boxings of a dynamic value the devices can run."""
+        return [(a, ((0, a),)) for a in range(len(shape_of(types[0])))]
 
     @signature_verifier
     def verify_(self) -> None:

@@ -38,6 +38,7 @@ from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects import job
+from irflow.dialects.bounds import describe, dynamic_axes, with_dynamic
 from irflow.dialects.mesh import local_shape
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, code_attr, hierarchy_of, nd_codes, nd_text, sbp_code
 from irflow.errors import CompileError, source_location
@@ -153,7 +154,8 @@ class _Physical:
         shape = self.local(job.shape_of(t), sbp, where or self.func)
         if shape == job.shape_of(t):
             return value
-        return Rewriter.replace_value_with_new_type(value, job.tensor(shape, t.element_type))
+        # A dynamic axis split over the devices holds each device's own size, within the piece's bound.
+        return Rewriter.replace_value_with_new_type(value, with_dynamic(job.tensor(shape, t.element_type), dynamic_axes(t)))
 
     # ------------------------------------------------------------- ops
 
@@ -183,7 +185,10 @@ class _Physical:
                 source_location(op),
             ) from e
         if isinstance(op, job.ReduceMeanOp) and self.reduced_axes(op) & _split_axes(*self.sbp_in(op)[0].components):
-            self.mean_over_split_axis(op)
+            if self.reduced_axes(op) & set(dynamic_axes(op.x.type)):
+                self.mean_over_dynamic_split_axis(op)
+            else:
+                self.mean_over_split_axis(op)
 
     def sbp_in(self, op: Operation) -> list[NdSbpAttr]:
         given = op.attributes.get("sbp_in")
@@ -324,6 +329,26 @@ class _Physical:
         op.res.replace_all_uses_with(mean.res)
         Rewriter.erase_op(op)
 
+    def mean_over_dynamic_split_axis(self, op: job.ReduceMeanOp) -> None:
+        """A mean over a split axis whose size is each device's own: each device sums its piece
+        and counts its elements (partial sums both), and divides by the count all-reduced."""
+        axes = sorted(self.reduced_axes(op))
+        ins = self.sbp_in(op)[0].components
+        split = [k for k, c in enumerate(ins) if c.kind.data == "split" and c.axis.data in axes]
+        total = job.ReduceSumOp.create(
+            operands=[op.x], result_types=[op.res.type], properties=dict(op.properties), attributes=dict(op.attributes)
+        )
+        total.location = op.location
+        op.parent_block().insert_op_before(total, op)  # type: ignore[union-attr]
+        counted = [SbpAttr("partial_sum") if k in split else B for k in range(len(self.mesh))]
+        count = self.emit(job.SizeOfOp, op.x, counted, op, result=job.tensor((), job.dtype_of(op.res.type)), axes=axes)
+        for k in split:
+            counted[k] = B
+            count = self.emit(job.AllReduceOp, count, counted, op, mesh_axis=k, reduction="sum")
+        mean = self.emit(job.DivOp, [total.res, count], list(op.sbp.components), op)  # type: ignore[union-attr]
+        op.res.replace_all_uses_with(mean)
+        Rewriter.erase_op(op)
+
     # ------------------------------------------------------------- boxing
 
     def lower_boxing(self, op: job.BoxingOp) -> None:
@@ -333,6 +358,8 @@ class _Physical:
         src_place, dst_place = op.src_placement or op.placement or self.home, op.placement or self.home
         logical = job.shape_of(op.res.type)
         src, dst = list(op.src_sbp.components), list(op.sbp.components)
+        if src != dst or src_place != dst_place:
+            self.check_static_boxing(op, src, dst)
         self.at(src_place, op)
         if src_place.devices == dst_place.devices and self.mesh == hierarchy_of(dst_place):
             value = self.convert(op.x, logical, src, dst, op)
@@ -340,6 +367,20 @@ class _Physical:
             value = self.transfer(op.x, logical, src, dst, dst_place, op)
         op.res.replace_all_uses_with(value)
         Rewriter.erase_op(op)
+
+    def check_static_boxing(self, op: job.BoxingOp, src: list[SbpAttr], dst: list[SbpAttr]) -> None:
+        """Collectives move static pieces: a dynamic value (each device's own rows) cannot be boxed (docs/dynamic.md)."""
+        dynamic = dynamic_axes(op.x.type)
+        if not dynamic:
+            return
+        users = [use.operation.name for use in op.res.uses]
+        raise CompileError(
+            f"'{users[0] if users else op.name}' needs {nd_text(NdSbpAttr(dst))} of a value that is {nd_text(NdSbpAttr(src))} "
+            f"with dynamic axes {list(dynamic)} {describe(op.x.type)}: each device holds its own sizes there, "
+            "and irflow does not gather, scatter or reduce dynamic values across devices "
+            "(reduce them over their dynamic axes first)",
+            source_location(op),
+        )
 
     def transfer(
         self, value: SSAValue, logical: tuple[int, ...], src: list[SbpAttr], dst: list[SbpAttr],

@@ -25,6 +25,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from irflow.dialects import job
+from irflow.dialects.bounds import dynamic_axes
 from irflow.dialects.job import shape_of
 from irflow.dialects.sbp import (
     NdCode,
@@ -94,6 +95,7 @@ class Node:
     place: int
     in_place: tuple[int, ...]
     shape: tuple[int, ...] = ()
+    dynamic: bool = False  # each device holds its own sizes: no collective or transfer can move it (docs/dynamic.md)
 
 
 @dataclass
@@ -106,6 +108,8 @@ class Graph:
     def edge(self, u: int, out: NdCode, v: int, k: int, need: NdCode) -> float:
         """What carrying node u's result, produced as `out`, to operand k of node v (needing `need`) costs."""
         src, node = self.nodes[u], self.nodes[v]
+        if src.dynamic and (out != need or src.place != node.in_place[k]):
+            return INFEASIBLE
         key = (out, need, src.size, src.shape, src.place, node.in_place[k])
         cost = self._edges.get(key)
         if cost is None:
@@ -285,7 +289,8 @@ class _Builder:
         size = nbytes(value.type) if value is not None else 0  # type: ignore[arg-type]
         shape = shape_of(value.type) if value is not None else ()
         ops = tuple(self.index[o] for o in operands)
-        self.graph.nodes.append(Node(choices, ops, size, place, tuple(in_place), shape))
+        dynamic = value is not None and bool(dynamic_axes(value.type))
+        self.graph.nodes.append(Node(choices, ops, size, place, tuple(in_place), shape, dynamic))
         self.ops.append(op)
         self.origins.append(origin)
 
@@ -408,7 +413,7 @@ class _Builder:
                     op.properties["src_placement"] = self.placements[node.in_place[0]]
 
     def check(self, plan: Sequence[int]) -> None:
-        """A plan of infinite cost needs a value made partial by moving data: name the op that asks for it."""
+        """A plan of infinite cost needs a value made partial, or a dynamic one moved: name the op that asks for it."""
         g = self.graph
         for v, node in enumerate(g.nodes):
             sig = node.choices[plan[v]]
@@ -417,9 +422,15 @@ class _Builder:
                 if g.edge(u, out, v, k, sig.ins[k]) == INFEASIBLE:
                     op = self.ops[v]
                     assert op is not None
+                    why = (
+                        "its dynamic axes hold each device's own sizes, and no collective moves a dynamic value "
+                        "(reduce it over them first: a sum or a mean; docs/dynamic.md)"
+                        if g.nodes[u].dynamic
+                        else "no boxing makes a value partial"
+                    )
                     raise CompileError(
                         f"{op.name} needs operand {k} as {code_text(sig.ins[k])}, but it can only be had as "
-                        f"{code_text(out)} here: no boxing makes a value partial"
+                        f"{code_text(out)} here: {why}"
                         + (" (the hinted sbp forces this signature)" if self.origins[v] == "hint" else ""),
                         source_location(op),
                     )

@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import Operation
 
 from irflow.dialects import job
+from irflow.dialects.bounds import dynamic_axes
 from irflow.dialects.job import dtype_of, flag, integer, ints, shape_of
 from irflow.dialects.mesh import moved_entries, transfer_boxes
 from irflow.dialects.sbp import BROADCAST, PARTIAL, Code, NdCode, code_attr
@@ -105,10 +106,18 @@ def _broadcast_like(op: Operation, p: int) -> list[Sig1]:
     ]
 
 
-@rule(job.SizeOfOp, job.TensorToTensorBufferOp, job.TensorBufferToTensorOp, job.GenTensorBufferOp, job.TensorBufferGetOp)
+@rule(job.TensorToTensorBufferOp, job.TensorBufferToTensorOp, job.GenTensorBufferOp, job.TensorBufferGetOp)
 def _whole_only(op: Operation, p: int) -> list[Sig1]:
-    """A count of the whole value, and TensorBuffers (whose elements have shapes of their own): whole values only."""
+    """TensorBuffers (whose elements have shapes of their own): whole values only."""
     return []
+
+
+@rule(job.SizeOfOp)
+def _size_of(op: Operation, p: int) -> list[Sig1]:
+    """A count over an evenly split axis is the sum of the devices' counts (each device's own rows when dynamic)."""
+    x = shape_of(op.operands[0].type)
+    axes = {job.normalize_axis(a, len(x), "size_of axis") for a in ints(op.properties, "axes")}
+    return [((i,), PARTIAL) for i in sorted(axes) if x[i] >= p and x[i] % p == 0]
 
 
 def _axis(op: Operation, default: int = -1) -> int:
@@ -222,8 +231,11 @@ def _reduce(op: Operation, p: int) -> list[Sig1]:
     sigs: list[Sig1] = [((i,), j) for i, j in _kept(x, axes, flag(op.properties, "keepdims")).items() if x[i] >= p]
     # Only a sum turns a split reduced axis into partial sums; a mean would need the
     # logical count on every device and a max a partial_sum(max) no op consumes.
-    if isinstance(op, job.ReduceSumOp):
-        sigs += [((i,), PARTIAL) for i in sorted(axes) if x[i] >= p and x[i] % p == 0]
+    # A mean over a dynamic axis, whose devices' values cannot be gathered, divides each device's
+    # sum by the all-reduced count of the devices' own sizes (lower-to-physical).
+    summed = axes if isinstance(op, job.ReduceSumOp) else axes & set(dynamic_axes(op.operands[0].type))
+    if isinstance(op, job.ReduceSumOp | job.ReduceMeanOp):
+        sigs += [((i,), PARTIAL) for i in sorted(summed) if x[i] >= p and x[i] % p == 0]
     return sigs
 
 

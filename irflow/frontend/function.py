@@ -182,7 +182,9 @@ class JobFunction:
                 f"got {signature.describe(leaf)}",
                 self._where,
             )
-        return tensor((leaf.shape[0] * self.devices, *leaf.shape[1:]), leaf.dtype.element_type)
+        # Each device's tp.ListNumpy rows are its own, within the placeholder's: the job's are their sum (docs/dynamic.md).
+        logical = tensor((leaf.shape[0] * self.devices, *leaf.shape[1:]), leaf.dtype.element_type)
+        return with_dynamic(logical, signature.dynamic_axes(leaf, self.devices))
 
     def _distribute(self, trace: Trace, values: list[Any]) -> None:
         """Record the job's placement, view and input SBP on its job.func (see docs/distributed.md)."""
@@ -258,10 +260,10 @@ class JobFunction:
         for (name, spec), value in zip(params, args):
             signature.check_argument(self.job_name, name, spec, value, flat, copy, self.devices, parts)
         if mode == CALLBACK:
-            return session.run_async(lambda: self._run(flat, parts))
+            return session.run_async(lambda: self._run(flat))
         if mode == FUTURE:
-            return Future(session.run_async(lambda: self._run(flat, parts)))
-        return session.run(lambda: self._run(flat, parts))
+            return Future(session.run_async(lambda: self._run(flat)))
+        return session.run(lambda: self._run(flat))
 
     def _parts(self) -> int:
         """How many devices' parts a mirrored call passes and gets back here: every device's, or under mpiexec its own."""
@@ -269,7 +271,7 @@ class JobFunction:
 
         return 1 if self.devices > 1 and mpi.launched_size() > 1 else self.devices
 
-    def _run(self, inputs: list[Any], parts: int) -> Any:
+    def _run(self, inputs: list[Any]) -> Any:
         exe = self._exe or self.executable()
         outputs = exe(inputs)
         if self.devices > 1:  # mirrored: each output is this process's devices' (padded) pieces of its split(0) value
@@ -284,8 +286,8 @@ class JobFunction:
             for i in exe.row_sources
         ]
         for (handler, kind), array, rows in zip(self._watchers, outputs[self.output_count :], instances[self.output_count :]):
-            handler(signature.leaf_value(kind, array, parts, rows))
-        return signature.rebuild(self._out, outputs[: self.output_count], parts, instances)
+            handler(signature.leaf_value(kind, array, rows))
+        return signature.rebuild(self._out, outputs[: self.output_count], instances)
 
     def _live_session(self) -> Session:
         if self._session is None or self._session is not default_session():

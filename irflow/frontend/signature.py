@@ -240,21 +240,20 @@ def _collect(spec: Out, value: Any, blobs: list[Blob], path: str) -> Any:
     raise AssertionError(spec.kind)
 
 
-def rebuild(
-    node: Any, arrays: Sequence[np.ndarray], devices: int = 1, instances: Sequence[Sequence[int] | None] = ()
-) -> Any:
-    """The returned value from the job's output arrays; `instances[i]`: output i's rows per tensor-list instance."""
+def rebuild(node: Any, arrays: Sequence[Any], instances: Sequence[Sequence[int] | None] = ()) -> Any:
+    """The returned value from the job's outputs (arrays, or per-device lists of them in the mirrored view);
+    `instances[i]`: output i's rows per tensor-list instance."""
     kind = node[0]
     if kind == "none":
         return None
     if kind == "leaf":
         index = node[1]
-        return leaf_value(node[2], arrays[index], devices, instances[index] if index < len(instances) else None)
+        return leaf_value(node[2], arrays[index], instances[index] if index < len(instances) else None)
     if kind == "tuple":
-        return tuple(rebuild(n, arrays, devices, instances) for n in node[1])
+        return tuple(rebuild(n, arrays, instances) for n in node[1])
     if kind == "list":
-        return [rebuild(n, arrays, devices, instances) for n in node[1]]
-    return {k: rebuild(n, arrays, devices, instances) for k, n in node[1]}
+        return [rebuild(n, arrays, instances) for n in node[1]]
+    return {k: rebuild(n, arrays, instances) for k, n in node[1]}
 
 
 WHOLE = ("numpy", "local_blob")
@@ -276,26 +275,25 @@ def leaf_kinds(node: Any, count: int) -> list[str]:
     return kinds
 
 
-def leaf_value(kind: str, array: np.ndarray, devices: int = 1, rows: Sequence[int] | None = None) -> Any:
+def leaf_value(kind: str, array: np.ndarray | list[np.ndarray], rows: Sequence[int] | None = None) -> Any:
     """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device.
 
-    In the mirrored view `array` holds the split(0) rows of the `devices` devices
-    this process runs (every device, or under mpiexec its own), and device r's
-    array is its chunk: ceil-sized rows, the last devices' fewer. A tensor list whose
-    rows follow a tensor-list input (`rows`: that input's rows per instance) is
-    cut back into its instances, as views of the one array.
+    In the mirrored view on several devices `array` is the list of the split(0) rows
+    of the devices this process runs (every device, or under mpiexec its
+    own). A tensor list whose rows follow a tensor-list input (`rows`: that input's
+    rows per instance) is cut back into its instances, as views of the one array.
     """
-    if kind == "numpy":
+    if isinstance(array, list):
+        pieces = array
+    elif kind == "numpy":
         return array
-    if kind == "local_blob":
+    elif kind == "local_blob":
         return array.view(LocalBlob)
-    pieces = [array]
-    if devices > 1:
-        chunk = -(-array.shape[0] // devices)
-        pieces = [array[r * chunk : (r + 1) * chunk] for r in range(devices)]
+    else:
+        pieces = [array]
     if kind == "list_numpy":
         return pieces
-    if rows is not None and devices == 1:
+    if rows is not None and not isinstance(array, list):
         return [np.split(array, np.cumsum(rows)[:-1])]
     return [[piece] for piece in pieces]
 
@@ -363,7 +361,7 @@ def check_argument(
         arrays = [item[0] for item in value]
     dynamic = dynamic_axes(spec, devices)
     pieces = [
-        _checked(job, name if parts == 1 else f"{name}[{i}]", spec, a, copy, dynamic) for i, a in enumerate(arrays)
+        _checked(job, name, spec, a, copy, dynamic, None if parts == 1 else i) for i, a in enumerate(arrays)
     ]
     flat.append(pieces[0] if devices == 1 else pieces)
 
@@ -389,43 +387,48 @@ def _tensor_list(job: str, name: str, spec: Any, instances: Any, copy: bool) -> 
 
 
 def is_dynamic(spec: Any, devices: int) -> bool:
-    """A list placeholder on one device takes arrays within its shape, which is their bound.
+    """A list placeholder takes arrays within its shape, which is their bound.
 
-    On several devices in the mirrored view each device's array still has the exact
-    shape: dynamic sizes are not split across devices yet (docs/dynamic.md).
+    On several devices in the mirrored view each device's `tp.ListNumpy` array
+    has rows of its own within the bound; a `tp.ListListNumpy` one is exact there.
     """
-    return spec.kind != "numpy" and devices == 1 and bool(spec.shape)
+    return spec.kind != "numpy" and bool(spec.shape) and (devices == 1 or spec.kind == "list_numpy")
 
 
 def dynamic_axes(spec: Any, devices: int) -> tuple[int, ...]:
     """The placeholder's axes whose size may be smaller than its shape (docs/dynamic.md).
 
-    A `tp.ListNumpy` array may be smaller on every axis, as OneFlow checks; an axis of
-    bound 1 stays exact (so it still broadcasts). A tensor list's instances share the
-    placeholder's trailing shape, so only its rows (axis 0) vary.
+    On one device a `tp.ListNumpy` array may be smaller on every axis, as OneFlow checks;
+    an axis of bound 1 stays exact (so it still broadcasts). A tensor list's instances
+    share the placeholder's trailing shape, and the devices of a mirrored job share
+    every axis but their rows, so only axis 0 varies there.
     """
     if not is_dynamic(spec, devices):
         return ()
-    if spec.kind == "list_list_numpy":
+    if spec.kind == "list_list_numpy" or devices > 1:
         return (0,)
     return (0, *(a for a, d in enumerate(spec.shape) if a > 0 and d > 1))
 
 
-def _checked(job: str, name: str, spec: Any, array: Any, copy: bool, dynamic: tuple[int, ...] = ()) -> np.ndarray:
+def _checked(
+    job: str, name: str, spec: Any, array: Any, copy: bool, dynamic: tuple[int, ...] = (), device: int | None = None
+) -> np.ndarray:
     """One array of the placeholder's (per-device) shape and dtype, contiguous (copied if `copy`).
 
-    `dynamic`: the axes that may be smaller than the placeholder's, which is their bound.
+    `dynamic`: the axes that may be smaller than the placeholder's, which is their bound;
+    `device`: the index of the device the array is for, named in errors.
     """
+    who = f"argument '{name}'" + (f" for device {device}" if device is not None else "")
     expected = f"numpy.ndarray of shape {spec.shape} and dtype {spec.dtype.name}"
     if not isinstance(array, np.ndarray):
-        raise TypeError(f"{job}() argument '{name}' must be a {expected}, got {type(array).__name__}")
+        raise TypeError(f"{job}() {who} must be a {expected}, got {type(array).__name__}")
     if isinstance(array, np.ma.MaskedArray):
         raise ExecutionError(
-            f"{job}() argument '{name}' is a masked array; jobs would ignore its mask, so pass .filled(value) or .data",
+            f"{job}() {who} is a masked array; jobs would ignore its mask, so pass .filled(value) or .data",
             user_location(),
         )
     if array.dtype != spec.dtype.np_dtype:
-        raise ExecutionError(f"{job}() argument '{name}': expected dtype {spec.dtype.name}, given {array.dtype}",
+        raise ExecutionError(f"{job}() {who}: expected dtype {spec.dtype.name}, given {array.dtype}",
                              user_location())
     if dynamic:
         fits = array.ndim == len(spec.shape) and all(
@@ -436,12 +439,12 @@ def _checked(job: str, name: str, spec: Any, array: Any, copy: bool, dynamic: tu
             which = f"axis 0 within the placeholder's bound {spec.shape[0]}" if dynamic == (0,) else (
                 f"within the placeholder's shape {spec.shape}")
             raise ExecutionError(
-                f"{job}() argument '{name}': expected shape ({', '.join(dims)}{',' if len(dims) == 1 else ''}) "
+                f"{job}() {who}: expected shape ({', '.join(dims)}{',' if len(dims) == 1 else ''}) "
                 f"({which}), given {array.shape}",
                 user_location(),
             )
     elif array.shape != spec.shape:
-        raise ExecutionError(f"{job}() argument '{name}': expected shape {spec.shape}, given {array.shape}",
+        raise ExecutionError(f"{job}() {who}: expected shape {spec.shape}, given {array.shape}",
                              user_location())
     return np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array)
 

@@ -18,7 +18,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects.bounds import dynamic_axes
-from irflow.dialects.job import FuncOp, JobOp, PinSizeOp
+from irflow.dialects.job import FuncOp, JobOp, PinSizeOp, to_attr
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr
 from irflow.errors import SourceLocation, TraceError
 from irflow.frontend.blob import Blob
@@ -116,32 +116,39 @@ def build(
     values = [own_value(trace, b, what, location) for b in operands]
     if placements:
         props.setdefault("placement", placements[-1])
-    try:
+    pins: list[PinSizeOp] = []
+    try:  # an op that takes only axis 0 dynamic gets its other dynamic axes pinned at their bound (docs/dynamic.md)
+        for i, axes in unaccepted_axes(op_class, [v.type for v in values], props).items():
+            pins.append(PinSizeOp.make([values[i]], axes=axes, placement=props.get("placement")))
+            values[i] = pins[-1].res
         op = op_class.make(values, result_type, **props)
     except VerifyException as err:
-        pins = pin_sizes(values, props.get("placement"))
-        try:  # an op that cannot take axes past 0 dynamic takes them pinned at their bound (docs/dynamic.md)
-            op = op_class.make([p.res if p else v for p, v in zip(pins, values)], result_type, **props) if any(pins) else None
-        except VerifyException:
-            op = None
-        if op is None:
-            for pin in filter(None, pins):
-                pin.erase()  # drops its use of the operand
-            raise TraceError(f"{what}: {err}", location) from None
-        for pin in filter(None, pins):
-            trace.append(pin, location)
+        for pin in reversed(pins):
+            pin.erase()  # drops its use of the operand
+        raise TraceError(f"{what}: {err}", location) from None
+    for pin in pins:
+        trace.append(pin, location)
     trace.append(op, location)
     if blob_name is not None and SSAValue.is_valid_name(blob_name):
         op.results[0].name_hint = blob_name  # the user's name reads in the IR: %dense1-weight, %softmax_loss
     return Blob(op.results[0], trace, blob_name or trace.unique_name(op_class.name.removeprefix("job.")))
 
 
-def pin_sizes(values: Sequence[SSAValue], placement: object) -> list[PinSizeOp | None]:
-    """Per operand, a job.pin_size of its dynamic axes past axis 0 (None: it has none)."""
-    pins: list[PinSizeOp | None] = []
-    for v in values:
-        axes = [a for a in dynamic_axes(v.type) if a > 0]
-        pins.append(PinSizeOp.make([v], axes=axes, placement=placement) if axes else None)
+def unaccepted_axes(op_class: type[JobOp], types: Sequence[Attribute], props: dict[str, object]) -> dict[int, list[int]]:
+    """Per operand, its dynamic axes past 0 that `op_class` does not take dynamic, as its size groups declare.
+
+    Nothing when the op refuses a dynamic axis 0 too: no pin can help, and its verifier names that axis.
+    """
+    if not any(a > 0 for t in types for a in dynamic_axes(t)):
+        return {}
+    groups = op_class.size_groups(types, {k: to_attr(v) for k, v in props.items() if v is not None})
+    taken = {member for _, members in groups or () for member in members}
+    refused = [(i, a) for i, t in enumerate(types) for a in dynamic_axes(t) if (i, a) not in taken]
+    if any(a == 0 for _, a in refused):
+        return {}
+    pins: dict[int, list[int]] = {}
+    for i, a in refused:
+        pins.setdefault(i, []).append(a)
     return pins
 
 

@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from xdsl.dialects.builtin import DYNAMIC_INDEX
 
 from irflow.dialects import buffer
 from irflow.dialects.mesh import local_region, mesh_coords
@@ -106,6 +107,10 @@ class SpmdExecutor:
             check_same_program(self.comm, program)
         self.input_layouts = [value_layout(op, self.mesh) for op in _boundary(program, buffer.InputOp)]
         self.output_layouts = [value_layout(op, self.mesh) for op in _boundary(program, buffer.OutputOp)]
+        # Outputs split along a dynamic axis 0: each device returns its own rows.
+        self.dynamic_outputs = {
+            i for i, op in enumerate(_boundary(program, buffer.OutputOp)) if op.buf.type.get_shape()[:1] == (DYNAMIC_INDEX,)
+        }
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         if len(inputs) != len(self.input_layouts):
@@ -127,17 +132,28 @@ class SpmdExecutor:
     def logical(self, index: int, pieces: list[np.ndarray]) -> np.ndarray:
         """Output `index`'s whole value from this process's pieces (under MPI gathered from every rank if not broadcast)."""
         layout = self.output_layouts[index]
+        site = Site(f"job '{self.name}' output {index}")
+        if index in self.dynamic_outputs:  # each device's own rows, one after another (docs/dynamic.md)
+            return np.concatenate(pieces if self.comm is None else self.gather_rows(pieces[0], layout.local_shape, site))
         if self.comm is None:
             return layout.gather(pieces)
         if all(c.kind.data == "broadcast" for c in layout.sbp):
             return pieces[0]
-        return layout.gather(self.comm.gather_all(pieces[0], Site(f"job '{self.name}' output {index}")))
+        return layout.gather(self.comm.gather_all(pieces[0], site))
 
-    def local_part(self, index: int, pieces: list[np.ndarray]) -> np.ndarray:
-        """Output `index` of a mirrored job as this process holds it: its devices' rows, without padding, in rank order."""
+    def gather_rows(self, piece: np.ndarray, bound: tuple[int, ...], site: Site) -> list[np.ndarray]:
+        """Every rank's rows of a dynamic output: the counts first, then the pieces at their bound."""
+        assert self.comm is not None
+        rows = self.comm.gather_all(np.array([piece.shape[0]], np.int64), site)
+        padded = np.zeros(bound, piece.dtype)
+        padded[: piece.shape[0]] = piece
+        return [whole[: int(n[0])] for whole, n in zip(self.comm.gather_all(padded, site), rows)]
+
+    def local_part(self, index: int, pieces: list[np.ndarray]) -> list[np.ndarray]:
+        """Output `index` of a mirrored job as this process holds it: each of its devices' rows, without padding."""
         layout = self.output_layouts[index]
         valid = [local_region(layout.shape, layout.sbp, self.mesh, mesh_coords(r, self.mesh)).valid for r in self.ranks]
-        return np.concatenate([piece[tuple(slice(0, n) for n in rows)] for piece, rows in zip(pieces, valid)])
+        return [piece[tuple(slice(0, n) for n in rows)] for piece, rows in zip(pieces, valid)]
 
     def pieces(self, index: int, value: Any) -> list[np.ndarray]:
         """Every rank's piece of input `index`: cut from the whole value, or given per device (mirrored)."""

@@ -7,6 +7,7 @@ from xdsl.dialects.builtin import StringAttr
 import irflow as flow
 import irflow.typing as tp
 from irflow.dialects import job
+from irflow.dialects.bounds import with_dynamic
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr
 from irflow.target import decide_target
 from irflow.textir import parse_module, print_module
@@ -203,13 +204,14 @@ def test_mirrored_view_traces_the_devices_together():
 
     @flow.global_function(function_config=config)
     def f(x: tp.ListNumpy.Placeholder((2, 5))) -> tp.ListNumpy:
-        assert x.shape == (6, 5)  # the job sees the three devices' arrays one after another
+        assert x.shape == (6, 5)  # the job sees the three devices' arrays one after another, at their bound
         return flow.math.relu(x)
 
     func = func_of(f)
     assert func.attributes["view"] == StringAttr("mirrored")
     assert list(func.attributes["arg_sbp"]) == [S0]
-    assert [a.type for a in func.body.block.args] == [job.tensor((6, 5), job.f32)]
+    # each device's rows are its own, within the placeholder's 2 (docs/dynamic.md)
+    assert [a.type for a in func.body.block.args] == [with_dynamic(job.tensor((6, 5), job.f32), [0])]
 
 
 def test_devices_configured_after_the_definition_count_when_the_session_starts():

@@ -104,10 +104,15 @@ def traced_steps(job, arrays, monkeypatch, steps: int = 300) -> tuple[int, int, 
     The BLAS thread check (threads.apply) is left out: threadpoolctl's ctypes
     lookups allocate a little on every call, in static and dynamic jobs alike.
     """
+    from irflow.runtime.spmd import SpmdExecutor
+
     monkeypatch.setattr("irflow.runtime.threads.apply", lambda: None)
     exe = job.executable().executor
 
     def step(x: np.ndarray) -> None:
+        if isinstance(exe, SpmdExecutor):  # the devices together, each output copied out as in a call
+            exe(x)
+            return
         exe.feed(x)
         for run in exe.steps:
             run()
@@ -210,12 +215,22 @@ def test_training_with_a_smaller_last_batch_matches_pytorch(minimize_mean):
         np.testing.assert_allclose(variables[name].numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=name)
 
 
-def test_a_conv_net_trained_on_batches_of_changing_size_matches_pytorch():
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [(8,), (3,), (8,), (5,), (1,), (8,)],
+        [(8, 3, 0, 5), (1, 1, 8, 0), (8, 8, 8, 8), (0, 0, 2, 0)],  # 4 devices in the mirrored view
+    ],
+    ids=["one-device", "mirrored-4-devices"],
+)
+def test_a_conv_net_trained_on_batches_of_changing_size_matches_pytorch(rows):
     """conv2d, max and average pooling (and their gradients) on a dynamic batch; sizes alternate, so a
-    variant that disturbed another's scratch (padding, packed weights) would show."""
+    variant that disturbed another's scratch (padding, packed weights) would show. On several devices
+    each device takes its own rows (none, for some), and the reference trains on all of them together."""
     torch = pytest.importorskip("torch")
+    config = mirrored_config() if len(rows[0]) > 1 else flow.function_config()
 
-    @flow.global_function(type="train")
+    @flow.global_function(type="train", function_config=config)
     def train(
         images: tp.ListNumpy.Placeholder((8, 1, 12, 12), dtype=flow.float),
         labels: tp.ListNumpy.Placeholder((8,), dtype=flow.int32),
@@ -238,15 +253,17 @@ def test_a_conv_net_trained_on_batches_of_changing_size_matches_pytorch():
     flow.load_variables({names[k]: p.detach().numpy().copy() for k, p in model.named_parameters()})
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     rng = np.random.default_rng(6)
-    for n in (8, 3, 8, 5, 1, 8):
-        x, y = rng.random((n, 1, 12, 12), dtype=np.float32), rng.integers(0, 10, n).astype(np.int32)
-        (loss,) = train([x], [y])
+    for sizes in rows:
+        xs = [rng.random((n, 1, 12, 12), dtype=np.float32) for n in sizes]
+        ys = [rng.integers(0, 10, n).astype(np.int32) for n in sizes]
+        losses = train(xs, ys)
+        x, y = np.concatenate(xs), np.concatenate(ys)
         opt.zero_grad()
         expected = nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y).long())
         expected.backward()
         opt.step()
-        assert loss.shape == (n,)
-        np.testing.assert_allclose(loss.mean(), expected.item(), rtol=1e-5, err_msg=f"batch of {n}")
+        assert [loss.shape for loss in losses] == [(n,) for n in sizes]
+        np.testing.assert_allclose(np.concatenate(losses).mean(), expected.item(), rtol=1e-5, err_msg=f"rows {sizes}")
     variables = flow.get_all_variables()
     for theirs, p in model.named_parameters():
         np.testing.assert_allclose(variables[names[theirs]].numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-6)
@@ -489,3 +506,188 @@ def test_tensor_buffers_of_run_time_element_shapes_allocate_nothing_a_static_ste
     e = np.exp(x[0, :3] - x[0, :3].max())
     np.testing.assert_allclose(first, e / e.sum(), rtol=1e-6)
     np.testing.assert_allclose(total, [2 * x[1, :3].sum()], rtol=1e-5)
+
+
+def test_the_tracer_pins_what_an_ops_size_groups_do_not_take():
+    from xdsl.dialects.builtin import f32
+
+    from irflow.dialects import job
+    from irflow.dialects.bounds import with_dynamic
+    from irflow.frontend.tracing import unaccepted_axes
+
+    images = with_dynamic(job.tensor((8, 3, 28, 28), f32), [0, 1, 2, 3])
+    weight = job.tensor((4, 3, 5, 5), f32)
+    conv = {"strides": [1, 1], "pads": [0, 0, 0, 0]}
+    assert unaccepted_axes(job.Conv2DOp, [images, weight], conv) == {0: [1, 2, 3]}  # the batch alone is taken
+    rows = with_dynamic(job.tensor((8, 784), f32), [0, 1])
+    assert unaccepted_axes(job.MatmulOp, [rows, job.tensor((10, 784), f32)], {"transpose_b": True}) == {}
+    assert unaccepted_axes(job.ConcatOp, [rows, rows], {"axis": 1}) == {0: [1], 1: [1]}
+    # an op that refuses a dynamic batch gets no pin: its verifier's own error is reported
+    assert unaccepted_axes(job.BroadcastToOp, [rows], {}) == {}
+    assert unaccepted_axes(job.BroadcastToOp, [with_dynamic(job.tensor((8, 784), f32), [1])], {}) == {0: [1]}
+
+
+# ----------------------------------------------------------------- the mirrored view on several devices
+
+DEVICES, PER_DEVICE = 4, 25
+
+
+def mirrored_config(dtype=flow.float, hierarchy: list[int] | None = None) -> flow.FunctionConfig:
+    config = flow.function_config()
+    if hierarchy:  # the devices as a mesh: the rows are split over both of its axes
+        config.default_placement_scope(flow.scope.placement("cpu", f"0:0-{DEVICES - 1}", hierarchy))
+    else:
+        flow.config.cpu_device_num(DEVICES)
+    config.default_logical_view(flow.scope.mirrored_view())
+    config.default_data_type(dtype)
+    return config
+
+
+def mirrored_mlp(config) -> Tuple[flow.global_function, flow.global_function]:
+    @flow.global_function(type="predict", function_config=config)
+    def parts(images: tp.ListNumpy.Placeholder((PER_DEVICE, 784), dtype=flow.float)) -> Tuple[tp.ListNumpy, tp.Numpy]:
+        hidden = flow.layers.dense(images, 512, activation=flow.nn.relu, name="dense1")
+        logits = flow.layers.dense(hidden, 10, name="dense2")
+        return logits, logits
+
+    return parts
+
+
+def test_each_device_takes_and_returns_its_own_rows_within_the_bound():
+    predict = mirrored_mlp(mirrored_config())
+    rng = np.random.default_rng(10)
+    weights = random_weights(rng)
+    flow.load_variables(weights)
+    x = rng.random((DEVICES, PER_DEVICE, 784), dtype=np.float32)
+    for rows in [(25, 25, 25, 13), (0, 7, 25, 1), (25, 25, 25, 25), (3, 0, 0, 0)]:
+        pieces = [x[d, :n] for d, n in enumerate(rows)]
+        per_device, whole = predict(pieces)
+        assert [p.shape for p in per_device] == [(n, 10) for n in rows]
+        for piece, got in zip(pieces, per_device):
+            np.testing.assert_allclose(got, reference(weights, piece), rtol=1e-5, atol=1e-5)
+        # tp.Numpy: the devices' rows one after another
+        np.testing.assert_allclose(whole, reference(weights, np.concatenate(pieces)), rtol=1e-5, atol=1e-5)
+
+
+def test_a_device_over_the_bound_is_an_error_naming_argument_device_bound_and_shape():
+    predict = mirrored_mlp(mirrored_config())
+    flow.load_variables(random_weights(np.random.default_rng(11)))
+    x = np.ones((PER_DEVICE + 1, 784), np.float32)
+    good = [x[:25], x[:25], x[:25], x[:13]]
+    before = predict(good)[1]
+    with pytest.raises(flow.ExecutionError, match=r"argument 'images' for device 2: expected shape \(<=25, 784\) "
+                       r"\(axis 0 within the placeholder's bound 25\), given \(26, 784\)") as info:
+        predict([x[:25], x[:25], x, x[:13]])
+    assert __file__ in str(info.value)  # at the caller's line
+    with pytest.raises(flow.ExecutionError, match=r"for device 0: expected shape \(<=25, 784\).*given \(5, 700\)"):
+        predict([x[:5, :700], x[:25], x[:25], x[:13]])  # the devices share every axis but their rows
+    np.testing.assert_array_equal(predict(good)[1], before)
+
+
+def mirrored_train(config, reduce_mean: bool):
+    @flow.global_function(type="train", function_config=config)
+    def train(
+        images: tp.ListNumpy.Placeholder((PER_DEVICE, 20), dtype=flow.double),
+        labels: tp.ListNumpy.Placeholder((PER_DEVICE,), dtype=flow.int32),
+    ) -> Tuple[tp.ListNumpy, tp.Numpy]:
+        hidden = flow.layers.dense(images, 16, activation=flow.nn.relu, name="dense1")
+        logits = flow.layers.dense(hidden, 5, name="dense2")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+        # OneFlow scales the gradient by the loss's instances, all devices' together; a mean over the
+        # dynamic batch divides by the devices' rows all-reduced: both are the mean over every row
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(
+            flow.math.reduce_mean(loss, keepdims=True) if reduce_mean else loss
+        )
+        return loss, loss
+
+    return train
+
+
+@pytest.mark.parametrize(
+    "reduce_mean,hierarchy", [(False, None), (True, None), (True, [2, 2])], ids=["per-sample-loss", "reduce-mean", "2x2-mesh"]
+)
+def test_a_mirrored_train_job_on_uneven_rows_matches_pytorch_on_all_rows(reduce_mean, hierarchy):
+    torch = pytest.importorskip("torch")
+    train = mirrored_train(mirrored_config(flow.double, hierarchy), reduce_mean)
+    rng = np.random.default_rng(12)
+    shapes = {"dense1-weight": (16, 20), "dense1-bias": (16,), "dense2-weight": (5, 16), "dense2-bias": (5,)}
+    weights = {name: rng.standard_normal(shape) * 0.3 for name, shape in shapes.items()}
+    flow.load_variables(weights)
+    model = torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.ReLU(), torch.nn.Linear(16, 5)).double()
+    with torch.no_grad():
+        for p, name in zip(model.parameters(), weights):
+            p.copy_(torch.from_numpy(weights[name]))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for rows in [(25, 25, 25, 13), (25, 0, 10, 25), (1, 2, 3, 4), (25, 25, 25, 13)]:
+        x = [rng.standard_normal((n, 20)) for n in rows]
+        y = [rng.integers(0, 5, n).astype(np.int32) for n in rows]
+        per_device, whole = train(x, y)
+        assert [p.shape for p in per_device] == [(n,) for n in rows]
+        opt.zero_grad()  # one device's reference over every row, the mean over all of them
+        logits = model(torch.from_numpy(np.concatenate(x)))
+        expected = torch.nn.functional.cross_entropy(logits, torch.from_numpy(np.concatenate(y)).long(), reduction="none")
+        expected.mean().backward()
+        opt.step()
+        # float64 throughout; the learning rate is a float32 constant (0.1 to 1.5e-9)
+        np.testing.assert_allclose(whole, expected.detach().numpy(), rtol=1e-7, err_msg=f"rows {rows}")
+    variables = {name: v.numpy() for name, v in flow.get_all_variables().items()}
+    for p, name in zip(model.parameters(), weights):
+        np.testing.assert_allclose(variables[name], p.detach().numpy(), rtol=1e-7, atol=1e-9, err_msg=name)
+    over = [np.zeros((n, 20)) for n in (25, 26, 25, 13)]
+    with pytest.raises(flow.ExecutionError, match=r"argument 'images' for device 1: .*\(<=25, 20\).* given \(26, 20\)"):
+        train(over, [np.zeros(n, np.int32) for n in (25, 26, 25, 13)])
+    for name, value in flow.get_all_variables().items():  # no step ran: momentum and the step counter included
+        np.testing.assert_array_equal(value.numpy(), variables[name], err_msg=name)
+
+
+def test_a_collective_of_a_dynamic_value_is_a_located_compile_error():
+    config = mirrored_config()
+
+    @flow.global_function(type="predict", function_config=config)
+    def peak(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> tp.Numpy:
+        return flow.math.reduce_max(x, axis=0)  # MARK-max: over every device's rows
+
+    with pytest.raises(flow.CompileError, match=r"job.reduce_max needs operand 0 as \[broadcast\], but it can only be had "
+                       r"as \[split\(0\)\] here: its dynamic axes hold each device's own sizes") as info:
+        peak([np.ones((2, 3), np.float32)] * DEVICES)
+    assert info.value.location.line == line_of("MARK-max")
+
+
+def line_of(marker: str) -> int:
+    return next(i for i, text in enumerate(open(__file__).read().splitlines(), 1) if marker in text and "line_of" not in text)
+
+
+def test_mirrored_steps_with_changing_rows_allocate_nothing_a_static_step_does_not(monkeypatch):
+    config = mirrored_config()
+    predict = mirrored_mlp(config)
+
+    @flow.global_function(type="predict", function_config=config)
+    def static(images: tp.ListListNumpy.Placeholder((PER_DEVICE, 784), dtype=flow.float)) -> Tuple[tp.ListListNumpy, tp.Numpy]:
+        hidden = flow.layers.dense(images, 512, activation=flow.nn.relu, name="dense1")
+        logits = flow.layers.dense(hidden, 10, name="dense2")
+        return logits, logits
+
+    flow.load_variables(random_weights(np.random.default_rng(13)))
+    x = np.random.default_rng(14).random((PER_DEVICE, 784), dtype=np.float32)
+    sizes = [(25 - i % 26, i % 26, (7 * i) % 26, 25) for i in range(40)]
+    left, grown, peak = traced_steps(predict, [[[x[:n] for n in rows]] for rows in sizes], monkeypatch, steps=80)
+    _, static_grown, static_peak = traced_steps(static, [[[x] * DEVICES]], monkeypatch, steps=80)
+    assert left == 0  # new sizes on each device: views and closures, no array memory
+    assert grown <= static_grown + 512
+    assert peak <= static_peak + 4096
+
+
+def test_a_mean_over_every_devices_rows_divides_by_their_all_reduced_count():
+    config = mirrored_config()
+
+    @flow.global_function(type="predict", function_config=config)
+    def mean(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> tp.Numpy:
+        return flow.math.reduce_mean(x, axis=0, keepdims=True)
+
+    rng = np.random.default_rng(15)
+    for rows in [(25, 0, 3, 13), (1, 1, 1, 1), (0, 0, 0, 2)]:
+        pieces = [rng.random((n, 3), dtype=np.float32) for n in rows]
+        np.testing.assert_allclose(mean(pieces), np.concatenate(pieces).mean(axis=0, keepdims=True), rtol=1e-6)
+    lowered = mean.ir("lower-to-physical")
+    assert "tensor<25x3xf32, #job.bounded<[0]>>" in lowered  # each device's piece: its own rows within 25
+    assert "job.size_of %x" in lowered and "job.all_reduce" in lowered  # the devices' counts, added

@@ -112,6 +112,24 @@ def test_only_rank_0_shows_irflows_warnings(tmp_path):
     assert proc.stderr.count("no usable GPU was found") == 2
 
 
+def test_mirrored_train_job_with_each_ranks_own_rows_matches_one_process(tmp_path):
+    """Rows differ per rank and per step (zero included): parts, the joined loss and the variables."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "ranks").mkdir()
+    run(["mirrored_dynamic.py", str(tmp_path / "one")], None)
+    run(["mirrored_dynamic.py", str(tmp_path / "ranks")], 2)
+    simulated = dict(np.load(tmp_path / "one" / "rank0.npz"))
+    rows = [(7, 3), (0, 8), (8, 8), (2, 5)]
+    for rank in range(2):
+        got = dict(np.load(tmp_path / "ranks" / f"rank{rank}.npz"))
+        for step, sizes in enumerate(rows):
+            assert got[f"part{step}-{rank}"].shape == (sizes[rank],)
+            np.testing.assert_array_equal(got[f"part{step}-{rank}"], simulated[f"part{step}-{rank}"])
+            np.testing.assert_array_equal(got[f"whole{step}"], simulated[f"whole{step}"])  # both ranks' rows
+        for name in [k for k in simulated if not k.startswith(("part", "whole"))]:
+            np.testing.assert_array_equal(got[name], simulated[name], err_msg=name)
+
+
 def test_mirrored_view_on_ranks_passes_and_returns_each_ranks_own_part(tmp_path):
     (tmp_path / "one").mkdir()
     (tmp_path / "ranks").mkdir()

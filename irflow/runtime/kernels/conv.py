@@ -328,6 +328,8 @@ def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
     (dy, x), (dw,) = ins, outs
     conv = _Conv(attrs, x.shape, dw.shape, np.dtype(dw.dtype).itemsize)
     expect_shape("conv2d_grad_filter", "dy", dy.shape, conv.y_shape)
+    if not conv.chunks:  # no images (a device of a mirrored job given no rows): nothing to sum
+        return partial(dw.fill, 0)
     if _by_shifts(conv):
         return _grad_filter_by_shifts(xp, conv, dy, x, dw)
     windows, pad = conv.windows(xp, x)

@@ -60,11 +60,12 @@ def _fold(xp: ModuleType, combine: Any, y: Array, taps: Sequence[Array]) -> list
 
 
 def _chunks(x: Array) -> list[slice]:
-    """The batch in slices of about _CHUNK_BYTES of input each (at least one image)."""
+    """The batch in slices of about _CHUNK_BYTES of input each (at least one image; an empty batch is one empty slice,
+    so that a device of a mirrored job given no rows runs the same steps on nothing)."""
     n = x.shape[0]
     image = max(1, int(np.prod(x.shape[1:])) * np.dtype(x.dtype).itemsize)
     images = max(1, min(n, _CHUNK_BYTES // image))
-    return [slice(start, min(start + images, n)) for start in range(0, n, images)]
+    return [slice(start, min(start + images, n)) for start in range(0, n, images)] or [slice(0, 0)]
 
 
 def _split(xp: ModuleType, chunks: list[slice], steps: Callable[[slice, int], list[Run]]) -> Split:
