@@ -376,7 +376,7 @@ class _Physical:
         users = [use.operation.name for use in op.res.uses]
         raise CompileError(
             f"'{users[0] if users else op.name}' needs {nd_text(NdSbpAttr(dst))} of a value that is {nd_text(NdSbpAttr(src))} "
-            f"with dynamic axes {list(dynamic)} {describe(op.x.type)}: each device holds its own sizes there, "
+            f"with dynamic axes {list(dynamic)} {describe(op.res.type)}: each device holds its own sizes there, "
             "and irflow does not gather, scatter or reduce dynamic values across devices "
             "(reduce them over their dynamic axes first)",
             source_location(op),

@@ -280,11 +280,8 @@ class JobFunction:
                 exe.executor.logical(i, pieces) if kind in signature.WHOLE else exe.executor.local_part(i, pieces)
                 for i, (pieces, kind) in enumerate(zip(outputs, kinds))
             ]
-        # An output with the rows of a tensor-list input comes back as that input's instances.
-        instances = [
-            [a.shape[0] for a in inputs[i]] if i is not None and isinstance(inputs[i], tuple) else None
-            for i in exe.row_sources
-        ]
+        # An output with the rows of a tensor-list input comes back as that input's instances (each device's).
+        instances = [signature.instance_rows(inputs[i]) if i is not None else None for i in exe.row_sources]
         for (handler, kind), array, rows in zip(self._watchers, outputs[self.output_count :], instances[self.output_count :]):
             handler(signature.leaf_value(kind, array, rows))
         return signature.rebuild(self._out, outputs[: self.output_count], instances)

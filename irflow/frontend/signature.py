@@ -275,13 +275,14 @@ def leaf_kinds(node: Any, count: int) -> list[str]:
     return kinds
 
 
-def leaf_value(kind: str, array: np.ndarray | list[np.ndarray], rows: Sequence[int] | None = None) -> Any:
+def leaf_value(kind: str, array: np.ndarray | list[np.ndarray], rows: Sequence[Any] | None = None) -> Any:
     """numpy: the array; list_numpy: one array per device; list_list_numpy: one tensor list per device.
 
     In the mirrored view on several devices `array` is the list of the split(0) rows
     of the devices this process runs (every device, or under mpiexec its
     own). A tensor list whose rows follow a tensor-list input (`rows`: that input's
-    rows per instance) is cut back into its instances, as views of the one array.
+    rows per instance, per device on several) is cut back into its instances, as
+    views of each device's array.
     """
     if isinstance(array, list):
         pieces = array
@@ -293,9 +294,19 @@ def leaf_value(kind: str, array: np.ndarray | list[np.ndarray], rows: Sequence[i
         pieces = [array]
     if kind == "list_numpy":
         return pieces
-    if rows is not None and not isinstance(array, list):
-        return [np.split(array, np.cumsum(rows)[:-1])]
-    return [[piece] for piece in pieces]
+    if rows is None:
+        return [[piece] for piece in pieces]
+    per_device = rows if isinstance(array, list) else [rows]
+    return [np.split(piece, np.cumsum(r)[:-1]) for piece, r in zip(pieces, per_device)]
+
+
+def instance_rows(value: Any) -> Any:
+    """The rows of each instance of a tensor-list input (a tuple), or of each device's (a list of them); else None."""
+    if isinstance(value, tuple):
+        return [a.shape[0] for a in value]
+    if isinstance(value, list) and value and isinstance(value[0], tuple):
+        return [instance_rows(t) for t in value]
+    return None
 
 
 class LocalBlob(np.ndarray):
@@ -349,37 +360,32 @@ def check_argument(
             f"this process's {parts}: under mpiexec each of the job's {devices} devices is one process")
         raise TypeError(f"{job}() argument '{name}' must be a list with one array per device ({here}), "
                         f"got {what(value)}")
-    arrays = list(value)
-    if spec.kind == "list_list_numpy" and is_dynamic(spec, devices):
-        flat.append(_tensor_list(job, name, spec, value[0], copy))
-        return
+    named = [None if parts == 1 else i for i in range(parts)]  # the device index errors name
     if spec.kind == "list_list_numpy":
-        for i, item in enumerate(value):
-            if not isinstance(item, (list, tuple)) or len(item) != 1:
-                raise TypeError(f"{job}() argument '{name}' must be a list per device of one "
-                                f"array each ([[array], ...]), got {what(item)} for device {i}")
-        arrays = [item[0] for item in value]
-    dynamic = dynamic_axes(spec, devices)
-    pieces = [
-        _checked(job, name, spec, a, copy, dynamic, None if parts == 1 else i) for i, a in enumerate(arrays)
-    ]
+        pieces: list[Any] = [_tensor_list(job, name, spec, item, copy, d) for item, d in zip(value, named)]
+    else:
+        dynamic = dynamic_axes(spec, devices)
+        pieces = [_checked(job, name, spec, a, copy, dynamic, d) for a, d in zip(value, named)]
     flat.append(pieces[0] if devices == 1 else pieces)
 
 
-def _tensor_list(job: str, name: str, spec: Any, instances: Any, copy: bool) -> tuple[np.ndarray, ...]:
+def _tensor_list(
+    job: str, name: str, spec: Any, instances: Any, copy: bool, device: int | None
+) -> tuple[np.ndarray, ...]:
     """One device's tensor list: instances of the placeholder's rank and trailing shape, whose rows fit its bound.
 
     The job sees their rows one after another (axis 0 is dynamic), so row-wise ops
     act instance by instance; the executor copies each into place.
     """
+    who = f"argument '{name}'" + (f" for device {device}" if device is not None else "")
     if not isinstance(instances, (list, tuple)) or not instances:
-        raise TypeError(f"{job}() argument '{name}' must be a list per device of a non-empty list of arrays "
+        raise TypeError(f"{job}() {who} must be a list per device of a non-empty list of arrays "
                         f"([[array, ...]]), got {what(instances)}")
-    arrays = tuple(_checked(job, f"{name}[0][{i}]", spec, a, copy, (0,)) for i, a in enumerate(instances))
+    arrays = tuple(_checked(job, f"{name}[{device or 0}][{i}]", spec, a, copy, (0,)) for i, a in enumerate(instances))
     rows = sum(a.shape[0] for a in arrays)
     if rows > spec.shape[0]:
         raise ExecutionError(
-            f"{job}() argument '{name}': its instances {', '.join(str(a.shape) for a in arrays)} have {rows} rows "
+            f"{job}() {who}: its instances {', '.join(str(a.shape) for a in arrays)} have {rows} rows "
             f"together, over the placeholder's bound {spec.shape[0]} (shape {spec.shape})",
             user_location(),
         )
@@ -389,10 +395,10 @@ def _tensor_list(job: str, name: str, spec: Any, instances: Any, copy: bool) -> 
 def is_dynamic(spec: Any, devices: int) -> bool:
     """A list placeholder takes arrays within its shape, which is their bound.
 
-    On several devices in the mirrored view each device's `tp.ListNumpy` array
-    has rows of its own within the bound; a `tp.ListListNumpy` one is exact there.
+    On several devices in the mirrored view each device's array (or tensor list)
+    has rows of its own within the bound.
     """
-    return spec.kind != "numpy" and bool(spec.shape) and (devices == 1 or spec.kind == "list_numpy")
+    return spec.kind != "numpy" and bool(spec.shape)
 
 
 def dynamic_axes(spec: Any, devices: int) -> tuple[int, ...]:

@@ -171,7 +171,7 @@ class SpmdExecutor:
                 raise ExecutionError(
                     f"job '{self.name}' runs in the mirrored view on {devices} devices: input {index} must be {which}"
                 )
-            return [np.asarray(v) for v in value]
+            return [v if isinstance(v, tuple) else np.asarray(v) for v in value]  # a tuple: a device's tensor list
         try:
             array = np.asarray(value)
             return [layout.shard(array, rank) for rank in self.ranks]

@@ -658,11 +658,11 @@ def line_of(marker: str) -> int:
 
 
 def test_mirrored_steps_with_changing_rows_allocate_nothing_a_static_step_does_not(monkeypatch):
-    config = mirrored_config()
-    predict = mirrored_mlp(config)
+    predict = mirrored_mlp(mirrored_config())
 
-    @flow.global_function(type="predict", function_config=config)
-    def static(images: tp.ListListNumpy.Placeholder((PER_DEVICE, 784), dtype=flow.float)) -> Tuple[tp.ListListNumpy, tp.Numpy]:
+    # the same layers on the same devices with static shapes: the consistent view, the batch split over them
+    @flow.global_function(type="predict")
+    def static(images: tp.Numpy.Placeholder((PER_DEVICE * DEVICES, 784), dtype=flow.float)) -> Tuple[tp.Numpy, tp.Numpy]:
         hidden = flow.layers.dense(images, 512, activation=flow.nn.relu, name="dense1")
         logits = flow.layers.dense(hidden, 10, name="dense2")
         return logits, logits
@@ -671,7 +671,7 @@ def test_mirrored_steps_with_changing_rows_allocate_nothing_a_static_step_does_n
     x = np.random.default_rng(14).random((PER_DEVICE, 784), dtype=np.float32)
     sizes = [(25 - i % 26, i % 26, (7 * i) % 26, 25) for i in range(40)]
     left, grown, peak = traced_steps(predict, [[[x[:n] for n in rows]] for rows in sizes], monkeypatch, steps=80)
-    _, static_grown, static_peak = traced_steps(static, [[[x] * DEVICES]], monkeypatch, steps=80)
+    _, static_grown, static_peak = traced_steps(static, [[np.concatenate([x] * DEVICES)]], monkeypatch, steps=80)
     assert left == 0  # new sizes on each device: views and closures, no array memory
     assert grown <= static_grown + 512
     assert peak <= static_peak + 4096
@@ -691,3 +691,26 @@ def test_a_mean_over_every_devices_rows_divides_by_their_all_reduced_count():
     lowered = mean.ir("lower-to-physical")
     assert "tensor<25x3xf32, #job.bounded<[0]>>" in lowered  # each device's piece: its own rows within 25
     assert "job.size_of %x" in lowered and "job.all_reduce" in lowered  # the devices' counts, added
+
+
+def test_each_device_takes_a_tensor_list_of_its_own_and_gets_its_instances_back():
+    config = mirrored_config()
+
+    @flow.global_function(type="predict", function_config=config)
+    def scores(x: tp.ListListNumpy.Placeholder((10, 4), dtype=flow.float)) -> Tuple[tp.ListListNumpy, tp.Numpy]:
+        y = flow.math.relu(x) * 2.0
+        return y, y
+
+    rng = np.random.default_rng(16)
+    rows = [(2, 5, 1), (10,), (0, 3), (4,)]
+    instances = [[rng.standard_normal((n, 4)).astype(np.float32) for n in device] for device in rows]
+    per_device, whole = scores(instances)
+    assert [[a.shape for a in device] for device in per_device] == [[(n, 4) for n in device] for device in rows]
+    for got, given in zip(per_device, instances):
+        for a, b in zip(got, given):
+            np.testing.assert_array_equal(a, np.maximum(b, 0) * 2)
+    np.testing.assert_array_equal(whole, np.maximum(np.concatenate([b for d in instances for b in d]), 0) * 2)
+    over = [instances[0], [np.zeros((6, 4), np.float32)] * 2, instances[2], instances[3]]
+    with pytest.raises(flow.ExecutionError, match=r"argument 'x' for device 1: its instances \(6, 4\), \(6, 4\) have 12 rows "
+                       r"together, over the placeholder's bound 10"):
+        scores(over)
