@@ -489,3 +489,33 @@ def test_tensor_buffers_of_run_time_element_shapes_allocate_nothing_a_static_ste
     e = np.exp(x[0, :3] - x[0, :3].max())
     np.testing.assert_allclose(first, e / e.sum(), rtol=1e-6)
     np.testing.assert_allclose(total, [2 * x[1, :3].sum()], rtol=1e-5)
+
+
+def test_train_steps_through_pins_and_unpins_allocate_nothing_a_static_step_does_not(monkeypatch):
+    """The gradients of a variable on the input's features (unpinned after the dense layer) and of a max
+    over a dynamic axis run at each step's sizes on views of the arena planned at the bound."""
+
+    def step(x):
+        scale = flow.get_variable("scale", shape=(1,), initializer=flow.constant_initializer(1.2))
+        h = flow.layers.dense(x * scale, 4, activation=flow.math.tanh, name="dense")
+        loss = flow.math.reduce_max(h, axis=1)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.01]), momentum=0).minimize(loss)
+        return loss
+
+    @flow.global_function(type="train")
+    def dynamic(x: tp.ListNumpy.Placeholder((8, 6), dtype=flow.float)) -> tp.ListNumpy:
+        return step(x)
+
+    @flow.global_function(type="train")
+    def static(x: tp.Numpy.Placeholder((8, 6), dtype=flow.float)) -> tp.Numpy:
+        return step(x)
+
+    x = np.random.default_rng(9).standard_normal((8, 6)).astype(np.float32)
+    dynamic([x])
+    static(x)
+    assert "job.unpin_size" in dynamic.ir("autodiff")
+    left, grown, peak = traced_steps(dynamic, [[x[:n]] for n in range(8, 0, -1)], monkeypatch, steps=200)
+    _, static_grown, static_peak = traced_steps(static, [[x]], monkeypatch, steps=200)
+    assert left == 0
+    assert grown <= static_grown + 512
+    assert peak <= static_peak + 1024
