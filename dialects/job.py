@@ -992,10 +992,10 @@ class ConcatOp(JobOp):
         return [(r, tuple((i, r) for i in range(len(types)))) for r in range(rank) if r != axis]
 
 
-def takes_all_rows(shape: Shape, props: Props) -> bool:
-    """Whether a slice keeps axis 0 whole (start 0, step 1, to the end): then a dynamic axis 0 passes through."""
+def whole_axes(shape: Shape, props: Props) -> list[int]:
+    """The axes a slice keeps whole (start 0, step 1, to the end): a dynamic one passes through."""
     start, stop, step = ints(props, "start"), ints(props, "stop"), ints(props, "step")
-    return bool(shape) and start[:1] == (0,) and step[:1] == (1,) and stop[:1] == shape[:1]
+    return [a for a, d in enumerate(shape) if (start[a:a + 1], step[a:a + 1], stop[a:a + 1]) == ((0,), (1,), (d,))]
 
 
 def slice_shape(shape: Shape, props: Props) -> Shape:
@@ -1029,8 +1029,8 @@ class SliceOp(JobOp):
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
-        """A dynamic axis 0 passes through a slice that keeps all of it; other axes are sliced statically."""
-        return [(0, ((0, 0),))] if takes_all_rows(shape_of(types[0]), props) else []
+        """A dynamic axis passes through a slice that keeps all of it; other axes are sliced statically."""
+        return [(a, ((0, a),)) for a in whole_axes(shape_of(types[0]), props)]
 
 
 @irdl_op_definition
@@ -1053,16 +1053,16 @@ class SliceGradOp(JobOp):
 
     @classmethod
     def dynamic_result(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> Attribute:
-        """As job.slice: a dynamic axis 0 of dy is the result's when the slice kept all rows."""
+        """As job.slice: a dynamic axis of dy is the result's when the slice kept all of it."""
         assert isinstance(result, TensorType)
         dynamic = dynamic_axes(types[0])
-        if dynamic and (dynamic != (0,) or not takes_all_rows(shape_of(result), props)):
+        if not set(dynamic) <= set(whole_axes(shape_of(result), props)):
             raise VerifyException(f"job.slice_grad cannot relate dynamic axes {list(dynamic)} of {describe(types[0])} to its result")
         return with_dynamic(result, dynamic)
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
-        return [(0, ((0, 0),))]
+        return [(a, ((0, a),)) for a in dynamic_axes(types[0])]
 
 
 # ----------------------------------------------------------------- linear algebra

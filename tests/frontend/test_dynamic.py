@@ -714,3 +714,33 @@ def test_each_device_takes_a_tensor_list_of_its_own_and_gets_its_instances_back(
     with pytest.raises(flow.ExecutionError, match=r"argument 'x' for device 1: its instances \(6, 4\), \(6, 4\) have 12 rows "
                        r"together, over the placeholder's bound 10"):
         scores(over)
+
+
+def test_train_steps_through_pins_and_unpins_allocate_nothing_a_static_step_does_not(monkeypatch):
+    """The gradients of a variable on the input's features (unpinned after the dense layer) and of a max
+    over a dynamic axis run at each step's sizes on views of the arena planned at the bound."""
+
+    def step(x):
+        scale = flow.get_variable("scale", shape=(1,), initializer=flow.constant_initializer(1.2))
+        h = flow.layers.dense(x * scale, 4, activation=flow.math.tanh, name="dense")
+        loss = flow.math.reduce_max(h, axis=1)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.01]), momentum=0).minimize(loss)
+        return loss
+
+    @flow.global_function(type="train")
+    def dynamic(x: tp.ListNumpy.Placeholder((8, 6), dtype=flow.float)) -> tp.ListNumpy:
+        return step(x)
+
+    @flow.global_function(type="train")
+    def static(x: tp.Numpy.Placeholder((8, 6), dtype=flow.float)) -> tp.Numpy:
+        return step(x)
+
+    x = np.random.default_rng(9).standard_normal((8, 6)).astype(np.float32)
+    dynamic([x])
+    static(x)
+    assert "job.unpin_size" in dynamic.ir("autodiff")
+    left, grown, peak = traced_steps(dynamic, [[x[:n]] for n in range(8, 0, -1)], monkeypatch, steps=200)
+    _, static_grown, static_peak = traced_steps(static, [[x]], monkeypatch, steps=200)
+    assert left == 0
+    assert grown <= static_grown + 512
+    assert peak <= static_peak + 1024

@@ -238,3 +238,31 @@ def test_sums_over_any_axes_between_dynamic_ones_train_like_pytorch(axis, keepdi
         expected.square().mean().backward()
         opt.step()
         assert_variables_match(p)
+
+
+def test_a_concat_along_a_static_axis_between_dynamic_ones_trains_like_pytorch():
+    """concat's gradient slices dy along the concatenated axis and keeps the dynamic ones whole."""
+    torch = pytest.importorskip("torch")
+
+    @flow.global_function(type="train")
+    def train(x: tp.ListNumpy.Placeholder((3, 1, 5), dtype=flow.float64)) -> tp.ListNumpy:
+        scale = flow.get_variable("scale", shape=(1,), dtype=flow.float64, initializer=flow.constant_initializer(0.8))
+        y = x * scale
+        both = flow.concat([flow.math.tanh(y), y * y], axis=1)  # (<=3, 2, <=5): axis 1 of bound 1 is static
+        loss = flow.math.reduce_sum(both, axis=[1, 2])
+        flow.optimizer.SGD(SGD, momentum=0).minimize(loss)
+        return loss
+
+    p = torch_parameters(torch, ["scale"])
+    opt = torch.optim.SGD(list(p.values()), lr=LR)
+    rng = np.random.default_rng(7)
+    for n, c in ((3, 5), (2, 3), (1, 5), (3, 1)):
+        x = rng.standard_normal((n, 1, c))
+        (got,) = train([x])
+        y = torch.from_numpy(x) * p["scale"]
+        expected = torch.cat([torch.tanh(y), y * y], dim=1).sum(dim=(1, 2))
+        np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-10, atol=1e-12)
+        opt.zero_grad()
+        expected.mean().backward()
+        opt.step()
+        assert_variables_match(p)

@@ -471,17 +471,20 @@ def test_gradient_matches_central_differences(case: Case):
         np.testing.assert_allclose(analytic, numeric[name], rtol=case.rtol, atol=case.atol, err_msg=name)
 
 
-def test_a_gradient_rule_that_cannot_build_its_ops_is_a_compile_error_at_the_op():
-    """concat's gradient slices dy, and job.slice keeps no dynamic axis but a whole axis 0 (docs/dynamic.md)."""
+def test_a_gradient_rule_that_cannot_build_its_ops_is_a_compile_error_at_the_op(monkeypatch):
+    """A rule whose op does not verify (here one that needs static shapes, given a dynamic gradient)."""
+    broken = lambda b, op, dy, needs: [b.emit(job.BroadcastToOp, [dy], op.operands[0].type)]  # noqa: E731
+    monkeypatch.setitem(GRADIENTS, job.NegOp, broken)
     text = f"""
-job.func @train(%x: tensor<3x4x5xf32, #job.bounded<[0, 2]>>) -> tensor<f32> attributes {{job_type = "train"}} {{
+job.func @train(%x: tensor<3x5xf32, #job.bounded<[0, 1]>>) -> tensor<f32> attributes {{job_type = "train"}} {{
   %w = job.variable {{name = "w", initializer = {{kind = "zeros"}}}} : tensor<1xf32>
-  %y = job.mul %x, %w : (tensor<3x4x5xf32, #job.bounded<[0, 2]>>, tensor<1xf32>) -> tensor<3x4x5xf32, #job.bounded<[0, 2]>>
-  %c = job.concat %y, %y {{axis = 1 : i64}} : (tensor<3x4x5xf32, #job.bounded<[0, 2]>>, tensor<3x4x5xf32, #job.bounded<[0, 2]>>) -> tensor<3x8x5xf32, #job.bounded<[0, 2]>> loc("net.py":4:9)
-  %l = job.reduce_sum %c {{axes = array<i64: 0, 1, 2>}} : (tensor<3x8x5xf32, #job.bounded<[0, 2]>>) -> tensor<f32>
+  %y = job.mul %x, %w : (tensor<3x5xf32, #job.bounded<[0, 1]>>, tensor<1xf32>) -> tensor<3x5xf32, #job.bounded<[0, 1]>>
+  %n = job.neg %y : (tensor<3x5xf32, #job.bounded<[0, 1]>>) -> tensor<3x5xf32, #job.bounded<[0, 1]>> loc("net.py":4:9)
+  %l = job.reduce_sum %n {{axes = array<i64: 0, 1>}} : (tensor<3x5xf32, #job.bounded<[0, 1]>>) -> tensor<f32>
   job.minimize %l {OPT} : tensor<f32>
   job.return %l : tensor<f32>
 }}"""
     with pytest.raises(CompileError) as info:
         autodiff(text)
-    assert str(info.value).startswith("net.py:4:9: error: the gradient of 'job.concat' cannot be built: job.slice")
+    assert str(info.value).startswith("net.py:4:9: error: the gradient of 'job.neg' cannot be built: job.broadcast_to "
+                                      "needs static shapes")
