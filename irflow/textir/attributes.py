@@ -106,6 +106,19 @@ class _Unsupported(Exception):
 
 
 
+def _file_line_col(filename: StringAttr, line: IntAttr, column: IntAttr) -> FileLineColLoc:
+    """`FileLineColLoc(filename, line, column)` without IRDL's check that the parameters are a
+    StringAttr and two IntAttrs, which the types here guarantee.
+
+    A parse makes one location per op, and the check cost most of its time.
+    """
+    loc = FileLineColLoc.__new__(FileLineColLoc)
+    object.__setattr__(loc, "filename", filename)
+    object.__setattr__(loc, "line", line)
+    object.__setattr__(loc, "column", column)
+    return loc
+
+
 class AttributeBuilder(BuilderBase):
     """Attributes and types are cached by their token's text for the length of one parse."""
 
@@ -367,7 +380,7 @@ class AttributeBuilder(BuilderBase):
             if text == "loc(unknown)":
                 loc = UnknownLoc()
             elif m := _LOC_FILE.fullmatch(text):
-                loc = FileLineColLoc(self._string_of(m[1]), self._int(int(m[2])), self._int(int(m[3])))
+                loc = _file_line_col(self._string_of(m[1]), self._int(int(m[2])), self._int(int(m[3])))
             else:
                 loc = self._xdsl_attribute(tok, "location", lambda p: p.parse_optional_location())
             self.loc_cache[text] = loc

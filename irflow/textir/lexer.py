@@ -52,8 +52,16 @@ class TokenError(Exception):
         self.message, self.offset = message, offset
 
 
+# A `<...>` body without strings or `-`, whose brackets nest two deep at most and balance: its end is
+# where the scan below would find it, in one match (`array<i64: 1, 0>`, `#job.nd_sbp<[split(0)]>`).
+_PLAIN = r'[^<>()\[\]{}"\-]'
+_FLAT = re.compile(rf"<(?:{_PLAIN}|\({_PLAIN}*+\)|\[(?:{_PLAIN}|\({_PLAIN}*+\))*+\])*+>")
+
+
 def balanced_end(text: str, pos: int) -> int:
     """The offset just past the bracket that closes the one at `pos` (strings and `->` skipped)."""
+    if m := _FLAT.match(text, pos):
+        return m.end()
     stack: list[str] = []
     i = pos
     match = _SCAN.match

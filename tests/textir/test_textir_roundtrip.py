@@ -16,7 +16,7 @@ from irflow.dialects.buffer import Buffer
 from irflow.dialects.job import Job
 from xdsl.context import Context
 from xdsl.dialects.arith import Arith
-from xdsl.dialects.builtin import Builtin, ModuleOp
+from xdsl.dialects.builtin import Builtin, FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.dialects.cf import Cf
 from xdsl.dialects.func import Func
 from xdsl.dialects.test import Test
@@ -233,3 +233,18 @@ def test_job_func_custom_form_is_defined_once() -> None:
     assert isinstance(op, FuncOp) and op.job_type.data == FuncOp.DEFAULT_JOB_TYPE == "predict"
     assert dict(op.attributes) == dict(theirs.body.block.first_op.attributes) and "note" in op.attributes
     assert ours.is_structurally_equivalent(theirs)
+
+
+def test_a_file_line_col_location_is_the_one_xdsl_builds() -> None:
+    """The parser builds `loc("f":l:c)` without IRDL's parameter check: the result must equal, hash and verify as xDSL's."""
+    text = 'job.func @f(%x: tensor<4xf32> loc("a\\\\b.py":3:4)) -> tensor<4xf32> {\n  job.return %x : tensor<4xf32> loc("m.py":12:7)\n}\n'
+    ours = parse_module(text)
+    theirs = Parser(make_context(), text).parse_module()
+    for module in (ours, theirs):
+        (ret,) = [op for op in module.walk() if op.name == "job.return"]
+        assert ret.location == FileLineColLoc(StringAttr("m.py"), IntAttr(12), IntAttr(7))
+        assert hash(ret.location) == hash(FileLineColLoc(StringAttr("m.py"), IntAttr(12), IntAttr(7)))
+        ret.location.verify()
+    ours_arg = next(op for op in ours.walk() if op.name == "job.func").regions[0].blocks[0].args[0]
+    theirs_arg = next(op for op in theirs.walk() if op.name == "job.func").regions[0].blocks[0].args[0]
+    assert ours_arg.location == theirs_arg.location == FileLineColLoc(StringAttr("a\\b.py"), IntAttr(3), IntAttr(4))
