@@ -65,7 +65,7 @@ class _Layout:
     def vector(self, array: Array, name: str) -> Array:
         """A per-channel array (C,) or (1, C, 1, ...) as (C,)."""
         if array.size != self.c:
-            raise ValueError(f"{self.kernel}: {name} has shape {array.shape}, expected {self.c} elements, one a channel")
+            raise ValueError(f"{self.kernel}: {name} has shape {array.shape}, expected {self.c} (one per channel)")
         return array.reshape(self.c)
 
     def plane(self) -> Array:
