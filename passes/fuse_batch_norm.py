@@ -278,11 +278,15 @@ def _kernel(
     outs: list[SSAValue],
     params: dict[str, Attribute],
     at: Operation,
+    like: Operation,
     order: dict[Operation, int],
 ) -> None:
-    """Insert the kernel before `at`, with the allocs of outputs that stood later moved before it."""
-    op = buffer.KernelOp(name, ins, outs, params)
-    op.location = at.location
+    """Insert the kernel before `at`, with the allocs of outputs that stood later moved before it.
+
+    It takes the location (the user's batch_normalization line) and attributes (a placement) of `like`.
+    """
+    op = buffer.KernelOp(name, ins, outs, params, like.attributes)
+    op.location = like.location
     Rewriter.insert_op(op, InsertPoint.before(at))
     for alloc in (v.owner for v in outs):
         if order[alloc] > order[at]:
@@ -320,15 +324,17 @@ def _fuse(first: buffer.KernelOp, order: dict[Operation, int]) -> None:
         alone = {bn.centered: {bn.forward[2], bn.forward[6]}, bn.rstd: {bn.forward[6]}, bn.normalized: {bn.scale_op}}
         if any(set(_readers(v)) != ops for v, ops in alone.items()):
             return
+    if any(op.attributes != first.attributes for op in bn.forward + backward):
+        return  # ops on different devices (placement attributes): not one kernel's work
     params: dict[str, Attribute] = {"axis": IntegerAttr(bn.axis, 64)}
     norm = {**params, "epsilon": FloatAttr(bn.epsilon, 64), "relu": IntegerAttr.from_bool(bn.relu)}
-    _kernel("batch_norm_stats", [bn.x], [bn.mean, bn.variance], params, first, order)
-    _kernel("batch_norm", [bn.x, bn.mean, bn.variance, bn.gamma, bn.beta], [bn.y], norm, bn.forward[-1], order)
+    _kernel("batch_norm_stats", [bn.x], [bn.mean, bn.variance], params, first, first, order)
+    _kernel("batch_norm", [bn.x, bn.mean, bn.variance, bn.gamma, bn.beta], [bn.y], norm, bn.forward[-1], first, order)
     kept = {bn.mean, bn.variance, bn.y}
     if backward:
         grad = {**params, "epsilon": FloatAttr(bn.epsilon, 64), "relu": IntegerAttr.from_bool(relu_grad)}
         ins = [dy, bn.x, bn.mean, bn.variance, bn.gamma] + ([bn.y] if relu_grad else [])
-        _kernel("batch_norm_grad", ins, [dx, dgamma, dbeta], grad, min(backward, key=order.__getitem__), order)
+        _kernel("batch_norm_grad", ins, [dx, dgamma, dbeta], grad, min(backward, key=order.__getitem__), first, order)
         kept |= {dx, dgamma, dbeta}
     _erase(bn.forward + backward, kept)
 

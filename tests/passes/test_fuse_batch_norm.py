@@ -100,3 +100,20 @@ def test_normalizing_a_job_input_is_left_unfused() -> None:
 
     names = kernel_names(step)
     assert "batch_norm" not in names and names["rsqrt"] == 1
+
+
+def test_ops_with_different_attributes_are_left_alone() -> None:
+    """An op of the composite with an attribute the others lack (a placement: other devices) keeps every op."""
+    from pathlib import Path
+
+    from irflow.passes.fuse_batch_norm import FuseBatchNormPass
+    from irflow.textir import parse_module
+
+    lit = Path(__file__).parent.parent / "lit" / "passes" / "fuse_batch_norm.mlir"
+    program = lit.read_text().split("// -----")[0]
+    rsqrt = next(line for line in program.splitlines() if '"rsqrt"' in line)
+    for text, fused in ((program, True), (program.replace(rsqrt, rsqrt + ' attributes {tag = "elsewhere"}'), False)):
+        module = parse_module(text)
+        FuseBatchNormPass().apply(None, module)  # type: ignore[arg-type]
+        names = {op.kernel.data for op in module.walk() if isinstance(op, buffer.KernelOp)}
+        assert ("batch_norm_grad" in names) == fused and ("rsqrt" in names) != fused

@@ -141,24 +141,3 @@ def test_wrong_shapes_name_the_kernel_and_operand() -> None:
     with pytest.raises(ValueError, match="batch_norm_grad: takes 6 inputs with relu=True, given 5"):
         outs = [(x.shape, x.dtype), ((3,), x.dtype), ((3,), x.dtype)]
         build("batch_norm_grad", [x, x, c3, c3, c3], outs, axis=1, epsilon=EPS, relu=True)
-
-
-@pytest.mark.parametrize("count", [2, 3])
-def test_threads_split_the_chunks_and_give_the_one_thread_result(monkeypatch: pytest.MonkeyPatch, count: int) -> None:
-    """Each thread sums its part of the chunks; the parts are added in order, so only the last bits may differ."""
-    from irflow.runtime import threads
-
-    monkeypatch.setattr(normalization, "CHUNK_BYTES", 64)  # 5 chunks of one image each
-    rng = np.random.default_rng(8)
-    x, dy = rng.standard_normal((5, 2, 3, 3)), rng.standard_normal((5, 2, 3, 3))
-    gamma, beta = rng.standard_normal(2), rng.standard_normal(2)
-    one = [a.copy() for a in _forward(x, gamma, beta, 1, True)()]
-    y = one[2]
-    one += [a.copy() for a in _backward(dy, x, gamma, 1, True, y)]
-    try:
-        threads.set_cpu_thread_num(count)
-        many = [a.copy() for a in _forward(x, gamma, beta, 1, True)()] + _backward(dy, x, gamma, 1, True, y)
-    finally:
-        threads.set_cpu_thread_num(None)
-    for a, b in zip(many, one):
-        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
