@@ -141,7 +141,8 @@ def _place(
     def search(until: float, nodes: int | None, floor: int) -> None:
         nonlocal best, height
         ranked = [rank(name) for name in SEARCH_ORDERS]
-        best, height = improve(exact, ranked, best, height, lower, until, nodes, floor)
+        mirrored = [ORDERINGS[name](size, -last, -first) for name in SEARCH_ORDERS]
+        best, height = improve(exact, ranked, best, height, lower, until, nodes, floor, mirrored)
 
     # A chain pack costs up to twice a plain one (its tiling searches), so it counts twice.
     work = np.cumsum([2 if chain else 1 for _, _, chain in orders]) * len(size)

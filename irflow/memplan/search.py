@@ -32,7 +32,8 @@ right end, the rest, each group by a priority order; with `chain`, left-flush
 buffers after which the rest of the segment can be tiled exactly go first.
 
 `improve` drives it as MiniMalloc drives its solver: restarts over a few
-(order, chain) pairs with a dead-end limit per run that doubles every round;
+(order, chain) pairs, forward and on the time-mirrored instance, with a
+dead-end limit per run that doubles every round;
 per round, the lower bound itself first, then capacities 3/4 of the way from
 the best proven bound to the best plan.  Deterministic given that it
 finishes, so more time can only give a better plan.
@@ -129,6 +130,12 @@ class Search:
         for i, g in enumerate(self.group):
             self.twin[i] = seen.get(g, -1)
             seen[g] = i
+
+    def mirror(self) -> Search:
+        """The instance with time reversed.  Its conflicts are the same, so its plans are this
+        one's; its canonical search, filling from the other end of time, finds others first."""
+        end = self.steps - 1
+        return Search(end - self.last_at, end - self.first_at, self.size, self.steps, self.clock)
 
     def run(
         self, cap: int, rank: Sequence[int], fail_limit: int, deadline: float, chain: bool = True
@@ -321,6 +328,7 @@ def improve(
     deadline: float,
     nodes: int | None = None,
     floor: int = 0,
+    mirrored: Sequence[np.ndarray] = (),
 ) -> tuple[np.ndarray, int]:
     """Best (offsets, height) found before `deadline` and within `nodes` search nodes, from a known plan.
 
@@ -331,9 +339,13 @@ def improve(
     halving), every capacity with each (rank, chain) pair in turn, the last
     one that worked first; a round's dead-end limit is twice the last one's.
     A run that finishes without a solution proves its capacity infeasible and
-    raises the bound.
+    raises the bound.  `mirrored` ranks the buffers of the time-mirrored
+    instance: each is tried with `chain` after the pairs above, on
+    `search.mirror()`, and its runs count towards the same node limits.
     """
-    orders = [(rank.tolist(), chain) for chain in (True, False) for rank in ranks]
+    twin = search.mirror() if len(mirrored) else search
+    orders = [(search, rank.tolist(), chain) for chain in (True, False) for rank in ranks]
+    orders += [(twin, rank.tolist(), True) for rank in mirrored]
     limit = _FIRST_FAIL_LIMIT
     search.node_limit = _INF if nodes is None else search.nodes + nodes
     search.node_floor = search.nodes + floor
@@ -341,11 +353,18 @@ def improve(
     def more() -> bool:
         return search.nodes < search.node_limit and not search._late(deadline, every=1)
 
+    def run(on: Search, cap: int, rank: list[int], chain: bool) -> np.ndarray | str:
+        """`on.run`, with the twin's node count and limits kept as `search`'s."""
+        on.nodes, on.node_limit, on.node_floor = search.nodes, search.node_limit, search.node_floor
+        found = on.run(cap, rank, limit, deadline, chain)
+        search.nodes = on.nodes
+        return found
+
     while height > lower and more():
         low, cap = lower, lower
         while low < height and more():
-            for k, (rank, chain) in enumerate(orders):
-                found = search.run(cap, rank, limit, deadline, chain)
+            for k, (on, rank, chain) in enumerate(orders):
+                found = run(on, cap, rank, chain)
                 if found is not ABORTED:
                     orders.insert(0, orders.pop(k))  # what worked goes first next time
                     break

@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from irflow.memplan import Buffer
+from irflow.memplan import Buffer, Plan, validate
 from irflow.memplan.orderings import ORDERINGS
 from irflow.memplan.search import ABORTED, INFEASIBLE, Search, improve
 from irflow.memplan.skyline import compress
@@ -71,3 +71,32 @@ def test_backjumping_keeps_the_search_exact_on_seven_buffers(optimum):
                 found = search.run(best, rank.tolist(), 10**6, deadline, chain)
                 assert isinstance(found, np.ndarray) and (found + search.size).max() <= best, buffers
                 assert search.run(best - 1, rank.tolist(), 10**6, deadline, chain) is INFEASIBLE, buffers
+
+
+def test_improve_on_the_time_mirrored_instance_alone(optimum):
+    # Only mirrored runs: their plans must be valid for the original instance and reach its optimum.
+    rng = random.Random(5)
+    for _ in range(60):
+        buffers = []
+        for _ in range(rng.randint(1, 6)):
+            first = rng.randint(0, 4)
+            buffers.append(Buffer(rng.randint(1, 12), first, first + rng.randint(0, 3)))
+        search, ranks = search_of(buffers)
+        stacked = np.concatenate([[0], np.cumsum(search.size)[:-1]])
+        offsets, height = improve(
+            search, [], stacked, int(search.size.sum()), int(search.load.max()), time.perf_counter() + 10,
+            mirrored=ranks,
+        )
+        plan = Plan(tuple(offsets.tolist()), height)
+        validate(buffers, plan)
+        assert height == max((o + b.size for o, b in zip(offsets.tolist(), buffers)), default=0)
+        assert height == optimum(buffers), buffers
+
+
+def test_mirrored_runs_count_towards_the_node_limit():
+    buffers = [Buffer(*b) for b in [(9, 1, 3), (5, 2, 4), (6, 4, 5), (7, 0, 1), (5, 3, 4), (6, 0, 2)]]
+    search, ranks = search_of(buffers)
+    stacked = np.concatenate([[0], np.cumsum(search.size)[:-1]])
+    improve(search, [], stacked, int(search.size.sum()), 22, time.perf_counter() + 10, nodes=3, mirrored=ranks)
+    # The first run stops at the limit; each later one expands a node before it sees the limit.
+    assert 3 <= search.nodes <= 3 + len(ranks)
