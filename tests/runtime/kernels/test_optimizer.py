@@ -103,3 +103,30 @@ def test_sgd_momentum_matches_torch_sgd(build_kernel, rng) -> None:
         g[...] = grad
         step()
         np.testing.assert_allclose(w, param.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("threads_", [1, 2, 3])
+@pytest.mark.parametrize("name", ["sgd_update", "momentum_update"])
+def test_a_large_variable_is_updated_in_slices_per_thread(build_kernel, rng, name, threads_) -> None:
+    """A variable of 2**20 elements or more is cut into slices, one part per CPU thread: same result."""
+    from irflow.runtime import threads
+
+    shape = (2049, 512)  # more than 2**20 elements, not a multiple of the 64 slices
+    w, g, m = rng.standard_normal(shape), rng.standard_normal(shape), rng.standard_normal(shape)
+    lr = scalar(0.05, np.float64)
+    if name == "sgd_update":
+        ins, outs, attrs = [w, g, lr], [w], {"weight_decay": 0.1}
+        ref_w = w - 0.05 * (g + 0.1 * w)
+    else:
+        ins, outs, attrs = [w, g, m, lr], [w, m], {"beta": 0.9, "weight_decay": 0.1}
+        ref_m = 0.9 * m - 0.05 * (g + 0.1 * w)
+        ref_w = w + ref_m
+    try:
+        threads.set_cpu_thread_num(threads_)
+        step, _ = build_kernel(name, ins, outs, **attrs)
+        step()
+    finally:
+        threads.set_cpu_thread_num(None)
+    np.testing.assert_allclose(w, ref_w, rtol=1e-13)
+    if name == "momentum_update":
+        np.testing.assert_allclose(m, ref_m, rtol=1e-13)
