@@ -63,8 +63,17 @@ class Window:
 
     def tap(self, padded: Array, i: int, j: int) -> Array:
         """The (..., oh, ow) view of `padded` that kernel tap (i, j) reads."""
-        (oh, ow), (sh, sw), (dh, dw) = self.out_hw, self.strides, self.dilations
-        return padded[..., i * dh : i * dh + sh * (oh - 1) + 1 : sh, j * dw : j * dw + sw * (ow - 1) + 1 : sw]
+        return self.column_tap(self.row_tap(padded, i), j)
+
+    def row_tap(self, padded: Array, i: int) -> Array:
+        """The (..., oh, padded width) view of `padded`: the rows that kernel row i reads."""
+        oh, sh, dh = self.out_hw[0], self.strides[0], self.dilations[0]
+        return padded[..., i * dh : i * dh + sh * (oh - 1) + 1 : sh, :]
+
+    def column_tap(self, rows: Array, j: int) -> Array:
+        """The (..., ow) view of `rows` (anything of the padded width) that kernel column j reads."""
+        ow, sw, dw = self.out_hw[1], self.strides[1], self.dilations[1]
+        return rows[..., j * dw : j * dw + sw * (ow - 1) + 1 : sw]
 
     def interior(self, padded: Array) -> Array:
         """The unpadded (..., h, w) part of a padded buffer."""
