@@ -123,6 +123,26 @@ def test_pools_match_torch(kernel, rng, x_shape, attrs) -> None:
         np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("x_shape, attrs", CASES[:4], ids=IDS[:4])
+@pytest.mark.parametrize("epilogue", [None, "relu_grad"])
+def test_max_pool_grad_matches_torch_on_ties(kernel, rng, x_shape, attrs, epilogue) -> None:
+    """With ties in most windows (relu-like zeros and small integers), dx is PyTorch's max_pool2d backward (times x > 0 with the epilogue)."""
+    torch = pytest.importorskip("torch")
+    f = torch.nn.functional
+    x = np.maximum(rng.integers(-1, 3, x_shape), 0).astype(np.float32)
+    top, bottom, left, right = attrs["pads"]
+    tx = torch.tensor(x, requires_grad=True)
+    ty = f.max_pool2d(f.pad(tx, (left, right, top, bottom), value=-np.inf), attrs["kernel"], attrs["strides"])
+    dy = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    ty.backward(torch.tensor(dy))
+    (y,) = kernel("max_pool2d", [x], [(tuple(ty.shape), np.float32)], **attrs)
+    extra = {"epilogue": epilogue} if epilogue else {}
+    (dx,) = kernel("max_pool2d_grad", [dy, x, y], [(x_shape, np.float32)], **attrs, **extra)
+    expected = tx.grad.numpy() * (x > 0) if epilogue else tx.grad.numpy()
+    np.testing.assert_array_equal(y, ty.detach().numpy())
+    np.testing.assert_allclose(dx, expected, rtol=1e-6, atol=1e-6)  # overlapping windows add shares in another order
+
+
 @pytest.mark.parametrize("count", [1, 2])
 @pytest.mark.parametrize("x_shape, attrs", CASES, ids=IDS)
 def test_pools_in_one_image_chunks_over_threads(kernel, rng, monkeypatch, count, x_shape, attrs) -> None:
