@@ -131,8 +131,9 @@ def max_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     When windows do not overlap, each tap writes its share straight into dx, and when they
     also tile the padded input exactly, those writes cover it: nothing to zero first.
     With `epilogue = "relu_grad"` (fuse-elementwise: a relu_grad of the result by x follows),
-    dy is first masked by y > 0: the first maximum of a window is y, so x > 0 there iff y > 0,
-    and the mask costs a pass over dy instead of one over dx.
+    only windows with y > 0 start unclaimed: the first maximum of a window is y, so x > 0 there
+    iff y > 0. That costs one boolean pass over y-sized masks, where masking dy by y > 0 took a
+    floating-point pass too (LeNet's pool gradients: docs/kernels.md).
     All of it runs a chunk of images at a time, while the chunk's x, dx and masks are in cache.
     """
     (dy, x, y), (dx,) = ins, outs
@@ -150,30 +151,29 @@ def max_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     )
     chunks = _chunks(x)
     shape = (chunks[0].stop - chunks[0].start, *y.shape[1:])
-    scratch: dict[int, tuple[Array, ...]] = {}  # per part: hit, unclaimed, routed, masked dy
+    scratch: dict[int, tuple[Array, ...]] = {}  # per part: hit, unclaimed, routed
 
     def steps(c: slice, part: int) -> list[Run]:
         if part not in scratch:
-            scratch[part] = (xp.empty(shape, bool), xp.empty(shape, bool), xp.empty(shape, dx.dtype), xp.empty(shape, dx.dtype))
-        hit, unclaimed, routed, masked = (a[: c.stop - c.start] for a in scratch[part])
-        share = masked if epilogue else dy[c]
+            scratch[part] = (xp.empty(shape, bool), xp.empty(shape, bool), xp.empty(shape, dx.dtype))
+        hit, unclaimed, routed = (a[: c.stop - c.start] for a in scratch[part])
         out: list[Run] = refresh(c)
         if epilogue:
-            out += [partial(xp.greater, y[c], 0, out=hit), partial(xp.multiply, dy[c], hit, out=masked)]
+            out.append(partial(xp.greater, y[c], 0, out=unclaimed))
         if not tiled:
             out.append(partial(sink[c].fill, 0))
         for index, (source, target) in enumerate(taps):
             out.append(partial(xp.equal, source[c], y[c], out=hit))
-            if index:
+            if index or epilogue:
                 out.append(partial(xp.logical_and, hit, unclaimed, out=hit))
-            if index == 0:
+            if index == 0 and not epilogue:
                 out.append(partial(xp.logical_not, hit, out=unclaimed))
             elif index < last:
                 out.append(partial(xp.logical_xor, unclaimed, hit, out=unclaimed))
             if overlapping:
-                out += [partial(xp.multiply, share, hit, out=routed), partial(xp.add, target[c], routed, out=target[c])]
+                out += [partial(xp.multiply, dy[c], hit, out=routed), partial(xp.add, target[c], routed, out=target[c])]
             else:
-                out.append(partial(xp.multiply, share, hit, out=target[c]))
+                out.append(partial(xp.multiply, dy[c], hit, out=target[c]))
         return out + land(c)
 
     return _split(xp, chunks, steps)
