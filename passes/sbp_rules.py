@@ -45,6 +45,13 @@ BOXING_COST = 1e-3
 """Bytes charged per conversion on top of its traffic: among plans moving the same bytes, fewer boxing ops win."""
 
 
+def gathers_own_rows(dynamic: Sequence[int], src: NdCode, dst: NdCode) -> bool:
+    """The one boxing of a dynamic value: each device's own rows (axis 0, the only dynamic axis) split over a
+    1-d mesh and all-gathered to broadcast, their rows one after another, as OneFlow's uneven gather
+    (docs/dynamic.md).  Scattering, reducing or transferring each device's own sizes stays refused."""
+    return tuple(dynamic) == (0,) and src == (0,) and dst == (BROADCAST,)
+
+
 rule = registrar(RULES, "SBP rules")
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -235,9 +236,15 @@ class InProcessCommunicator(Communicator):
     def exchange(
         self, sends: Sequence[tuple[int, Array]], recvs: Sequence[tuple[int, Array]], group: Sequence[int], site: Site
     ) -> None:
+        self.prepared_exchange(sends, recvs, group, site)()
+
+    def prepared_exchange(
+        self, sends: Sequence[tuple[int, Array]], recvs: Sequence[tuple[int, Array]], group: Sequence[int], site: Site
+    ) -> Callable[[], None]:
+        """The parked call made once: performing it only reads it."""
         members = tuple(sorted(self.members[r] for r in group))
         params = (("recvs", tuple((self.members[p], a) for p, a in recvs)), ("sends", tuple((self.members[p], a) for p, a in sends)))
-        self.owner.park(_Call("exchange", self.members[self.rank], members, params, None, None, site))
+        return partial(self.owner.park, _Call("exchange", self.members[self.rank], members, params, None, None, site))
 
     def subgroup(self, members: Sequence[int], mesh: Sequence[int]) -> InProcessCommunicator:
         key = (tuple(members), tuple(mesh))
