@@ -563,7 +563,7 @@ class SumSizesOp(BufferOp):
     mesh_axis = prop_def(IntegerAttr)
     res = result_def(IndexType)
     traits = traits_def(NoMemoryEffect())
-    assembly_format = "$size attr-dict `:` type($res)"
+    assembly_format = "$size attr-dict `:` type($size) `->` type($res)"
 
     def verify_(self) -> None:
         mesh = [int(d) for d in self.mesh.get_values()]

@@ -18,7 +18,7 @@ job.func @peak(%x: tensor<100x3xf32, #job.bounded<[0]>>) -> tensor<3xf32> attrib
 // BUF:         %[[N:.*]] = buffer.input_dim {axis = 0 : i64, index = 0 : i64} : index
 // BUF-NEXT:    %[[X:.*]] = buffer.alloc : memref<25x3xf32>
 // BUF-NEXT:    %[[XC:.*]] = buffer.cut %[[X]], %[[N]] : (memref<25x3xf32>, index) -> memref<?x3xf32>
-// BUF:         %[[S:.*]] = buffer.sum_sizes %[[N]] {mesh = array<i64: 4>, mesh_axis = 0 : i64} : index
+// BUF:         %[[S:.*]] = buffer.sum_sizes %[[N]] {mesh = array<i64: 4>, mesh_axis = 0 : i64} : index -> index
 // BUF-NEXT:    %[[G:.*]] = buffer.alloc : memref<100x3xf32>
 // BUF-NEXT:    %[[GC:.*]] = buffer.cut %[[G]], %[[S]] : (memref<100x3xf32>, index) -> memref<?x3xf32>
 // BUF-NEXT:    buffer.all_gather %[[XC]], %[[GC]] {axis = 0 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : memref<?x3xf32>, memref<?x3xf32>
