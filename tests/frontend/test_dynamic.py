@@ -679,6 +679,28 @@ def test_gathered_rows_keep_the_devices_order_through_a_dense_layer():
         np.testing.assert_array_equal(top(pieces), expected)
 
 
+def test_training_through_a_max_over_every_devices_rows_matches_numpy():
+    config = mirrored_config(flow.double)
+
+    @flow.global_function(type="train", function_config=config)
+    def train(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.double)) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(3,), initializer=flow.ones_initializer())
+        loss = flow.math.reduce_max(x * w, axis=0)  # each column's largest of all devices' rows
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    rate = float(np.float32(0.1))  # the learning rate as the job holds it
+    rng = np.random.default_rng(20)
+    w = np.ones(3)
+    for rows in [(3, 0, 5, 1), (0, 0, 2, 0), (25, 25, 25, 25), (1, 2, 3, 4)]:
+        pieces = [rng.random((n, 3)) for n in rows]
+        whole = np.concatenate(pieces) * w
+        np.testing.assert_allclose(train(pieces), whole.max(axis=0), rtol=1e-12)
+        # d(mean of the 3 maxima)/dw_j is the input at column j's largest row, over 3
+        w = w - rate * np.concatenate(pieces)[whole.argmax(axis=0), range(3)] / 3
+        np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-12)
+
+
 def test_a_dynamic_value_that_no_gather_can_move_is_a_located_compile_error():
     config = mirrored_config(hierarchy=[2, 2])  # rows split over both mesh axes: only a 1-d gather is provided
 
