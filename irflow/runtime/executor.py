@@ -145,9 +145,10 @@ class Executor:
             index, axis = op.index.value.data, op.axis.value.data
             self.dims.append((op.res, index, axis, -1))
         elif isinstance(op, buffer.SumSizesOp):
-            if self.comm is None or tuple(int(d) for d in op.mesh.get_values()) != self.comm.mesh:
-                raise CompileError(f"'{op.name}' sums sizes over the mesh {list(op.mesh.get_values())}, "
-                                   f"but runs on {list(self.comm.mesh) if self.comm else 'one device'}", source_location(op))
+            mesh = tuple(int(d) for d in op.mesh.get_values())
+            if self.comm is None or mesh != self.comm.mesh:
+                where = list(self.comm.mesh) if self.comm else "one device"
+                raise CompileError(f"'{op.name}' sums sizes over the mesh {list(mesh)}, but runs on {where}", source_location(op))
             self.summed.append(op)
         elif isinstance(op, buffer.CutOp):
             self.cuts.append(op)
@@ -301,7 +302,9 @@ class Executor:
 
         return size
 
-    def gather_rows(self, op: buffer.AllGatherOp, views: dict[SSAValue, Any], size: Callable[[SSAValue, int], int]) -> Callable[[], None]:
+    def gather_rows(
+        self, op: buffer.AllGatherOp, views: dict[SSAValue, Any], size: Callable[[SSAValue, int], int]
+    ) -> Callable[[], None]:
         """An all_gather of each device's own rows, every device's row count read from the variant."""
         cut, comm = op.src.owner, self.placed(op)[1]
         assert isinstance(cut, buffer.CutOp) and comm is not None
