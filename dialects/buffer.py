@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
@@ -406,7 +407,10 @@ class AllGatherOp(CollectiveOp):
     axis = prop_def(IntegerAttr)
 
     def verify_shapes(self, n: int) -> None:
-        if _scaled(_shape(self.src.type), self.axis.value.data, n) != _shape(self.dst.type):
+        src, axis = _shape(self.src.type), self.axis.value.data
+        # Each device's own rows (a dynamic axis 0): the result holds theirs one after another (docs/dynamic.md).
+        uneven = axis == 0 and src[:1] == (DYNAMIC_INDEX,) and DYNAMIC_INDEX not in src[1:]
+        if (src if uneven else _scaled(src, axis, n)) != _shape(self.dst.type):
             raise VerifyException(f"all_gather of {self.src.type} over {n} ranks cannot produce {self.dst.type}")
 
 
@@ -546,6 +550,28 @@ class ConstSizeOp(BufferOp):
 
 
 @irdl_op_definition
+class SumSizesOp(BufferOp):
+    """`size` summed over the devices of `mesh_axis`: the rows of an all_gather of each device's own rows.
+
+    The executor learns every device's sizes when the step's inputs arrive, so this
+    is known before the step runs, as an input's size is.
+    """
+
+    name = "buffer.sum_sizes"
+    size = operand_def(IndexType)
+    mesh = prop_def(DenseArrayBase)
+    mesh_axis = prop_def(IntegerAttr)
+    res = result_def(IndexType)
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "$size attr-dict `:` type($size) `->` type($res)"
+
+    def verify_(self) -> None:
+        mesh = [int(d) for d in self.mesh.get_values()]
+        if not 0 <= self.mesh_axis.value.data < len(mesh):
+            raise VerifyException(f"mesh_axis {self.mesh_axis.value.data} out of range for the mesh {mesh}")
+
+
+@irdl_op_definition
 class CutOp(BufferOp):
     """The dynamic value held in a buffer planned at its bound: its first elements, at the actual sizes.
 
@@ -617,7 +643,7 @@ Buffer = Dialect(
     [
         ProgramOp, ArenaOp, ViewOp, AllocOp, VariableOp, ConstantOp, InputOp, OutputOp, KernelOp, CopyOp,
         InputDimOp, ConstSizeOp, CutOp, AssertSameSizeOp, StoreSizeOp,
-        AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, BroadcastOp, ReduceOp, SendOp, RecvOp,
+        AllReduceOp, AllGatherOp, ReduceScatterOp, SumSizesOp, AllToAllOp, BroadcastOp, ReduceOp, SendOp, RecvOp,
         TransferOp,
     ],
     [],

@@ -1793,6 +1793,23 @@ class AllGatherOp(MeshOp):
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         return cls.scaled(types[0], props, "axis", cls.parts(props))
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """Each device's own rows (dynamic axis 0 only, gathered along it): the result's rows are theirs one
+        after another, a size the devices sum at run time (`buffer.sum_sizes`), so no group gives it."""
+        dynamic = dynamic_axes(types[0])
+        if dynamic and (tuple(dynamic) != (0,) or integer(props, "axis") != 0):
+            raise VerifyException(
+                f"{cls.name} gathers each device's own sizes along axis 0 only, with every other axis static; "
+                f"given {describe(types[0])} gathered along axis {integer(props, 'axis')}"
+            )
+        return [(a or None, ((0, a),)) for a in range(len(shape_of(types[0])))]
+
+    @classmethod
+    def dynamic_result(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> Attribute:
+        result = super().dynamic_result(types, props, result)
+        return with_dynamic(result, (0,)) if dynamic_axes(types[0]) else result
+
 
 @irdl_op_definition
 class ReduceScatterOp(MeshOp):

@@ -279,6 +279,14 @@ class _Lowering:
             sizes = [self.sizes[op.x][a] for a in dynamic]
             self.emit(buffer.StoreSizeOp.create(operands=[out, *sizes], properties={"factor": job.to_attr(factor)}), op)
         elif type(op) in _COLLECTIVES:
+            self.size_result(op)
+            if isinstance(op, job.AllGatherOp) and dynamic_axes(op.x.type):  # each device's own rows, summed
+                gathered = buffer.SumSizesOp.create(
+                    operands=[self.sizes[op.x][0]],
+                    properties={"mesh": op.mesh, "mesh_axis": op.mesh_axis},
+                    result_types=[IndexType()],
+                )
+                self.sizes[op.res][0] = self.emit(gathered, op).results[0]
             kind = _COLLECTIVES[type(op)]
             names = kind.get_irdl_definition().properties
             props = {name: getattr(op, name) for name in names}

@@ -42,7 +42,7 @@ from irflow.dialects.bounds import describe, dynamic_axes, with_dynamic
 from irflow.dialects.mesh import local_shape
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, code_attr, hierarchy_of, nd_codes, nd_text, sbp_code
 from irflow.errors import CompileError, source_location
-from irflow.passes.sbp_rules import CLASS_SPLIT_OPS, carried, logits_index, splits_classes
+from irflow.passes.sbp_rules import CLASS_SPLIT_OPS, carried, gathers_own_rows, logits_index, splits_classes
 
 B = SbpAttr("broadcast")
 ONE_DEVICE = PlacementAttr("cpu", ["0:0"])
@@ -359,7 +359,7 @@ class _Physical:
         logical = job.shape_of(op.res.type)
         src, dst = list(op.src_sbp.components), list(op.sbp.components)
         if src != dst or src_place != dst_place:
-            self.check_static_boxing(op, src, dst)
+            self.check_static_boxing(op, src, dst, src_place == dst_place)
         self.at(src_place, op)
         if src_place.devices == dst_place.devices and self.mesh == hierarchy_of(dst_place):
             value = self.convert(op.x, logical, src, dst, op)
@@ -368,17 +368,18 @@ class _Physical:
         op.res.replace_all_uses_with(value)
         Rewriter.erase_op(op)
 
-    def check_static_boxing(self, op: job.BoxingOp, src: list[SbpAttr], dst: list[SbpAttr]) -> None:
-        """Collectives move static pieces: a dynamic value (each device's own rows) cannot be boxed (docs/dynamic.md)."""
+    def check_static_boxing(self, op: job.BoxingOp, src: list[SbpAttr], dst: list[SbpAttr], same_place: bool) -> None:
+        """Collectives move static pieces, and one dynamic move: each device's own rows gathered (split(0) to
+        broadcast on one mesh axis, every other axis static), as `sbp_rules.gathers_own_rows` allows."""
         dynamic = dynamic_axes(op.x.type)
-        if not dynamic:
+        if not dynamic or same_place and gathers_own_rows(dynamic, tuple(map(sbp_code, src)), tuple(map(sbp_code, dst))):
             return
         users = [use.operation.name for use in op.res.uses]
         raise CompileError(
             f"'{users[0] if users else op.name}' needs {nd_text(NdSbpAttr(dst))} of a value that is {nd_text(NdSbpAttr(src))} "
             f"with dynamic axes {list(dynamic)} {describe(op.res.type)}: each device holds its own sizes there, "
-            "and irflow does not gather, scatter or reduce dynamic values across devices "
-            "(reduce them over their dynamic axes first)",
+            "and irflow gathers only the rows of a value split along axis 0 on one mesh axis, scattering, reducing "
+            "or transferring none (reduce them over their dynamic axes first)",
             source_location(op),
         )
 

@@ -43,6 +43,7 @@ from irflow.passes.sbp_rules import (
     BOXING_COST,
     INFEASIBLE,
     Signature,
+    gathers_own_rows,
     moved_bytes,
     nbytes,
     placement_bytes,
@@ -95,7 +96,7 @@ class Node:
     place: int
     in_place: tuple[int, ...]
     shape: tuple[int, ...] = ()
-    dynamic: bool = False  # each device holds its own sizes: no collective or transfer can move it (docs/dynamic.md)
+    dynamic: tuple[int, ...] = ()  # axes where each device holds its own sizes: only their rows can be gathered
 
 
 @dataclass
@@ -108,7 +109,7 @@ class Graph:
     def edge(self, u: int, out: NdCode, v: int, k: int, need: NdCode) -> float:
         """What carrying node u's result, produced as `out`, to operand k of node v (needing `need`) costs."""
         src, node = self.nodes[u], self.nodes[v]
-        if src.dynamic and (out != need or src.place != node.in_place[k]):
+        if src.dynamic and (src.place != node.in_place[k] or out != need and not gathers_own_rows(src.dynamic, out, need)):
             return INFEASIBLE
         key = (out, need, src.size, src.shape, src.place, node.in_place[k])
         cost = self._edges.get(key)
@@ -289,7 +290,7 @@ class _Builder:
         size = nbytes(value.type) if value is not None else 0  # type: ignore[arg-type]
         shape = shape_of(value.type) if value is not None else ()
         ops = tuple(self.index[o] for o in operands)
-        dynamic = value is not None and bool(dynamic_axes(value.type))
+        dynamic = tuple(dynamic_axes(value.type)) if value is not None else ()
         self.graph.nodes.append(Node(choices, ops, size, place, tuple(in_place), shape, dynamic))
         self.ops.append(op)
         self.origins.append(origin)
@@ -423,8 +424,9 @@ class _Builder:
                     op = self.ops[v]
                     assert op is not None
                     why = (
-                        "its dynamic axes hold each device's own sizes, and no collective moves a dynamic value "
-                        "(reduce it over them first: a sum or a mean; docs/dynamic.md)"
+                        "its dynamic axes hold each device's own sizes, and only a value split along axis 0, its only "
+                        "dynamic axis, on one mesh axis can be gathered (reduce it over them first: a sum or a mean; "
+                        "docs/dynamic.md)"
                         if g.nodes[u].dynamic
                         else "no boxing makes a value partial"
                     )

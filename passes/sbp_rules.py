@@ -45,6 +45,13 @@ BOXING_COST = 1e-3
 """Bytes charged per conversion on top of its traffic: among plans moving the same bytes, fewer boxing ops win."""
 
 
+def gathers_own_rows(dynamic: Sequence[int], src: NdCode, dst: NdCode) -> bool:
+    """The one boxing of a dynamic value: each device's own rows (axis 0, the only dynamic axis) split over a
+    1-d mesh and all-gathered to broadcast, their rows one after another, as OneFlow's uneven gather
+    (docs/dynamic.md).  Scattering, reducing or transferring each device's own sizes stays refused."""
+    return tuple(dynamic) == (0,) and src == (0,) and dst == (BROADCAST,)
+
+
 rule = registrar(RULES, "SBP rules")
 
 
@@ -231,8 +238,8 @@ def _reduce(op: Operation, p: int) -> list[Sig1]:
     sigs: list[Sig1] = [((i,), j) for i, j in _kept(x, axes, flag(op.properties, "keepdims")).items() if x[i] >= p]
     # Only a sum turns a split reduced axis into partial sums; a mean would need the
     # logical count on every device and a max a partial_sum(max) no op consumes.
-    # A mean over a dynamic axis, whose devices' values cannot be gathered, divides each device's
-    # sum by the all-reduced count of the devices' own sizes (lower-to-physical).
+    # A mean over a dynamic axis divides each device's sum by the all-reduced count of the devices'
+    # own sizes (lower-to-physical): a few bytes moved, where gathering their rows moves them all.
     summed = axes if isinstance(op, job.ReduceSumOp) else axes & set(dynamic_axes(op.operands[0].type))
     if isinstance(op, job.ReduceSumOp | job.ReduceMeanOp):
         sigs += [((i,), PARTIAL) for i in sorted(summed) if x[i] >= p and x[i] % p == 0]

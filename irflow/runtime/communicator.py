@@ -19,8 +19,9 @@ the stream the device's kernels run on, ahead of the next step's kernels.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -99,6 +100,31 @@ class Communicator(ABC):
         """Point-to-point transfers done together: each `(peer, src)` of `sends` fills the matching
         `(rank, dst)` of the peer's `recvs`, pairs matched in order. Every rank of `group` (ranks of
         this mesh, including this one) calls it, possibly with nothing to send or receive."""
+
+    def gather_rows(self, src: Array, dst: Array, rows: Sequence[int], mesh_axis: int, site: Site) -> Callable[[], None]:
+        """The step of an all_gather of each device's own rows (OneFlow's uneven gather, docs/dynamic.md): dst
+        gets the group's srcs one after another along axis 0, coordinate k's `rows[k]` rows.  One exchange of
+        the devices' rows, the same on every backend, then this device's own rows copied in; its pairs are
+        fixed when the step is made (once per variant of sizes), so a step makes no objects of its own."""
+        group = self.group(mesh_axis)
+        starts = [sum(rows[:k]) for k in range(len(group))]
+        me = group.index(self.rank)
+        sends = [(peer, src) for peer in group if peer != self.rank and rows[me]]
+        recvs = [(peer, dst[a : a + n]) for peer, a, n in zip(group, starts, rows) if peer != self.rank and n]
+        exchange = self.prepared_exchange(sends, recvs, group, site)
+        mine = dst[starts[me] : starts[me] + rows[me]]
+
+        def step() -> None:
+            exchange()
+            mine[...] = src
+
+        return step
+
+    def prepared_exchange(
+        self, sends: Sequence[tuple[int, Array]], recvs: Sequence[tuple[int, Array]], group: Sequence[int], site: Site
+    ) -> Callable[[], None]:
+        """`exchange` with its pairs fixed, as a step (a backend may prepare what it can once)."""
+        return partial(self.exchange, sends, recvs, group, site)
 
     @abstractmethod
     def subgroup(self, members: Sequence[int], mesh: Sequence[int]) -> Communicator:

@@ -34,6 +34,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from irflow.dialects import buffer
+from irflow.dialects.mesh import mesh_group
 from irflow.dialects.sbp import PlacementAttr, hierarchy_of
 from irflow.errors import CompileError, ExecutionError, source_location
 from irflow.runtime import kernels, threads
@@ -93,6 +94,8 @@ class Executor:
         self.dims: list[tuple[SSAValue, int, int, int]] = []  # (size value, input index, axis, bound)
         self.cuts: list[buffer.CutOp] = []
         self.const_sizes: dict[SSAValue, int] = {}
+        # Sizes summed over devices (`buffer.sum_sizes`): the variant's key is then every rank's input sizes.
+        self.summed: list[buffer.SumSizesOp] = []
         self.plan: list[Callable[[], None] | Any] = []
         self.scratch: dict[Any, _ScratchModule] = {}
         self.variants: dict[tuple[int, ...], tuple[list[Any], list[Any], list[Callable[[], None]]]] = {}
@@ -104,7 +107,8 @@ class Executor:
         self.inputs.sort(key=lambda p: p[0])
         self.outputs.sort(key=lambda p: p[0])
         if self.cuts:  # the bound's variant first: it sizes every scratch slab, and its errors are compile errors
-            self.input_views, self.output_views, self.steps = self.variant(tuple(bound for *_, bound in self.dims))
+            bounds = tuple(bound for *_, bound in self.dims)
+            self.input_views, self.output_views, self.steps = self.variant(bounds * (self.comm.size if self.summed else 1))
         else:
             self.input_views = [v for _, v in self.inputs]
             self.output_views = [v for _, v in self.outputs]
@@ -140,6 +144,12 @@ class Executor:
         elif isinstance(op, buffer.InputDimOp):
             index, axis = op.index.value.data, op.axis.value.data
             self.dims.append((op.res, index, axis, -1))
+        elif isinstance(op, buffer.SumSizesOp):
+            mesh = tuple(int(d) for d in op.mesh.get_values())
+            if self.comm is None or mesh != self.comm.mesh:
+                where = list(self.comm.mesh) if self.comm else "one device"
+                raise CompileError(f"'{op.name}' sums sizes over the mesh {list(mesh)}, but runs on {where}", source_location(op))
+            self.summed.append(op)
         elif isinstance(op, buffer.CutOp):
             self.cuts.append(op)
             dynamic = [a for a, d in enumerate(op.res.type.get_shape()) if d < 0]
@@ -232,7 +242,9 @@ class Executor:
         found = self.variants.get(sizes)
         if found is not None:
             return found
-        known: dict[SSAValue, int] = {**self.const_sizes, **{v: n for (v, *_), n in zip(self.dims, sizes)}}
+        size = self.size_on(sizes)
+        rank = self.comm.rank if self.summed else 0  # type: ignore[union-attr]
+        known = {v: size(v, rank) for v in (*self.const_sizes, *(v for v, *_ in self.dims), *(s.res for s in self.summed))}
         views = dict(self.views)
         for cut in self.cuts:
             base = views[cut.buf]
@@ -253,6 +265,10 @@ class Executor:
             elif isinstance(entry, buffer.StoreSizeOp):
                 count = entry.factor.value.data * math.prod(known[v] for v in entry.sizes)
                 steps.append(partial(views[entry.out].fill, count))
+            elif isinstance(entry, buffer.AllGatherOp):
+                steps.append(self.gather_rows(entry, views, size))
+            elif isinstance(entry, (buffer.CollectiveOp, buffer.PointToPointOp, buffer.TransferOp)):
+                raise CompileError(f"'{entry.name}' cannot move each device's own sizes", source_location(entry))
             else:
                 scratch = self.scratch.setdefault(entry, _ScratchModule(self.xp))
                 scratch.building()
@@ -268,6 +284,34 @@ class Executor:
             del self.variants[next(iter(self.variants))]
         self.variants[sizes] = found = (ins, outs, steps)
         return found
+
+    def size_on(self, key: tuple[int, ...]) -> Callable[[SSAValue, int], int]:
+        """A size value's value on program rank r in the variant `key`: this rank's input sizes, or every
+        rank's one after another when the program sums sizes over devices (`buffer.sum_sizes`)."""
+        where = {v: i for i, (v, *_) in enumerate(self.dims)}
+        stride = len(self.dims) if self.summed else 0
+
+        def size(v: SSAValue, r: int) -> int:
+            if v in self.const_sizes:
+                return self.const_sizes[v]
+            if v in where:
+                return key[r * stride + where[v]]
+            op = v.owner
+            assert isinstance(op, buffer.SumSizesOp) and self.comm is not None
+            return sum(size(op.size, q) for q in mesh_group(r, self.comm.mesh, op.mesh_axis.value.data))
+
+        return size
+
+    def gather_rows(
+        self, op: buffer.AllGatherOp, views: dict[SSAValue, Any], size: Callable[[SSAValue, int], int]
+    ) -> Callable[[], None]:
+        """An all_gather of each device's own rows, every device's row count read from the variant."""
+        cut, comm = op.src.owner, self.placed(op)[1]
+        assert isinstance(cut, buffer.CutOp) and comm is not None
+        axis, site = op.mesh_axis.value.data, Site(op.name, source_location(op))
+        rows = [size(cut.sizes[0], q) for q in comm.group(axis)]
+        src, dst = views[op.src], views[op.dst]
+        return comm.gather_rows(src, dst, rows, axis, site)
 
     def layout(self, op: buffer.VariableOp) -> Layout | None:
         """How the variable's logical value is cut over the mesh (None: this device holds all of it)."""
@@ -323,13 +367,16 @@ class Executor:
             return lambda: comm.reduce(src, dst, p["root"], axis, p["reduction"], site)
         raise CompileError(f"the executor cannot run '{op.name}'", site.location)
 
-    def feed(self, inputs: Sequence[Any]) -> None:
-        """Copy one step's inputs (this device's pieces) into the arena; with dynamic sizes, pick their variant."""
+    def feed(self, inputs: Sequence[Any], sizes: tuple[int, ...] | None = None) -> None:
+        """Copy one step's inputs (this device's pieces) into the arena; with dynamic sizes, pick their variant
+        (`sizes`: every rank's input sizes, one after another, given where the program sums them over devices)."""
         if len(inputs) != len(self.inputs):
             raise ExecutionError(f"job '{self.name}' takes {len(self.inputs)} inputs, got {len(inputs)}")
         xp = self.xp
         if self.cuts:
-            self.input_views, self.output_views, self.steps = self.variant(self.sizes_of(inputs))
+            if self.summed and sizes is None:
+                raise ExecutionError(f"job '{self.name}' sums sizes over devices: it needs every device's input sizes")
+            self.input_views, self.output_views, self.steps = self.variant(sizes if self.summed else self.sizes_of(inputs))
         if xp is np:
             threads.apply()  # the chosen BLAS pool size, even if the user's own numpy code changed it
         for view, value in zip(self.input_views, inputs):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -42,6 +43,8 @@ class _Call:
             return ("exchange", self.group)
         if self.kind in ("send", "recv"):  # the two sides of one transfer: same pair, same shape and dtype
             return ("send/recv", self.group, _spec(self.src if self.src is not None else self.dst))
+        if self.kind == "gather_rows":  # each device's own rows: the same counts, the dtype, not the shapes
+            return (self.kind, self.group, self.params, str(self.src.dtype))  # type: ignore[union-attr]
         return (self.kind, self.group, self.params, *(_spec(a) for a in (self.src, self.dst)))
 
     def describe(self) -> str:
@@ -159,6 +162,8 @@ class InProcessGroup:
                 results = xp.split(total, n, axis=params["axis"])
         elif first.kind == "all_gather":
             results = [xp.concatenate(srcs, axis=params["axis"])] * n
+        elif first.kind == "gather_rows":
+            results = [xp.concatenate(srcs, axis=0)] * n
         elif first.kind == "all_to_all":
             pieces = [xp.split(s, n, axis=params["split_axis"]) for s in srcs]
             results = [xp.concatenate([p[j] for p in pieces], axis=params["concat_axis"]) for j in range(n)]
@@ -226,18 +231,27 @@ class InProcessCommunicator(Communicator):
         self.subgroups: dict[tuple[tuple[int, ...], tuple[int, ...]], InProcessCommunicator] = {}
 
     def _park(self, kind: str, src: Array | None, dst: Array | None, mesh_axis: int | None, site: Site, **params: Any) -> None:
+        self.owner.park(self._call(kind, src, dst, mesh_axis, site, **params))
+
+    def _call(self, kind: str, src: Array | None, dst: Array | None, mesh_axis: int | None, site: Site, **params: Any) -> _Call:
         group = tuple(range(self.size)) if mesh_axis is None else self.group(mesh_axis)
         if mesh_axis is not None:
             params["mesh_axis"] = mesh_axis
         members = tuple(self.members[r] for r in group)
-        self.owner.park(_Call(kind, self.members[self.rank], members, tuple(sorted(params.items())), src, dst, site))
+        return _Call(kind, self.members[self.rank], members, tuple(sorted(params.items())), src, dst, site)
 
     def exchange(
         self, sends: Sequence[tuple[int, Array]], recvs: Sequence[tuple[int, Array]], group: Sequence[int], site: Site
     ) -> None:
+        self.prepared_exchange(sends, recvs, group, site)()
+
+    def prepared_exchange(
+        self, sends: Sequence[tuple[int, Array]], recvs: Sequence[tuple[int, Array]], group: Sequence[int], site: Site
+    ) -> Callable[[], None]:
+        """The parked call made once: performing it only reads it."""
         members = tuple(sorted(self.members[r] for r in group))
         params = (("recvs", tuple((self.members[p], a) for p, a in recvs)), ("sends", tuple((self.members[p], a) for p, a in sends)))
-        self.owner.park(_Call("exchange", self.members[self.rank], members, params, None, None, site))
+        return partial(self.owner.park, _Call("exchange", self.members[self.rank], members, params, None, None, site))
 
     def subgroup(self, members: Sequence[int], mesh: Sequence[int]) -> InProcessCommunicator:
         key = (tuple(members), tuple(mesh))
@@ -255,6 +269,11 @@ class InProcessCommunicator(Communicator):
 
     def all_gather(self, src: Array, dst: Array, axis: int, mesh_axis: int, site: Site) -> None:
         self._park("all_gather", src, dst, mesh_axis, site, axis=axis)
+
+    def gather_rows(self, src: Array, dst: Array, rows: Sequence[int], mesh_axis: int, site: Site) -> Callable[[], None]:
+        """One call, made once and parked at each step, that concatenates the group's rows as a static
+        all_gather does: the exchange's pairs would copy every piece once more here."""
+        return partial(self.owner.park, self._call("gather_rows", src, dst, mesh_axis, site, rows=tuple(rows)))
 
     def reduce_scatter(self, src: Array, dst: Array, axis: int, mesh_axis: int, reduction: str, site: Site) -> None:
         self._park("reduce_scatter", src, dst, mesh_axis, site, axis=axis, reduction=reduction)

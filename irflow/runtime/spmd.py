@@ -116,8 +116,9 @@ class SpmdExecutor:
         if len(inputs) != len(self.input_layouts):
             raise ExecutionError(f"job '{self.name}' takes {len(self.input_layouts)} inputs, got {len(inputs)}")
         pieces = [self.pieces(i, value) for i, value in enumerate(inputs)]
+        sizes = self.every_size([[p[rank] for p in pieces] for rank in range(len(self.executors))])
         for rank, executor in enumerate(self.executors):
-            executor.feed([p[rank] for p in pieces])
+            executor.feed([p[rank] for p in pieces], sizes)
         if self.group is not None:
             self.group.run([e.steps for e in self.executors])
         else:
@@ -128,6 +129,17 @@ class SpmdExecutor:
         if self.view == "mirrored":
             return outputs
         return [self.logical(i, pieces) for i, pieces in enumerate(outputs)]
+
+    def every_size(self, inputs: list[list[Any]]) -> tuple[int, ...] | None:
+        """Every rank's input sizes, one after another, for a program that sums sizes over devices (an all_gather
+        of each device's own rows): read here for simulated devices, gathered from the ranks under MPI."""
+        if not self.executors[0].summed:
+            return None
+        local = [executor.sizes_of(ins) for executor, ins in zip(self.executors, inputs)]
+        if self.comm is None:
+            return tuple(n for sizes in local for n in sizes)
+        every = self.comm.gather_all(np.array(local[0], np.int64), Site(f"job '{self.name}' input sizes"))
+        return tuple(int(n) for sizes in every for n in sizes)
 
     def logical(self, index: int, pieces: list[np.ndarray]) -> np.ndarray:
         """Output `index`'s whole value from this process's pieces (under MPI gathered from every rank if not broadcast)."""

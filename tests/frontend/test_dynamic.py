@@ -640,17 +640,98 @@ def test_a_mirrored_train_job_on_uneven_rows_matches_pytorch_on_all_rows(reduce_
         np.testing.assert_array_equal(value.numpy(), variables[name], err_msg=name)
 
 
-def test_a_collective_of_a_dynamic_value_is_a_located_compile_error():
+def test_reduce_max_over_every_devices_rows_gathers_them_and_matches_numpy():
     config = mirrored_config()
+
+    @flow.global_function(type="predict", function_config=config)
+    def centered(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> Tuple[tp.Numpy, tp.ListNumpy]:
+        peak = flow.math.reduce_max(x, axis=0)  # over every device's rows: they are gathered first
+        return peak, x - peak
+
+    rng = np.random.default_rng(16)
+    for rows in [(25, 0, 3, 13), (1, 1, 1, 1), (0, 0, 0, 2), (25, 25, 25, 25), (0, 7, 0, 0)]:
+        pieces = [rng.standard_normal((n, 3)).astype(np.float32) for n in rows]
+        peak, shifted = centered(pieces)
+        whole = np.concatenate(pieces)
+        np.testing.assert_array_equal(peak, whole.max(axis=0))
+        for got, piece in zip(shifted, pieces):
+            np.testing.assert_array_equal(got, piece - whole.max(axis=0))
+    lowered = centered.ir("lower-to-physical")
+    assert "job.all_gather %x" in lowered and "-> tensor<100x3xf32, #job.bounded<[0]>>" in lowered
+    assert "buffer.sum_sizes" in centered.ir("buffer")  # the gathered rows: every device's, summed
+
+
+def test_gathered_rows_keep_the_devices_order_through_a_dense_layer():
+    config = mirrored_config()
+
+    @flow.global_function(type="predict", function_config=config)
+    def top(images: tp.ListNumpy.Placeholder((PER_DEVICE, 784), dtype=flow.float)) -> tp.Numpy:
+        hidden = flow.layers.dense(images, 512, activation=flow.nn.relu, name="dense1")
+        logits = flow.layers.dense(hidden, 10, name="dense2")
+        return flow.math.argmax(logits, axis=0)  # which row of all devices' scores highest per class
+
+    weights = random_weights(np.random.default_rng(17))
+    flow.load_variables(weights)
+    rng = np.random.default_rng(18)
+    for rows in [(3, 0, 25, 9), (0, 0, 1, 0)]:
+        pieces = [rng.random((n, 784), dtype=np.float32) for n in rows]
+        expected = reference(weights, np.concatenate(pieces)).argmax(axis=0)
+        np.testing.assert_array_equal(top(pieces), expected)
+
+
+def test_training_through_a_max_over_every_devices_rows_matches_numpy():
+    config = mirrored_config(flow.double)
+
+    @flow.global_function(type="train", function_config=config)
+    def train(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.double)) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(3,), initializer=flow.ones_initializer())
+        loss = flow.math.reduce_max(x * w, axis=0)  # each column's largest of all devices' rows
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    rate = float(np.float32(0.1))  # the learning rate as the job holds it
+    rng = np.random.default_rng(20)
+    w = np.ones(3)
+    for rows in [(3, 0, 5, 1), (0, 0, 2, 0), (25, 25, 25, 25), (1, 2, 3, 4)]:
+        pieces = [rng.random((n, 3)) for n in rows]
+        whole = np.concatenate(pieces) * w
+        np.testing.assert_allclose(train(pieces), whole.max(axis=0), rtol=1e-12)
+        # d(mean of the 3 maxima)/dw_j is the input at column j's largest row, over 3
+        w = w - rate * np.concatenate(pieces)[whole.argmax(axis=0), range(3)] / 3
+        np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-12)
+
+
+def test_a_dynamic_value_that_no_gather_can_move_is_a_located_compile_error():
+    config = mirrored_config(hierarchy=[2, 2])  # rows split over both mesh axes: only a 1-d gather is provided
 
     @flow.global_function(type="predict", function_config=config)
     def peak(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> tp.Numpy:
         return flow.math.reduce_max(x, axis=0)  # MARK-max: over every device's rows
 
-    with pytest.raises(flow.CompileError, match=r"job.reduce_max needs operand 0 as \[broadcast\], but it can only be had "
-                       r"as \[split\(0\)\] here: its dynamic axes hold each device's own sizes") as info:
+    with pytest.raises(flow.CompileError, match=r"job.reduce_max needs operand 0 as \[broadcast, broadcast\], but it can "
+                       r"only be had as \[split\(0\), split\(0\)\] here: its dynamic axes hold each device's own sizes") as info:
         peak([np.ones((2, 3), np.float32)] * DEVICES)
     assert info.value.location.line == line_of("MARK-max")
+
+
+def test_steps_gathering_changing_rows_allocate_nothing_a_static_gather_does_not(monkeypatch):
+    config = mirrored_config()
+
+    @flow.global_function(type="predict", function_config=config)
+    def peak(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> tp.Numpy:
+        return flow.math.reduce_max(x, axis=0)
+
+    @flow.global_function(type="predict")  # the same gather of static rows: the consistent view
+    def static(x: tp.Numpy.Placeholder((PER_DEVICE * DEVICES, 3), dtype=flow.float)) -> tp.Numpy:
+        return flow.math.reduce_max(x, axis=0)
+
+    x = np.random.default_rng(19).random((PER_DEVICE, 3), dtype=np.float32)
+    sizes = [(25 - i % 26, i % 26, (7 * i) % 26, 1 + i % 25) for i in range(60)]
+    left, grown, peak_bytes = traced_steps(peak, [[[x[:n] for n in rows]] for rows in sizes], monkeypatch, steps=80)
+    _, static_grown, static_peak = traced_steps(static, [[np.concatenate([x] * DEVICES)]], monkeypatch, steps=80)
+    assert left == 0  # new sizes on each device: views and closures, no array memory
+    assert grown <= static_grown + 512
+    assert peak_bytes <= static_peak + 4096
 
 
 def line_of(marker: str) -> int:

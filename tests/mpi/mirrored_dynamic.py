@@ -5,7 +5,9 @@
 In one process the call passes both devices' arrays; under `mpiexec -n 2` each
 rank passes its own (a one-element list) and gets its own rows back. The
 tp.Numpy output joins both devices' rows either way, and the variables after
-the last step are the same on every rank (docs/dynamic.md).
+the last step are the same on every rank (docs/dynamic.md). A predict job's max
+over both devices' rows gathers them (each rank's own count), stored next to
+numpy's max of the same rows.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ def main(out: Path) -> None:
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
         return loss, loss
 
+    @flow.global_function(type="predict", function_config=config)
+    def peak(x: tp.ListNumpy.Placeholder((8, 6), dtype=flow.double)) -> tp.Numpy:
+        return flow.math.reduce_max(x, axis=0)  # over both devices' rows, gathered
+
     rng = np.random.default_rng(4)
     rank = os.environ.get("PMI_RANK")
     result: dict[str, np.ndarray] = {}
@@ -51,6 +57,8 @@ def main(out: Path) -> None:
         for d, part in zip(range(2) if rank is None else [int(rank)], parts):
             result[f"part{step}-{d}"] = part
         result[f"whole{step}"] = whole
+        result[f"peak{step}"] = peak(xs[mine])
+        result[f"numpy_peak{step}"] = np.concatenate(xs).max(axis=0)
     for name, v in flow.get_all_variables().items():
         result[name] = v.numpy()
     np.savez(out / f"rank{rank or 0}.npz", **result)

@@ -126,7 +126,9 @@ def test_mirrored_train_job_with_each_ranks_own_rows_matches_one_process(tmp_pat
             assert got[f"part{step}-{rank}"].shape == (sizes[rank],)
             np.testing.assert_array_equal(got[f"part{step}-{rank}"], simulated[f"part{step}-{rank}"])
             np.testing.assert_array_equal(got[f"whole{step}"], simulated[f"whole{step}"])  # both ranks' rows
-        for name in [k for k in simulated if not k.startswith(("part", "whole"))]:
+            np.testing.assert_array_equal(got[f"peak{step}"], got[f"numpy_peak{step}"])  # both ranks' rows gathered
+            np.testing.assert_array_equal(simulated[f"peak{step}"], simulated[f"numpy_peak{step}"])
+        for name in [k for k in simulated if not k.startswith(("part", "whole", "peak", "numpy_peak"))]:
             np.testing.assert_array_equal(got[name], simulated[name], err_msg=name)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from irflow.dialects.mesh import mesh_group
 from irflow.errors import ExecutionError
 from irflow.runtime.communicator import Site
 from irflow.runtime.inprocess import InProcessGroup
@@ -153,6 +154,33 @@ def test_an_exchange_moves_every_pair_in_one_group():
     for r, (got, _) in enumerate(results):
         np.testing.assert_array_equal(got[0], rows[(r - 1) % 4])
         np.testing.assert_array_equal(got[1], rows[(r - 2) % 4][:1] + 10)
+
+
+@pytest.mark.parametrize("mesh, mesh_axis", [((4,), 0), ((2, 2), 1), ((2, 2), 0)])
+def test_a_gather_of_each_devices_own_rows_puts_them_one_after_another(mesh, mesh_axis):
+    """The mirrored view's uneven gather (docs/dynamic.md): one group of send/recv pairs, a device of 0 rows too."""
+    site = Site("buffer.all_gather")
+    own = [3, 0, 5, 1]
+    pieces = [np.arange(n * 2, dtype=np.float32).reshape(n, 2) + 100 * r for r, n in enumerate(own)]
+
+    def body(comm):
+        group = comm.group(mesh_axis)
+        rows = [own[q] for q in group]
+        dst = device(np.full((sum(rows), 2), FILL, np.float32))
+        step = comm.gather_rows(device(pieces[comm.rank]), dst, rows, mesh_axis, site)
+        got = []
+        for _ in range(2):  # a step is made once per variant and run at every step of those sizes
+            dst[...] = FILL
+            step()
+            got.append(np.array(dst))
+        return got
+
+    results, errors, _ = on_ranks(mesh, body)
+    assert errors == [None] * 4
+    for r, (got, _) in enumerate(results):
+        expected = np.concatenate([pieces[q] for q in mesh_group(r, mesh, mesh_axis)])
+        for again in got:
+            np.testing.assert_array_equal(again, expected)
 
 
 def test_a_subgroup_runs_collectives_among_its_members_only_on_the_same_gpu():

@@ -190,3 +190,35 @@ def test_docs_state_which_ops_accept_dynamic_shapes():
     ops = [c for c in job.COMPUTE_OPS + list(job.PHYSICAL_OPS) if issubclass(c, job.JobOp)]
     actual = {c.name.removeprefix("job."): c.size_groups.__func__ is not job.JobOp.size_groups.__func__ for c in ops}
     assert stated == actual
+
+
+def test_all_gather_of_each_devices_own_rows_is_dynamic_at_n_times_the_bound():
+    x = Block(arg_types=[with_dynamic(tensor((25, 3), f32), [0])]).args[0]
+    gathered = job.AllGatherOp.make([x], axis=0, mesh=job.i64_array([4]), mesh_axis=0)
+    assert gathered.res.type == with_dynamic(tensor((100, 3), f32), [0])
+    with pytest.raises(VerifyException, match=r"job.all_gather gathers each device's own sizes along axis 0 only"):
+        job.AllGatherOp.make([x], axis=1, mesh=job.i64_array([4]), mesh_axis=0)
+    ragged = Block(arg_types=[with_dynamic(tensor((25, 3), f32), [0, 1])]).args[0]
+    with pytest.raises(VerifyException, match=r"with every other axis static; given \(<=25, <=3\)"):
+        job.AllGatherOp.make([ragged], axis=0, mesh=job.i64_array([4]), mesh_axis=0)
+
+
+def test_buffer_gather_of_own_rows_and_sum_sizes_round_trip_and_verify():
+    text = """builtin.module {
+  buffer.program @p on "cpu" {
+    %n = buffer.input_dim {index = 0 : i64, axis = 0 : i64} : index
+    %s = buffer.sum_sizes %n {mesh = array<i64: 4>, mesh_axis = 0 : i64} : index -> index
+    %b = buffer.alloc : memref<25x3xf32>
+    %c = buffer.cut %b, %n : (memref<25x3xf32>, index) -> memref<?x3xf32>
+    %g = buffer.alloc : memref<100x3xf32>
+    %d = buffer.cut %g, %s : (memref<100x3xf32>, index) -> memref<?x3xf32>
+    buffer.all_gather %c, %d {axis = 0 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : memref<?x3xf32>, memref<?x3xf32>
+  }
+}"""
+    printed = print_module(parse_module(text))
+    assert "buffer.sum_sizes %n {mesh = array<i64: 4>, mesh_axis = 0 : i64} : index -> index" in printed
+    with pytest.raises(Exception, match=r"mesh_axis 1 out of range for the mesh \[4\]"):
+        parse_module(text.replace("mesh_axis = 0 : i64} : index -> index", "mesh_axis = 1 : i64} : index -> index"))
+    with pytest.raises(Exception, match="all_gather of memref<\\?x3xf32> over 4 ranks cannot produce memref<\\?x4xf32>"):
+        parse_module(text.replace("memref<100x3xf32>", "memref<100x4xf32>").replace("-> memref<?x3xf32>\n    buffer.all", "-> memref<?x4xf32>\n    buffer.all")
+                     .replace("memref<?x3xf32>, memref<?x3xf32>", "memref<?x3xf32>, memref<?x4xf32>"))

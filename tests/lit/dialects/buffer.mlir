@@ -96,7 +96,7 @@ buffer.program @collectives on "gpu" {
 // -----
 
 // Dynamic sizes (docs/dynamic.md): an input's actual rows, a constant size, a cut of a buffer planned at the
-// bound, checks, counts.
+// bound, checks, counts, each device's rows summed and gathered.
 
 buffer.program @dynamic on "cpu" {
   %n = buffer.input_dim {index = 0 : i64, axis = 0 : i64} : index
@@ -108,6 +108,10 @@ buffer.program @dynamic on "cpu" {
   buffer.assert_same_size %n, %m {what = "job.add: operand #0 axis 0 and operand #1 axis 0"} : index, index
   %c = buffer.alloc : memref<f32>
   buffer.store_size %c, %n {factor = 8 : i64} : memref<f32>, index
+  %s = buffer.sum_sizes %n {mesh = array<i64: 4>, mesh_axis = 0 : i64} : index -> index
+  %g = buffer.alloc : memref<400x8xf32>
+  %gs = buffer.cut %g, %s : (memref<400x8xf32>, index) -> memref<?x8xf32>
+  buffer.all_gather %xn, %gs {axis = 0 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : memref<?x8xf32>, memref<?x8xf32>
 }
 
 // CHECK-LABEL: buffer.program @dynamic on "cpu" {
@@ -120,4 +124,8 @@ buffer.program @dynamic on "cpu" {
 // CHECK-NEXT:    buffer.assert_same_size %n, %m {what = "job.add: operand #0 axis 0 and operand #1 axis 0"} : index, index
 // CHECK-NEXT:    %c = buffer.alloc : memref<f32>
 // CHECK-NEXT:    buffer.store_size %c, %n {factor = 8 : i64} : memref<f32>, index
+// CHECK-NEXT:    %s = buffer.sum_sizes %n {mesh = array<i64: 4>, mesh_axis = 0 : i64} : index -> index
+// CHECK-NEXT:    %g = buffer.alloc : memref<400x8xf32>
+// CHECK-NEXT:    %gs = buffer.cut %g, %s : (memref<400x8xf32>, index) -> memref<?x8xf32>
+// CHECK-NEXT:    buffer.all_gather %xn, %gs {axis = 0 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : memref<?x8xf32>, memref<?x8xf32>
 // CHECK-NEXT:  }
