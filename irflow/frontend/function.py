@@ -25,7 +25,7 @@ from xdsl.ir import SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from irflow import typing as tp
-from irflow.dialects.bounds import element_shapes, with_dynamic
+from irflow.dialects.bounds import dynamic_axes, element_shapes, with_dynamic
 from irflow.dialects.job import ReturnOp, shape_of, tensor
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
 from irflow.errors import ExecutionError, TraceError
@@ -131,6 +131,7 @@ class JobFunction:
             self._configured = default_session().resource.placement()
             types = [self._logical_type(leaf) for leaf in leaves]
             trace = Trace(self.job_name, self.job_type, self.config, types, placement)
+            trace.own_sizes = self.devices > 1
             with tracing(trace):
                 result = self._func(*self._arguments(trace))
         if self.job_type == "train" and not trace.minimized:
@@ -200,11 +201,20 @@ class JobFunction:
             )
         if self.mirrored and count > 1:
             func.attributes["view"] = StringAttr("mirrored")
-            for value in values:
+            kinds = signature.leaf_kinds(self._out, self.output_count) + [kind for _, kind in self._watchers]
+            for index, (value, kind) in enumerate(zip(values, kinds)):
                 if not shape_of(value.type):
                     raise TraceError(
                         f"job '{self.job_name}' is in the mirrored view, where each output is one array per "
                         "device split along axis 0: a rank-0 output has no such split; return it unreduced",
+                        self._where,
+                    )
+                # The devices' rows can be joined only where their other axes agree (docs/dynamic.md).
+                uneven = [a for a in dynamic_axes(value.type) if a > 0]
+                if kind in signature.WHOLE and uneven:
+                    raise TraceError(
+                        f"job '{self.job_name}' returns output {index} whole (the devices' rows one after "
+                        f"another, as tp.Numpy), but its axes {uneven} hold each device's own sizes; return it as tp.ListNumpy",
                         self._where,
                     )
         if count == 1 and not trace.arg_sbp:

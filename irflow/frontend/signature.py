@@ -404,14 +404,14 @@ def is_dynamic(spec: Any, devices: int) -> bool:
 def dynamic_axes(spec: Any, devices: int) -> tuple[int, ...]:
     """The placeholder's axes whose size may be smaller than its shape (docs/dynamic.md).
 
-    On one device a `tp.ListNumpy` array may be smaller on every axis, as OneFlow checks;
-    an axis of bound 1 stays exact (so it still broadcasts). A tensor list's instances
-    share the placeholder's trailing shape, and the devices of a mirrored job share
-    every axis but their rows, so only axis 0 varies there.
+    A `tp.ListNumpy` array may be smaller on every axis, as OneFlow checks (each
+    device's on its own in the mirrored view on several); an axis of bound 1 stays
+    exact (so it still broadcasts). A tensor list's instances share the
+    placeholder's trailing shape, so only axis 0 varies there.
     """
     if not is_dynamic(spec, devices):
         return ()
-    if spec.kind == "list_list_numpy" or devices > 1:
+    if spec.kind == "list_list_numpy":
         return (0,)
     return (0, *(a for a, d in enumerate(spec.shape) if a > 0 and d > 1))
 

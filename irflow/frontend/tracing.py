@@ -50,6 +50,9 @@ class Trace:
         self.minimized = False
         self.arg_placement = placement  # where the placeholders live: the placement when the job was defined
         self.arg_sbp: dict[int, NdSbpAttr] = {}
+        # Mirrored on several devices: each device's sizes are its own, so a dynamic axis past 0 that meets
+        # a static one is pinned there (docs/dynamic.md); what follows is static on every device alike.
+        self.own_sizes = False
         self._counters: dict[str, int] = {}
 
     def unique_name(self, prefix: str) -> str:
@@ -118,8 +121,9 @@ def build(
         props.setdefault("placement", placements[-1])
     pins: list[PinSizeOp] = []
     try:  # an op that takes only axis 0 dynamic gets its other dynamic axes pinned at their bound (docs/dynamic.md)
-        for i, axes in unaccepted_axes(op_class, [v.type for v in values], props).items():
+        for i, axes in unaccepted_axes(op_class, [v.type for v in values], props, trace.own_sizes).items():
             pins.append(PinSizeOp.make([values[i]], axes=axes, placement=props.get("placement")))
+            pins[-1].res.name_hint = values[i].name_hint  # the same data, at its bound: %x, %x_1
             values[i] = pins[-1].res
         op = op_class.make(values, result_type, **props)
     except VerifyException as err:
@@ -134,15 +138,27 @@ def build(
     return Blob(op.results[0], trace, blob_name or trace.unique_name(op_class.name.removeprefix("job.")))
 
 
-def unaccepted_axes(op_class: type[JobOp], types: Sequence[Attribute], props: dict[str, object]) -> dict[int, list[int]]:
+def unaccepted_axes(
+    op_class: type[JobOp], types: Sequence[Attribute], props: dict[str, object], own_sizes: bool = False
+) -> dict[int, list[int]]:
     """Per operand, its dynamic axes past 0 that `op_class` does not take dynamic, as its size groups declare.
 
-    Nothing when the op refuses a dynamic axis 0 too: no pin can help, and its verifier names that axis.
+    With `own_sizes` (mirrored on several devices) also those that meet a static axis in a group (a
+    contracting axis against a weight), and those of an operand reduced or contracted over its rows:
+    pinned (checked per device at run time), they stay static downstream, so no collective (a gather
+    of rows, a weight's gradient all-reduced) moves sizes that differ per device. Nothing when the op
+    refuses a dynamic axis 0 too: no pin can help, and its verifier names that axis.
     """
     if not any(a > 0 for t in types for a in dynamic_axes(t)):
         return {}
     groups = op_class.size_groups(types, {k: to_attr(v) for k, v in props.items() if v is not None})
     taken = {member for _, members in groups or () for member in members}
+    if own_sizes:
+        dynamic = {(i, a) for i, t in enumerate(types) for a in dynamic_axes(t)}
+        meets_static = {m for _, members in groups or () if any(m not in dynamic for m in members) for m in members}
+        # reduced or contracted over the devices' rows, the result moves between them (a gather, an all-reduce)
+        over_rows = {i for result, members in groups or () if result is None for i, a in members if (i, a) in dynamic and a == 0}
+        taken -= {(i, a) for i, a in meets_static if a > 0} | {(i, a) for i, a in dynamic if i in over_rows and a > 0}
     refused = [(i, a) for i, t in enumerate(types) for a in dynamic_axes(t) if (i, a) not in taken]
     if any(a == 0 for _, a in refused):
         return {}

@@ -258,8 +258,10 @@ class Executor:
             elif isinstance(entry, buffer.AssertSameSizeOp):
                 found_sizes = [known[v] for v in entry.sizes]
                 if len(set(found_sizes)) > 1:
+                    # each device's sizes are its own in the mirrored view on several: name the one at fault
+                    device = f" on device {self.comm.rank}" if self.comm is not None and self.comm.size > 1 else ""
                     raise ExecutionError(
-                        f"{entry.what.data} must have the same size, given {' and '.join(map(str, found_sizes))}",
+                        f"{entry.what.data} must have the same size{device}, given {' and '.join(map(str, found_sizes))}",
                         source_location(entry),
                     )
             elif isinstance(entry, buffer.StoreSizeOp):

@@ -137,7 +137,7 @@ class SpmdExecutor:
             return None
         local = [executor.sizes_of(ins) for executor, ins in zip(self.executors, inputs)]
         if self.comm is None:
-            return tuple(n for sizes in local for n in sizes)
+            return tuple([n for sizes in local for n in sizes])  # exact size: a freed key's memory is reused
         every = self.comm.gather_all(np.array(local[0], np.int64), Site(f"job '{self.name}' input sizes"))
         return tuple(int(n) for sizes in every for n in sizes)
 

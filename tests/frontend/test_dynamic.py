@@ -575,12 +575,14 @@ def test_a_device_over_the_bound_is_an_error_naming_argument_device_bound_and_sh
     x = np.ones((PER_DEVICE + 1, 784), np.float32)
     good = [x[:25], x[:25], x[:25], x[:13]]
     before = predict(good)[1]
-    with pytest.raises(flow.ExecutionError, match=r"argument 'images' for device 2: expected shape \(<=25, 784\) "
-                       r"\(axis 0 within the placeholder's bound 25\), given \(26, 784\)") as info:
+    with pytest.raises(flow.ExecutionError, match=r"argument 'images' for device 2: expected shape \(<=25, <=784\) "
+                       r"\(within the placeholder's shape \(25, 784\)\), given \(26, 784\)") as info:
         predict([x[:25], x[:25], x, x[:13]])
     assert __file__ in str(info.value)  # at the caller's line
-    with pytest.raises(flow.ExecutionError, match=r"for device 0: expected shape \(<=25, 784\).*given \(5, 700\)"):
-        predict([x[:5, :700], x[:25], x[:25], x[:13]])  # the devices share every axis but their rows
+    # each device's features may be fewer too (as OneFlow checks them), but dense1's weight needs all 784
+    with pytest.raises(flow.ExecutionError, match=r"job.matmul takes axes \[1\] of operand #0 at their bound: .*"
+                       r"\(argument 'images' axis 1\) and its bound 784 must have the same size on device 0, given 700 and 784"):
+        predict([x[:5, :700], x[:25], x[:25], x[:13]])
     np.testing.assert_array_equal(predict(good)[1], before)
 
 
@@ -634,7 +636,7 @@ def test_a_mirrored_train_job_on_uneven_rows_matches_pytorch_on_all_rows(reduce_
     for p, name in zip(model.parameters(), weights):
         np.testing.assert_allclose(variables[name], p.detach().numpy(), rtol=1e-7, atol=1e-9, err_msg=name)
     over = [np.zeros((n, 20)) for n in (25, 26, 25, 13)]
-    with pytest.raises(flow.ExecutionError, match=r"argument 'images' for device 1: .*\(<=25, 20\).* given \(26, 20\)"):
+    with pytest.raises(flow.ExecutionError, match=r"argument 'images' for device 1: .*\(<=25, <=20\).* given \(26, 20\)"):
         train(over, [np.zeros(n, np.int32) for n in (25, 26, 25, 13)])
     for name, value in flow.get_all_variables().items():  # no step ran: momentum and the step counter included
         np.testing.assert_array_equal(value.numpy(), variables[name], err_msg=name)
@@ -825,3 +827,118 @@ def test_train_steps_through_pins_and_unpins_allocate_nothing_a_static_step_does
     assert left == 0
     assert grown <= static_grown + 512
     assert peak <= static_peak + 1024
+
+
+# ----------------------------------------------- the mirrored view: every axis within the bound per device
+
+def mirrored_columns(config):
+    @flow.global_function(type="predict", function_config=config)
+    def columns(
+        x: tp.ListNumpy.Placeholder((8, 6), dtype=flow.float), labels: tp.ListNumpy.Placeholder((8, 6), dtype=flow.float)
+    ) -> Tuple[tp.ListNumpy, tp.ListNumpy, tp.ListNumpy, tp.ListNumpy, tp.ListNumpy]:
+        y = flow.nn.relu(x) * 2.0 - x
+        return (y, flow.math.reduce_sum(y, axis=1), flow.math.reduce_mean(x, axis=1, keepdims=True),
+                flow.nn.softmax(x), flow.nn.softmax_cross_entropy_with_logits(labels, x))
+
+    return columns
+
+
+def mirrored_columns_reference(x: np.ndarray, labels: np.ndarray) -> list[np.ndarray]:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    softmax = e / e.sum(axis=1, keepdims=True)
+    y = np.maximum(x, 0) * 2 - x
+    return [y, y.sum(1), x.mean(1, keepdims=True), softmax, -(labels * np.log(softmax)).sum(1)]
+
+
+def test_each_device_may_be_smaller_on_every_axis_and_matches_numpy():
+    columns = mirrored_columns(mirrored_config())
+    rng = np.random.default_rng(21)
+    steps = [[(5, 6), (3, 4), (8, 2), (0, 5)], [(1, 1), (8, 6), (2, 3), (7, 6)], [(5, 6), (3, 4), (8, 2), (0, 5)]]
+    for shapes in steps:  # the last comes back to variants built before
+        xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        labels = [rng.random(s, dtype=np.float32) for s in shapes]
+        outs = columns(xs, labels)
+        for device, (x, y) in enumerate(zip(xs, labels)):
+            for out, ref in zip(outs, mirrored_columns_reference(x, y), strict=True):
+                assert out[device].shape == ref.shape, (shapes, device)
+                np.testing.assert_allclose(out[device], ref, rtol=1e-5, atol=1e-6)
+    assert "tensor<32x6xf32, #job.bounded<[0, 1]>>" in columns.ir("job")  # the logical value: 4 pieces of (<=8, <=6)
+
+
+def test_a_device_over_the_bound_on_a_feature_axis_is_an_error_naming_it_and_nothing_runs():
+    columns = mirrored_columns(mirrored_config())
+    x = np.ones((8, 7), np.float32)
+    good = [x[:2, :6], x[:3, :6], x[:8, :1], x[:0, :6]]
+    before = columns(good, good)
+    with pytest.raises(flow.ExecutionError, match=r"argument 'x' for device 1: expected shape \(<=8, <=6\) "
+                       r"\(within the placeholder's shape \(8, 6\)\), given \(3, 7\)") as info:
+        columns([x[:2, :6], x[:3], x[:8, :1], x[:0, :6]], good)
+    assert __file__ in str(info.value)  # at the caller's line
+    with pytest.raises(flow.ExecutionError, match=r"device 2, given 1 and 2"):  # x and labels must agree per device
+        columns(good, [x[:2, :6], x[:3, :6], x[:8, :2], x[:0, :6]])
+    for got, expected in zip(columns(good, good), before, strict=True):
+        for a, b in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_a_mirrored_train_job_with_fewer_features_on_a_device_changes_nothing():
+    train = mirrored_train(mirrored_config(flow.double), reduce_mean=True)
+    flow.load_variables({name: np.full(shape, 0.1) for name, shape in
+                         {"dense1-weight": (16, 20), "dense1-bias": (16,), "dense2-weight": (5, 16), "dense2-bias": (5,)}.items()})
+    variables = {name: v.numpy() for name, v in flow.get_all_variables().items()}
+    x = [np.ones((n, 20)) for n in (3, 4, 5, 6)]
+    x[3] = np.ones((6, 19))  # a feature short on device 3: dense1's weight needs all 20
+    with pytest.raises(flow.ExecutionError, match=r"job.matmul takes axes \[1\] .*\(argument 'images' axis 1\) .* must have "
+                       r"the same size on device 3, given 19 and 20"):
+        train(x, [np.zeros(n, np.int32) for n in (3, 4, 5, 6)])
+    for name, value in flow.get_all_variables().items():  # no step ran
+        np.testing.assert_array_equal(value.numpy(), variables[name], err_msg=name)
+
+
+def test_values_whose_features_differ_per_device_are_not_joined_nor_moved():
+    config = mirrored_config()
+    with pytest.raises(flow.TraceError, match=r"job 'whole' returns output 0 whole .* but its axes \[1\] hold each "
+                       r"device's own sizes; return it as tp.ListNumpy"):
+
+        @flow.global_function(type="predict", function_config=config)
+        def whole(x: tp.ListNumpy.Placeholder((8, 6), dtype=flow.float)) -> tp.Numpy:
+            return flow.nn.relu(x)  # tp.Numpy: the devices' rows one after another, which need one width
+
+    @flow.global_function(type="predict", function_config=config)
+    def over_rows(x: tp.ListNumpy.Placeholder((8, 6), dtype=flow.float)) -> Tuple[tp.Numpy, tp.Numpy]:
+        # over every device's rows: a gather and an all-reduce, which move the features at their bound
+        return flow.math.reduce_max(x, axis=0), flow.math.reduce_sum(x, axis=0)  # MARK-over-rows
+
+    rng = np.random.default_rng(23)
+    pieces = [rng.standard_normal((n, 6)).astype(np.float32) for n in (3, 0, 8, 1)]
+    peak, total = over_rows(pieces)
+    np.testing.assert_array_equal(peak, np.concatenate(pieces).max(axis=0))
+    np.testing.assert_allclose(total, np.concatenate(pieces).sum(axis=0), rtol=1e-5, atol=1e-6)
+    with pytest.raises(flow.ExecutionError, match=r"takes axes \[1\] of operand #0 at their bound: .*\(argument 'x' axis 1\) "
+                       r"and its bound 6 must have the same size on device 2, given 5 and 6") as info:
+        over_rows([pieces[0], pieces[1], pieces[2][:, :5].copy(), pieces[3]])
+    assert info.value.location.line == line_of("MARK-over-rows")
+
+
+def test_mirrored_steps_with_changing_features_allocate_nothing_a_static_step_does_not(monkeypatch):
+    columns = mirrored_columns(mirrored_config())
+
+    @flow.global_function(type="predict")  # the same ops with static shapes, the batch split over the devices
+    def static(
+        x: tp.Numpy.Placeholder((8 * DEVICES, 6), dtype=flow.float), labels: tp.Numpy.Placeholder((8 * DEVICES, 6), dtype=flow.float)
+    ) -> Tuple[tp.Numpy, tp.Numpy, tp.Numpy, tp.Numpy, tp.Numpy]:
+        y = flow.nn.relu(x) * 2.0 - x
+        return (y, flow.math.reduce_sum(y, axis=1), flow.math.reduce_mean(x, axis=1, keepdims=True),
+                flow.nn.softmax(x), flow.nn.softmax_cross_entropy_with_logits(labels, x))
+
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((8, 6)).astype(np.float32)
+    labels = rng.random((8, 6), dtype=np.float32)
+    shapes = [[(1 + (i + d) % 8, 1 + (3 * i + d) % 6) for d in range(DEVICES)] for i in range(24)]
+    steps = [[[x[:n, :c].copy() for n, c in s], [labels[:n, :c].copy() for n, c in s]] for s in shapes]
+    left, grown, peak = traced_steps(columns, steps, monkeypatch, steps=80)
+    whole_x, whole_labels = np.concatenate([x] * DEVICES), np.concatenate([labels] * DEVICES)
+    _, static_grown, static_peak = traced_steps(static, [[whole_x, whole_labels]], monkeypatch, steps=80)
+    assert left == 0  # new sizes on each device: views and closures, no array memory
+    assert grown <= static_grown + 512
+    assert peak <= static_peak + 4096
