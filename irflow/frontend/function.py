@@ -26,7 +26,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from irflow import typing as tp
 from irflow.dialects.bounds import dynamic_axes, element_shapes, with_dynamic
-from irflow.dialects.job import ReturnOp, shape_of, tensor
+from irflow.dialects.job import PinSizeOp, ReturnOp, shape_of, tensor
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
 from irflow.errors import ExecutionError, TraceError
 from irflow.frontend import signature
@@ -155,6 +155,8 @@ class JobFunction:
                     "flow.tensor_buffer_to_tensor or flow.tensor_buffer_to_list_of_tensors",
                     self._where,
                 )
+        if self.devices > 1:
+            values = self._joinable(trace, values)
         ret = ReturnOp(values)
         loc = to_loc(self._where)
         if loc is not None:
@@ -187,6 +189,20 @@ class JobFunction:
         logical = tensor((leaf.shape[0] * self.devices, *leaf.shape[1:]), leaf.dtype.element_type)
         return with_dynamic(logical, signature.dynamic_axes(leaf, self.devices))
 
+    def _joinable(self, trace: Trace, values: list[Any]) -> list[Any]:
+        """The outputs returned whole (tp.Numpy: the devices' rows one after another) need one width: their
+        dynamic axes past 0 pinned at their bound, checked per device when the step starts (docs/dynamic.md)."""
+        kinds = signature.leaf_kinds(self._out, self.output_count) + [kind for _, kind in self._watchers]
+        joinable = []
+        for value, kind in zip(values, kinds, strict=True):
+            uneven = [a for a in dynamic_axes(value.type) if a > 0]
+            if kind in signature.WHOLE and uneven:
+                pin = trace.append(PinSizeOp.make([value], axes=uneven, placement=None), self._where)
+                pin.results[0].name_hint = value.name_hint
+                value = pin.results[0]
+            joinable.append(value)
+        return joinable
+
     def _distribute(self, trace: Trace, values: list[Any]) -> None:
         """Record the job's placement, view and input SBP on its job.func (see docs/distributed.md)."""
         func, placement = trace.func, job_placement(trace)
@@ -201,20 +217,11 @@ class JobFunction:
             )
         if self.mirrored and count > 1:
             func.attributes["view"] = StringAttr("mirrored")
-            kinds = signature.leaf_kinds(self._out, self.output_count) + [kind for _, kind in self._watchers]
-            for index, (value, kind) in enumerate(zip(values, kinds)):
+            for value in values:
                 if not shape_of(value.type):
                     raise TraceError(
                         f"job '{self.job_name}' is in the mirrored view, where each output is one array per "
                         "device split along axis 0: a rank-0 output has no such split; return it unreduced",
-                        self._where,
-                    )
-                # The devices' rows can be joined only where their other axes agree (docs/dynamic.md).
-                uneven = [a for a in dynamic_axes(value.type) if a > 0]
-                if kind in signature.WHOLE and uneven:
-                    raise TraceError(
-                        f"job '{self.job_name}' returns output {index} whole (the devices' rows one after "
-                        f"another, as tp.Numpy), but its axes {uneven} hold each device's own sizes; return it as tp.ListNumpy",
                         self._where,
                     )
         if count == 1 and not trace.arg_sbp:

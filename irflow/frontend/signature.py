@@ -396,7 +396,7 @@ def is_dynamic(spec: Any, devices: int) -> bool:
     """A list placeholder takes arrays within its shape, which is their bound.
 
     On several devices in the mirrored view each device's array (or tensor list)
-    has rows of its own within the bound.
+    has sizes of its own within the bound.
     """
     return spec.kind != "numpy" and bool(spec.shape)
 

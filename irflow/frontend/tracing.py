@@ -52,7 +52,7 @@ class Trace:
         self.arg_sbp: dict[int, NdSbpAttr] = {}
         # Mirrored on several devices: each device's sizes are its own, so a dynamic axis past 0 that meets
         # a static one is pinned there (docs/dynamic.md); what follows is static on every device alike.
-        self.own_sizes = False
+        self.own_sizes: bool = False
         self._counters: dict[str, int] = {}
 
     def unique_name(self, prefix: str) -> str:

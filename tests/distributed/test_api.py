@@ -210,8 +210,8 @@ def test_mirrored_view_traces_the_devices_together():
     func = func_of(f)
     assert func.attributes["view"] == StringAttr("mirrored")
     assert list(func.attributes["arg_sbp"]) == [S0]
-    # each device's rows are its own, within the placeholder's 2 (docs/dynamic.md)
-    assert [a.type for a in func.body.block.args] == [with_dynamic(job.tensor((6, 5), job.f32), [0])]
+    # each device's sizes are its own, within the placeholder's (2, 5) (docs/dynamic.md)
+    assert [a.type for a in func.body.block.args] == [with_dynamic(job.tensor((6, 5), job.f32), [0, 1])]
 
 
 def test_devices_configured_after_the_definition_count_when_the_session_starts():

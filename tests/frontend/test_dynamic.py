@@ -895,22 +895,26 @@ def test_a_mirrored_train_job_with_fewer_features_on_a_device_changes_nothing():
         np.testing.assert_array_equal(value.numpy(), variables[name], err_msg=name)
 
 
-def test_values_whose_features_differ_per_device_are_not_joined_nor_moved():
+def test_features_are_pinned_per_device_where_rows_are_joined_or_moved():
     config = mirrored_config()
-    with pytest.raises(flow.TraceError, match=r"job 'whole' returns output 0 whole .* but its axes \[1\] hold each "
-                       r"device's own sizes; return it as tp.ListNumpy"):
 
-        @flow.global_function(type="predict", function_config=config)
-        def whole(x: tp.ListNumpy.Placeholder((8, 6), dtype=flow.float)) -> tp.Numpy:
-            return flow.nn.relu(x)  # tp.Numpy: the devices' rows one after another, which need one width
+    @flow.global_function(type="predict", function_config=config)
+    def whole(x: tp.ListNumpy.Placeholder((8, 6), dtype=flow.float)) -> tp.Numpy:
+        return flow.nn.relu(x)  # MARK-whole: tp.Numpy, the devices' rows one after another, needs one width
+
+    rng = np.random.default_rng(23)
+    pieces = [rng.standard_normal((n, 6)).astype(np.float32) for n in (3, 0, 8, 1)]
+    np.testing.assert_array_equal(whole(pieces), np.maximum(np.concatenate(pieces), 0))
+    with pytest.raises(flow.ExecutionError, match=r"job.return takes axes \[1\] of operand #0 at their bound: .*"
+                       r"\(argument 'x' axis 1\) and its bound 6 must have the same size on device 3, given 4 and 6") as info:
+        whole([pieces[0], pieces[1], pieces[2], pieces[3][:, :4].copy()])
+    assert f"{__file__}:{line_of('MARK-whole') - 1}:" in str(info.value)  # the job's definition
 
     @flow.global_function(type="predict", function_config=config)
     def over_rows(x: tp.ListNumpy.Placeholder((8, 6), dtype=flow.float)) -> Tuple[tp.Numpy, tp.Numpy]:
         # over every device's rows: a gather and an all-reduce, which move the features at their bound
         return flow.math.reduce_max(x, axis=0), flow.math.reduce_sum(x, axis=0)  # MARK-over-rows
 
-    rng = np.random.default_rng(23)
-    pieces = [rng.standard_normal((n, 6)).astype(np.float32) for n in (3, 0, 8, 1)]
     peak, total = over_rows(pieces)
     np.testing.assert_array_equal(peak, np.concatenate(pieces).max(axis=0))
     np.testing.assert_allclose(total, np.concatenate(pieces).sum(axis=0), rtol=1e-5, atol=1e-6)
