@@ -157,7 +157,8 @@ def unaccepted_axes(
         dynamic = {(i, a) for i, t in enumerate(types) for a in dynamic_axes(t)}
         meets_static = {m for _, members in groups or () if any(m not in dynamic for m in members) for m in members}
         # reduced or contracted over the devices' rows, the result moves between them (a gather, an all-reduce)
-        over_rows = {i for result, members in groups or () if result is None for i, a in members if (i, a) in dynamic and a == 0}
+        over_rows = {i for result, members in groups or () if result is None for i, a in members if a == 0}
+        over_rows &= {i for i, a in dynamic if a == 0}
         taken -= {(i, a) for i, a in meets_static if a > 0} | {(i, a) for i, a in dynamic if i in over_rows and a > 0}
     refused = [(i, a) for i, t in enumerate(types) for a in dynamic_axes(t) if (i, a) not in taken]
     if any(a == 0 for _, a in refused):

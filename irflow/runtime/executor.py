@@ -260,8 +260,9 @@ class Executor:
                 if len(set(found_sizes)) > 1:
                     # each device's sizes are its own in the mirrored view on several: name the one at fault
                     device = f" on device {self.comm.rank}" if self.comm is not None and self.comm.size > 1 else ""
+                    given = " and ".join(map(str, found_sizes))
                     raise ExecutionError(
-                        f"{entry.what.data} must have the same size{device}, given {' and '.join(map(str, found_sizes))}",
+                        f"{entry.what.data} must have the same size{device}, given {given}",
                         source_location(entry),
                     )
             elif isinstance(entry, buffer.StoreSizeOp):

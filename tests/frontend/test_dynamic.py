@@ -581,7 +581,8 @@ def test_a_device_over_the_bound_is_an_error_naming_argument_device_bound_and_sh
     assert __file__ in str(info.value)  # at the caller's line
     # each device's features may be fewer too (as OneFlow checks them), but dense1's weight needs all 784
     with pytest.raises(flow.ExecutionError, match=r"job.matmul takes axes \[1\] of operand #0 at their bound: .*"
-                       r"\(argument 'images' axis 1\) and its bound 784 must have the same size on device 0, given 700 and 784"):
+                       r"\(argument 'images' axis 1\) and its bound 784 must have the same size on device 0, "
+                       r"given 700 and 784"):
         predict([x[:5, :700], x[:25], x[:25], x[:13]])
     np.testing.assert_array_equal(predict(good)[1], before)
 
@@ -883,8 +884,8 @@ def test_a_device_over_the_bound_on_a_feature_axis_is_an_error_naming_it_and_not
 
 def test_a_mirrored_train_job_with_fewer_features_on_a_device_changes_nothing():
     train = mirrored_train(mirrored_config(flow.double), reduce_mean=True)
-    flow.load_variables({name: np.full(shape, 0.1) for name, shape in
-                         {"dense1-weight": (16, 20), "dense1-bias": (16,), "dense2-weight": (5, 16), "dense2-bias": (5,)}.items()})
+    shapes = {"dense1-weight": (16, 20), "dense1-bias": (16,), "dense2-weight": (5, 16), "dense2-bias": (5,)}
+    flow.load_variables({name: np.full(shape, 0.1) for name, shape in shapes.items()})
     variables = {name: v.numpy() for name, v in flow.get_all_variables().items()}
     x = [np.ones((n, 20)) for n in (3, 4, 5, 6)]
     x[3] = np.ones((6, 19))  # a feature short on device 3: dense1's weight needs all 20
@@ -929,7 +930,8 @@ def test_mirrored_steps_with_changing_features_allocate_nothing_a_static_step_do
 
     @flow.global_function(type="predict")  # the same ops with static shapes, the batch split over the devices
     def static(
-        x: tp.Numpy.Placeholder((8 * DEVICES, 6), dtype=flow.float), labels: tp.Numpy.Placeholder((8 * DEVICES, 6), dtype=flow.float)
+        x: tp.Numpy.Placeholder((8 * DEVICES, 6), dtype=flow.float),
+        labels: tp.Numpy.Placeholder((8 * DEVICES, 6), dtype=flow.float),
     ) -> Tuple[tp.Numpy, tp.Numpy, tp.Numpy, tp.Numpy, tp.Numpy]:
         y = flow.nn.relu(x) * 2.0 - x
         return (y, flow.math.reduce_sum(y, axis=1), flow.math.reduce_mean(x, axis=1, keepdims=True),
