@@ -37,6 +37,14 @@ def assert_variables_match(params: dict, rtol: float = 1e-10) -> None:
         np.testing.assert_allclose(variables[name].numpy(), p.detach().numpy(), rtol=rtol, atol=1e-12, err_msg=name)
 
 
+def step_like_pytorch(opt, objective, params: dict) -> None:
+    """One PyTorch SGD step on `objective`; irflow's step has run, so its variables must now match."""
+    opt.zero_grad()
+    objective.backward()
+    opt.step()
+    assert_variables_match(params)
+
+
 def test_variables_on_input_features_before_a_dense_layer_train_like_pytorch():
     """x * scale + shift feeds a dense layer: the features meet its weight, so their gradient comes back
     static (checked 6 at run time) and is unpinned to the input's sizes; scale's and shift's gradients
@@ -64,10 +72,7 @@ def test_variables_on_input_features_before_a_dense_layer_train_like_pytorch():
         h = torch.tanh((torch.from_numpy(x) * p["scale"] + p["shift"]) @ p["dense-weight"].T + p["dense-bias"])
         expected = h.square().sum(dim=1)
         np.testing.assert_allclose(loss, expected.detach().numpy(), rtol=1e-10, err_msg=f"{n} rows")
-        opt.zero_grad()
-        expected.mean().backward()
-        opt.step()
-        assert_variables_match(p)
+        step_like_pytorch(opt, expected.mean(), p)
 
 
 def test_a_scale_before_a_convolution_trains_through_the_pin_like_pytorch():
@@ -94,10 +99,7 @@ def test_a_scale_before_a_convolution_trains_through_the_pin_like_pytorch():
         conv = torch.nn.functional.conv2d(torch.from_numpy(x) * p["scale"], p["conv-weight"], p["conv-bias"], padding=1)
         expected = torch.relu(conv).reshape(n, -1).mean(dim=1)
         np.testing.assert_allclose(loss, expected.detach().numpy(), rtol=1e-10, err_msg=f"{n} images")
-        opt.zero_grad()
-        expected.mean().backward()
-        opt.step()
-        assert_variables_match(p)
+        step_like_pytorch(opt, expected.mean(), p)
     with pytest.raises(flow.ExecutionError, match=r"takes axes \[2, 3\] of operand #0 at their bound"):
         train([rng.standard_normal((2, 2, 5, 6))])
 
@@ -125,10 +127,7 @@ def test_a_reshape_that_pins_trailing_axes_trains_like_pytorch():
         logits = torch.sigmoid(torch.from_numpy(x) * p["gain"]).reshape(n, 6) @ p["head-weight"].T + p["head-bias"]
         expected = logits.square().sum(dim=1)
         np.testing.assert_allclose(loss, expected.detach().numpy(), rtol=1e-10)
-        opt.zero_grad()
-        expected.mean().backward()
-        opt.step()
-        assert_variables_match(p)
+        step_like_pytorch(opt, expected.mean(), p)
 
 
 def test_gradients_over_features_of_changing_size_sum_the_actual_elements_only():
@@ -153,10 +152,7 @@ def test_gradients_over_features_of_changing_size_sum_the_actual_elements_only()
         t = torch.from_numpy(x)
         expected = (torch.tanh(t * p["scale"]) * t).mean(dim=1)
         np.testing.assert_allclose(loss, expected.detach().numpy(), rtol=1e-10)
-        opt.zero_grad()
-        expected.mean().backward()
-        opt.step()
-        assert_variables_match(p)
+        step_like_pytorch(opt, expected.mean(), p)
 
 
 @pytest.mark.parametrize("axis", [1, 0], ids=["features", "rows"])
@@ -181,10 +177,7 @@ def test_a_max_over_a_dynamic_axis_trains_like_pytorch(axis):
         (got,) = train([x])
         expected = torch.tanh(torch.from_numpy(x) * p["scale"].mean()).amax(dim=axis)
         np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-10)
-        opt.zero_grad()
-        expected.mean().backward()
-        opt.step()
-        assert_variables_match(p)
+        step_like_pytorch(opt, expected.mean(), p)
 
 
 def test_a_sum_over_the_leading_axis_of_transposed_features_trains_like_pytorch():
@@ -207,10 +200,7 @@ def test_a_sum_over_the_leading_axis_of_transposed_features_trains_like_pytorch(
         (got,) = train([x])
         expected = torch.sigmoid((torch.from_numpy(x) * p["scale"]).T).sum(dim=0)
         np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-10)
-        opt.zero_grad()
-        expected.mean().backward()
-        opt.step()
-        assert_variables_match(p)
+        step_like_pytorch(opt, expected.mean(), p)
 
 
 @pytest.mark.parametrize("axis, keepdims", [(1, False), (2, False), (1, True), ((0, 2), False)],
@@ -234,10 +224,7 @@ def test_sums_over_any_axes_between_dynamic_ones_train_like_pytorch(axis, keepdi
         (got,) = train([x])
         expected = torch.tanh(torch.from_numpy(x) * p["scale"]).sum(dim=axis, keepdim=keepdims)
         np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-10, atol=1e-12)
-        opt.zero_grad()
-        expected.square().mean().backward()
-        opt.step()
-        assert_variables_match(p)
+        step_like_pytorch(opt, expected.square().mean(), p)
 
 
 def test_a_concat_along_a_static_axis_between_dynamic_ones_trains_like_pytorch():
@@ -262,7 +249,4 @@ def test_a_concat_along_a_static_axis_between_dynamic_ones_trains_like_pytorch()
         y = torch.from_numpy(x) * p["scale"]
         expected = torch.cat([torch.tanh(y), y * y], dim=1).sum(dim=(1, 2))
         np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-10, atol=1e-12)
-        opt.zero_grad()
-        expected.mean().backward()
-        opt.step()
-        assert_variables_match(p)
+        step_like_pytorch(opt, expected.mean(), p)

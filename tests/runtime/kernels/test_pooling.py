@@ -99,16 +99,24 @@ def test_pool_grads_match_finite_differences(kernel, finite_diff, rng, mode, x_s
     np.testing.assert_allclose(dx, expected, rtol=1e-6, atol=1e-7)
 
 
+def torch_max_pool(torch, rng, x: np.ndarray, attrs: dict):
+    """PyTorch's max pool of x (padded with -inf as the kernel pads) and its backward of a random dy: (tx, ty, dy)."""
+    top, bottom, left, right = attrs["pads"]
+    tx = torch.tensor(x, requires_grad=True)
+    f = torch.nn.functional
+    ty = f.max_pool2d(f.pad(tx, (left, right, top, bottom), value=-np.inf), attrs["kernel"], attrs["strides"])
+    dy = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
+    ty.backward(torch.tensor(dy))
+    return tx, ty, dy
+
+
 @pytest.mark.parametrize("x_shape, attrs", CASES[:4], ids=IDS[:4])
 def test_pools_match_torch(kernel, rng, x_shape, attrs) -> None:
     torch = pytest.importorskip("torch")
     f = torch.nn.functional
     x = rng.standard_normal(x_shape).astype(np.float32)
     top, bottom, left, right = attrs["pads"]
-    tx = torch.tensor(x, requires_grad=True)
-    ty = f.max_pool2d(f.pad(tx, (left, right, top, bottom), value=-np.inf), attrs["kernel"], attrs["strides"])
-    dy = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
-    ty.backward(torch.tensor(dy))
+    tx, ty, dy = torch_max_pool(torch, rng, x, attrs)
     (y,) = kernel("max_pool2d", [x], [(tuple(ty.shape), np.float32)], **attrs)
     (dx,) = kernel("max_pool2d_grad", [dy, x, y], [(x_shape, np.float32)], **attrs)
     np.testing.assert_allclose(y, ty.detach().numpy())
@@ -128,13 +136,8 @@ def test_pools_match_torch(kernel, rng, x_shape, attrs) -> None:
 def test_max_pool_grad_matches_torch_on_ties(kernel, rng, x_shape, attrs, epilogue) -> None:
     """With ties in most windows (relu-like zeros and small integers), dx is PyTorch's max_pool2d backward (times x > 0 with the epilogue)."""
     torch = pytest.importorskip("torch")
-    f = torch.nn.functional
     x = np.maximum(rng.integers(-1, 3, x_shape), 0).astype(np.float32)
-    top, bottom, left, right = attrs["pads"]
-    tx = torch.tensor(x, requires_grad=True)
-    ty = f.max_pool2d(f.pad(tx, (left, right, top, bottom), value=-np.inf), attrs["kernel"], attrs["strides"])
-    dy = rng.standard_normal(tuple(ty.shape)).astype(np.float32)
-    ty.backward(torch.tensor(dy))
+    tx, ty, dy = torch_max_pool(torch, rng, x, attrs)
     (y,) = kernel("max_pool2d", [x], [(tuple(ty.shape), np.float32)], **attrs)
     extra = {"epilogue": epilogue} if epilogue else {}
     (dx,) = kernel("max_pool2d_grad", [dy, x, y], [(x_shape, np.float32)], **attrs, **extra)
