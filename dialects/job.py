@@ -32,7 +32,6 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.dialects.utils import parse_func_op_like, print_func_op_like
 from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -46,8 +45,6 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.traits import (
     HasParent,
     IsolatedFromAbove,
@@ -58,6 +55,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from irflow.dialects.func_syntax import FuncSyntax
 from irflow.dialects.mesh import local_shape
 from irflow.dialects.bounds import (
     BoundedAttr,
@@ -2105,8 +2103,12 @@ PHYSICAL_OPS: list[type[Operation]] = [
 
 
 @irdl_op_definition
-class FuncOp(IRDLOperation):
-    """One job function: placeholders are block arguments, `job.return` gives the outputs."""
+class FuncOp(FuncSyntax):
+    """One job function: placeholders are block arguments, `job.return` gives the outputs.
+
+    Its custom form is func.func's, `job.func @f(%x: t) -> t attributes {job_type = "train"} {...}`
+    (dialects/func_syntax.py): `job_type` is written in the attribute dictionary, "predict" when left out.
+    """
 
     name = "job.func"
     body = region_def("single_block")
@@ -2116,6 +2118,8 @@ class FuncOp(IRDLOperation):
     traits = traits_def(IsolatedFromAbove(), SymbolOpInterface())
 
     JOB_TYPES: ClassVar[tuple[str, ...]] = ("train", "predict")
+    SYNTAX_PROPERTY: ClassVar[str] = "job_type"
+    SYNTAX_DEFAULT: ClassVar[Attribute] = StringAttr("predict")
 
     def __init__(self, sym_name: str, job_type: str, inputs: Sequence[Attribute], outputs: Sequence[Attribute]):
         from xdsl.ir import Block
@@ -2148,42 +2152,6 @@ class FuncOp(IRDLOperation):
                 f"job.return types ({', '.join(fmt(t) for t in got)}) do not match the function's results "
                 f"({', '.join(fmt(t) for t in self.function_type.outputs)})"
             )
-
-    # The custom form is func.func's, `job.func @f(%x: t) -> t attributes {job_type = "train"} {...}`:
-    # `job_type` is written in the attribute dictionary, and is "predict" when left out.
-    DEFAULT_JOB_TYPE: ClassVar[str] = "predict"
-
-    @classmethod
-    def from_syntax(
-        cls, name: str | StringAttr, function_type: FunctionType, region: Region, attributes: Mapping[str, Attribute]
-    ) -> FuncOp:
-        """The op the custom form stands for; xDSL's parse hook and irflow's parser both build it here."""
-        attrs = dict(attributes)
-        job_type = attrs.pop("job_type", StringAttr(cls.DEFAULT_JOB_TYPE))
-        sym_name = StringAttr(name) if isinstance(name, str) else name
-        return cls.create(
-            regions=[region],
-            properties={"sym_name": sym_name, "function_type": function_type, "job_type": job_type},
-            attributes=attrs,
-        )
-
-    @classmethod
-    def parse(cls, parser: Parser) -> FuncOp:
-        name, inputs, outputs, region, extra, _, _ = parse_func_op_like(
-            parser, reserved_attr_names=("sym_name", "function_type")
-        )
-        attrs = dict(extra.data) if extra is not None else {}
-        return cls.from_syntax(name, FunctionType.from_lists(inputs, outputs), region, attrs)
-
-    def print(self, printer: Printer) -> None:
-        print_func_op_like(
-            printer,
-            self.sym_name,
-            self.function_type,
-            self.body,
-            {"job_type": self.job_type, **self.attributes},
-            reserved_attr_names=("sym_name", "function_type"),
-        )
 
 
 @irdl_op_definition

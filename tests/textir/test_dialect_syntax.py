@@ -1,20 +1,20 @@
 """A dialect's ops bring their own syntax: a new dialect parses without any change to grammar.lark.
 
 `demo` is defined here and nowhere else: a function-like op whose custom form
-is func.func's (given a meaning by its class's `from_syntax`, which its xDSL
-parse hook calls too), an op in the shared plain form with an attribute
+is func.func's (irflow's `FuncSyntax` mixin, the one job.func uses: its
+`from_syntax` gives the form a meaning and its xDSL parse hook calls it too), an op in the shared plain form with an attribute
 dictionary, and a terminator.  irflow's parser must read all three and build
 what xDSL's own parser builds, and the text must round-trip.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import ClassVar
 
 import pytest
 from xdsl.dialects.builtin import FunctionType, IntegerAttr, StringAttr, TensorType, i64
-from xdsl.dialects.utils import parse_func_op_like, print_func_op_like
-from xdsl.ir import Attribute, Dialect, Region
+from xdsl.ir import Attribute, Dialect
 from xdsl.irdl import (
     IRDLOperation,
     ParsePropInAttrDict,
@@ -28,16 +28,16 @@ from xdsl.irdl import (
     var_operand_def,
 )
 from xdsl.parser import Parser
-from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsolatedFromAbove, IsTerminator, SymbolOpInterface
 
 from irflow.context import make_context
+from irflow.dialects.func_syntax import FuncSyntax
 from irflow.errors import IRParseError
 from irflow.textir import parse_module, print_module
 
 
 @irdl_op_definition
-class GraphOp(IRDLOperation):
+class GraphOp(FuncSyntax):
     """`demo.graph @g(%x: t) -> t attributes {stage = 2} {...}`: `stage` is a property, 0 when left out."""
 
     name = "demo.graph"
@@ -46,37 +46,8 @@ class GraphOp(IRDLOperation):
     function_type = prop_def(FunctionType)
     stage = prop_def(IntegerAttr)
     traits = traits_def(IsolatedFromAbove(), SymbolOpInterface())
-
-    @classmethod
-    def from_syntax(
-        cls, name: str | StringAttr, function_type: FunctionType, region: Region, attributes: Mapping[str, Attribute]
-    ) -> GraphOp:
-        attrs = dict(attributes)
-        stage = attrs.pop("stage", IntegerAttr(0, i64))
-        sym_name = StringAttr(name) if isinstance(name, str) else name
-        return cls.create(
-            regions=[region],
-            properties={"sym_name": sym_name, "function_type": function_type, "stage": stage},
-            attributes=attrs,
-        )
-
-    @classmethod
-    def parse(cls, parser: Parser) -> GraphOp:
-        name, inputs, outputs, region, extra, _, _ = parse_func_op_like(
-            parser, reserved_attr_names=("sym_name", "function_type")
-        )
-        attrs = dict(extra.data) if extra is not None else {}
-        return cls.from_syntax(name, FunctionType.from_lists(inputs, outputs), region, attrs)
-
-    def print(self, printer: Printer) -> None:
-        print_func_op_like(
-            printer,
-            self.sym_name,
-            self.function_type,
-            self.body,
-            {"stage": self.stage, **self.attributes},
-            reserved_attr_names=("sym_name", "function_type"),
-        )
+    SYNTAX_PROPERTY: ClassVar[str] = "stage"
+    SYNTAX_DEFAULT: ClassVar[Attribute] = IntegerAttr(0, i64)
 
 
 @irdl_op_definition

@@ -230,7 +230,7 @@ def test_job_func_custom_form_is_defined_once() -> None:
     ours = parse_module(text)
     theirs = Parser(make_context(), text).parse_module()
     op = ours.body.block.first_op
-    assert isinstance(op, FuncOp) and op.job_type.data == FuncOp.DEFAULT_JOB_TYPE == "predict"
+    assert isinstance(op, FuncOp) and op.job_type == FuncOp.SYNTAX_DEFAULT == StringAttr("predict")
     assert dict(op.attributes) == dict(theirs.body.block.first_op.attributes) and "note" in op.attributes
     assert ours.is_structurally_equivalent(theirs)
 
