@@ -311,9 +311,9 @@ class KernelOp(BufferOp):
             raise VerifyException(f"kernel '{self.kernel.data}' writes no output")
 
 
-@irdl_op_definition
-class CopyOp(BufferOp):
-    name = "buffer.copy"
+class SrcToDstOp(BufferOp):
+    """An op that reads buffer `src` and writes buffer `dst` (`buffer.copy %a, %b : t, u`)."""
+
     src = operand_def(MemRefType)
     dst = operand_def(MemRefType)
     traits = traits_def(OperandEffects())
@@ -324,6 +324,11 @@ class CopyOp(BufferOp):
 
     def writes(self) -> Sequence[SSAValue]:
         return (self.dst,)
+
+
+@irdl_op_definition
+class CopyOp(SrcToDstOp):
+    name = "buffer.copy"
 
     def verify_(self) -> None:
         if nbytes(self.src.type) != nbytes(self.dst.type):
@@ -333,7 +338,7 @@ class CopyOp(BufferOp):
 # ----------------------------------------------------------------- collectives
 
 
-class CollectiveOp(BufferOp):
+class CollectiveOp(SrcToDstOp):
     """Communication within this device's group along one axis of the device mesh.
 
     `mesh` is the placement's hierarchy and `mesh_axis` one of its axes: the
@@ -342,18 +347,8 @@ class CollectiveOp(BufferOp):
     rank, so one program serves every device (SPMD).
     """
 
-    src = operand_def(MemRefType)
-    dst = operand_def(MemRefType)
     mesh = prop_def(DenseArrayBase)
     mesh_axis = prop_def(IntegerAttr)
-    traits = traits_def(OperandEffects())
-    assembly_format = "$src `,` $dst attr-dict `:` type($src) `,` type($dst)"
-
-    def reads(self) -> Sequence[SSAValue]:
-        return (self.src,)
-
-    def writes(self) -> Sequence[SSAValue]:
-        return (self.dst,)
 
     def mesh_shape(self) -> tuple[int, ...]:
         return tuple(int(d) for d in self.mesh.get_values())
@@ -464,7 +459,7 @@ class ReduceOp(CollectiveOp):
 
 
 @irdl_op_definition
-class TransferOp(BufferOp):
+class TransferOp(SrcToDstOp):
     """dst (this device's piece on `placement`) = the boxes of src (pieces on `src_placement`) it holds.
 
     The placements are parts of the program's devices; every device of either
@@ -473,21 +468,11 @@ class TransferOp(BufferOp):
     """
 
     name = "buffer.transfer"
-    src = operand_def(MemRefType)
-    dst = operand_def(MemRefType)
     src_sbp = prop_def(NdSbpAttr)
     src_placement = prop_def(PlacementAttr)
     sbp = prop_def(NdSbpAttr)
     placement = prop_def(PlacementAttr)
     logical_shape = prop_def(DenseArrayBase)
-    traits = traits_def(OperandEffects())
-    assembly_format = "$src `,` $dst attr-dict `:` type($src) `,` type($dst)"
-
-    def reads(self) -> Sequence[SSAValue]:
-        return (self.src,)
-
-    def writes(self) -> Sequence[SSAValue]:
-        return (self.dst,)
 
     def verify_(self) -> None:
         logical = tuple(int(d) for d in self.logical_shape.get_values())
