@@ -1925,9 +1925,11 @@ class ClassSplitOp(JobOp):
             if t != w:
                 raise VerifyException(f"{cls.name}: {n} must be {fmt(w)}, got {fmt(t)}")
 
-
-def _labels_of(logits: Attribute) -> tuple[Attribute, ...]:
-    return tuple(tensor(shape_of(logits)[:1], t) for t in (i32, i64))
+    @classmethod
+    def expect_labels(cls, labels: Attribute, rows: TensorType) -> None:
+        """One int32/int64 label per row of the logits."""
+        if labels not in tuple(tensor(shape_of(rows), t) for t in (i32, i64)):
+            raise VerifyException(f"{cls.name}: labels must be int32/int64 of shape {shape_of(rows)}, got {fmt(labels)}")
 
 
 @irdl_op_definition
@@ -1974,8 +1976,7 @@ class ClassSplitCrossEntropyOp(ClassSplitOp):
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         rows = cls.rows(types[0], props)
         cls.expect(types[1:3], [rows, rows], ["max", "sum_exp"])
-        if types[3] not in _labels_of(types[0]):
-            raise VerifyException(f"{cls.name}: labels must be int32/int64 of shape {shape_of(rows)}, got {fmt(types[3])}")
+        cls.expect_labels(types[3], rows)
         return rows
 
 
@@ -1995,8 +1996,7 @@ class ClassSplitCrossEntropyGradOp(ClassSplitOp):
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         rows = cls.rows(types[1], props)
         cls.expect([types[0], *types[2:4]], [rows, rows, rows], ["dloss", "max", "sum_exp"])
-        if types[4] not in _labels_of(types[1]):
-            raise VerifyException(f"{cls.name}: labels must be int32/int64 of shape {shape_of(rows)}, got {fmt(types[4])}")
+        cls.expect_labels(types[4], rows)
         return types[1]
 
 
