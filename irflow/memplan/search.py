@@ -244,13 +244,13 @@ class Search:
         # rests on a buffer placed at h beside it, or on a raise to a neighbour.
         least = min(raise_to, h + min(size[c] for c in usable)) - h if usable else raise_to - h
         tight = free[a : b + 1] > cap - h - least
-        if tight.any() and not _covers(tight.tolist(), usable, first, last, a):
+        if _any(tight) and not _covers(tight.tolist(), usable, first, last, a):
             return [h, a, b, raise_to, [], *conflict]
         # A raise is dominated when some fitting buffer fits under it.
         can_raise = (
             raise_to < _INF
             and not any(size[c] <= raise_to - h for c in fit)
-            and free[a : b + 1].max() + raise_to <= cap
+            and np.maximum.reduce(free[a : b + 1]) + raise_to <= cap
         )
         cands = sorted((c for c in usable if twin[c] < 0 or not unplaced[twin[c]]), key=rank.__getitem__)
         # Exact fits first, then buffers flush with the left end (with `chain`, those after which
@@ -292,9 +292,9 @@ class Search:
         valley = walled[1:-1] < lifted
         segment = np.zeros(len(window), np.int64)
         segment[change] = 1
-        segment = np.cumsum(segment)
+        segment = np.add.accumulate(segment)
         risky = valley[segment] & (lifted[segment] + free[lo : hi + 1] > cap)
-        if not risky.any():  # the usual case: no need to look for covering buffers
+        if not _any(risky):  # the usual case: no need to look for covering buffers
             return None
         first, last = self.first_at[st.unplaced_mask] - lo, self.last_at[st.unplaced_mask] - lo
         mine = (first >= 0) & (last < len(window))
@@ -302,12 +302,18 @@ class Search:
         inside = segment[first] == segment[last]
         steps = len(window)
         cover = np.bincount(first[inside], minlength=steps + 1) - np.bincount(last[inside] + 1, minlength=steps + 1)
-        misfit = (risky & (np.cumsum(cover[:steps]) == 0)).nonzero()[0]
+        misfit = (risky & (np.add.accumulate(cover[:steps]) == 0)).nonzero()[0]
         if not len(misfit):
             return None
         v = segment[misfit[0]]
         end = starts[v + 1] if v + 1 < len(starts) else steps
         return [max(lo + int(starts[v]) - 1, 0), lo + int(end)]
+
+
+def _any(mask: np.ndarray) -> bool:
+    """`mask.any()` for a non-empty mask, without the Python-level wrapper that costs more than
+    the test on the short arrays of a search node."""
+    return bool(mask[mask.argmax()])
 
 
 def _tiles(usable: list[int], first: list[int], last: list[int], a: int, b: int) -> list[bool]:
