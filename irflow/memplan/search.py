@@ -394,9 +394,17 @@ def improve(
 
     A capacity is tried on each independent part (`Search.parts`) above it in
     turn, the part that last stopped one first; a part keeps the plans it
-    finds, so later capacities search only the parts still above them.
+    finds, so later capacities search only the parts still above them.  Parts
+    within the lower bound from the start are left as they are.
     """
-    parts = [_Part(search, idx, ranks, mirrored, offsets) for idx in search.parts()]
+    # A part already within the lower bound never needs a search: its height only counts.
+    parts, kept = [], 0
+    for idx in search.parts():
+        top = int((offsets[idx] + search.size[idx]).max())
+        if top > lower:
+            parts.append(_Part(search, idx, ranks, mirrored, offsets))
+        else:
+            kept = max(kept, top)
     limit = _FIRST_FAIL_LIMIT
     search.node_limit = _INF if nodes is None else search.nodes + nodes
     search.node_floor = search.nodes + floor
@@ -437,7 +445,7 @@ def improve(
                 lower = low = cap + 1
             elif found is ABORTED:
                 low = cap + 1
-            height = max(part.height for part in parts)
+            height = max([kept] + [part.height for part in parts])
             cap = low + 3 * (height - low) // 4
         limit *= 2
     offsets = offsets.copy()

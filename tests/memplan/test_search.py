@@ -150,3 +150,17 @@ def test_minimalloc_e_fits_its_lower_bound_once_split(profile):
     )
     assert height == 1024
     validate(buffers, Plan(tuple((1024 * offsets).tolist()), 1 << 20))
+
+
+def test_parts_within_the_lower_bound_stay_as_they_are_and_still_count():
+    # Steps 0-4: the five-buffer example, placed at its optimum 80 (the lower bound); steps 5-7:
+    # a part with lower bound 60, stacked to 90.  Only the second is searched, and the height
+    # reported is the whole plan's, 80, not the searched part's.
+    five = [(10, 0, 1), (20, 1, 2), (30, 2, 3), (40, 3, 4), (50, 0, 1)]
+    buffers = [Buffer(*b) for b in five + [(30, 5, 6), (30, 6, 7), (30, 5, 5)]]
+    search, ranks = search_of(buffers)
+    start = np.array([50, 60, 0, 30, 0, 0, 30, 60])
+    offsets, height = improve(search, ranks, start, 90, 80, time.perf_counter() + 10)
+    assert offsets[:5].tolist() == start[:5].tolist()
+    assert height == 80 == max(o + b.size for o, b in zip(offsets.tolist(), buffers))
+    validate(buffers, Plan(tuple(offsets.tolist()), height))
