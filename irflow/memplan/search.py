@@ -136,8 +136,8 @@ class Search:
 
     def parts(self) -> list[np.ndarray]:
         """Buffer indices of the independent parts, split where no lifetime crosses from one step
-        to the next: plans of the parts within `cap` make one of the whole, so each part is
-        searched on its own, and a dead end in one never retries the other's choices."""
+        to the next: plans of the parts within a capacity make one of the whole, so each part is
+        searched on its own, and a dead end in one never retries another's choices."""
         crossing = np.zeros(self.steps + 1, np.int64)
         np.add.at(crossing, self.first_at + 1, 1)
         np.add.at(crossing, self.last_at + 1, -1)
