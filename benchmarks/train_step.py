@@ -18,7 +18,7 @@ each keeps its best round, so load from other processes hits both alike.
     python benchmarks/train_step.py                # both environments, 1 and 2 threads
     python benchmarks/train_step.py --busy         # also steps/s with a competing busy process
     python benchmarks/train_step.py --threads 2 --env as-is
-    python benchmarks/train_step.py --profile      # CPU ms per kernel of each irflow step instead
+    python benchmarks/train_step.py --profile      # CPU and wall ms per kernel of each irflow step instead
 """
 
 import argparse
@@ -34,6 +34,7 @@ import numpy as np
 import irflow as flow
 import irflow.typing as tp
 from irflow.runtime import threads
+from irflow.runtime.kernels import get_kernel
 
 BATCH = 100
 MLP, RESNET = "MLP 784-512-10", "ResNet-BN"
@@ -191,6 +192,12 @@ def per_call(fn: Callable[[], object], number: int) -> tuple[float, float]:
     return (time.perf_counter() - start) / number, (time.process_time() - cpu) / number
 
 
+# Pause before each timed round: after its last step PyTorch's OpenMP worker spins on for ~10-15 ms
+# (4 ms of CPU in each of the first two 5 ms after 50 MLP steps at 2 threads, nothing after 30 ms), on
+# the core the next round's other side needs (irflow's 2-thread MLP step then took 2.05 ms instead of 1.57-1.68).
+SETTLE_SECONDS = 0.05
+
+
 def best_alternating(calls: list[Callable[[], object]], number: int, rounds: int) -> list[tuple[float, float]]:
     """Best wall-clock and best CPU time per call of each call, measured in alternation (a round: each call `number` times)."""
     for fn in calls:
@@ -198,6 +205,7 @@ def best_alternating(calls: list[Callable[[], object]], number: int, rounds: int
     best = [(float("inf"), float("inf"))] * len(calls)
     for _ in range(rounds):
         for i, fn in enumerate(calls):
+            time.sleep(SETTLE_SECONDS)
             wall, cpu = per_call(fn, number)
             best[i] = (min(best[i][0], wall), min(best[i][1], cpu))
     return best
@@ -212,18 +220,22 @@ def inputs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 
 def mlp_gemm_floor(n: int) -> Callable[[], object]:
-    """The MLP step's two 100x784x512 GEMMs (dense1 forward and its weight gradient) in numpy with BLAS on n threads.
+    """The MLP step's two 100x784x512 GEMMs (dense1 forward and its weight gradient) through irflow's matmul kernel, at n threads.
 
     No step can take less than these at this BLAS speed, whatever else it fuses: the floor under the MLP goal.
+    The kernel is the step's own (split over irflow's threads at n > 1): numpy's GEMMs on n OpenBLAS threads
+    would leave OpenBLAS's spare thread spinning for ~0.1 s after each, on a core the next round's steps need.
     """
     rng = np.random.default_rng(1)
     x, w = rng.random((BATCH, 784), dtype=np.float32), rng.random((784, 512), dtype=np.float32)
     dh, h, dw = rng.random((BATCH, 512), dtype=np.float32), np.empty((BATCH, 512), np.float32), np.empty_like(w)
+    matmul = get_kernel("matmul")
+    forward, weight_grad = matmul(np, {}, [x, w], [h]), matmul(np, {"transpose_a": True}, [x, dh], [dw])
 
     def gemms() -> None:
         threads.apply(n)
-        np.matmul(x, w, out=h)
-        np.matmul(x.T, dh, out=dw)
+        forward()
+        weight_grad()
 
     return gemms
 
@@ -261,26 +273,31 @@ def compare(thread_counts: list[int], rounds: int) -> None:
                 print(
                     f"{'':<8}{'  GEMM floor':<16}{t_gemm * 1e3:>9.2f}ms{'':>11}{t_gemm / t_theirs:>7.2f}x"
                     f"{'':>16}{cpu_gemm * 1e3:>10.1f}ms{'':>9}{cpu_gemm / cpu_theirs:>6.2f}x"
-                    "  (its two 100x784x512 GEMMs alone, numpy)"
+                    "  (its two 100x784x512 GEMMs alone, irflow's matmul kernel)"
                 )
 
 
 def profile(thread_counts: list[int], rounds: int, top: int = 12) -> None:
-    """Process CPU ms per kernel kind of each irflow step, the least of `rounds` steps per kernel, largest first."""
+    """Process CPU ms and wall ms per kernel kind of each irflow step, the least of `rounds` steps per kernel, largest first.
+
+    CPU time counts every thread of the process, so a kernel split over n threads shows up to n times its
+    wall time; wall time is what the step waits for.
+    """
     from irflow.runtime.executor import Executor
 
-    spent: dict[tuple[str, int], float] = {}
+    spent: dict[tuple[str, int], tuple[float, float]] = {}
     build = Executor.step
 
     def timed(self: Executor, op: Any, *args: Any) -> Callable[[], None]:
         run = build(self, op, *args)
         key = (getattr(op, "kernel", None) and op.kernel.data) or op.name, id(op)
-        clock = time.process_time
+        cpu, wall = time.process_time, time.perf_counter
 
         def step() -> None:
-            start = clock()
+            start, start_wall = cpu(), wall()
             run()
-            spent[key] = min(spent.get(key, float("inf")), clock() - start)
+            least = spent.get(key, (float("inf"), float("inf")))
+            spent[key] = (min(least[0], cpu() - start), min(least[1], wall() - start_wall))
 
         return step
 
@@ -293,13 +310,16 @@ def profile(thread_counts: list[int], rounds: int, top: int = 12) -> None:
                 spent.clear()
                 for _ in range(rounds + 1):
                     job(*data[name])
-                kinds: dict[str, list[float]] = {}
+                kinds: dict[str, list[tuple[float, float]]] = {}
                 for (kind, _), t in spent.items():
                     kinds.setdefault(kind, []).append(t)
-                total = sum(spent.values())
-                print(f"\n{n} thread(s), {name}: {total * 1e3:.1f} ms CPU in {len(spent)} kernels (least of {rounds} steps each)")
-                for kind, ts in sorted(kinds.items(), key=lambda kv: -sum(kv[1]))[:top]:
-                    print(f"  {kind:<36}{len(ts):>4} x {sum(ts) * 1e3:>8.2f} ms  {sum(ts) / total:>6.1%}")
+                total = sum(c for c, _ in spent.values())
+                total_wall = sum(w for _, w in spent.values())
+                print(f"\n{n} thread(s), {name}: {total * 1e3:.1f} ms CPU, {total_wall * 1e3:.1f} ms wall in {len(spent)} kernels"
+                      f" (least of {rounds} steps each)")
+                for kind, ts in sorted(kinds.items(), key=lambda kv: -sum(c for c, _ in kv[1]))[:top]:
+                    cpu_ms, wall_ms = sum(c for c, _ in ts) * 1e3, sum(w for _, w in ts) * 1e3
+                    print(f"  {kind:<36}{len(ts):>4} x {cpu_ms:>8.2f} ms CPU {cpu_ms / total / 1e3:>6.1%} {wall_ms:>8.2f} ms wall")
     finally:
         Executor.step = build  # type: ignore[method-assign]
 
@@ -343,7 +363,7 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds; each side keeps its best")
     parser.add_argument("--busy", action="store_true", help="also measure steps/s beside a competing busy process")
-    parser.add_argument("--profile", action="store_true", help="CPU time per kernel kind of irflow's steps instead")
+    parser.add_argument("--profile", action="store_true", help="CPU and wall time per kernel kind of irflow's steps instead")
     parser.add_argument("--env", choices=("both", "as-is", "unset"), default="both")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()

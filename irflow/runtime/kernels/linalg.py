@@ -19,9 +19,11 @@ _SPLIT_MACS = 1 << 21
 def matmul(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """One BLAS call (per batch entry for rank >= 3); transposes are views, which BLAS reads as flags.
 
-    A large rank-2 product is cut by rows of the result over the CPU threads (kernels/parallel.py),
-    each part one single-threaded BLAS call, rather than left to BLAS's own busy-waiting threads;
-    any other runs on one BLAS thread too.
+    A large rank-2 product is cut over the CPU threads (kernels/parallel.py), each part one
+    single-threaded BLAS call, rather than left to BLAS's own busy-waiting threads; any other
+    runs on one BLAS thread too. The cut goes through the larger operand, so that each part packs
+    only its own share of it: by rows of the result when a (m, k) is at least as large as
+    b (k, n), else by columns (the MLP's 100x784 @ 784x512 forward: each part reads half of b).
     """
     (a, b), (y,) = ins, outs
     if attrs.get("transpose_a", False):
@@ -30,9 +32,12 @@ def matmul(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
         b = b.swapaxes(-1, -2)
     if y.ndim != 2 or a.shape[0] * a.shape[1] * b.shape[1] < _SPLIT_MACS:
         return blas_alone(xp, partial(xp.matmul, a, b, out=y))
+    by_rows = a.shape[0] >= b.shape[1]
 
-    def part(rows: range) -> tuple[list[Run], None]:
-        block = slice(rows.start, rows.stop)
-        return [partial(xp.matmul, a[block], b, out=y[block])], None
+    def part(span: range) -> tuple[list[Run], None]:
+        block = slice(span.start, span.stop)
+        if by_rows:
+            return [partial(xp.matmul, a[block], b, out=y[block])], None
+        return [partial(xp.matmul, a, b[:, block], out=y[:, block])], None
 
-    return Split(xp, y.shape[0], [], part)
+    return Split(xp, y.shape[0] if by_rows else y.shape[1], [], part)

@@ -39,18 +39,22 @@ def test_integer_matmul(kernel) -> None:
 
 @pytest.mark.parametrize("transpose_a, transpose_b", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("count", [1, 2, 3])
-def test_large_products_split_by_rows_over_threads(kernel, rng, count, transpose_a, transpose_b) -> None:
-    """Above the split size, 1-3 threads each multiply a block of rows (7 rows: uneven blocks)."""
+@pytest.mark.parametrize("m, n", [(9, 7), (7, 9)])
+def test_large_products_split_over_threads(build_kernel, rng, count, transpose_a, transpose_b, m, n) -> None:
+    """Above the split size, 1-3 threads each multiply a block of the result: of rows when a is the
+    larger operand (9 x k against k x 7), of columns when b is; 7 or 9 lines make uneven blocks."""
     from irflow.runtime import threads
     from irflow.runtime.kernels import linalg
 
-    m, k, n = 7, 40000, 9
-    assert m * k * n >= linalg._SPLIT_MACS
+    k = 40000
+    assert min(m, n) * k * max(m, n) >= linalg._SPLIT_MACS
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
     ins = [a.T.copy() if transpose_a else a, b.T.copy() if transpose_b else b]
     try:
         threads.set_cpu_thread_num(count)
-        (y,) = kernel("matmul", ins, [((m, n), np.float64)], transpose_a=transpose_a, transpose_b=transpose_b)
+        run, (y,) = build_kernel("matmul", ins, [((m, n), np.float64)], transpose_a=transpose_a, transpose_b=transpose_b)
+        run()
     finally:
         threads.set_cpu_thread_num(None)
+    assert run.chunks == max(m, n)  # rows of a, or columns of b: the larger one's lines
     np.testing.assert_allclose(y, a @ b, rtol=1e-10, atol=1e-10)

@@ -56,6 +56,57 @@ def test_an_error_in_a_part_is_raised_after_every_part_finished() -> None:
     assert finished == ["slow"]
 
 
+def test_parts_run_here_while_another_thread_holds_the_workers() -> None:
+    """Jobs called from two threads: the second kernel to split runs its parts in its own thread, one after another."""
+    holding, released = threading.Event(), threading.Event()
+    ran_in: list[int] = []
+
+    def hold() -> None:
+        holding.set()
+        assert released.wait(10)
+
+    other = threading.Thread(target=parallel.run_parts, args=([hold, lambda: None],))
+    other.start()
+    try:
+        assert holding.wait(10)
+        parallel.run_parts([lambda: ran_in.append(threading.get_ident())] * 3)
+        assert ran_in == [threading.get_ident()] * 3
+    finally:
+        released.set()
+        other.join(10)
+    worker_ran = threading.Event()  # part 0 waits for part 1, so part 1 cannot be taken back: a worker runs it
+    parallel.run_parts([lambda: worker_ran.wait(10), lambda: (ran_in.append(threading.get_ident()), worker_ran.set())])
+    assert ran_in[-1] != threading.get_ident()  # the workers are free again
+
+
+def test_a_part_the_worker_has_not_begun_runs_in_the_waiting_thread() -> None:
+    """As when the worker's core is busy: the caller, done with its own part, runs the worker's part itself."""
+    worker = parallel._Worker()
+    ran_in: list[int] = []
+    worker._part = lambda: ran_in.append(threading.get_ident())  # handed over; the worker not woken yet
+    assert worker.finish() is None
+    assert ran_in == [threading.get_ident()]
+    worker._part = lambda: 1 / 0
+    assert isinstance(worker.finish(), ZeroDivisionError)  # an error comes back, as from the worker
+    began = threading.Event()
+    worker.start(lambda: (began.set(), ran_in.append(threading.get_ident()), threading.Event().wait(0.05)))
+    assert began.wait(10)
+    assert worker.finish() is None  # begun by the worker: waited for
+    assert len(ran_in) == 2 and ran_in[1] != threading.get_ident()
+
+
+def test_many_short_kernels_run_every_part_exactly_once() -> None:
+    """Parts so short that the caller often takes one back while its worker is waking: none lost, none run twice."""
+    counts = [0, 0, 0]
+
+    def part(i: int):
+        return lambda: counts.__setitem__(i, counts[i] + 1)  # each index written by one thread per kernel
+
+    for _ in range(3000):
+        parallel.run_parts([part(0), part(1), part(2)])
+    assert counts == [3000, 3000, 3000]
+
+
 def test_split_builds_one_plan_per_thread_count_and_combines_in_part_order() -> None:
     out = np.zeros(4)
     order: list[range] = []
