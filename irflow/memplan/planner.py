@@ -140,8 +140,9 @@ def _place_blocks(
     """Offsets in units for positive unit sizes: `split`'s blocks placed one by one, up to the
     exact search's size (above it the blocks would only share the same orders' work out).
 
-    With a budget, each block may run until its share of the budget by buffers is spent, so
-    every block gets at least its share and more time gives no block a worse plan.  Greedy by
+    With a budget, each block may run until its share of the budget by buffers is spent
+    (counted from the start, so time a block leaves unused goes to the next), so every block
+    gets at least its share and more time gives no block a worse plan.  Greedy by
     size of the whole stays a candidate, so the plan is never worse than it.
     """
     n = len(size)
@@ -151,7 +152,8 @@ def _place_blocks(
     if len(blocks) == 1 and len(blocks[0][0]) == n:
         return _place(size, first, last, deadline, improve_plan, clock)
     began, done = clock(), 0
-    for idx, base in blocks:
+    # Smallest first: what a block that meets its bound early leaves goes on to the larger ones.
+    for idx, base in sorted(blocks, key=lambda block: len(block[0])):
         done += len(idx)
         until = began + (deadline - began) * done / n
         offsets[idx] = base + _place(size[idx], first[idx], last[idx], until, improve_plan, clock)
