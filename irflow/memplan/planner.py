@@ -90,7 +90,9 @@ def plan(
     return Plan(tuple(offsets.tolist()), int((offsets + size).max(initial=0)))
 
 
-def split(size: np.ndarray, first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, list[tuple[np.ndarray, int]]]:
+def split(
+    size: np.ndarray, first: np.ndarray, last: np.ndarray
+) -> tuple[np.ndarray, list[tuple[np.ndarray, int]]]:
     """Offsets of the buffers that go at the bottom of their block, and the blocks left to plan.
 
     A block is a set of buffers with its base offset.  Where no buffer of a block lives
@@ -137,8 +139,10 @@ def _place_blocks(
     improve_plan: bool,
     clock: Callable[[], float],
 ) -> np.ndarray:
-    """Offsets in units for positive unit sizes: `split`'s blocks placed one by one, up to the
-    exact search's size (above it the blocks would only share the same orders' work out).
+    """Offsets in units for positive unit sizes: `split`'s blocks placed one by one.
+
+    Only up to the exact search's size: above it a block gets nothing the whole would not
+    (the same skyline orders), and the split's repeated passes would only cost time.
 
     With a budget, each block may run until its share of the budget by buffers is spent
     (counted from the start, so time a block leaves unused goes to the next), so every block
@@ -151,11 +155,11 @@ def _place_blocks(
     offsets, blocks = split(size, first, last)
     if len(blocks) == 1 and len(blocks[0][0]) == n:
         return _place(size, first, last, deadline, improve_plan, clock)
-    began, done = clock(), 0
+    began, done, total = clock(), 0, sum(len(idx) for idx, _ in blocks)
     # Smallest first: what a block that meets its bound early leaves goes on to the larger ones.
     for idx, base in sorted(blocks, key=lambda block: len(block[0])):
         done += len(idx)
-        until = began + (deadline - began) * done / n
+        until = began + (deadline - began) * done / total
         offsets[idx] = base + _place(size[idx], first[idx], last[idx], until, improve_plan, clock)
     if n <= _GREEDY_MAX and (offsets + size).max() > load_profile(size, first, last)[1].max():
         whole = greedy_by_size(size, first, last)
