@@ -17,6 +17,11 @@ the plan meets the lower bound.  Every step is deterministic and only ever repla
 with a strictly smaller one: the same input gives the same plan, and more
 time never gives a worse one.
 
+Up to 2,000 buffers all of this runs per block of `split`: buffers live over
+their whole block go to its bottom, and blocks no buffer joins in time are
+planned apart (each with its share of the budget).  Neither loses anything,
+and the exact search solves blocks it could not solve as one problem.
+
 Placement works in units of `alignment` times the sizes' gcd: a size is
 rounded up for placement only (nothing aligned may start in the padding
 anyway); the arena size reported is max(offset + size) in bytes.
@@ -31,7 +36,7 @@ import numpy as np
 
 from irflow.memplan.greedy import greedy_by_size
 from irflow.memplan.orderings import ORDERINGS, ORDERS, SEARCH_ORDERS, TIGHT_ORDERS, Order
-from irflow.memplan.problem import Buffer, Plan, as_arrays, check_alignment
+from irflow.memplan.problem import Buffer, Plan, as_arrays, check_alignment, load_profile
 from irflow.memplan.search import Search, improve
 from irflow.memplan.skyline import compress, skyline_pack, step_load
 
@@ -80,9 +85,87 @@ def plan(
         # Offsets that are sums of sizes stay multiples of their gcd: the search then
         # never tries a capacity between two of them.
         g = int(np.gcd.reduce(units[used]))
-        placed = _place(units[used] // g, first[used], last[used], deadline, budget_s is not None, clock)
+        placed = _place_blocks(units[used] // g, first[used], last[used], deadline, budget_s is not None, clock)
         offsets[used] = alignment * g * placed
     return Plan(tuple(offsets.tolist()), int((offsets + size).max(initial=0)))
+
+
+def split(
+    size: np.ndarray, first: np.ndarray, last: np.ndarray
+) -> tuple[np.ndarray, list[tuple[np.ndarray, int]]]:
+    """Offsets of the buffers that go at the bottom of their block, and the blocks left to plan.
+
+    A block is a set of buffers with its base offset.  Where no buffer of a block lives
+    across a step boundary, the two sides share no step and are planned apart; a buffer
+    live over the whole span of its block conflicts with all of it, so putting it at the
+    bottom (what was under it moving up by its size) keeps any plan's arena.  Neither
+    step loses anything, and each can reveal the other: the blocks left are smaller
+    problems with the same optimum, which the exact search solves where it could not
+    solve the whole (MiniMalloc's E).
+    """
+    offsets = np.zeros(len(size), np.int64)
+    blocks: list[tuple[np.ndarray, int]] = []
+    todo = [(np.arange(len(size)), 0)]
+    while todo:
+        idx, base = todo.pop()
+        f, l = first[idx], last[idx]
+        full = (f == f.min()) & (l == l.max())
+        if full.any():
+            bottom = idx[full]
+            offsets[bottom] = base + np.cumsum(size[bottom]) - size[bottom]
+            if not full.all():
+                todo.append((idx[~full], base + int(size[bottom].sum())))
+            continue
+        # A boundary after step t (the last step of some buffer) is crossed by the buffers with
+        # first <= t < last: the number starting by t less the number ending by t.
+        ends = np.unique(l)[:-1]
+        crossed = np.searchsorted(np.sort(f), ends, side="right") - np.searchsorted(np.sort(l), ends, side="right")
+        cuts = ends[crossed == 0]
+        if not len(cuts):
+            blocks.append((idx, base))
+            continue
+        side = np.searchsorted(cuts, f)  # which piece: the number of cuts before the buffer
+        by_side = np.argsort(side, kind="stable")
+        bounds = np.searchsorted(side[by_side], np.arange(len(cuts) + 2))
+        todo.extend((idx[by_side[a:b]], base) for a, b in zip(bounds[:-1], bounds[1:]))
+    return offsets, blocks
+
+
+def _place_blocks(
+    size: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+    deadline: float,
+    improve_plan: bool,
+    clock: Callable[[], float],
+) -> np.ndarray:
+    """Offsets in units for positive unit sizes: `split`'s blocks placed one by one.
+
+    Only up to the exact search's size: above it a block gets nothing the whole would not
+    (the same skyline orders), and the split's repeated passes would only cost time.
+
+    With a budget, each block may run until its share of the budget by buffers is spent
+    (counted from the start, so time a block leaves unused goes to the next), so every block
+    gets at least its share and more time gives no block a worse plan.  Greedy by
+    size of the whole stays a candidate, so the plan is never worse than it.
+    """
+    n = len(size)
+    if n > _SEARCH_MAX:
+        return _place(size, first, last, deadline, improve_plan, clock)
+    offsets, blocks = split(size, first, last)
+    if len(blocks) == 1 and len(blocks[0][0]) == n:
+        return _place(size, first, last, deadline, improve_plan, clock)
+    began, done, total = clock(), 0, sum(len(idx) for idx, _ in blocks)
+    # Smallest first: what a block that meets its bound early leaves goes on to the larger ones.
+    for idx, base in sorted(blocks, key=lambda block: len(block[0])):
+        done += len(idx)
+        until = began + (deadline - began) * done / total
+        offsets[idx] = base + _place(size[idx], first[idx], last[idx], until, improve_plan, clock)
+    if n <= _GREEDY_MAX and (offsets + size).max() > load_profile(size, first, last)[1].max():
+        whole = greedy_by_size(size, first, last)
+        if (whole + size).max() < (offsets + size).max():
+            offsets = whole
+    return offsets
 
 
 def _place(
