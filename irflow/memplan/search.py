@@ -35,11 +35,8 @@ buffers after which the rest of the segment can be tiled exactly go first.
 (order, chain) pairs, forward and on the time-mirrored instance, with a
 dead-end limit per run that doubles every round;
 per round, the lower bound itself first, then capacities 3/4 of the way from
-the best proven bound to the best plan.  Where no lifetime crosses from one
-step to the next, the instance splits into independent parts (MiniMalloc's
-partitions), each searched on its own: one part's dead ends never retry
-another's choices.  Deterministic given that it finishes, so more time can
-only give a better plan.
+the best proven bound to the best plan.  Deterministic given that it
+finishes, so more time can only give a better plan.
 """
 
 from __future__ import annotations
@@ -133,25 +130,6 @@ class Search:
         for i, g in enumerate(self.group):
             self.twin[i] = seen.get(g, -1)
             seen[g] = i
-
-    def parts(self) -> list[np.ndarray]:
-        """Buffer indices of the independent parts, split where no lifetime crosses from one step
-        to the next: plans of the parts within a capacity make one of the whole, so each part is
-        searched on its own, and a dead end in one never retries another's choices."""
-        crossing = np.zeros(self.steps + 1, np.int64)
-        np.add.at(crossing, self.first_at + 1, 1)
-        np.add.at(crossing, self.last_at + 1, -1)
-        # The part of each step: a new one starts at every step that nothing crosses into.
-        part = np.cumsum(np.cumsum(crossing)[: self.steps] == 0) - 1
-        of = part[self.first_at]
-        by_part = np.argsort(of, kind="stable")
-        return [idx for idx in np.split(by_part, np.cumsum(np.bincount(of))[:-1]) if len(idx)]
-
-    def part(self, idx: np.ndarray) -> Search:
-        """The instance of buffers `idx`, whose lifetimes cover a run of steps, renumbered from 0."""
-        start = int(self.first_at[idx].min())
-        steps = int(self.last_at[idx].max()) + 1 - start
-        return Search(self.first_at[idx] - start, self.last_at[idx] - start, self.size[idx], steps, self.clock)
 
     def mirror(self) -> Search:
         """The instance with time reversed.  Its conflicts are the same, so its plans are this
@@ -347,27 +325,6 @@ def _covers(tight: list[bool], usable: list[int], first: list[int], last: list[i
     return done[0]
 
 
-class _Part:
-    """One independent part of the instance (`Search.parts`): its buffers, its (search, rank,
-    chain) orders, the last that worked first, and its best plan so far."""
-
-    def __init__(
-        self,
-        search: Search,
-        idx: np.ndarray,
-        ranks: Sequence[np.ndarray],
-        mirrored: Sequence[np.ndarray],
-        offsets: np.ndarray,
-    ) -> None:
-        on = search if len(idx) == len(search.sizes) else search.part(idx)
-        twin = on.mirror() if len(mirrored) else on
-        self.idx = idx
-        self.orders = [(on, rank[idx].tolist(), chain) for chain in (True, False) for rank in ranks]
-        self.orders += [(twin, rank[idx].tolist(), True) for rank in mirrored]
-        self.offsets, self.size = offsets[idx], on.size
-        self.height = int((self.offsets + self.size).max())
-
-
 def improve(
     search: Search,
     ranks: Sequence[np.ndarray],
@@ -391,20 +348,10 @@ def improve(
     raises the bound.  `mirrored` ranks the buffers of the time-mirrored
     instance: each is tried with `chain` after the pairs above, on
     `search.mirror()`, and its runs count towards the same node limits.
-
-    A capacity is tried on each independent part (`Search.parts`) above it in
-    turn, the part that last stopped one first; a part keeps the plans it
-    finds, so later capacities search only the parts still above them.  Parts
-    within the lower bound from the start are left as they are.
     """
-    # A part already within the lower bound never needs a search: its height only counts.
-    parts, kept = [], 0
-    for idx in search.parts():
-        top = int((offsets[idx] + search.size[idx]).max())
-        if top > lower:
-            parts.append(_Part(search, idx, ranks, mirrored, offsets))
-        else:
-            kept = max(kept, top)
+    twin = search.mirror() if len(mirrored) else search
+    orders = [(search, rank.tolist(), chain) for chain in (True, False) for rank in ranks]
+    orders += [(twin, rank.tolist(), True) for rank in mirrored]
     limit = _FIRST_FAIL_LIMIT
     search.node_limit = _INF if nodes is None else search.nodes + nodes
     search.node_floor = search.nodes + floor
@@ -413,42 +360,26 @@ def improve(
         return search.nodes < search.node_limit and not search._late(deadline, every=1)
 
     def run(on: Search, cap: int, rank: list[int], chain: bool) -> np.ndarray | str:
-        """`on.run`, with the part's or twin's node count and limits kept as `search`'s."""
+        """`on.run`, with the twin's node count and limits kept as `search`'s."""
         on.nodes, on.node_limit, on.node_floor = search.nodes, search.node_limit, search.node_floor
         found = on.run(cap, rank, limit, deadline, chain)
         search.nodes = on.nodes
         return found
 
-    def fit(cap: int) -> str | None:
-        """Search each part above `cap` until one does not fit: INFEASIBLE (proved) or ABORTED
-        (that part goes first next time); None when all fit."""
-        for p, part in enumerate(parts):
-            if part.height <= cap:
-                continue
-            found: np.ndarray | str = ABORTED
-            for k, (on, rank, chain) in enumerate(part.orders):
-                found = run(on, cap, rank, chain)
-                if found is not ABORTED:
-                    part.orders.insert(0, part.orders.pop(k))  # what worked goes first next time
-                    break
-            if isinstance(found, str):
-                parts.insert(0, parts.pop(p))
-                return found
-            part.offsets, part.height = found, int((found + part.size).max())
-        return None
-
     while height > lower and more():
         low, cap = lower, lower
         while low < height and more():
-            found = fit(cap)
+            for k, (on, rank, chain) in enumerate(orders):
+                found = run(on, cap, rank, chain)
+                if found is not ABORTED:
+                    orders.insert(0, orders.pop(k))  # what worked goes first next time
+                    break
             if found is INFEASIBLE:
                 lower = low = cap + 1
             elif found is ABORTED:
                 low = cap + 1
-            height = max([kept] + [part.height for part in parts])
+            else:
+                offsets, height = found, int((found + search.size).max())
             cap = low + 3 * (height - low) // 4
         limit *= 2
-    offsets = offsets.copy()
-    for part in parts:
-        offsets[part.idx] = part.offsets
     return offsets, height

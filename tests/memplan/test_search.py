@@ -6,7 +6,7 @@ import time
 import numpy as np
 
 from irflow.memplan import Buffer, Plan, validate
-from irflow.memplan.orderings import ORDERINGS, SEARCH_ORDERS
+from irflow.memplan.orderings import ORDERINGS
 from irflow.memplan.search import ABORTED, INFEASIBLE, Search, improve
 from irflow.memplan.skyline import compress
 
@@ -100,67 +100,3 @@ def test_mirrored_runs_count_towards_the_node_limit():
     improve(search, [], stacked, int(search.size.sum()), 22, time.perf_counter() + 10, nodes=3, mirrored=ranks)
     # The first run stops at the limit; each later one expands a node before it sees the limit.
     assert 3 <= search.nodes <= 3 + len(ranks)
-
-
-def test_parts_split_where_no_lifetime_crosses_from_one_step_to_the_next():
-    # Steps 0-1 | 2 | 3-4 | 5: buffer 1 ends at 0 but buffer 0 crosses into 1.
-    search = Search(np.array([0, 0, 2, 3, 5, 3]), np.array([1, 0, 2, 4, 5, 3]), np.array([1, 2, 3, 4, 5, 6]), 6)
-    assert [idx.tolist() for idx in search.parts()] == [[0, 1], [2], [3, 5], [4]]
-    part = search.part(np.array([3, 5]))
-    assert (part.steps, part.first, part.last, part.sizes) == (2, [0, 0], [1, 0], [4, 6])
-
-
-def test_improve_over_independent_parts_reaches_the_brute_force_optimum(optimum):
-    # Blocks of buffers in disjoint step windows: the parts are searched one by one, and the
-    # whole plan must still be valid and optimal.
-    rng = random.Random(12)
-    for _ in range(60):
-        buffers, start = [], 0
-        for _ in range(blocks := rng.randint(2, 3)):
-            for _ in range(rng.randint(1, 6 // blocks)):  # 6 buffers at most: brute force is n!
-                first = start + rng.randint(0, 2)
-                buffers.append(Buffer(rng.randint(1, 12), first, first + rng.randint(0, 2)))
-            start = max(b.last for b in buffers) + 1
-        rng.shuffle(buffers)
-        search, ranks = search_of(buffers)
-        assert len(search.parts()) >= 2
-        stacked = np.concatenate([[0], np.cumsum(search.size)[:-1]])
-        offsets, height = improve(
-            search, ranks[:3], stacked, int(search.size.sum()), int(search.load.max()), time.perf_counter() + 10,
-            mirrored=ranks[:3],
-        )
-        validate(buffers, Plan(tuple(offsets.tolist()), height))
-        assert height == max(o + b.size for o, b in zip(offsets.tolist(), buffers)) == optimum(buffers), buffers
-
-
-def test_minimalloc_e_fits_its_lower_bound_once_split(profile):
-    # E's two halves (no lifetime crosses step 143 of 211) each fit in 1,048,576 bytes within a
-    # few thousand nodes; searched together they did not in 600k nodes.
-    buffers = profile("mm_E")
-    size, first, last = (np.array([getattr(b, k) for b in buffers]) for k in ("size", "first", "last"))
-    units = size // 1024
-    cfirst, clast, steps = compress(first, last)
-    search = Search(cfirst, clast, units, steps)
-    assert len(search.parts()) == 2
-    ranks = [ORDERINGS[name](units, first, last) for name in SEARCH_ORDERS]
-    mirrored = [ORDERINGS[name](units, -last, -first) for name in SEARCH_ORDERS]
-    stacked = np.concatenate([[0], np.cumsum(units)[:-1]])
-    offsets, height = improve(
-        search, ranks, stacked, int(units.sum()), 1024, time.perf_counter() + 60, nodes=10_000, mirrored=mirrored
-    )
-    assert height == 1024
-    validate(buffers, Plan(tuple((1024 * offsets).tolist()), 1 << 20))
-
-
-def test_parts_within_the_lower_bound_stay_as_they_are_and_still_count():
-    # Steps 0-4: the five-buffer example, placed at its optimum 80 (the lower bound); steps 5-7:
-    # a part with lower bound 60, stacked to 90.  Only the second is searched, and the height
-    # reported is the whole plan's, 80, not the searched part's.
-    five = [(10, 0, 1), (20, 1, 2), (30, 2, 3), (40, 3, 4), (50, 0, 1)]
-    buffers = [Buffer(*b) for b in five + [(30, 5, 6), (30, 6, 7), (30, 5, 5)]]
-    search, ranks = search_of(buffers)
-    start = np.array([50, 60, 0, 30, 0, 0, 30, 60])
-    offsets, height = improve(search, ranks, start, 90, 80, time.perf_counter() + 10)
-    assert offsets[:5].tolist() == start[:5].tolist()
-    assert height == 80 == max(o + b.size for o, b in zip(offsets.tolist(), buffers))
-    validate(buffers, Plan(tuple(offsets.tolist()), height))
