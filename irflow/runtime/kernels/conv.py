@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from .parallel import Split
+from .parallel import Split, even_chunks
 from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
 from .window import Window
@@ -62,9 +62,9 @@ class _Conv:
         self.groups, self.fg, self.cg, self.k = g, f // g, cg, kh * kw * cg
         self.x_shape, self.y_shape = (n, c, h, w), (n, f, oh, ow)
         self.channels_last = kw * cg >= ow
-        images = max(1, min(n, _CHUNK_BYTES // (oh * ow * kh * kw * c * itemsize)))
-        self.chunk_rows = images * oh * ow
-        self.chunks = [_Chunk(s, min(s + images, n), (min(s + images, n) - s) * oh * ow) for s in range(0, n, images)]
+        spans = even_chunks(n, _CHUNK_BYTES // max(1, oh * ow * kh * kw * c * itemsize))
+        self.chunks = [_Chunk(s.start, s.stop, len(s) * oh * ow) for s in spans]
+        self.chunk_rows = max((chunk.rows for chunk in self.chunks), default=0)
 
     def grouped(self, a: Array) -> Array:
         """(N, groups*X, ...) -> (N, groups, X, ...); splitting an axis is always a view."""
@@ -198,15 +198,13 @@ class _Shifts:
         self.conv = conv
         n, (hp, wp), (kh, kw) = conv.x_shape[0], conv.window.padded_hw, conv.window.kernel
         self.hp, self.wp = hp, wp
-        self.images = max(1, min(n, _SHIFT_ROWS // (hp * wp)))
+        spans = even_chunks(n, _SHIFT_ROWS // (hp * wp))
+        self.images = max((len(s) for s in spans), default=1)
         self.grid_rows = self.images * hp * wp
         self.offsets = [i * wp + j for i, j in conv.window.taps()]
         reach = self.offsets[-1]  # rows past the last valid output that the last tap reads
         # (first image, images, rows computed) per chunk
-        self.chunks = [
-            (start, min(self.images, n - start), min(self.images, n - start) * hp * wp - reach)
-            for start in range(0, n, self.images)
-        ]
+        self.chunks = [(s.start, len(s), len(s) * hp * wp - reach) for s in spans]
 
     def padded(self, xp: ModuleType, x: Array) -> tuple[Array, Callable[[int, int], Run]]:
         """A chunk's zero-padded input as (grid rows, C), and the step that copies images [start, start+count) in."""

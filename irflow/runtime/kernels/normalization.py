@@ -39,7 +39,7 @@ from types import ModuleType
 from typing import Any
 
 from .activation import relu_into
-from .parallel import Split
+from .parallel import Split, even_chunks
 from .registry import Array, Run, register, sequence
 
 CHUNK_BYTES = 1 << 19
@@ -56,8 +56,8 @@ class _Layout:
         self.a, self.c, self.b = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
         self.count = self.a * self.b
         row = self.c * self.b * like.itemsize
-        self.rows = max(1, min(self.a, CHUNK_BYTES // max(row, 1)))
-        self.chunks = [slice(i, min(i + self.rows, self.a)) for i in range(0, self.a, self.rows)]
+        self.chunks = [slice(r.start, r.stop) for r in even_chunks(self.a, CHUNK_BYTES // max(row, 1))]
+        self.rows = max((c.stop - c.start for c in self.chunks), default=1)  # the scratch's
 
     def view(self, array: Array, name: str, kernel: str) -> Array:
         """`array` as (A, C, B), checked to hold the data's shape."""
