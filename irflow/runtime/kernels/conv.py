@@ -176,6 +176,10 @@ def _epilogue_steps(xp: ModuleType, epilogue: str | None, conv: _Conv, bias: Seq
 # 14x14 2.3 -> 2.1; C=16 F=32 28x28 14.0-16.1 -> 13.7-14.3, 14x14 3.6-4.3 -> 3.8-3.9; C=12 F=16 28x28
 # 7.4-8.4 -> 6.5-6.7. With C=8 each tap's GEMM (K = C) is too thin: 4.2-4.3 -> 5.5-5.8 ms.
 _SHIFT_CHANNELS = range(12, 17)
+# Wider inputs skip im2col only into at most _SHIFT_WIDE_FILTERS channels, where im2col copies 9 C values per
+# output row for only F multiply-adds each. 14x14, same measure at load ~6: C=32 F=16 (ResNet-BN's stem2 input
+# gradient) 4.05-4.48 -> 3.37-3.48 ms; C=32 F=32 6.99 -> 9.03 ms, slower.
+_SHIFT_WIDE_CHANNELS, _SHIFT_WIDE_FILTERS = range(17, 33), 16
 # Rows of the padded grid per chunk of `_conv2d_by_shifts` (4 images of 30 x 30 measured best of 2, 4, 8).
 _SHIFT_ROWS = 1800
 
@@ -183,7 +187,8 @@ _SHIFT_ROWS = 1800
 def _by_shifts(conv: _Conv) -> bool:
     """Whether `conv2d` runs as one GEMM per tap over shifted rows of the padded input (see `_conv2d_by_shifts`)."""
     window = conv.window
-    return conv.groups == 1 and conv.cg in _SHIFT_CHANNELS and window.strides == window.dilations == (1, 1)
+    channels = conv.cg in _SHIFT_CHANNELS or conv.cg in _SHIFT_WIDE_CHANNELS and conv.fg <= _SHIFT_WIDE_FILTERS
+    return conv.groups == 1 and channels and window.strides == window.dilations == (1, 1)
 
 
 class _Shifts:
