@@ -146,28 +146,51 @@ def _scale(xp: ModuleType, variance: Array, gamma: Array, epsilon: float, rstd: 
 
 @register("batch_norm_stats")
 def batch_norm_stats(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """The per-channel mean and biased variance, the variance as the mean of (x - mean)**2 (no cancellation)."""
+    """The per-channel mean and biased variance, the variance as the mean of (x - mean)**2 (no cancellation).
+
+    Each part takes the mean of its own chunks, then the sum of their squared distances from it, and the parts
+    meet once: mean = sum(n_p mean_p) / n, variance = sum(m2_p + n_p (mean_p - mean)**2) / n (Chan et al.'s
+    pairwise update). With one part that is the two-pass formula exactly.
+    """
     kernel = "batch_norm_stats"
     (x,), (mean_out, var_out) = ins, outs
     layout = _Layout(xp, x, int(attrs["axis"]), kernel)
     x3 = layout.view(x, "x", kernel)
     mean, var = layout.vector(mean_out, "mean", kernel), layout.vector(var_out, "variance", kernel)
-    centre = layout.plane()
+    gap = xp.empty(layout.c, x.dtype)
 
-    def values(rows: slice, part: _Part) -> list[Run]:
-        return part.add_sums(x3[rows], 0)
+    def part(span: range) -> tuple[list[Run], tuple[int, Array]]:
+        own, centre = _Part(layout, 2), layout.plane()
+        chunks = [layout.chunks[index] for index in span]
+        part_mean, squares = own.totals
+        steps: list[Run] = [partial(own.totals.fill, 0)]
+        for rows in chunks:
+            steps += own.add_sums(x3[rows], 0)
+        count = sum(rows.stop - rows.start for rows in chunks) * layout.b
+        steps += [partial(xp.divide, part_mean, count, out=part_mean), layout.spread(part_mean, centre)]
+        for rows in chunks:
+            t = own.scratch[: rows.stop - rows.start]
+            steps += [partial(xp.subtract, x3[rows], centre, out=t), partial(xp.multiply, t, t, out=t)]
+            steps += own.add_sums(t, 1)
+        return steps, (count, own.totals)
 
-    def squares(rows: slice, part: _Part) -> list[Run]:
-        t = part.scratch[: rows.stop - rows.start]
-        return [partial(xp.subtract, x3[rows], centre, out=t), partial(xp.multiply, t, t, out=t), *part.add_sums(t, 0)]
+    def combine(parts: list[tuple[int, Array]]) -> list[Run]:
+        weights = [count / layout.count if layout.count else 1.0 for count, _ in parts]
+        steps: list[Run] = [partial(xp.multiply, parts[0][1][0], weights[0], out=mean)]
+        for weight, (_, (part_mean, _)) in zip(weights[1:], parts[1:]):
+            steps += [partial(xp.multiply, part_mean, weight, out=gap), partial(xp.add, mean, gap, out=mean)]
+        steps.append(partial(var.fill, 0))
+        for count, (part_mean, squares) in parts:
+            steps += [
+                partial(xp.subtract, part_mean, mean, out=gap),
+                partial(xp.multiply, gap, gap, out=gap),
+                partial(xp.multiply, gap, count, out=gap),
+                partial(xp.add, var, gap, out=var),
+                partial(xp.add, var, squares, out=var),
+            ]
+        return [*steps, partial(xp.divide, var, layout.count, out=var)]
 
-    def to_mean(totals: Array) -> list[Run]:
-        return [partial(xp.divide, totals[0], layout.count, out=mean), layout.spread(mean, centre)]
-
-    def to_variance(totals: Array) -> list[Run]:
-        return [partial(xp.divide, totals[0], layout.count, out=var)]
-
-    return sequence([layout.split([], values, 1, to_mean), layout.split([], squares, 1, to_variance)])
+    return Split(xp, len(layout.chunks), [], part, combine)
 
 
 @register("batch_norm")
