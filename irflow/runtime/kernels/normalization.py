@@ -85,13 +85,15 @@ class _Layout:
         chunk_steps: Callable[[slice, _Part], list[Run]],
         sums: int = 0,
         finish: Callable[[Array], list[Run]] = lambda totals: [],
+        scratch: bool = True,
     ) -> Split:
         """One pass over the chunks, a part per thread: `chunk_steps(rows, part)` for each chunk of the part's,
-        with `sums` per-channel sums per part (`part.totals`), added in part order and handed to `finish`."""
+        with `sums` per-channel sums per part (`part.totals`), added in part order and handed to `finish`;
+        `scratch`: whether the steps use the part's chunk-sized buffers."""
         xp = self.xp
 
         def part(span: range) -> tuple[list[Run], Array]:
-            own = _Part(self, sums)
+            own = _Part(self, sums, scratch)
             steps: list[Run] = [partial(own.totals.fill, 0)] if sums else []
             for index in span:
                 steps += chunk_steps(self.chunks[index], own)
@@ -105,10 +107,11 @@ class _Layout:
 
 
 class _Part:
-    """One thread's scratch for a pass: a chunk-sized buffer, and its per-channel sums (`totals`, (sums, C))."""
+    """One thread's scratch for a pass: a chunk-sized buffer (none without `scratch`), and its per-channel sums
+    (`totals`, (sums, C))."""
 
-    def __init__(self, layout: _Layout, sums: int):
-        xp, dtype, rows = layout.xp, layout.dtype, layout.rows
+    def __init__(self, layout: _Layout, sums: int, scratch: bool = True):
+        xp, dtype, rows = layout.xp, layout.dtype, layout.rows if scratch else 0
         self.layout = layout
         self.scratch = xp.empty((rows, layout.c, layout.b), dtype)
         self.totals = xp.empty((sums, layout.c), dtype)
@@ -218,7 +221,7 @@ def batch_norm(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
         steps = [partial(xp.multiply, x3[rows], s, out=y), partial(xp.add, y, t, out=y)]
         return steps + [relu_into(xp, y, y)] if relu else steps
 
-    return layout.split(prologue, normalize)
+    return layout.split(prologue, normalize, scratch=False)
 
 
 @register("batch_norm_grad")
