@@ -25,9 +25,11 @@ ones (several times faster than numpy's strided reductions); the elementwise
 steps run on chunks of about `CHUNK_BYTES` so that their scratch stays in cache.
 Statistics and vectors of C elements are computed in the data's dtype.
 
-With more than one CPU thread each pass gives every thread a contiguous part of
-the chunks (kernels/parallel.py), with scratch and partial sums of its own; the
-parts' sums are added in part order, and BLAS runs on one thread meanwhile.
+With more than one CPU thread each pass of batch_norm and batch_norm_grad
+gives every thread a contiguous part of the chunks (kernels/parallel.py), with
+scratch and partial sums of its own; the parts' sums are added in part order,
+and BLAS runs on one thread meanwhile. batch_norm_stats stays on one thread
+(its docstring says why).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from types import ModuleType
 from typing import Any
 
 from .activation import relu_into
-from .parallel import Split, even_chunks
+from .parallel import Split, blas_alone, even_chunks
 from .registry import Array, Run, register, sequence
 
 CHUNK_BYTES = 1 << 19
@@ -151,49 +153,26 @@ def _scale(xp: ModuleType, variance: Array, gamma: Array, epsilon: float, rstd: 
 def batch_norm_stats(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """The per-channel mean and biased variance, the variance as the mean of (x - mean)**2 (no cancellation).
 
-    Each part takes the mean of its own chunks, then the sum of their squared distances from it, and the parts
-    meet once: mean = sum(n_p mean_p) / n, variance = sum(m2_p + n_p (mean_p - mean)**2) / n (Chan et al.'s
-    pairwise update). With one part that is the two-pass formula exactly.
+    One thread at any thread count, BLAS on one too: split over two threads (each part its own mean and
+    squared distances, the parts combined as Chan et al. combine partial variances) it was slower with a
+    core free, 0.44-0.53 -> 0.52-0.80 ms and 0.23-0.31 -> 0.25-0.43 ms (docs/kernels.md).
     """
     kernel = "batch_norm_stats"
     (x,), (mean_out, var_out) = ins, outs
     layout = _Layout(xp, x, int(attrs["axis"]), kernel)
     x3 = layout.view(x, "x", kernel)
     mean, var = layout.vector(mean_out, "mean", kernel), layout.vector(var_out, "variance", kernel)
-    gap = xp.empty(layout.c, x.dtype)
-
-    def part(span: range) -> tuple[list[Run], tuple[int, Array]]:
-        own, centre = _Part(layout, 2), layout.plane()
-        chunks = [layout.chunks[index] for index in span]
-        part_mean, squares = own.totals
-        steps: list[Run] = [partial(own.totals.fill, 0)]
-        for rows in chunks:
-            steps += own.add_sums(x3[rows], 0)
-        count = sum(rows.stop - rows.start for rows in chunks) * layout.b
-        steps += [partial(xp.divide, part_mean, count, out=part_mean), layout.spread(part_mean, centre)]
-        for rows in chunks:
-            t = own.scratch[: rows.stop - rows.start]
-            steps += [partial(xp.subtract, x3[rows], centre, out=t), partial(xp.multiply, t, t, out=t)]
-            steps += own.add_sums(t, 1)
-        return steps, (count, own.totals)
-
-    def combine(parts: list[tuple[int, Array]]) -> list[Run]:
-        weights = [count / layout.count if layout.count else 1.0 for count, _ in parts]
-        steps: list[Run] = [partial(xp.multiply, parts[0][1][0], weights[0], out=mean)]
-        for weight, (_, (part_mean, _)) in zip(weights[1:], parts[1:]):
-            steps += [partial(xp.multiply, part_mean, weight, out=gap), partial(xp.add, mean, gap, out=mean)]
-        steps.append(partial(var.fill, 0))
-        for count, (part_mean, squares) in parts:
-            steps += [
-                partial(xp.subtract, part_mean, mean, out=gap),
-                partial(xp.multiply, gap, gap, out=gap),
-                partial(xp.multiply, gap, count, out=gap),
-                partial(xp.add, var, gap, out=var),
-                partial(xp.add, var, squares, out=var),
-            ]
-        return [*steps, partial(xp.divide, var, layout.count, out=var)]
-
-    return Split(xp, len(layout.chunks), [], part, combine)
+    own, centre = _Part(layout, 2), layout.plane()
+    steps: list[Run] = [partial(own.totals.fill, 0)]
+    for rows in layout.chunks:
+        steps += own.add_sums(x3[rows], 0)
+    steps += [partial(xp.divide, own.totals[0], layout.count, out=mean), layout.spread(mean, centre)]
+    for rows in layout.chunks:
+        t = own.scratch[: rows.stop - rows.start]
+        steps += [partial(xp.subtract, x3[rows], centre, out=t), partial(xp.multiply, t, t, out=t)]
+        steps += own.add_sums(t, 1)
+    steps.append(partial(xp.divide, own.totals[1], layout.count, out=var))
+    return blas_alone(xp, sequence(steps))
 
 
 @register("batch_norm")
