@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from .parallel import Split
+from .parallel import Split, even_chunks
 from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
 from .window import Window
@@ -62,9 +62,9 @@ class _Conv:
         self.groups, self.fg, self.cg, self.k = g, f // g, cg, kh * kw * cg
         self.x_shape, self.y_shape = (n, c, h, w), (n, f, oh, ow)
         self.channels_last = kw * cg >= ow
-        images = max(1, min(n, _CHUNK_BYTES // (oh * ow * kh * kw * c * itemsize)))
-        self.chunk_rows = images * oh * ow
-        self.chunks = [_Chunk(s, min(s + images, n), (min(s + images, n) - s) * oh * ow) for s in range(0, n, images)]
+        spans = even_chunks(n, _CHUNK_BYTES // max(1, oh * ow * kh * kw * c * itemsize))
+        self.chunks = [_Chunk(s.start, s.stop, len(s) * oh * ow) for s in spans]
+        self.chunk_rows = max((chunk.rows for chunk in self.chunks), default=0)
 
     def grouped(self, a: Array) -> Array:
         """(N, groups*X, ...) -> (N, groups, X, ...); splitting an axis is always a view."""
@@ -176,6 +176,10 @@ def _epilogue_steps(xp: ModuleType, epilogue: str | None, conv: _Conv, bias: Seq
 # 14x14 2.3 -> 2.1; C=16 F=32 28x28 14.0-16.1 -> 13.7-14.3, 14x14 3.6-4.3 -> 3.8-3.9; C=12 F=16 28x28
 # 7.4-8.4 -> 6.5-6.7. With C=8 each tap's GEMM (K = C) is too thin: 4.2-4.3 -> 5.5-5.8 ms.
 _SHIFT_CHANNELS = range(12, 17)
+# Wider inputs skip im2col only into at most _SHIFT_WIDE_FILTERS channels, where im2col copies 9 C values per
+# output row for only F multiply-adds each. 14x14, same measure at load ~6: C=32 F=16 (ResNet-BN's stem2 input
+# gradient) 4.05-4.48 -> 3.37-3.48 ms; C=32 F=32 6.99 -> 9.03 ms, slower.
+_SHIFT_WIDE_CHANNELS, _SHIFT_WIDE_FILTERS = range(17, 33), 16
 # Rows of the padded grid per chunk of `_conv2d_by_shifts` (4 images of 30 x 30 measured best of 2, 4, 8).
 _SHIFT_ROWS = 1800
 
@@ -183,7 +187,8 @@ _SHIFT_ROWS = 1800
 def _by_shifts(conv: _Conv) -> bool:
     """Whether `conv2d` runs as one GEMM per tap over shifted rows of the padded input (see `_conv2d_by_shifts`)."""
     window = conv.window
-    return conv.groups == 1 and conv.cg in _SHIFT_CHANNELS and window.strides == window.dilations == (1, 1)
+    channels = conv.cg in _SHIFT_CHANNELS or conv.cg in _SHIFT_WIDE_CHANNELS and conv.fg <= _SHIFT_WIDE_FILTERS
+    return conv.groups == 1 and channels and window.strides == window.dilations == (1, 1)
 
 
 class _Shifts:
@@ -198,15 +203,13 @@ class _Shifts:
         self.conv = conv
         n, (hp, wp), (kh, kw) = conv.x_shape[0], conv.window.padded_hw, conv.window.kernel
         self.hp, self.wp = hp, wp
-        self.images = max(1, min(n, _SHIFT_ROWS // (hp * wp)))
+        spans = even_chunks(n, _SHIFT_ROWS // (hp * wp))
+        self.images = max((len(s) for s in spans), default=1)
         self.grid_rows = self.images * hp * wp
         self.offsets = [i * wp + j for i, j in conv.window.taps()]
         reach = self.offsets[-1]  # rows past the last valid output that the last tap reads
         # (first image, images, rows computed) per chunk
-        self.chunks = [
-            (start, min(self.images, n - start), min(self.images, n - start) * hp * wp - reach)
-            for start in range(0, n, self.images)
-        ]
+        self.chunks = [(s.start, len(s), len(s) * hp * wp - reach) for s in spans]
 
     def padded(self, xp: ModuleType, x: Array) -> tuple[Array, Callable[[int, int], Run]]:
         """A chunk's zero-padded input as (grid rows, C), and the step that copies images [start, start+count) in."""

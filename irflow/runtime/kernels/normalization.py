@@ -12,24 +12,37 @@ statistics, one for y = x * s + t (s = gamma / sqrt(variance + epsilon),
 t = beta - mean * s, then the relu when fused), and backward one reading pass
 for the two sums and one for
 
-    dx = s * (g - sum(g) / M - (x - mean) * sum(g * (x - mean)) / (M * (variance + epsilon)))
+    dx = s * g + k_x * (x - mean) + k_0,  k_x = -s * sum(g * (x - mean)) / (M * (variance + epsilon)),
+                                          k_0 = -s * sum(g) / M
 
 with g = dy (masked by y > 0 when the relu is fused) and M the elements per
-channel. Per-channel sums are BLAS matrix-vector products with a vector of
+channel. Without the relu the first pass leaves x - mean in dx for the second
+(four passes there instead of five). Writing k_x * (x - mean) + k_0 as
+k_x * x + (k_0 - k_x * mean) would save that pass with the relu too, but in
+float32 the two terms cancel: tests/test_resnet_parity.py's block2_a beta
+ended 1.2e-3 from the float64 truth, against PyTorch float32's 2.0e-4. Per-channel sums are BLAS matrix-vector products with a vector of
 ones (several times faster than numpy's strided reductions); the elementwise
 steps run on chunks of about `CHUNK_BYTES` so that their scratch stays in cache.
 Statistics and vectors of C elements are computed in the data's dtype.
+
+With more than one CPU thread each pass of batch_norm and batch_norm_grad
+gives every thread a contiguous part of the chunks (kernels/parallel.py), with
+scratch and partial sums of its own; the parts' sums are added in part order,
+and BLAS runs on one thread meanwhile. batch_norm_stats stays on one thread
+(its docstring says why).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from types import ModuleType
 from typing import Any
 
 from .activation import relu_into
-from .registry import Array, Run, register
+from .parallel import Split, blas_alone, even_chunks
+from .registry import Array, Run, register, sequence
 
 CHUNK_BYTES = 1 << 19
 
@@ -45,13 +58,8 @@ class _Layout:
         self.a, self.c, self.b = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
         self.count = self.a * self.b
         row = self.c * self.b * like.itemsize
-        step = max(1, min(self.a, CHUNK_BYTES // max(row, 1)))
-        self.chunks = [slice(i, min(i + step, self.a)) for i in range(0, self.a, step)]
-        self.scratch = xp.empty((step, self.c, self.b), dtype)
-        self.row_sums = xp.empty((step, self.c), dtype)
-        self.part = xp.empty(self.c, dtype)
-        self.ones_b = xp.ones(self.b, dtype)
-        self.ones_a = xp.ones(step, dtype)
+        self.chunks = [slice(r.start, r.stop) for r in even_chunks(self.a, CHUNK_BYTES // max(row, 1))]
+        self.rows = max((c.stop - c.start for c in self.chunks), default=1)  # the scratch's
 
     def view(self, array: Array, name: str, kernel: str) -> Array:
         """`array` as (A, C, B), checked to hold the data's shape."""
@@ -69,52 +77,102 @@ class _Layout:
         """A (C, B) array for a per-channel vector spread along B (see `spread`)."""
         return self.xp.empty((self.c, self.b), self.dtype)
 
-    def spread(self, vector: Array, plane: Array) -> None:
+    def spread(self, vector: Array, plane: Array) -> Run:
         """plane[c, :] = vector[c]: numpy broadcasts a (C, B) operand over (rows, C, B) 2-3x faster than a (C, 1) one."""
-        self.xp.copyto(plane, vector.reshape(self.c, 1))
+        return partial(self.xp.copyto, plane, vector.reshape(self.c, 1))
 
-    def add_sums(self, chunk: Array, into: Array) -> None:
-        """into += the per-channel sums of a (rows, C, B) chunk, through two matrix-vector products."""
-        rows = chunk.shape[0]
+    def split(
+        self,
+        prologue: Sequence[Run],
+        chunk_steps: Callable[[slice, _Part], list[Run]],
+        sums: int = 0,
+        finish: Callable[[Array], list[Run]] = lambda totals: [],
+        scratch: bool = True,
+    ) -> Split:
+        """One pass over the chunks, a part per thread: `chunk_steps(rows, part)` for each chunk of the part's,
+        with `sums` per-channel sums per part (`part.totals`), added in part order and handed to `finish`;
+        `scratch`: whether the steps use the part's chunk-sized buffers."""
+        xp = self.xp
+
+        def part(span: range) -> tuple[list[Run], Array]:
+            own = _Part(self, sums, scratch)
+            steps: list[Run] = [partial(own.totals.fill, 0)] if sums else []
+            for index in span:
+                steps += chunk_steps(self.chunks[index], own)
+            return steps, own.totals
+
+        def combine(totals: list[Array]) -> list[Run]:
+            first, *rest = totals
+            return [*(partial(xp.add, first, other, out=first) for other in rest), *finish(first)]
+
+        return Split(xp, len(self.chunks), prologue, part, combine)
+
+
+class _Part:
+    """One thread's scratch for a pass: a chunk-sized buffer (none without `scratch`), and its per-channel sums
+    (`totals`, (sums, C))."""
+
+    def __init__(self, layout: _Layout, sums: int, scratch: bool = True):
+        xp, dtype, rows = layout.xp, layout.dtype, layout.rows if scratch else 0
+        self.layout = layout
+        self.scratch = xp.empty((rows, layout.c, layout.b), dtype)
+        self.totals = xp.empty((sums, layout.c), dtype)
+        self.row_sums = xp.empty((rows, layout.c), dtype)
+        self.sum = xp.empty(layout.c, dtype)
+        self.ones_b, self.ones_a = xp.ones(layout.b, dtype), xp.ones(rows, dtype)
+        self.flags: Array | None = None
+
+    def mask(self, rows: int) -> Array:
+        """A boolean chunk of `rows` rows, the part's own (made on first use)."""
+        if self.flags is None:
+            self.flags = self.layout.xp.empty(self.scratch.shape, bool)
+        return self.flags[:rows]
+
+    def add_sums(self, chunk: Array, index: int) -> list[Run]:
+        """Steps for totals[index] += the per-channel sums of a (rows, C, B) chunk: two matrix-vector products."""
+        xp, (rows, c, b) = self.layout.xp, chunk.shape
         sums = self.row_sums[:rows]
-        self.xp.matmul(chunk.reshape(rows * self.c, self.b), self.ones_b, out=sums.reshape(rows * self.c))
-        self.xp.matmul(self.ones_a[:rows], sums, out=self.part)
-        self.xp.add(into, self.part, out=into)
+        return [
+            partial(xp.matmul, chunk.reshape(rows * c, b), self.ones_b, out=sums.reshape(rows * c)),
+            partial(xp.matmul, self.ones_a[:rows], sums, out=self.sum),
+            partial(xp.add, self.totals[index], self.sum, out=self.totals[index]),
+        ]
 
 
-def _scale(xp: ModuleType, variance: Array, gamma: Array, epsilon: float, rstd: Array, scale: Array) -> None:
-    """rstd = 1 / sqrt(variance + epsilon); scale = gamma * rstd."""
-    xp.add(variance, epsilon, out=rstd)
-    xp.sqrt(rstd, out=rstd)
-    xp.divide(1.0, rstd, out=rstd)
-    xp.multiply(gamma, rstd, out=scale)
+def _scale(xp: ModuleType, variance: Array, gamma: Array, epsilon: float, rstd: Array, scale: Array) -> list[Run]:
+    """Steps for rstd = 1 / sqrt(variance + epsilon); scale = gamma * rstd."""
+    return [
+        partial(xp.add, variance, epsilon, out=rstd),
+        partial(xp.sqrt, rstd, out=rstd),
+        partial(xp.divide, 1.0, rstd, out=rstd),
+        partial(xp.multiply, gamma, rstd, out=scale),
+    ]
 
 
 @register("batch_norm_stats")
 def batch_norm_stats(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """The per-channel mean and biased variance, the variance as the mean of (x - mean)**2 (no cancellation)."""
+    """The per-channel mean and biased variance, the variance as the mean of (x - mean)**2 (no cancellation).
+
+    One thread at any thread count, BLAS on one too: split over two threads (each part its own mean and
+    squared distances, the parts combined as Chan et al. combine partial variances) it was slower with a
+    core free, 0.44-0.53 -> 0.52-0.80 ms and 0.23-0.31 -> 0.25-0.43 ms (docs/kernels.md).
+    """
     kernel = "batch_norm_stats"
     (x,), (mean_out, var_out) = ins, outs
     layout = _Layout(xp, x, int(attrs["axis"]), kernel)
     x3 = layout.view(x, "x", kernel)
     mean, var = layout.vector(mean_out, "mean", kernel), layout.vector(var_out, "variance", kernel)
-    centre = layout.plane()
-
-    def run() -> None:
-        mean.fill(0)
-        for rows in layout.chunks:
-            layout.add_sums(x3[rows], mean)
-        xp.divide(mean, layout.count, out=mean)
-        layout.spread(mean, centre)
-        var.fill(0)
-        for rows in layout.chunks:
-            t = layout.scratch[: rows.stop - rows.start]
-            xp.subtract(x3[rows], centre, out=t)
-            xp.multiply(t, t, out=t)
-            layout.add_sums(t, var)
-        xp.divide(var, layout.count, out=var)
-
-    return run
+    own, centre = _Part(layout, 2), layout.plane()
+    steps: list[Run] = [partial(own.totals.fill, 0)]
+    for rows in layout.chunks:
+        steps += own.add_sums(x3[rows], 0)
+    steps += [partial(xp.divide, own.totals[0], layout.count, out=mean), layout.spread(mean, centre)]
+    for rows in layout.chunks:
+        t = own.scratch[: rows.stop - rows.start]
+        steps += [partial(xp.subtract, x3[rows], centre, out=t), partial(xp.multiply, t, t, out=t)]
+        steps += own.add_sums(t, 1)
+    steps.append(partial(xp.divide, own.totals[1], layout.count, out=var))
+    return blas_alone(xp, sequence(steps))
 
 
 @register("batch_norm")
@@ -129,20 +187,20 @@ def batch_norm(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
     gamma, beta = layout.vector(gamma_in, "gamma", kernel), layout.vector(beta_in, "beta", kernel)
     rstd, scale, shift = (xp.empty(layout.c, y_out.dtype) for _ in range(3))
     s, t = layout.plane(), layout.plane()
-    relu_y = relu_into(xp, y3, y3)
+    prologue = [
+        *_scale(xp, var, gamma, epsilon, rstd, scale),
+        partial(xp.multiply, mean, scale, out=shift),
+        partial(xp.subtract, beta, shift, out=shift),
+        layout.spread(scale, s),
+        layout.spread(shift, t),
+    ]
 
-    def run() -> None:
-        _scale(xp, var, gamma, epsilon, rstd, scale)
-        xp.multiply(mean, scale, out=shift)
-        xp.subtract(beta, shift, out=shift)
-        layout.spread(scale, s)
-        layout.spread(shift, t)
-        xp.multiply(x3, s, out=y3)
-        xp.add(y3, t, out=y3)
-        if relu:
-            relu_y()
+    def normalize(rows: slice, part: _Part) -> list[Run]:
+        y = y3[rows]
+        steps = [partial(xp.multiply, x3[rows], s, out=y), partial(xp.add, y, t, out=y)]
+        return steps + [relu_into(xp, y, y)] if relu else steps
 
-    return run
+    return layout.split(prologue, normalize, scratch=False)
 
 
 @register("batch_norm_grad")
@@ -162,44 +220,61 @@ def batch_norm_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     mean, var = layout.vector(mean_in, "mean", kernel), layout.vector(var_in, "variance", kernel)
     gamma = layout.vector(gamma_in, "gamma", kernel)
     dgamma, dbeta = layout.vector(dgamma_out, "dgamma", kernel), layout.vector(dbeta_out, "dbeta", kernel)
-    rstd, scale, sum_gx, k_x, k_0 = (xp.empty(layout.c, dx_out.dtype) for _ in range(5))
-    mask = xp.empty(layout.scratch.shape, bool) if relu else None
+    rstd, scale, k_x, k_0 = (xp.empty(layout.c, dx_out.dtype) for _ in range(4))
     centre, s, kx, k0 = (layout.plane() for _ in range(4))
 
-    def run() -> None:
-        layout.spread(mean, centre)
-        dbeta.fill(0)
-        sum_gx.fill(0)
-        for rows in layout.chunks:  # g into dx, and the sums of g and g * (x - mean)
-            n = rows.stop - rows.start
-            g, t = dx3[rows], layout.scratch[:n]
-            if y3 is not None:
-                xp.greater(y3[rows], 0, out=mask[:n])
-                xp.multiply(dy3[rows], mask[:n], out=g)
-            else:
-                xp.copyto(g, dy3[rows])
-            layout.add_sums(g, dbeta)
-            xp.subtract(x3[rows], centre, out=t)
-            xp.multiply(t, g, out=t)
-            layout.add_sums(t, sum_gx)
-        _scale(xp, var, gamma, epsilon, rstd, scale)
-        xp.multiply(sum_gx, rstd, out=dgamma)
-        # dx = s g + k_x (x - mean) + k_0 with k_x = -s rstd**2 sum_gx / M, k_0 = -s sum(g) / M
-        xp.multiply(rstd, rstd, out=k_x)
-        xp.multiply(k_x, sum_gx, out=k_x)
-        xp.multiply(k_x, scale, out=k_x)
-        xp.divide(k_x, -layout.count, out=k_x)
-        xp.multiply(scale, dbeta, out=k_0)
-        xp.divide(k_0, -layout.count, out=k_0)
-        for vector, plane in ((scale, s), (k_x, kx), (k_0, k0)):
-            layout.spread(vector, plane)
-        for rows in layout.chunks:
-            n = rows.stop - rows.start
-            g, t = dx3[rows], layout.scratch[:n]
-            xp.subtract(x3[rows], centre, out=t)
-            xp.multiply(t, kx, out=t)
-            xp.multiply(g, s, out=g)
-            xp.add(g, t, out=g)
-            xp.add(g, k0, out=g)
+    def sums(rows: slice, part: _Part) -> list[Run]:
+        """sum(g) and sum(g * (x - mean)). With the relu, g = dy masked goes into dx; without it, x - mean does."""
+        n = rows.stop - rows.start
+        t = part.scratch[:n]
+        if y3 is None:
+            g, centred = dy3[rows], dx3[rows]
+            masking = []
+        else:
+            g, centred, mask = dx3[rows], t, part.mask(n)
+            masking = [partial(xp.greater, y3[rows], 0, out=mask), partial(xp.multiply, dy3[rows], mask, out=g)]
+        return [
+            *masking,
+            *part.add_sums(g, 0),
+            partial(xp.subtract, x3[rows], centre, out=centred),
+            partial(xp.multiply, centred, g, out=t),
+            *part.add_sums(t, 1),
+        ]
 
-    return run
+    def coefficients(totals: Array) -> list[Run]:
+        """dbeta, dgamma, and the planes of s, k_x and k_0 (k_x = -s rstd**2 sum_gx / M, k_0 = -s dbeta / M)."""
+        sum_g, sum_gx = totals
+        return [
+            partial(xp.copyto, dbeta, sum_g),
+            *_scale(xp, var, gamma, epsilon, rstd, scale),
+            partial(xp.multiply, sum_gx, rstd, out=dgamma),
+            partial(xp.multiply, rstd, rstd, out=k_x),
+            partial(xp.multiply, k_x, sum_gx, out=k_x),
+            partial(xp.multiply, k_x, scale, out=k_x),
+            partial(xp.divide, k_x, -layout.count, out=k_x),
+            partial(xp.multiply, scale, sum_g, out=k_0),
+            partial(xp.divide, k_0, -layout.count, out=k_0),
+            *(layout.spread(vector, plane) for vector, plane in ((scale, s), (k_x, kx), (k_0, k0))),
+        ]
+
+    def gradient(rows: slice, part: _Part) -> list[Run]:
+        """dx = s g + k_x (x - mean) + k_0, with x - mean in dx already when g is dy."""
+        n = rows.stop - rows.start
+        dx, t = dx3[rows], part.scratch[:n]
+        if y3 is None:
+            return [
+                partial(xp.multiply, dx, kx, out=dx),
+                partial(xp.multiply, dy3[rows], s, out=t),
+                partial(xp.add, dx, t, out=dx),
+                partial(xp.add, dx, k0, out=dx),
+            ]
+        return [
+            partial(xp.subtract, x3[rows], centre, out=t),
+            partial(xp.multiply, t, kx, out=t),
+            partial(xp.multiply, dx, s, out=dx),
+            partial(xp.add, dx, t, out=dx),
+            partial(xp.add, dx, k0, out=dx),
+        ]
+
+    first = layout.split([layout.spread(mean, centre)], sums, 2, coefficients)
+    return sequence([first, layout.split([], gradient)])

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from .parallel import Split
+from .parallel import Split, even_chunks
 from .registry import Array, Run, register
 from .shapes import expect_shape
 from .window import Window, padded_sink, padded_source
@@ -61,12 +61,15 @@ def _fold(xp: ModuleType, combine: Any, y: Array, taps: Sequence[Array]) -> list
 
 
 def _chunks(x: Array) -> list[slice]:
-    """The batch in slices of about _CHUNK_BYTES of input each (at least one image; an empty batch is one empty slice,
-    so that a device of a mirrored job given no rows runs the same steps on nothing)."""
-    n = x.shape[0]
+    """The batch in slices of about _CHUNK_BYTES of input each at most (at least one image), an even number of them
+    (`even_chunks`); an empty batch is one empty slice, so that a device of a mirrored job given no rows runs the
+    same steps on nothing."""
     image = max(1, int(np.prod(x.shape[1:])) * np.dtype(x.dtype).itemsize)
-    images = max(1, min(n, _CHUNK_BYTES // image))
-    return [slice(start, min(start + images, n)) for start in range(0, n, images)] or [slice(0, 0)]
+    return [slice(c.start, c.stop) for c in even_chunks(x.shape[0], _CHUNK_BYTES // image)] or [slice(0, 0)]
+
+
+def _largest(chunks: list[slice]) -> int:
+    return max(c.stop - c.start for c in chunks)
 
 
 def _split(xp: ModuleType, chunks: list[slice], steps: Callable[[slice, int], list[Run]]) -> Split:
@@ -90,7 +93,7 @@ def max_pool2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
     padded, refresh = padded_source(xp, x, window, _lowest(x.dtype))
     row_taps = [window.row_tap(padded, i) for i in range(window.kernel[0])]
     chunks = _chunks(x)
-    shape = (chunks[0].stop - chunks[0].start, *row_taps[0].shape[1:])
+    shape = (_largest(chunks), *row_taps[0].shape[1:])
     scratch: dict[int, Array] = {}  # per part: the chunk's row maxima
 
     def steps(c: slice, part: int) -> list[Run]:
@@ -150,7 +153,7 @@ def max_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
         o * k == size for o, k, size in zip(window.out_hw, window.kernel, window.padded_hw, strict=True)
     )
     chunks = _chunks(x)
-    shape = (chunks[0].stop - chunks[0].start, *y.shape[1:])
+    shape = (_largest(chunks), *y.shape[1:])
     scratch: dict[int, tuple[Array, ...]] = {}  # per part: hit, unclaimed, routed
 
     def steps(c: slice, part: int) -> list[Run]:
@@ -191,7 +194,7 @@ def avg_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
 
     def steps(c: slice, part: int) -> list[Run]:
         if part not in shares:
-            shares[part] = xp.empty((chunks[0].stop - chunks[0].start, *dy.shape[1:]), dx.dtype)
+            shares[part] = xp.empty((_largest(chunks), *dy.shape[1:]), dx.dtype)
         share = shares[part][: c.stop - c.start]
         adds = [partial(xp.add, target[c], share, out=target[c]) for target in targets]
         return [partial(xp.multiply, dy[c], inverse_counts, out=share), partial(sink[c].fill, 0), *adds, *land(c)]

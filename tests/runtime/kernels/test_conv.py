@@ -141,7 +141,8 @@ def test_conv2d_rejects_a_wrong_output_shape(build_kernel) -> None:
     "x_shape, w_shape, attrs", [CASES[0], CASES[2], CASES[3]], ids=["channels-last", "channel-major", "groups"]
 )
 def test_batch_chunks_agree_with_one_chunk(kernel, rng, monkeypatch, x_shape, w_shape, attrs) -> None:
-    """Chunks of two images over a batch of five: full chunks, a short last one, filter grads summed across."""
+    """Chunks of at most two images over a batch of five: four (an even number, for two threads) of one and two
+    images, filter grads summed across."""
     from irflow.runtime.kernels import conv
 
     x_shape = (5, *x_shape[1:])
@@ -156,7 +157,7 @@ def test_batch_chunks_agree_with_one_chunk(kernel, rng, monkeypatch, x_shape, w_
     ]
     image_bytes = int(np.prod(y_shape[1:])) * int(np.prod(w_shape[1:])) * x_shape[1] // w_shape[1] * 8
     monkeypatch.setattr(conv, "_CHUNK_BYTES", 2 * image_bytes)
-    assert len(conv._Conv(a, x_shape, w_shape, 8).chunks) == 3
+    assert [c.stop - c.start for c in conv._Conv(a, x_shape, w_shape, 8).chunks] == [1, 1, 1, 2]
     got = [
         kernel("conv2d", [x, w], [((5, *y_shape), np.float64)], **a)[0],
         kernel("conv2d_grad_input", [dy, w], [(x_shape, np.float64)], **a)[0],
@@ -254,19 +255,21 @@ def test_conv2d_by_shifts_matches_direct_definition(kernel, rng, monkeypatch, x_
         threads.set_cpu_thread_num(None)
 
 
-def test_sixteen_channel_3x3_takes_the_shifts_and_matches_torch(kernel, rng) -> None:
-    """The residual CNN's 16-channel 3x3 convolution and its gradients (dx by correlation) on the default path."""
+@pytest.mark.parametrize("channels, filters, shifts", [(16, 16, True), (32, 16, True), (32, 32, False), (8, 16, False)])
+def test_3x3_path_by_channels_matches_torch(kernel, rng, channels: int, filters: int, shifts: bool) -> None:
+    """The residual CNN's 3x3 convolutions and their gradients (dx by correlation) on the default paths:
+    shifted rows for 16 input channels, and for 32 into 16 (stem2's input gradient); im2col otherwise."""
     torch = pytest.importorskip("torch")
     from irflow.runtime.kernels import conv
 
     a = attrs_of(dict(strides=(1, 1), pads=(1, 1, 1, 1)))
-    x, w = rng.standard_normal((5, 16, 9, 9)), rng.standard_normal((16, 16, 3, 3))
-    assert conv._by_shifts(conv._Conv(a, x.shape, w.shape, 8))
-    dy = rng.standard_normal(x.shape)
+    x, w = rng.standard_normal((5, channels, 9, 9)), rng.standard_normal((filters, channels, 3, 3))
+    assert conv._by_shifts(conv._Conv(a, x.shape, w.shape, 8)) == shifts
+    dy = rng.standard_normal((5, filters, 9, 9))
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
     ty = torch.nn.functional.conv2d(tx, tw, padding=1)
     ty.backward(torch.tensor(dy))
-    (y,) = kernel("conv2d", [x, w], [(x.shape, np.float64)], **a)
+    (y,) = kernel("conv2d", [x, w], [(dy.shape, np.float64)], **a)
     (dx,) = kernel("conv2d_grad_input", [dy, w], [(x.shape, np.float64)], **a)
     (dw,) = kernel("conv2d_grad_filter", [dy, x], [(w.shape, np.float64)], **a)
     np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-12, atol=1e-12)

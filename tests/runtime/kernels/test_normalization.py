@@ -141,3 +141,80 @@ def test_wrong_shapes_name_the_kernel_and_operand() -> None:
     with pytest.raises(ValueError, match="batch_norm_grad: takes 6 inputs with relu=True, given 5"):
         outs = [(x.shape, x.dtype), ((3,), x.dtype), ((3,), x.dtype)]
         build("batch_norm_grad", [x, x, c3, c3, c3], outs, axis=1, epsilon=EPS, relu=True)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_backward_in_float32_on_a_far_mean_against_torch_in_float64(relu: bool) -> None:
+    """Mean 40 and std 3: dx's k_x * x and k_0 cancel to k_x * (x - mean), which float32 must still get right."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    shape = (12, 4, 6, 5)
+    x = (rng.standard_normal(shape) * 3 + 40).astype(np.float32)
+    dy, gamma, beta = rng.standard_normal(shape), rng.standard_normal(4), rng.standard_normal(4)
+    tx, tg, tb = (torch.tensor(a.astype(np.float64), requires_grad=True) for a in (x, gamma, beta))
+    ty = torch.nn.functional.batch_norm(tx, None, None, tg, tb, training=True, eps=EPS)
+    ty = torch.relu(ty) if relu else ty
+    ty.backward(torch.tensor(dy))
+    y = ty.detach().numpy().astype(np.float32)
+    got = _backward(dy.astype(np.float32), x, gamma.astype(np.float32), 1, relu, y)
+    for g, want in zip(got, (tx.grad, tg.grad, tb.grad)):
+        scale = float(np.abs(want.numpy()).max())
+        np.testing.assert_allclose(g, want.numpy(), rtol=1e-4, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("count", [2, 3])
+@pytest.mark.parametrize("relu", [False, True])
+def test_threads_split_the_chunks_and_agree_with_one_thread(monkeypatch: pytest.MonkeyPatch, count: int, relu: bool) -> None:
+    """One-row chunks over several threads: the forward and backward of one thread, up to summation order."""
+    from irflow.runtime import threads
+
+    rng = np.random.default_rng(9)
+    shape = (7, 3, 4, 5)
+    x, dy = rng.standard_normal(shape) * 3 + 40, rng.standard_normal(shape)  # parts' means combined far from 0
+    gamma, beta = rng.standard_normal(3), rng.standard_normal(3)
+    monkeypatch.setattr(normalization, "CHUNK_BYTES", 1)
+    forward = _forward(x, gamma, beta, 1, relu)
+    alone = [a.copy() for a in forward()]
+    alone += [a.copy() for a in _backward(dy, x, gamma, 1, relu, alone[2])]
+    try:
+        threads.set_cpu_thread_num(count)
+        split = [a.copy() for a in forward()]
+        split += _backward(dy, x, gamma, 1, relu, split[2])
+    finally:
+        threads.set_cpu_thread_num(None)
+    for a, b in zip(split, alone):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    for got, want in zip(split, _reference(x, gamma, beta, 1, relu)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_steps_allocate_no_arrays_at_one_and_two_threads() -> None:
+    """Scratch, partial sums and planes are built once (each thread count's on its first run)."""
+    import tracemalloc
+
+    from irflow.runtime import threads
+
+    rng = np.random.default_rng(10)
+    x, dy = rng.standard_normal((6, 3, 8, 8)), rng.standard_normal((6, 3, 8, 8))
+    gamma, beta = rng.standard_normal(3), rng.standard_normal(3)
+    forward = _forward(x, gamma, beta, 1, True)
+    y = forward()[2]
+    stats, (mean, var) = build("batch_norm_stats", [x], [((3,), x.dtype), ((3,), x.dtype)], axis=1)
+    outs = [(x.shape, x.dtype), ((3,), x.dtype), ((3,), x.dtype)]
+    grad, _ = build("batch_norm_grad", [dy, x, mean, var, gamma, y], outs, axis=1, epsilon=EPS, relu=True)
+    numpy_only = [tracemalloc.DomainFilter(True, 389047)]  # numpy's domain for array data
+    try:
+        for count in (1, 2):
+            threads.set_cpu_thread_num(count)
+            forward(), grad()
+            tracemalloc.start()
+            try:
+                before = tracemalloc.take_snapshot().filter_traces(numpy_only)
+                for _ in range(3):
+                    forward(), grad()
+                after = tracemalloc.take_snapshot().filter_traces(numpy_only)
+            finally:
+                tracemalloc.stop()
+            assert sum(s.size_diff for s in after.compare_to(before, "filename")) <= 0, count
+    finally:
+        threads.set_cpu_thread_num(None)

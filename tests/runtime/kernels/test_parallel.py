@@ -19,6 +19,18 @@ def test_spans_cover_the_chunks_in_order_and_evenly(count, parts) -> None:
     assert max(map(len, cut)) - min(map(len, cut)) <= 1
 
 
+@pytest.mark.parametrize("count, most, chunks", [(100, 74, 2), (100, 9, 12), (100, 7, 16), (7, 100, 2), (5, 1, 5), (1, 3, 1), (0, 4, 0)])
+def test_even_chunks_are_few_even_and_balanced(count, most, chunks) -> None:
+    """At most `most` items each, as few chunks as can be but an even number, so 2 threads get equal halves."""
+    cut = parallel.even_chunks(count, most)
+    assert [i for chunk in cut for i in chunk] == list(range(count))
+    assert len(cut) == chunks
+    assert all(0 < len(chunk) <= most for chunk in cut)
+    if chunks % 2 == 0 and chunks:
+        halves = [sum(len(cut[i]) for i in span) for span in parallel.spans(chunks, 2)]
+        assert max(halves) - min(halves) <= 1
+
+
 def test_parts_run_on_their_own_threads_with_one_blas_thread() -> None:
     seen: dict[int, tuple[int, list[int]]] = {}
     barrier = threading.Barrier(3, timeout=10)  # every part must be running at once to pass it
