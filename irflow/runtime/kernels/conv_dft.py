@@ -2,19 +2,23 @@
 
 A stride-1 correlation is a pointwise product of spectra: on a circular S_h x S_w grid large enough
 that nothing wraps into the output window, y_f = IDFT(sum_c DFT(x_c) conj(DFT(w_fc))). Per frequency
-bin the channel sum is a small GEMM, so the C x F x kh x kw multiply-adds per output pixel of im2col
-become 4 C F per bin plus transforms whose cost grows with C + F, not C F.
+bin the channel sum is a small GEMM, so the C F kh kw multiply-adds per output pixel of im2col become
+4 C F per bin, plus transforms whose cost grows with C + F, not C F.
 
 numpy's FFT is slow on images this small, so every transform is a GEMM with a precomputed real
-matrix, one image axis at a time (rows by the real DFT, keeping V = S_w/2 + 1 bins, then columns by
-the complex one), and each GEMM writes the layout the next one reads: no copy moves a spectrum.
-Spectra are stored per column bin v as ((u, re/im), n, channel), so that a bin's real and imaginary
-parts stacked are one (2N, channels) matrix. The per-bin products with the real and the imaginary
-part of the weights' spectrum are two GEMMs of that matrix; the inverse transform adds the four
-products with the signs of a complex product (`_Synthesis`), so none is combined by a pass of its own.
+matrix, one image axis at a time: rows by the real DFT (V = S_w / 2 + 1 bins), then columns by the
+complex one, each GEMM writing the layout the next one reads. Spectra are kept per row bin v as
+((u, re/im), images x channels), so that a bin's real and imaginary parts stacked are one
+(2N, channels) matrix. The per-bin products (`_through_weights`) either take that matrix as it is,
+one GEMM per part of the weights' spectrum, and the inverse adds the four products with the signs of
+a complex product; or first interleave re/im with the channels, so that each output part is one GEMM
+over 2 C. Which is cheaper depends on which side has more channels (`_stacked`).
 
 The filter gradient sums over the batch per bin: dw_fc = IDFT(sum_n X_nc conj(DY_nf)), with x's
-spectrum also transformed as (Im, -Re), so that a bin's real and imaginary results are each one GEMM.
+spectrum also transformed as (Im, -Re), so that a bin's real and imaginary results are each one GEMM,
+and inverted at the kh x kw taps only.
+
+`chosen` is the cost model conv.py asks: estimated multiply-adds of the transforms against im2col's.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from functools import partial
 from types import ModuleType
 
 import numpy as np
-from numpy.typing import DTypeLike
 
 from .activation import relu_into
 from .parallel import Split
@@ -259,7 +262,7 @@ def _through_weights(
         images, count = slice(span.start, span.stop), span.stop - span.start
         analysis = _analysis(xp, grid, src[images], offsets[0])
         synthesis = _Synthesis(xp, grid, dst[images], offsets[1], stacked, relu)
-        steps = analysis.steps
+        steps = list(analysis.steps)
         if stacked:
             data = analysis.spectrum.reshape(v, u, 1, 2 * count, channels)
             product = partial(xp.matmul, data, weights[:, :, :, 0], out=synthesis.spectrum.reshape(v, u, 2, 2 * count, out))
