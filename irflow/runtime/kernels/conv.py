@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
+from . import conv_dft
 from .parallel import Split, even_chunks
 from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
@@ -184,6 +185,12 @@ _SHIFT_WIDE_CHANNELS, _SHIFT_WIDE_FILTERS = range(17, 33), 16
 _SHIFT_ROWS = 1800
 
 
+def _by_transforms(conv: _Conv, direction: str, arrays: Sequence[Array]) -> bool:
+    """Whether `direction` ('forward', 'input', 'filter') runs by DFTs (kernels/conv_dft.py), by its cost model."""
+    n, c = conv.x_shape[:2]
+    return conv_dft.chosen(conv.window, conv.groups, n, c, conv.y_shape[1], direction, arrays)
+
+
 def _by_shifts(conv: _Conv) -> bool:
     """Whether `conv2d` runs as one GEMM per tap over shifted rows of the padded input (see `_conv2d_by_shifts`)."""
     window = conv.window
@@ -293,6 +300,8 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
     conv = _Conv(attrs, x.shape, w.shape, np.dtype(y.dtype).itemsize)
     expect_shape("conv2d", "output", y.shape, conv.y_shape)
     epilogue = _epilogue(attrs, conv, bias)
+    if _by_transforms(conv, "forward", [x, w, y]):
+        return conv_dft.conv2d(xp, conv.window, epilogue, x, w, bias, y)
     if _by_shifts(conv):
         return _conv2d_by_shifts(xp, conv, epilogue, x, w, bias, y)
     windows, pad = conv.windows(xp, x)
@@ -333,6 +342,8 @@ def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
     expect_shape("conv2d_grad_filter", "dy", dy.shape, conv.y_shape)
     if not conv.chunks:  # no images (a device of a mirrored job given no rows): nothing to sum
         return partial(dw.fill, 0)
+    if _by_transforms(conv, "filter", [dy, x, dw]):
+        return conv_dft.conv2d_grad_filter(xp, conv.window, dy, x, dw)
     if _by_shifts(conv):
         return _grad_filter_by_shifts(xp, conv, dy, x, dw)
     windows, pad = conv.windows(xp, x)
@@ -398,6 +409,8 @@ def conv2d_grad_input(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Ar
     (dy, w), (dx,) = ins, outs
     conv = _Conv(attrs, dx.shape, w.shape, np.dtype(dx.dtype).itemsize)
     expect_shape("conv2d_grad_input", "dy", dy.shape, conv.y_shape)
+    if _by_transforms(conv, "input", [dy, w, dx]):
+        return conv_dft.conv2d_grad_input(xp, conv.window, dy, w, dx)
     correlation = _as_correlation(conv)
     if correlation is not None:
         return _grad_input_by_correlation(xp, conv, correlation, dy, w, dx)
