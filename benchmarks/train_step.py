@@ -219,12 +219,13 @@ def inputs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return {MLP: (flat, labels), "LeNet": (images, labels), RESNET: (images, labels)}
 
 
-def mlp_gemm_floor(n: int) -> Callable[[], object]:
-    """The MLP step's two 100x784x512 GEMMs (dense1 forward and its weight gradient) through irflow's matmul kernel, at n threads.
+def mlp_gemm_floor() -> Callable[[], object]:
+    """The MLP step's two 100x784x512 GEMMs (dense1 forward and its weight gradient) through irflow's matmul kernel.
 
     No step can take less than these at this BLAS speed, whatever else it fuses: the floor under the MLP goal.
-    The kernel is the step's own (split over irflow's threads at n > 1): numpy's GEMMs on n OpenBLAS threads
-    would leave OpenBLAS's spare thread spinning for ~0.1 s after each, on a core the next round's steps need.
+    The kernel is the step's own (split over irflow's threads when there are several, BLAS on one thread):
+    numpy's GEMMs on several OpenBLAS threads would leave OpenBLAS's spare thread spinning for ~0.1 s after
+    each, on a core the next round's steps need.
     """
     rng = np.random.default_rng(1)
     x, w = rng.random((BATCH, 784), dtype=np.float32), rng.random((784, 512), dtype=np.float32)
@@ -233,7 +234,7 @@ def mlp_gemm_floor(n: int) -> Callable[[], object]:
     forward, weight_grad = matmul(np, {}, [x, w], [h]), matmul(np, {"transpose_a": True}, [x, dh], [dw])
 
     def gemms() -> None:
-        threads.apply(n)
+        threads.apply()
         forward()
         weight_grad()
 
@@ -259,7 +260,7 @@ def compare(thread_counts: list[int], rounds: int) -> None:
 
             tx, ty = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
             other: Callable[[], object] = lambda step=theirs[name], tx=tx, ty=ty: step(tx, ty)  # noqa: E731
-            floor = [mlp_gemm_floor(n)] if name == MLP else []
+            floor = [mlp_gemm_floor()] if name == MLP else []
             (t_ours, cpu_ours), (t_theirs, cpu_theirs), *gemms = best_alternating(
                 [mine, other, *floor], numbers[name], rounds
             )

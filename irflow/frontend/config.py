@@ -283,7 +283,7 @@ class SessionConfig(Settings):
         self._set("machine_num", _count(1)("flow.config.machine_num", value))
 
     def cpu_thread_num(self, value: int | None) -> None:
-        """irflow's own: CPU steps run numpy's BLAS on this many threads (None: the default, 1).
+        """irflow's own: CPU steps split their kernels over this many threads (None: the default, 1).
 
         Process-wide and effective at once; docs/runtime.md says why irflow sets it.
         """

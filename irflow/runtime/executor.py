@@ -381,7 +381,7 @@ class Executor:
                 raise ExecutionError(f"job '{self.name}' sums sizes over devices: it needs every device's input sizes")
             self.input_views, self.output_views, self.steps = self.variant(sizes if self.summed else self.sizes_of(inputs))
         if xp is np:
-            threads.apply()  # the chosen BLAS pool size, even if the user's own numpy code changed it
+            threads.apply()  # BLAS on one thread, even if the user's own numpy code changed it
         for view, value in zip(self.input_views, inputs):
             if isinstance(value, tuple):  # a tensor list: each instance into its rows
                 start = 0

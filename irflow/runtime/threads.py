@@ -1,17 +1,18 @@
-"""How many threads numpy's BLAS runs irflow's CPU kernels on: a deliberate setting, not the library's guess.
+"""How many threads irflow's CPU kernels run on, and why numpy's BLAS runs on one of them.
 
-OpenBLAS starts one busy-waiting thread per core it sees. On a machine shared
-with other processes a BLAS thread that loses its core stalls every GEMM it
-takes part in, and a step slows down by 10x and more. irflow therefore sets
-the pool's size itself (through threadpoolctl, which finds the BLAS that numpy
-loaded) before every CPU step: `flow.config.cpu_thread_num(n)` chooses it.
-The default is one thread: on the shared 2-core machines irflow is developed
-on, two BLAS threads beside other busy processes ran LeNet and MLP steps 3-5x
-slower than one (docs/runtime.md has the figures); a dedicated machine can
-ask for more.
+`flow.config.cpu_thread_num(n)` chooses irflow's own threads (kernels/parallel.py): the
+kernels with independent pieces split them over n threads, each piece one single-threaded
+BLAS call. numpy's BLAS itself is held at one thread (through threadpoolctl, which finds the
+BLAS that numpy loaded), set when the count is chosen and again before every CPU step.
+OpenBLAS's own threads split each GEMM, meet after it, and busy-wait for about 0.1 s after
+the last one: on a shared machine a meeting waits for the thread that lost its core, and a
+spinning BLAS thread takes the core irflow's other thread needs. With BLAS at the chosen
+count between kernels, LeNet's step at 2 threads took 63.7 ms; held at one, 36.6 ms
+(docs/runtime.md). The default is one thread: on the shared 2-core machines irflow is
+developed on, two threads beside other busy processes ran steps several times slower.
 
-The setting is process-wide, as BLAS pools are: numpy code the user runs
-between steps sees the same count.
+The BLAS setting is process-wide, as BLAS pools are: numpy code the user runs between
+steps runs on one BLAS thread too, and a step resets it if that code changed it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def cpu_thread_num() -> int:
 
 
 def set_cpu_thread_num(value: int | None) -> None:
-    """Choose the BLAS thread count for CPU steps (None: back to the default); applies at once."""
+    """Choose the thread count of CPU steps (None: back to the default); BLAS is held at one at once."""
     global _chosen
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"flow.config.cpu_thread_num expects a positive int (or None for the default), got {value!r}")
@@ -46,15 +47,11 @@ def _controller() -> Any:
     return _blas
 
 
-def apply(count: int | None = None) -> None:
-    """Make numpy's BLAS pools run `cpu_thread_num()` threads (or `count`); cheap when they already do (~1 us).
-
-    Kernels that split their own work over the threads (kernels/parallel.py) run BLAS on one meanwhile.
-    """
-    wanted = cpu_thread_num() if count is None else count
+def apply() -> None:
+    """Hold numpy's BLAS pools at one thread; cheap when they already are (~1 us)."""
     for library in _controller().lib_controllers:
-        if library.get_num_threads() != wanted:
-            library.set_num_threads(wanted)
+        if library.get_num_threads() != 1:
+            library.set_num_threads(1)
 
 
 def blas_info() -> list[dict[str, Any]]:

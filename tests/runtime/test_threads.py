@@ -1,4 +1,4 @@
-"""flow.config.cpu_thread_num: the BLAS pool size CPU steps run with, read back through threadpoolctl."""
+"""flow.config.cpu_thread_num: irflow's kernel threads, with numpy's BLAS held at one (read back through threadpoolctl)."""
 
 import numpy as np
 import pytest
@@ -20,14 +20,16 @@ def default_afterwards():
 
 
 def test_setting_applies_at_once_and_none_restores_the_default_of_one():
+    threadpool_limits(2, user_api="blas")
     flow.config.cpu_thread_num(2)
-    assert threads.cpu_thread_num() == 2 and blas_threads() == {2}
+    assert threads.cpu_thread_num() == 2 and blas_threads() == {1}
     flow.config.cpu_thread_num(None)
     assert threads.cpu_thread_num() == threads.DEFAULT_CPU_THREADS == 1 and blas_threads() == {1}
 
 
-def test_each_step_restores_the_setting_if_user_code_changed_it(mlp_module):
-    flow.config.cpu_thread_num(1)
+@pytest.mark.parametrize("count", [1, 2])
+def test_each_step_puts_blas_back_on_one_thread_if_user_code_changed_it(mlp_module, count):
+    flow.config.cpu_thread_num(count)
     exe = compile_job(mlp_module, "mlp", VariableStore())
     threadpool_limits(2, user_api="blas")  # as user code between steps might
     assert blas_threads() == {2}

@@ -7,7 +7,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
-from .parallel import Split, blas_alone
+from .parallel import Split
 from .registry import Array, Run, register
 
 # Below this many multiply-adds a matmul is one BLAS call whatever the thread count: handing half of it to
@@ -20,8 +20,8 @@ def matmul(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
     """One BLAS call (per batch entry for rank >= 3); transposes are views, which BLAS reads as flags.
 
     A large rank-2 product is cut over the CPU threads (kernels/parallel.py), each part one
-    single-threaded BLAS call, rather than left to BLAS's own busy-waiting threads; any other
-    runs on one BLAS thread too. The cut goes through the larger operand, so that each part packs
+    single-threaded BLAS call, rather than left to BLAS's own busy-waiting threads (held at one,
+    runtime/threads.py). The cut goes through the larger operand, so that each part packs
     only its own share of it: by rows of the result when a (m, k) is at least as large as
     b (k, n), else by columns (the MLP's 100x784 @ 784x512 forward: each part reads half of b).
     """
@@ -31,7 +31,7 @@ def matmul(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
     if attrs.get("transpose_b", False):
         b = b.swapaxes(-1, -2)
     if y.ndim != 2 or a.shape[0] * a.shape[1] * b.shape[1] < _SPLIT_MACS:
-        return blas_alone(xp, partial(xp.matmul, a, b, out=y))
+        return partial(xp.matmul, a, b, out=y)
     by_rows = a.shape[0] >= b.shape[1]
 
     def part(span: range) -> tuple[list[Run], None]:

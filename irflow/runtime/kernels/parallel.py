@@ -6,8 +6,8 @@ lost its core, and the waiting threads take cores from the rest of the step
 (LeNet's conv2 filter gradient: 27 ms with one BLAS thread, 248 ms with two,
 at load ~2 on 2 cores). Kernels with independent chunks of the batch (conv2d
 and its gradients) instead give each thread a contiguous part of the chunks,
-with scratch buffers of its own, and run BLAS on one thread meanwhile: the
-threads meet once per kernel, and an idle one sleeps.
+with scratch buffers of its own, while BLAS stays on one thread (runtime/threads.py):
+the threads meet once per kernel, and an idle one sleeps.
 
 A part is a list of steps; which part a chunk belongs to depends only on the
 thread count, so results are the same from call to call (a reduction over the
@@ -101,28 +101,6 @@ def thread_count(xp: ModuleType) -> int:
     return threads.cpu_thread_num() if xp.__name__ == "numpy" else 1
 
 
-def blas_alone(xp: ModuleType, step: Run) -> Run:
-    """`step`, one BLAS call too small to split, run with BLAS on one thread when irflow has several.
-
-    OpenBLAS threads even a small product, then busy-waits: at 2 threads and load ~10, LeNet's
-    (100, 10) x (10, 1568) took 15.9 ms of CPU instead of ~0.1 ms.
-    """
-    if xp.__name__ != "numpy":
-        return step
-
-    def run() -> None:
-        if threads.cpu_thread_num() == 1:
-            step()
-            return
-        threads.apply(1)
-        try:
-            step()
-        finally:
-            threads.apply()
-
-    return run
-
-
 def spans(count: int, parts: int) -> list[range]:
     """`range(count)` cut into `parts` contiguous, non-empty spans differing in length by at most one."""
     parts = max(1, min(parts, count))
@@ -141,7 +119,7 @@ def even_chunks(count: int, most: int) -> list[range]:
 
 
 def run_parts(parts: Sequence[Run]) -> None:
-    """Run parts[0] here and the others on the worker threads, with BLAS on one thread; wait for all of them.
+    """Run parts[0] here and the others on the worker threads; wait for all of them.
 
     The first error raised by a part is raised here, after every part has finished. While another
     thread's kernel holds the workers (jobs run from two threads), the parts run here, one after another.
@@ -153,7 +131,6 @@ def run_parts(parts: Sequence[Run]) -> None:
     try:
         while len(_workers) < len(parts) - 1:
             _workers.append(_Worker())
-        threads.apply(1)
         started: list[_Worker] = []
         try:
             for worker, part in zip(_workers, parts[1:]):
@@ -162,7 +139,6 @@ def run_parts(parts: Sequence[Run]) -> None:
             parts[0]()
         finally:
             errors = [worker.finish() for worker in started]
-            threads.apply()
     finally:
         _in_use.release()
     for error in errors:

