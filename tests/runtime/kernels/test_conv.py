@@ -22,6 +22,15 @@ def attrs_of(attrs: dict) -> dict:
     return {"dilations": (1, 1), "groups": 1, **attrs}
 
 
+def all_three(kernel, attrs: dict, x: np.ndarray, w: np.ndarray, dy: np.ndarray) -> list[np.ndarray]:
+    """conv2d of x and w, and its input and filter gradients for dy, in float64."""
+    return [
+        kernel("conv2d", [x, w], [(dy.shape, np.float64)], **attrs)[0],
+        kernel("conv2d_grad_input", [dy, w], [(x.shape, np.float64)], **attrs)[0],
+        kernel("conv2d_grad_filter", [dy, x], [(w.shape, np.float64)], **attrs)[0],
+    ]
+
+
 def conv_reference(x: np.ndarray, w: np.ndarray, strides, pads, dilations=(1, 1), groups=1) -> np.ndarray:
     """Direct definition: every output element is one window dot product."""
     n = x.shape[0]
@@ -182,18 +191,11 @@ def test_threads_split_the_chunks_and_agree_with_one_thread(kernel, rng, monkeyp
     y_shape = (5, *conv_reference(x[:1], w, **attrs).shape[1:])
     dy = rng.standard_normal(y_shape)
 
-    def all_three() -> list[np.ndarray]:
-        return [
-            kernel("conv2d", [x, w], [(y_shape, np.float64)], **a)[0],
-            kernel("conv2d_grad_input", [dy, w], [(x_shape, np.float64)], **a)[0],
-            kernel("conv2d_grad_filter", [dy, x], [(w_shape, np.float64)], **a)[0],
-        ]
-
     try:
-        expected = all_three()
+        expected = all_three(kernel, a, x, w, dy)
         for count in (2, 3):
             threads.set_cpu_thread_num(count)
-            y, dx, dw = all_three()
+            y, dx, dw = all_three(kernel, a, x, w, dy)
             np.testing.assert_array_equal(y, expected[0])
             np.testing.assert_array_equal(dx, expected[1])
             np.testing.assert_allclose(dw, expected[2], rtol=1e-12, atol=1e-12)

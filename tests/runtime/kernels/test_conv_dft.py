@@ -8,7 +8,7 @@ import pytest
 from irflow.runtime.kernels import conv_dft
 from irflow.runtime.kernels.window import Window
 
-from .test_conv import conv_reference
+from .test_conv import all_three, conv_reference
 
 # (x shape, w shape, pads (top, bottom, left, right)): uneven pads, H != W, non-square kernels, pads wider
 # than the kernel (windows wholly in padding), no pads, one image, one channel.
@@ -117,18 +117,11 @@ def test_threads_split_the_batch_and_agree_with_one_thread(kernel, rng, by_trans
     y_shape = conv_reference(x, w, (1, 1), pads).shape
     dy = rng.standard_normal(y_shape)
 
-    def all_three() -> list[np.ndarray]:
-        return [
-            kernel("conv2d", [x, w], [(y_shape, np.float64)], **a)[0],
-            kernel("conv2d_grad_input", [dy, w], [(x_shape, np.float64)], **a)[0],
-            kernel("conv2d_grad_filter", [dy, x], [(w_shape, np.float64)], **a)[0],
-        ]
-
     try:
-        expected = all_three()
+        expected = all_three(kernel, a, x, w, dy)
         for count in (2, 3):
             threads.set_cpu_thread_num(count)
-            for got, want in zip(all_three(), expected, strict=True):
+            for got, want in zip(all_three(kernel, a, x, w, dy), expected, strict=True):
                 close(got, want, np.float64)
     finally:
         threads.set_cpu_thread_num(None)
