@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from . import conv_dft
+from . import conv_dft, conv_winograd
 from .parallel import Split, even_chunks
 from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
@@ -302,6 +302,8 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
     epilogue = _epilogue(attrs, conv, bias)
     if _by_transforms(conv, "forward", [x, w, y]):
         return conv_dft.conv2d(xp, conv.window, epilogue, x, w, bias, y)
+    if conv_winograd.chosen(conv.window, conv.groups, conv.cg, conv.fg, w):
+        return conv_winograd.conv2d(xp, conv.window, epilogue, x, w, bias, y)
     if _by_shifts(conv):
         return _conv2d_by_shifts(xp, conv, epilogue, x, w, bias, y)
     windows, pad = conv.windows(xp, x)
