@@ -2,12 +2,11 @@
 
 Each 2x2 output tile reads a 4x4 input tile (tiles overlap by 2). With the 16 bins of a tile's transform
 U = B^T d B and the filters' V = G g G^T, the tile is A^T (U . V) A, where the pointwise product summed
-over the input channels is, per bin, one (tiles, C) x (C, F) GEMM. The three transforms are GEMMs with
-kron(B^T, B^T) (16 x 16), kron(G, G) (16 x 9) and kron(A^T, A^T) (4 x 16), whose entries are 0, +-1 and
-+-1/2, so float32 loses little. The input is padded as NHWC once per chunk of images, so that each of
-the 16 tile positions is one strided copy with channels innermost, into the (bin, tiles, C) layout the
-transform and the per-bin GEMMs read. An odd output size pads the tile grid; the extra row or column is
-computed and dropped. conv2d_grad_input at stride 1 is a forward correlation (conv.py's
+over the input channels is, per bin, one (tiles, C) x (C, F) GEMM. The filters' transform is one GEMM
+with kron(G, G); B^T and A^T hold only 0 and +-1, so the data's transforms are adds, one axis at a time
+(as kron GEMMs the input's transform alone cost as many multiply-adds as the channel GEMMs). Entries
+0, +-1 and +-1/2 keep float32 close to the direct sum. An odd output size pads the tile grid; the extra
+row or column is computed and dropped. conv2d_grad_input at stride 1 is a forward correlation (conv.py's
 `_as_correlation`), so it takes this path through conv2d.
 """
 
@@ -23,13 +22,13 @@ from .parallel import Split, even_chunks
 from .registry import Array, Run
 from .window import Window
 
-
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
 # Images per chunk: a chunk's tiles, (16, images x tiles, C), stay in cache (16 x 4 x 196 x 16 floats = 800 KB at 28x28).
 _IMAGES = 4
 # Input and output channels from which Winograd is chosen. Forward, batch 100, 3x3, pads 1, process time best of
-# 15 at 1 thread, load ~0.4, current path -> Winograd: C=32 F=32 14x14 8.4-8.8 -> 5.3-5.8 ms; where conv.py's
-# shifted rows run it loses: C=16 F=16 28x28 7.3 -> 8.7, C=16 F=32 14x14 3.7 -> 3.8-4.2, C=32 F=16 3.2-3.4 -> 4.0-4.3.
+# 15-25 at 1 thread, load 0.3-0.6, current path -> Winograd: C=32 F=32 14x14 (im2col) 8.4-8.8 -> 4.9-5.8 ms; where
+# conv.py's shifted rows run it ties: C=16 F=16 28x28 7.1-7.3 -> 7.2, C=16 F=32 14x14 3.6-3.7 -> 3.5-3.7,
+# C=32 F=16 14x14 3.1-3.2 -> 3.0-3.2.
 _CHANNELS = 32
 
 
@@ -84,7 +83,7 @@ def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Ar
 
     def part(span: range) -> tuple[list[Run], None]:
         padded = xp.zeros((most, hp, wp, c), x.dtype)
-        # the padded input's columns j::2 (j < 4) as (images, row parity, hp / 2, tw, C), then through B^T along them
+        # the padded input's columns j::2 (j < 4) as (row parity, hp / 2, images, tw, C), then through B^T along them
         columns, across = (xp.empty((4, most * hp * tw * c), x.dtype) for _ in range(2))
         bins = xp.empty((16, most * th * tw * c), x.dtype)  # per bin, a shorter last chunk is a prefix of each row
         products = xp.empty((16, most * th * tw * f), y.dtype)
@@ -111,15 +110,16 @@ def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Ar
             steps += [
                 partial(xp.matmul, bins[:, : m * c].reshape(16, m, c), weights, out=products[:, : m * f].reshape(16, m, f)),
             ]
+            if epilogue is not None:  # bin (1, 1) reaches all four outputs of a tile with weight 1
+                centre = products[5, : m * f].reshape(m, f)
+                steps.append(partial(xp.add, centre, bias[0], out=centre))
             per_bin = products[:, : m * f].reshape(4, 4, m * f)
             half = reduced[:, : 4 * m * f].reshape(2, 4, m * f)
             result = out[:, : m * f].reshape(2, 2, th, k, tw, f)
             steps += _through_a(xp, list(per_bin), list(half))
             steps += _through_a(xp, [half[:, q] for q in range(4)], [result[:, b].reshape(2, m * f) for b in range(2)])
-            if epilogue is not None:
-                steps.append(partial(xp.add, result, bias[0], out=result))
-                if epilogue == "bias_add_relu":
-                    steps.append(partial(xp.maximum, result, 0, out=result))
+            if epilogue == "bias_add_relu":
+                steps += [partial(xp.maximum, out[r, : m * f], 0, out=out[r, : m * f]) for r in range(4)]
             for a in range(2):
                 for b in range(2):
                     target = y[images, :, a::2, b::2]

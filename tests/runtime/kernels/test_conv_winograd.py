@@ -103,12 +103,13 @@ def test_threads_split_the_batch_and_agree_with_one_thread(kernel, rng, by_winog
     "name, ins, out",
     [
         ("conv2d", [(6, 5, 9, 8), (4, 5, 3, 3)], (6, 4, 9, 7)),
+        ("conv2d", [(6, 5, 9, 8), (4, 5, 3, 3), (4,)], (6, 4, 9, 7)),
         ("conv2d_grad_input", [(6, 4, 9, 7), (4, 5, 3, 3)], (6, 5, 9, 8)),
     ],
 )
 def test_runs_reread_their_inputs_and_allocate_nothing(build_kernel, kernel, rng, by_winograd, name, ins, out) -> None:
     """Every buffer is made at build: a run allocates no array memory, and reads the ins' current contents."""
-    a = attrs_of((1, 1, 0, 1))
+    a = attrs_of((1, 1, 0, 1)) | ({"epilogue": "bias_add_relu"} if len(ins) == 3 else {})
     arrays = [rng.standard_normal(s).astype(np.float32) for s in ins]
     step, (bound,) = build_kernel(name, arrays, [(out, np.float32)], **a)
     step()
