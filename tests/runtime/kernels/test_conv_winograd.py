@@ -1,0 +1,117 @@
+"""conv2d by Winograd F(2x2, 3x3) (kernels/conv_winograd.py), against PyTorch."""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from irflow.runtime.kernels import conv_winograd
+from irflow.runtime.kernels.window import Window
+
+from .test_conv_dft import attrs_of, close, torch_conv
+
+# (x shape, w shape, pads): ResNet-BN's 28x28 and 14x14, odd output sizes (a padded tile grid), uneven and
+# no pads, a last chunk of fewer images than the others.
+CASES = [
+    ((5, 16, 28, 28), (16, 16, 3, 3), (1, 1, 1, 1)),
+    ((3, 32, 14, 14), (32, 32, 3, 3), (1, 1, 1, 1)),
+    ((2, 4, 7, 7), (3, 4, 3, 3), (1, 1, 1, 1)),
+    ((3, 5, 8, 9), (6, 5, 3, 3), (0, 2, 1, 0)),
+    ((6, 3, 5, 6), (2, 3, 3, 3), (0, 0, 0, 0)),
+]
+IDS = ["28x28", "14x14", "odd", "uneven", "valid"]
+
+
+@pytest.fixture
+def by_winograd(monkeypatch):
+    """Every 3x3 stride-1 convolution takes the Winograd path, whatever its channels."""
+    monkeypatch.setattr(conv_winograd, "_CHANNELS", 1)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, pads", CASES, ids=IDS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_forward_matches_torch(kernel, rng, by_winograd, x_shape, w_shape, pads, dtype) -> None:
+    a = attrs_of(pads)
+    window = Window.from_attrs(a, w_shape[2:], x_shape[2:])
+    x, w = rng.standard_normal(x_shape).astype(dtype), rng.standard_normal(w_shape).astype(dtype)
+    assert conv_winograd.chosen(window, 1, x_shape[1], w_shape[0], w)
+    y_shape = (x_shape[0], w_shape[0], *window.out_hw)
+    y_ref, _, _ = torch_conv(x, w, pads, np.zeros(y_shape))
+    (y,) = kernel("conv2d", [x, w], [(y_shape, dtype)], **a)
+    close(y, y_ref, dtype)
+
+
+@pytest.mark.parametrize("epilogue", ["bias_add", "bias_add_relu"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_epilogue_matches_torch(kernel, rng, by_winograd, epilogue, dtype) -> None:
+    x_shape, w_shape, pads = (3, 6, 9, 7), (5, 6, 3, 3), (1, 1, 1, 1)
+    x, w = rng.standard_normal(x_shape).astype(dtype), rng.standard_normal(w_shape).astype(dtype)
+    bias = rng.standard_normal(w_shape[0]).astype(dtype)
+    ref, _, _ = torch_conv(x, w, pads, np.zeros((3, 5, 9, 7)))
+    ref = ref + bias[:, None, None]
+    if epilogue == "bias_add_relu":
+        ref = np.maximum(ref, 0)
+    (y,) = kernel("conv2d", [x, w, bias], [(ref.shape, dtype)], epilogue=epilogue, **attrs_of(pads))
+    close(y, ref, dtype)
+
+
+def test_chosen_only_where_measured_faster() -> None:
+    """ResNet-BN's 32 -> 32 at 14x14 takes it; 16-channel sides, other kernels, strides and groups do not."""
+    a = attrs_of((1, 1, 1, 1))
+    window = Window.from_attrs(a, (3, 3), (14, 14))
+    w = np.zeros((32, 32, 3, 3))
+    assert conv_winograd.chosen(window, 1, 32, 32, w)
+    assert not conv_winograd.chosen(window, 1, 16, 32, w)
+    assert not conv_winograd.chosen(window, 1, 32, 16, w)
+    assert not conv_winograd.chosen(window, 2, 32, 32, w)
+    assert not conv_winograd.chosen(window, 1, 32, 32, w.transpose(1, 0, 2, 3))
+    strided = Window.from_attrs({**a, "strides": (2, 2)}, (3, 3), (14, 14))
+    assert not conv_winograd.chosen(strided, 1, 32, 32, w)
+    wide = Window.from_attrs(attrs_of((2, 2, 2, 2)), (5, 5), (14, 14))
+    assert not conv_winograd.chosen(wide, 1, 32, 32, np.zeros((32, 32, 5, 5)))
+
+
+def test_threads_split_the_batch_and_agree_with_one_thread(kernel, rng, by_winograd) -> None:
+    from irflow.runtime import threads
+
+    x_shape, w_shape, pads = (9, 3, 7, 6), (4, 3, 3, 3), (1, 1, 0, 1)
+    a = attrs_of(pads)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    y_shape = (9, 4, 7, 5)
+
+    try:
+        expected = kernel("conv2d", [x, w], [(y_shape, np.float64)], **a)[0]
+        for count in (2, 3):
+            threads.set_cpu_thread_num(count)
+            np.testing.assert_array_equal(kernel("conv2d", [x, w], [(y_shape, np.float64)], **a)[0], expected)
+    finally:
+        threads.set_cpu_thread_num(None)
+
+
+@pytest.mark.parametrize(
+    "name, ins, out",
+    [
+        ("conv2d", [(6, 5, 9, 8), (4, 5, 3, 3)], (6, 4, 9, 7)),
+        ("conv2d", [(6, 5, 9, 8), (4, 5, 3, 3), (4,)], (6, 4, 9, 7)),
+    ],
+)
+def test_runs_reread_their_inputs_and_allocate_nothing(build_kernel, kernel, rng, by_winograd, name, ins, out) -> None:
+    """Every buffer is made at build: a run allocates no array memory, and reads the ins' current contents."""
+    a = attrs_of((1, 1, 0, 1)) | ({"epilogue": "bias_add_relu"} if len(ins) == 3 else {})
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in ins]
+    step, (bound,) = build_kernel(name, arrays, [(out, np.float32)], **a)
+    step()
+    tracemalloc.start()
+    try:
+        for _ in range(2):
+            for array in arrays:
+                array[...] = rng.standard_normal(array.shape)
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            step()
+            peak = tracemalloc.get_traced_memory()[1] - before
+            (fresh,) = kernel(name, [array.copy() for array in arrays], [(out, np.float32)], **a)
+            np.testing.assert_array_equal(bound, fresh)
+            assert peak < 4096, f"a run of {name} allocated {peak} bytes"
+    finally:
+        tracemalloc.stop()
