@@ -1,3 +1,5 @@
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,27 @@ IDS = ["same", "stride2-odd", "dilated", "groups", "depthwise", "rect", "valid-1
 
 def attrs_of(attrs: dict) -> dict:
     return {"dilations": (1, 1), "groups": 1, **attrs}
+
+
+def assert_rereads_and_allocates_nothing(build_kernel, kernel, rng, name: str, ins, out, attrs: dict) -> None:
+    """A bound float32 run allocates no array memory and reads its ins' current contents (a fresh build agrees)."""
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in ins]
+    step, (bound,) = build_kernel(name, arrays, [(out, np.float32)], **attrs)
+    step()
+    tracemalloc.start()
+    try:
+        for _ in range(2):
+            for array in arrays:
+                array[...] = rng.standard_normal(array.shape)
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            step()
+            peak = tracemalloc.get_traced_memory()[1] - before
+            (fresh,) = kernel(name, [array.copy() for array in arrays], [(out, np.float32)], **attrs)
+            np.testing.assert_array_equal(bound, fresh)
+            assert peak < 4096, f"a run of {name} allocated {peak} bytes"
+    finally:
+        tracemalloc.stop()
 
 
 def all_three(kernel, attrs: dict, x: np.ndarray, w: np.ndarray, dy: np.ndarray) -> list[np.ndarray]:

@@ -1,14 +1,12 @@
 """conv2d and its gradients by DFTs (kernels/conv_dft.py): against PyTorch, finite differences, and the cost model's choices."""
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
 from irflow.runtime.kernels import conv_dft
 from irflow.runtime.kernels.window import Window
 
-from .test_conv import all_three, conv_reference
+from .test_conv import all_three, assert_rereads_and_allocates_nothing, conv_reference
 
 # (x shape, w shape, pads (top, bottom, left, right)): uneven pads, H != W, non-square kernels, pads wider
 # than the kernel (windows wholly in padding), no pads, one image, one channel.
@@ -138,23 +136,7 @@ def test_threads_split_the_batch_and_agree_with_one_thread(kernel, rng, by_trans
 def test_runs_reread_their_inputs_and_allocate_nothing(build_kernel, kernel, rng, by_transforms, name, ins, out) -> None:
     """Every buffer is made at build: a run allocates no array memory, and reads the ins' current contents."""
     a = attrs_of((1, 2, 0, 1))
-    arrays = [rng.standard_normal(s).astype(np.float32) for s in ins]
-    step, (bound,) = build_kernel(name, arrays, [(out, np.float32)], **a)
-    step()
-    tracemalloc.start()
-    try:
-        for _ in range(2):
-            for array in arrays:
-                array[...] = rng.standard_normal(array.shape)
-            before = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-            step()
-            peak = tracemalloc.get_traced_memory()[1] - before
-            (fresh,) = kernel(name, [array.copy() for array in arrays], [(out, np.float32)], **a)
-            np.testing.assert_array_equal(bound, fresh)
-            assert peak < 4096, f"a run of {name} allocated {peak} bytes"
-    finally:
-        tracemalloc.stop()
+    assert_rereads_and_allocates_nothing(build_kernel, kernel, rng, name, ins, out, a)
 
 
 SHAPES = {  # (N, C, F, H, W, k, pad): the benchmark's convolutions (benchmarks/train_step.py)

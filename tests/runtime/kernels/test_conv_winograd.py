@@ -1,13 +1,12 @@
 """conv2d by Winograd F(2x2, 3x3) (kernels/conv_winograd.py), against PyTorch."""
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
 from irflow.runtime.kernels import conv_winograd
 from irflow.runtime.kernels.window import Window
 
+from .test_conv import assert_rereads_and_allocates_nothing
 from .test_conv_dft import attrs_of, close, torch_conv
 
 # (x shape, w shape, pads): ResNet-BN's 28x28 and 14x14, odd output sizes (a padded tile grid), uneven and
@@ -98,20 +97,4 @@ def test_threads_split_the_batch_and_agree_with_one_thread(kernel, rng, by_winog
 def test_runs_reread_their_inputs_and_allocate_nothing(build_kernel, kernel, rng, by_winograd, name, ins, out) -> None:
     """Every buffer is made at build: a run allocates no array memory, and reads the ins' current contents."""
     a = attrs_of((1, 1, 0, 1)) | ({"epilogue": "bias_add_relu"} if len(ins) == 3 else {})
-    arrays = [rng.standard_normal(s).astype(np.float32) for s in ins]
-    step, (bound,) = build_kernel(name, arrays, [(out, np.float32)], **a)
-    step()
-    tracemalloc.start()
-    try:
-        for _ in range(2):
-            for array in arrays:
-                array[...] = rng.standard_normal(array.shape)
-            before = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-            step()
-            peak = tracemalloc.get_traced_memory()[1] - before
-            (fresh,) = kernel(name, [array.copy() for array in arrays], [(out, np.float32)], **a)
-            np.testing.assert_array_equal(bound, fresh)
-            assert peak < 4096, f"a run of {name} allocated {peak} bytes"
-    finally:
-        tracemalloc.stop()
+    assert_rereads_and_allocates_nothing(build_kernel, kernel, rng, name, ins, out, a)
