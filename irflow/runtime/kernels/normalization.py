@@ -28,7 +28,7 @@ Statistics and vectors of C elements are computed in the data's dtype.
 With more than one CPU thread each pass of batch_norm and batch_norm_grad
 gives every thread a contiguous part of the chunks (kernels/parallel.py), with
 scratch and partial sums of its own; the parts' sums are added in part order,
-and BLAS runs on one thread meanwhile. batch_norm_stats stays on one thread
+and BLAS runs on one thread (as throughout a step). batch_norm_stats stays on one thread
 (its docstring says why).
 """
 
