@@ -7,12 +7,18 @@ offset that clears the buffers already placed whose lifetimes overlap its own
 worse than greedy by size wherever that runs; the benchmark also uses it, and
 `fit_in_order(..., best_fit=True)` in allocation order, as its baselines.
 
-Each placement is a numpy pass over the buffers placed so far: O(n^2) element
-operations and about 10-15 us of numpy calls per buffer (0.02-0.03 s at 2k
-buffers, 0.2-0.9 s at 10k, tens of seconds at 100k).
+The buffers placed so far are kept sorted by offset, so the ones overlapping a
+new buffer in time come out of one mask already in offset order, and the gaps
+between them follow from a running maximum of their ends, with no sort per
+placement.  Each placement is still a numpy pass over everything placed:
+O(n^2) element operations and about a dozen numpy calls per buffer (0.16 CPU s
+at 10k buffers on mixed lifetimes, 0.21 s on training ones, whose long
+lifetimes made the per-placement sort cost 0.7 s).
 """
 
 from __future__ import annotations
+
+import bisect
 
 import numpy as np
 
@@ -34,8 +40,10 @@ def fit_in_order(
     """
     n = len(size)
     offsets = np.zeros(n, np.int64)
-    # The placed buffers, in placement order.
-    p_first, p_last, p_off, p_end = (np.zeros(n, np.int64) for _ in range(4))
+    # The placed buffers sorted by offset: rows offset, end, first step, last step.
+    placed = np.zeros((4, n), np.int64)
+    p_off, p_end, p_first, p_last = placed
+    sorted_offsets: list[int] = []  # p_off[:k] as a list, for bisect
     sizes, firsts, lasts = size.tolist(), first.tolist(), last.tolist()
     for k, i in enumerate(order.tolist()):
         s, f, l = sizes[i], firsts[i], lasts[i]
@@ -43,10 +51,8 @@ def fit_in_order(
         at = 0
         if len(hit):
             offs = p_off[hit]
-            by_off = offs.argsort()  # equal offsets overlap, so their order changes no gap that fits
-            offs = offs[by_off]
-            ends = np.maximum.accumulate(p_end[hit[by_off]])
             if best_fit or offs[0] < s:  # else first fit takes 0
+                ends = np.maximum.accumulate(p_end[hit])
                 # Gap 0 runs from 0 to offs[0], gap g from ends[g - 1] to offs[g]; the last is open.
                 gaps = np.empty(len(offs) + 1, np.int64)
                 gaps[0], gaps[1:-1], gaps[-1] = offs[0], offs[1:] - ends[:-1], _OPEN
@@ -54,5 +60,8 @@ def fit_in_order(
                 g = int(fits[gaps[fits].argmin()] if best_fit else fits[0])
                 at = int(ends[g - 1]) if g else 0
         offsets[i] = at
-        p_first[k], p_last[k], p_off[k], p_end[k] = f, l, at, at + s
+        slot = bisect.bisect_right(sorted_offsets, at)
+        sorted_offsets.insert(slot, at)
+        placed[:, slot + 1 : k + 1] = placed[:, slot:k]
+        placed[:, slot] = at, at + s, f, l
     return offsets
