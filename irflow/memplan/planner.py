@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from irflow.memplan.coalesce import coalesce
 from irflow.memplan.greedy import greedy_by_size
 from irflow.memplan.orderings import ORDERINGS, ORDERS, SEARCH_ORDERS, TIGHT_ORDERS, Order
 from irflow.memplan.problem import Buffer, Plan, as_arrays, check_alignment, load_profile
@@ -88,6 +89,19 @@ def plan(
         placed = _place_blocks(units[used] // g, first[used], last[used], deadline, budget_s is not None, clock)
         offsets[used] = alignment * g * placed
     return Plan(tuple(offsets.tolist()), int((offsets + size).max(initial=0)))
+
+
+def _orders_within(orders: list[Order], n: int, work: int) -> int:
+    """How many of `orders` the default packs with `work` placements: a chain pack costs up to
+    twice a plain one (its tiling searches), so it counts twice."""
+    cost = np.cumsum([2 if chain else 1 for _, _, chain in orders]) * n
+    return int(np.searchsorted(cost, work, side="right"))
+
+
+def _packed_work(orders: list[Order], n: int, work: int) -> int:
+    """The placements the default spends on `n` buffers: its orders within `work`, one at least."""
+    packed = max(1, _orders_within(orders, n, work))
+    return sum(2 if chain else 1 for _, _, chain in orders[:packed]) * n
 
 
 def split(
@@ -175,19 +189,32 @@ def _place(
     deadline: float,
     improve_plan: bool,
     clock: Callable[[], float],
+    work: int = _DEFAULT_WORK,
+    coalesced: bool = False,
 ) -> np.ndarray:
     """Offsets in units for positive unit sizes.
 
     With a budget, the improvement phase continues the default's steps, so more time never
-    gives a worse plan.
+    gives a worse plan.  `work` is the default's number of placements (orders x buffers);
+    `coalesced` marks an instance of rectangles already at coalescing's fixed point.
     """
     cfirst, clast, steps = compress(first, last)
     load = step_load(cfirst, clast, size, steps)
     lower = int(load.max())
     # Where the load is at the bound almost everywhere, a perfect packing may exist: chain first.
-    orders = TIGHT_ORDERS if np.mean(load >= _TIGHT * lower) >= _TIGHT_STEPS else ORDERS
+    tight = np.mean(load >= _TIGHT * lower) >= _TIGHT_STEPS
+    orders = TIGHT_ORDERS if tight else ORDERS
     ranks: dict[str, np.ndarray] = {}  # computed when first needed: 20 ms each at 100k buffers
     best, height, took = np.zeros(0, np.int64), _INF, 0.0
+    if tight and not coalesced:
+        # The rectangles come first, with the default's work: what they leave goes to the buffers.
+        coarse = coalesce(size, cfirst, clast)
+        if len(coarse.size) < len(size):
+            until = deadline if not improve_plan else clock() + (deadline - clock()) / 2
+            placed = _place(coarse.size, coarse.first, coarse.last, until, improve_plan, clock, work, True)
+            best = coarse.expand(placed)
+            height = int((best + size).max())
+            work -= _packed_work(orders, len(coarse.size), work)
     # A budget decides for itself how far to go: it packs every order the default would.
     enough = lower if improve_plan or len(size) <= _GREEDY_MAX else lower + lower // _NEAR
 
@@ -227,9 +254,9 @@ def _place(
         mirrored = [ORDERINGS[name](size, -last, -first) for name in SEARCH_ORDERS]
         best, height = improve(exact, ranked, best, height, lower, until, nodes, floor, mirrored)
 
-    # A chain pack costs up to twice a plain one (its tiling searches), so it counts twice.
-    work = np.cumsum([2 if chain else 1 for _, _, chain in orders]) * len(size)
-    default = max(1, int(np.searchsorted(work, _DEFAULT_WORK, side="right")))
+    default = _orders_within(orders, len(size), work)
+    if not len(best):
+        default = max(1, default)
     pack(orders[:default], float("inf"))
     if len(size) <= _GREEDY_MAX:
         greedy(float("inf"))
