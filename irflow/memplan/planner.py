@@ -2,7 +2,8 @@
 
 The default runs the skyline packer under a few priority orders and keeps the
 best plan (the chain orders first where the load sits at the lower bound
-almost everywhere); how many orders run scales down with the number of
+almost everywhere, after packing the rectangles that `coalesce` finds there,
+which take the default's work first); how many orders run scales down with the number of
 buffers, so that 10k buffers plan in about 0.2 s and 100k in about 1.5-2 s,
 and above 2,000 buffers no further order runs once the plan is within 1/400
 of the lower bound.
