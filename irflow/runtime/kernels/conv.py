@@ -193,9 +193,8 @@ def _by_transforms(conv: _Conv, direction: str, arrays: Sequence[Array]) -> bool
 
 def _by_shifts(conv: _Conv) -> bool:
     """Whether `conv2d` runs as one GEMM per tap over shifted rows of the padded input (see `_conv2d_by_shifts`)."""
-    window = conv.window
     channels = conv.cg in _SHIFT_CHANNELS or conv.cg in _SHIFT_WIDE_CHANNELS and conv.fg <= _SHIFT_WIDE_FILTERS
-    return conv.groups == 1 and channels and window.strides == window.dilations == (1, 1)
+    return conv.groups == 1 and channels and conv.window.stride_one_undilated
 
 
 class _Shifts:

@@ -87,7 +87,7 @@ class _Grid:
 def chosen(window: Window, groups: int, n: int, c: int, f: int, direction: str, arrays: Sequence[Array]) -> bool:
     """Whether `direction` of this convolution runs by transforms: stride 1, undilated, one group,
     contiguous operands (the transforms read them through reshaped views), and far fewer multiply-adds."""
-    if groups != 1 or window.strides != (1, 1) or window.dilations != (1, 1) or n == 0:
+    if groups != 1 or not window.stride_one_undilated or n == 0:
         return False
     if not all(a.flags.c_contiguous for a in arrays):
         return False

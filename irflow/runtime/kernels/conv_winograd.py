@@ -35,7 +35,7 @@ _CHANNELS = 32
 def chosen(window: Window, groups: int, c: int, f: int, w: Array) -> bool:
     """Whether conv2d runs by Winograd: 3x3, stride 1, undilated, one group, contiguous weights (read through
     a reshaped view), and channels where it measured faster."""
-    if groups != 1 or window.kernel != (3, 3) or window.strides != (1, 1) or window.dilations != (1, 1):
+    if groups != 1 or window.kernel != (3, 3) or not window.stride_one_undilated:
         return False
     if not w.flags.c_contiguous:
         return False

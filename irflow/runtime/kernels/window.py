@@ -48,6 +48,12 @@ class Window:
         )
 
     @property
+    def stride_one_undilated(self) -> bool:
+        """Stride 1 and undilated: every tap reads neighbouring pixels, which the GEMM-per-tap,
+        transform and Winograd convolutions need."""
+        return self.strides == self.dilations == (1, 1)
+
+    @property
     def padded_hw(self) -> tuple[int, int]:
         (h, w), (top, bottom, left, right) = self.in_hw, self.pads
         return h + top + bottom, w + left + right
