@@ -23,8 +23,11 @@ from .registry import Array, Run
 from .window import Window
 
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
-# Images per chunk: a chunk's tiles, (16, images x tiles, C), stay in cache (16 x 4 x 196 x 16 floats = 800 KB at 28x28).
-_IMAGES = 4
+# Bytes of a chunk's bins, (16, images x tiles, C), at most: they stay in a core's L2 (1 MB here). Forward,
+# batch 100, C=32 F=32 14x14 (100 KB of bins per image), ms best of 60 at 1 / 2 threads, load ~0.3: 4 images
+# 4.00-4.06 / 3.36-3.40, 8 3.80-4.04 / 2.62-2.69, 10 3.66 / 2.28, 12 3.69-3.74 / 2.29-2.37, 16 3.67 / 2.34.
+# Fewer, larger chunks also mean fewer numpy calls, each holding the GIL the other thread waits for.
+_CHUNK_BYTES = 1 << 20
 # Input and output channels from which Winograd is chosen. Forward, batch 100, 3x3, pads 1, process time best of
 # 15-25 at 1 thread, load 0.3-0.6, current path -> Winograd: C=32 F=32 14x14 (im2col) 8.4-8.8 -> 4.9-5.8 ms; where
 # conv.py's shifted rows run it ties: C=16 F=16 28x28 7.1-7.3 -> 7.2, C=16 F=32 14x14 3.6-3.7 -> 3.5-3.7,
@@ -67,7 +70,7 @@ def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Ar
     n, c, h, wd = x.shape
     f, (oh, ow), (top, _, left, _) = w.shape[0], window.out_hw, window.pads
     th, tw = -(-oh // 2), -(-ow // 2)
-    chunks = even_chunks(n, _IMAGES)
+    chunks = even_chunks(n, _CHUNK_BYTES // (16 * th * tw * c * x.dtype.itemsize))
     most = max((len(s) for s in chunks), default=1)
     filters = xp.asarray(np.kron(_G, _G).T.astype(w.dtype))  # (9, 16)
     transformed = xp.empty((f, c, 16), w.dtype)

@@ -1,6 +1,10 @@
 import numpy as np
 import pytest
 
+from irflow.runtime.kernels.linalg import gemm
+
+from .conftest import XP
+
 CASES = [((3, 4), (4, 5)), ((1, 1), (1, 1)), ((2, 3, 4), (2, 4, 6)), ((2, 1, 3, 4), (2, 1, 4, 2))]
 
 
@@ -58,3 +62,29 @@ def test_large_products_split_over_threads(build_kernel, rng, count, transpose_a
         threads.set_cpu_thread_num(None)
     assert run.chunks == max(m, n)  # rows of a, or columns of b: the larger one's lines
     np.testing.assert_allclose(y, a @ b, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape, out_view",
+    [
+        ((6, 40), (40, 5), lambda o: o),  # matrices: through dot
+        ((1, 6, 40), (1, 40, 5), lambda o: o),  # a batch of one: dot on its matrices
+        ((3, 6, 40), (3, 40, 5), lambda o: o),  # a real batch: matmul
+        ((6, 40), (40, 5), lambda o: o.T.copy().T),  # column-major out: matmul, which dot refuses
+    ],
+    ids=["matrices", "batch-of-one", "batch", "column-major-out"],
+)
+def test_gemm_writes_the_product_into_out(rng, a_shape, b_shape, out_view) -> None:
+    a, b = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
+    ref = matmul_reference(a, b)
+    out = out_view(np.full(ref.shape, np.nan, np.float32))
+    gemm(XP, a, b, out)()
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_gemm_reads_a_transposed_view(rng) -> None:
+    stored = rng.standard_normal((40, 6)).astype(np.float32)
+    b = rng.standard_normal((40, 5)).astype(np.float32)
+    out = np.empty((6, 5), np.float32)
+    gemm(XP, stored.T, b, out)()
+    np.testing.assert_allclose(out, matmul_reference(stored.T, b), rtol=1e-5, atol=1e-5)
