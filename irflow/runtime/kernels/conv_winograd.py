@@ -28,11 +28,13 @@ _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=n
 # 4.00-4.06 / 3.36-3.40, 8 3.80-4.04 / 2.62-2.69, 10 3.66 / 2.28, 12 3.69-3.74 / 2.29-2.37, 16 3.67 / 2.34.
 # Fewer, larger chunks also mean fewer numpy calls, each holding the GIL the other thread waits for.
 _CHUNK_BYTES = 1 << 20
-# Input and output channels from which Winograd is chosen. Forward, batch 100, 3x3, pads 1, process time best of
-# 15-25 at 1 thread, load 0.3-0.6, current path -> Winograd: C=32 F=32 14x14 (im2col) 8.4-8.8 -> 4.9-5.8 ms; where
-# conv.py's shifted rows run it ties: C=16 F=16 28x28 7.1-7.3 -> 7.2, C=16 F=32 14x14 3.6-3.7 -> 3.5-3.7,
-# C=32 F=16 14x14 3.1-3.2 -> 3.0-3.2.
-_CHANNELS = 32
+# Input and output channels from which Winograd is chosen. Forward, batch 100, 3x3, pads 1, wall ms best of 45
+# at 1 / 2 threads, load ~0.3, current path (shifted rows or im2col) -> Winograd in chunks of `_CHUNK_BYTES`:
+# C=16 F=16 28x28 7.15 / 3.87 -> 6.63 / 3.72, C=16 F=32 14x14 3.52 / 1.76 -> 2.64 / 1.46, C=32 F=16 14x14
+# 3.06 / 1.59 -> 2.68 / 1.63, C=12 F=16 28x28 6.28 / 3.58 -> 5.64 / 3.35, C=16 F=8 28x28 6.09 / 4.40 ->
+# 5.55 / 4.11; with 8 input channels the shifted rows stay faster: C=8 F=16 28x28 4.20 / 2.18 -> 4.62 / 2.67,
+# C=8 F=8 3.04 / 1.62 -> 3.70 / 2.14.
+_CHANNELS, _FILTERS = 12, 8
 
 
 def chosen(window: Window, groups: int, c: int, f: int, w: Array) -> bool:
@@ -42,7 +44,7 @@ def chosen(window: Window, groups: int, c: int, f: int, w: Array) -> bool:
         return False
     if not w.flags.c_contiguous:
         return False
-    return c >= _CHANNELS and f >= _CHANNELS
+    return c >= _CHANNELS and f >= _FILTERS
 
 
 def _through_b(xp: ModuleType, d: list[Array], into: list[Array]) -> list[Run]:

@@ -250,10 +250,11 @@ def test_conv2d_by_shifts_matches_direct_definition(kernel, rng, monkeypatch, x_
     """One GEMM per tap over shifted rows, forward and filter gradient: one image per chunk (short last chunk
     of a batch of 3), 1 and 2 threads."""
     from irflow.runtime import threads
-    from irflow.runtime.kernels import conv
+    from irflow.runtime.kernels import conv, conv_winograd
 
     monkeypatch.setattr(conv, "_SHIFT_CHANNELS", range(1, 1 << 20))
     monkeypatch.setattr(conv, "_SHIFT_ROWS", 1)
+    monkeypatch.setattr(conv_winograd, "_CHANNELS", 1 << 20)  # the forward by shifted rows, not Winograd
     a = attrs_of(attrs)
     x_shape = (3, *x_shape[1:])
     assert conv._by_shifts(conv._Conv(a, x_shape, w_shape, 8))
@@ -283,7 +284,8 @@ def test_conv2d_by_shifts_matches_direct_definition(kernel, rng, monkeypatch, x_
 @pytest.mark.parametrize("channels, filters, shifts", [(16, 16, True), (32, 16, True), (32, 32, False), (8, 16, False)])
 def test_3x3_path_by_channels_matches_torch(kernel, rng, channels: int, filters: int, shifts: bool) -> None:
     """The residual CNN's 3x3 convolutions and their gradients (dx by correlation) on the default paths:
-    shifted rows for 16 input channels, and for 32 into 16 (stem2's input gradient); im2col otherwise."""
+    shifted rows for 16 input channels, and for 32 into 16 (stem2's input gradient); im2col otherwise;
+    the forward by Winograd from 12 input channels."""
     torch = pytest.importorskip("torch")
     from irflow.runtime.kernels import conv
 

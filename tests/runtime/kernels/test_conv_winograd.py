@@ -25,6 +25,7 @@ IDS = ["28x28", "14x14", "odd", "uneven", "valid"]
 def by_winograd(monkeypatch):
     """Every 3x3 stride-1 convolution takes the Winograd path, whatever its channels."""
     monkeypatch.setattr(conv_winograd, "_CHANNELS", 1)
+    monkeypatch.setattr(conv_winograd, "_FILTERS", 1)
 
 
 @pytest.mark.parametrize("x_shape, w_shape, pads", CASES, ids=IDS)
@@ -55,13 +56,16 @@ def test_epilogue_matches_torch(kernel, rng, by_winograd, epilogue, dtype) -> No
 
 
 def test_chosen_only_where_measured_faster() -> None:
-    """ResNet-BN's 32 -> 32 at 14x14 takes it; 16-channel sides, other kernels, strides and groups do not."""
+    """ResNet-BN's 3x3 convolutions from 16 channels take it; 8 input channels, other kernels, strides and
+    groups do not."""
     a = attrs_of((1, 1, 1, 1))
     window = Window.from_attrs(a, (3, 3), (14, 14))
     w = np.zeros((32, 32, 3, 3))
     assert conv_winograd.chosen(window, 1, 32, 32, w)
-    assert not conv_winograd.chosen(window, 1, 16, 32, w)
-    assert not conv_winograd.chosen(window, 1, 32, 16, w)
+    assert conv_winograd.chosen(window, 1, 16, 32, w)
+    assert conv_winograd.chosen(window, 1, 12, 8, w)
+    assert not conv_winograd.chosen(window, 1, 8, 16, w)
+    assert not conv_winograd.chosen(window, 1, 16, 4, w)
     assert not conv_winograd.chosen(window, 2, 32, 32, w)
     assert not conv_winograd.chosen(window, 1, 32, 32, w.transpose(1, 0, 2, 3))
     strided = Window.from_attrs({**a, "strides": (2, 2)}, (3, 3), (14, 14))
