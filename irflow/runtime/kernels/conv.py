@@ -304,21 +304,13 @@ def _grad_filter_by_shifts(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw:
 @register("conv2d")
 def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """y = x * w; with a bias input, the fused `epilogue` (bias_add or bias_add_relu) runs on each chunk in cache."""
-    return _correlation(xp, attrs, ins, outs, winograd=True)
-
-
-def _correlation(
-    xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array], winograd: bool
-) -> Run:
-    """conv2d's steps; `winograd=False` for the input gradient's correlation: through Winograd, ResNet-BN's
-    float32 parameters after 3 steps were off by 1.6e-3 (block2_a_bn beta), 4x PyTorch's float32 error is 8.1e-4."""
     (x, w, *bias), (y,) = ins, outs
     conv = _Conv(attrs, x.shape, w.shape, np.dtype(y.dtype).itemsize)
     expect_shape("conv2d", "output", y.shape, conv.y_shape)
     epilogue = _epilogue(attrs, conv, bias)
     if _by_transforms(conv, "forward", [x, w, y]):
         return conv_dft.conv2d(xp, conv.window, epilogue, x, w, bias, y)
-    if winograd and conv_winograd.chosen(conv.window, conv.groups, conv.cg, conv.fg, w):
+    if conv_winograd.chosen(conv.window, conv.groups, conv.cg, conv.fg, w):
         return conv_winograd.conv2d(xp, conv.window, epilogue, x, w, bias, y)
     if _by_shifts(conv):
         return _conv2d_by_shifts(xp, conv, epilogue, x, w, bias, y)
@@ -412,7 +404,7 @@ def _grad_input_by_correlation(xp: ModuleType, conv: _Conv, attrs: Mapping[str, 
     flipped = xp.empty((conv.x_shape[1], conv.fg, *conv.window.kernel), w.dtype)  # (C, F/groups, kh, kw)
     source = conv.per_group(w).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]  # (g, C/g, F/g, kh, kw)
     flip = partial(xp.copyto, flipped.reshape(source.shape), source)
-    return sequence([flip, _correlation(xp, attrs, [dy, flipped], [dx], winograd=False)])
+    return sequence([flip, conv2d(xp, attrs, [dy, flipped], [dx])])
 
 
 @register("conv2d_grad_input")
