@@ -310,7 +310,7 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
     epilogue = _epilogue(attrs, conv, bias)
     if _by_transforms(conv, "forward", [x, w, y]):
         return conv_dft.conv2d(xp, conv.window, epilogue, x, w, bias, y)
-    if conv_winograd.chosen(conv.window, conv.groups, conv.cg, conv.fg, w):
+    if conv_winograd.chosen(conv.window, conv.groups, conv.cg, conv.fg, w, "forward"):
         return conv_winograd.conv2d(xp, conv.window, epilogue, x, w, bias, y)
     if _by_shifts(conv):
         return _conv2d_by_shifts(xp, conv, epilogue, x, w, bias, y)
@@ -354,6 +354,8 @@ def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
         return partial(dw.fill, 0)
     if _by_transforms(conv, "filter", [dy, x, dw]):
         return conv_dft.conv2d_grad_filter(xp, conv.window, dy, x, dw)
+    if conv_winograd.chosen(conv.window, conv.groups, conv.cg, conv.fg, dw, "filter"):
+        return conv_winograd.conv2d_grad_filter(xp, conv.window, dy, x, dw)
     if _by_shifts(conv):
         return _grad_filter_by_shifts(xp, conv, dy, x, dw)
     windows, pad = conv.windows(xp, x)

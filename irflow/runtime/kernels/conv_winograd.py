@@ -12,7 +12,7 @@ ResNet-BN's three float32 steps of tests/test_resnet_parity.py its error matches
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from types import ModuleType
 
@@ -34,17 +34,23 @@ _CHUNK_BYTES = 1 << 20
 # 3.06 / 1.59 -> 2.68 / 1.63, C=12 F=16 28x28 6.28 / 3.58 -> 5.64 / 3.35, C=16 F=8 28x28 6.09 / 4.40 ->
 # 5.55 / 4.11; with 8 input channels the shifted rows stay faster: C=8 F=16 28x28 4.20 / 2.18 -> 4.62 / 2.67,
 # C=8 F=8 3.04 / 1.62 -> 3.70 / 2.14.
-_CHANNELS, _FILTERS = 12, 8
+# The filter gradient (per bin, dy's bins times the input's, summed over the tiles), against the current path,
+# best of 60 alternating at 1 / 2 threads, load ~0.3: C=32 F=32 14x14 5.86 / 2.84 -> 3.96 / 2.23 (im2col); where
+# shifted rows run it, it loses or ties: C=16 F=16 28x28 4.92 / 2.53 -> 7.00 / 4.03, C=16 F=32 14x14 2.41 / 1.25
+# -> 2.40 / 1.43.
+_CHANNELS = {"forward": (12, 8), "filter": (32, 32)}
 
 
-def chosen(window: Window, groups: int, c: int, f: int, w: Array) -> bool:
-    """Whether conv2d runs by Winograd: 3x3, stride 1, undilated, one group, contiguous weights (read through
-    a reshaped view), and channels where it measured faster."""
+def chosen(window: Window, groups: int, c: int, f: int, w: Array, direction: str) -> bool:
+    """Whether `direction` of conv2d ('forward', which the input gradient's correlation is too, or 'filter') runs
+    by Winograd: 3x3, stride 1, undilated, one group, contiguous weights (read or written through a reshaped
+    view), and input and output channels where it measured faster."""
     if groups != 1 or window.kernel != (3, 3) or not window.stride_one_undilated:
         return False
     if not w.flags.c_contiguous:
         return False
-    return c >= _CHANNELS and f >= _FILTERS
+    channels, filters = _CHANNELS[direction]
+    return c >= channels and f >= filters
 
 
 def _through_b(xp: ModuleType, d: list[Array], into: list[Array]) -> list[Run]:
@@ -67,13 +73,70 @@ def _through_a(xp: ModuleType, m: list[Array], into: list[Array]) -> list[Run]:
     ]
 
 
+def _through_a_transposed(xp: ModuleType, g: list[Array], into: list[Array]) -> list[Run]:
+    """into[p] = sum_a A^T[a, p] g[a]: one axis of a tile's output gradient taken to its 16 bins."""
+    return [
+        partial(xp.copyto, into[0], g[0]),
+        partial(xp.add, g[0], g[1], out=into[1]),
+        partial(xp.subtract, g[0], g[1], out=into[2]),
+        partial(xp.negative, g[1], out=into[3]),
+    ]
+
+
+class _Tiles:
+    """The tile grid of a batch's 3x3 stride-1 convolution with input channels C, in chunks of images.
+
+    Bins and products are (16, rows) buffers whose rows run over (tile row, image, tile column,
+    channel): a chunk shorter than the longest is a prefix of each row.
+    """
+
+    def __init__(self, window: Window, x: Array):
+        n, self.c, h, wd = x.shape
+        (oh, ow), (self.top, _, self.left, _) = window.out_hw, window.pads
+        self.th, self.tw = -(-oh // 2), -(-ow // 2)
+        self.chunks = even_chunks(n, _CHUNK_BYTES // (16 * self.th * self.tw * self.c * x.dtype.itemsize))
+        self.most = max((len(s) for s in self.chunks), default=1)
+        # the input as far as the tiles read: rows and columns past it (pads, a padded tile grid) are zero or dropped
+        self.hp, self.wp = 2 * self.th + 2, 2 * self.tw + 2
+        self.rows, self.cols = min(h, self.hp - self.top), min(wd, self.wp - self.left)
+
+    def tiles(self, chunk: range) -> int:
+        return len(chunk) * self.th * self.tw
+
+    def input_bins(self, xp: ModuleType, x: Array) -> tuple[Array, Callable[[range], list[Run]]]:
+        """A part's (16, most x tiles x C) bins of the input, and the steps that fill them for a chunk: B^T d B."""
+        c, hp, wp, th, tw = self.c, self.hp, self.wp, self.th, self.tw
+        padded = xp.zeros((self.most, hp, wp, c), x.dtype)
+        # the padded input's columns j::2 (j < 4) as (row parity, hp / 2, images, tw, C), then through B^T along them
+        columns, across = (xp.empty((4, self.most * hp * tw * c), x.dtype) for _ in range(2))
+        bins = xp.empty((16, self.most * th * tw * c), x.dtype)
+
+        def steps(chunk: range) -> list[Run]:
+            k, m = len(chunk), self.tiles(chunk)
+            source = x[chunk.start : chunk.stop, :, : self.rows, : self.cols].transpose(0, 2, 3, 1)
+            top, left = self.top, self.left
+            out = [partial(xp.copyto, padded[:k, top : top + self.rows, left : left + self.cols], source)]
+            # (row parity, hp / 2, images, tw, C): each tile row's block of every image is contiguous, as numpy 2
+            # buffers (allocates for) ufunc operands strided along more than one axis
+            phased = columns[:, : k * hp * tw * c].reshape(4, 2, hp // 2, k, tw, c)
+            out += [
+                partial(xp.copyto, phased[j], padded[:k, :, j : j + 2 * tw : 2].reshape(k, hp // 2, 2, tw, c).transpose(2, 1, 0, 3, 4))
+                for j in range(4)
+            ]
+            rowwise = across[:, : k * hp * tw * c].reshape(4, 2, hp // 2, m * c // th)
+            out += _through_b(xp, [columns[j, : k * hp * tw * c] for j in range(4)], [across[q, : k * hp * tw * c] for q in range(4)])
+            grid = bins[:, : m * c].reshape(4, 4, m * c)
+            for q in range(4):  # contiguous operands (differing strides along an outer axis get buffered too)
+                out += _through_b(xp, [rowwise[q, i % 2, i // 2 : i // 2 + th].reshape(m * c) for i in range(4)], list(grid[:, q]))
+            return out
+
+        return bins, steps
+
+
 def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Array, bias: Sequence[Array], y: Array) -> Run:
     """y = x * w by F(2x2, 3x3), each thread a part of the batch's chunks; bias and relu on each chunk's tiles."""
-    n, c, h, wd = x.shape
-    f, (oh, ow), (top, _, left, _) = w.shape[0], window.out_hw, window.pads
-    th, tw = -(-oh // 2), -(-ow // 2)
-    chunks = even_chunks(n, _CHUNK_BYTES // (16 * th * tw * c * x.dtype.itemsize))
-    most = max((len(s) for s in chunks), default=1)
+    grid = _Tiles(window, x)
+    c, f, th, tw, most = grid.c, w.shape[0], grid.th, grid.tw, grid.most
     filters = xp.asarray(np.kron(_G, _G).T.astype(w.dtype))  # (9, 16)
     transformed = xp.empty((f, c, 16), w.dtype)
     weights = xp.empty((16, c, f), w.dtype)
@@ -82,39 +145,17 @@ def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Ar
         partial(xp.matmul, w.reshape(f * c, 9), filters, out=transformed.reshape(f * c, 16)),
         partial(xp.copyto, weights, transformed.transpose(2, 1, 0)),
     ]
-    # the input as far as the tiles read: rows and columns past it (pads, a padded tile grid) are zero or dropped
-    hp, wp = 2 * th + 2, 2 * tw + 2
-    rows, cols = min(h, hp - top), min(wd, wp - left)
 
     def part(span: range) -> tuple[list[Run], None]:
-        padded = xp.zeros((most, hp, wp, c), x.dtype)
-        # the padded input's columns j::2 (j < 4) as (row parity, hp / 2, images, tw, C), then through B^T along them
-        columns, across = (xp.empty((4, most * hp * tw * c), x.dtype) for _ in range(2))
-        bins = xp.empty((16, most * th * tw * c), x.dtype)  # per bin, a shorter last chunk is a prefix of each row
+        bins, transform = grid.input_bins(xp, x)
         products = xp.empty((16, most * th * tw * f), y.dtype)
         reduced = xp.empty((2, 4 * most * th * tw * f), y.dtype)  # A^T along the bins' rows
         out = xp.empty((4, most * th * tw * f), y.dtype)
         steps: list[Run] = []
-        for chunk in chunks[span.start : span.stop]:
-            k, images = len(chunk), slice(chunk.start, chunk.stop)
-            m = k * th * tw
-            source = x[images, :, :rows, :cols].transpose(0, 2, 3, 1)
-            steps.append(partial(xp.copyto, padded[:k, top : top + rows, left : left + cols], source))
-            # (row parity, hp / 2, images, tw, C): each tile row's block of every image is contiguous, as numpy 2
-            # buffers (allocates for) ufunc operands strided along more than one axis
-            phased = columns[:, : k * hp * tw * c].reshape(4, 2, hp // 2, k, tw, c)
-            steps += [
-                partial(xp.copyto, phased[j], padded[:k, :, j : j + 2 * tw : 2].reshape(k, hp // 2, 2, tw, c).transpose(2, 1, 0, 3, 4))
-                for j in range(4)
-            ]
-            rowwise = across[:, : k * hp * tw * c].reshape(4, 2, hp // 2, m * c // th)
-            steps += _through_b(xp, [columns[j, : k * hp * tw * c] for j in range(4)], [across[q, : k * hp * tw * c] for q in range(4)])
-            grid = bins[:, : m * c].reshape(4, 4, m * c)
-            for q in range(4):  # contiguous operands (differing strides along an outer axis get buffered too)
-                steps += _through_b(xp, [rowwise[q, i % 2, i // 2 : i // 2 + th].reshape(m * c) for i in range(4)], list(grid[:, q]))
-            steps += [
-                partial(xp.matmul, bins[:, : m * c].reshape(16, m, c), weights, out=products[:, : m * f].reshape(16, m, f)),
-            ]
+        for chunk in grid.chunks[span.start : span.stop]:
+            k, m = len(chunk), grid.tiles(chunk)
+            steps += transform(chunk)
+            steps.append(partial(xp.matmul, bins[:, : m * c].reshape(16, m, c), weights, out=products[:, : m * f].reshape(16, m, f)))
             if epilogue is not None:  # bin (1, 1) reaches all four outputs of a tile with weight 1
                 centre = products[5, : m * f].reshape(m, f)
                 steps.append(partial(xp.add, centre, bias[0], out=centre))
@@ -127,10 +168,57 @@ def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Ar
                 steps += [partial(xp.maximum, out[r, : m * f], 0, out=out[r, : m * f]) for r in range(4)]
             for a in range(2):
                 for b in range(2):
-                    target = y[images, :, a::2, b::2]
+                    target = y[chunk.start : chunk.stop, :, a::2, b::2]
                     landed = result[a, b, : target.shape[2], :, : target.shape[3]].transpose(1, 3, 0, 2)
                     steps.append(partial(xp.copyto, target, landed))
         return steps, None
 
-    return Split(xp, len(chunks), prologue, part)
+    return Split(xp, len(grid.chunks), prologue, part)
 
+
+def conv2d_grad_filter(xp: ModuleType, window: Window, dy: Array, x: Array, dw: Array) -> Run:
+    """dw by F(2x2, 3x3): per bin, the input's bins (B^T d B) times dy's (A dy A^T) summed over the tiles, one
+    batched (16, F, tiles) x (16, tiles, C) GEMM per chunk; then G^T M G per filter, one GEMM with kron(G, G).
+
+    Each thread sums a part of the batch's chunks; the parts' sums are added in part order.
+    """
+    grid = _Tiles(window, x)
+    c, f, th, tw, most = grid.c, dy.shape[1], grid.th, grid.tw, grid.most
+    filters = xp.asarray(np.kron(_G, _G).astype(dw.dtype))  # (16, 9)
+    odd = any(size % 2 for size in window.out_hw)
+
+    def part(span: range) -> tuple[list[Run], Array]:
+        bins, transform = grid.input_bins(xp, x)
+        tiles = xp.zeros((2, 2, most * th * tw * f), dy.dtype)  # dy by position in its tile
+        half = xp.empty((2, 4, most * th * tw * f), dy.dtype)  # A along the tiles' columns
+        grads = xp.empty((16, most * th * tw * f), dy.dtype)
+        total, product = (xp.empty((16, f, c), dw.dtype) for _ in range(2))
+        steps: list[Run] = []
+        for index, chunk in enumerate(grid.chunks[span.start : span.stop]):
+            k, m = len(chunk), grid.tiles(chunk)
+            steps += transform(chunk)
+            rows = tiles[:, :, : m * f]
+            if odd:  # the tiles' outputs past the edge are zero: a longer chunk may have written there
+                steps.append(partial(rows.fill, 0))
+            for a in range(2):
+                for b in range(2):
+                    source = dy[chunk.start : chunk.stop, :, a::2, b::2]
+                    landed = rows[a, b].reshape(th, k, tw, f)[: source.shape[2], :, : source.shape[3]].transpose(1, 3, 0, 2)
+                    steps.append(partial(xp.copyto, landed, source))
+            steps += _through_a_transposed(xp, [rows[:, b] for b in range(2)], [half[:, q, : m * f] for q in range(4)])
+            per_bin = grads[:, : m * f].reshape(4, 4, m * f)
+            for q in range(4):
+                steps += _through_a_transposed(xp, [half[a, q, : m * f] for a in range(2)], list(per_bin[:, q]))
+            into = total if index == 0 else product
+            operands = grads[:, : m * f].reshape(16, m, f).swapaxes(1, 2), bins[:, : m * c].reshape(16, m, c)
+            steps.append(partial(xp.matmul, *operands, out=into))
+            if index:
+                steps.append(partial(xp.add, total, product, out=total))
+        return steps, total
+
+    def combine(totals: list[Array]) -> list[Run]:
+        first, *rest = totals
+        adds: list[Run] = [partial(xp.add, first, other, out=first) for other in rest]
+        return [*adds, partial(xp.matmul, first.reshape(16, f * c).T, filters, out=dw.reshape(f * c, 9))]
+
+    return Split(xp, len(grid.chunks), [], part, combine)

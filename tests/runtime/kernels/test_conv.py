@@ -254,7 +254,7 @@ def test_conv2d_by_shifts_matches_direct_definition(kernel, rng, monkeypatch, x_
 
     monkeypatch.setattr(conv, "_SHIFT_CHANNELS", range(1, 1 << 20))
     monkeypatch.setattr(conv, "_SHIFT_ROWS", 1)
-    monkeypatch.setattr(conv_winograd, "_CHANNELS", 1 << 20)  # the forward by shifted rows, not Winograd
+    monkeypatch.setattr(conv_winograd, "_CHANNELS", {"forward": (1 << 20,) * 2, "filter": (1 << 20,) * 2})  # no Winograd
     a = attrs_of(attrs)
     x_shape = (3, *x_shape[1:])
     assert conv._by_shifts(conv._Conv(a, x_shape, w_shape, 8))
@@ -285,7 +285,7 @@ def test_conv2d_by_shifts_matches_direct_definition(kernel, rng, monkeypatch, x_
 def test_3x3_path_by_channels_matches_torch(kernel, rng, channels: int, filters: int, shifts: bool) -> None:
     """The residual CNN's 3x3 convolutions and their gradients (dx by correlation) on the default paths:
     shifted rows for 16 input channels, and for 32 into 16 (stem2's input gradient); im2col otherwise;
-    the forward by Winograd from 12 input channels."""
+    the forward and dx by Winograd from 12 input channels, dw from 32."""
     torch = pytest.importorskip("torch")
     from irflow.runtime.kernels import conv
 
