@@ -41,6 +41,7 @@ from types import ModuleType
 from typing import Any
 
 from .activation import relu_into
+from .linalg import gemm
 from .parallel import Split, even_chunks
 from .registry import Array, Run, register, sequence
 
@@ -133,8 +134,8 @@ class _Part:
         xp, (rows, c, b) = self.layout.xp, chunk.shape
         sums = self.row_sums[:rows]
         return [
-            partial(xp.matmul, chunk.reshape(rows * c, b), self.ones_b, out=sums.reshape(rows * c)),
-            partial(xp.matmul, self.ones_a[:rows], sums, out=self.sum),
+            gemm(xp, chunk.reshape(rows * c, b), self.ones_b, sums.reshape(rows * c)),
+            gemm(xp, self.ones_a[:rows], sums, self.sum),
             partial(xp.add, self.totals[index], self.sum, out=self.totals[index]),
         ]
 

@@ -71,12 +71,16 @@ def test_large_products_split_over_threads(build_kernel, rng, count, transpose_a
         ((1, 6, 40), (1, 40, 5), lambda o: o),  # a batch of one: dot on its matrices
         ((3, 6, 40), (3, 40, 5), lambda o: o),  # a real batch: matmul
         ((6, 40), (40, 5), lambda o: o.T.copy().T),  # column-major out: matmul, which dot refuses
+        ((6, 40), (40,), lambda o: o),  # matrix by vector: dot
+        ((40,), (40, 5), lambda o: o),  # vector by matrix: dot
     ],
-    ids=["matrices", "batch-of-one", "batch", "column-major-out"],
+    ids=["matrices", "batch-of-one", "batch", "column-major-out", "matrix-vector", "vector-matrix"],
 )
 def test_gemm_writes_the_product_into_out(rng, a_shape, b_shape, out_view) -> None:
     a, b = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
-    ref = matmul_reference(a, b)
+    # a vector as a one-row (a) or one-column (b) matrix, and the result without that axis
+    ref = matmul_reference(a.reshape(1, -1) if a.ndim == 1 else a, b.reshape(-1, 1) if b.ndim == 1 else b)
+    ref = ref.reshape(ref.shape[1:] if a.ndim == 1 else ref.shape[:-1] if b.ndim == 1 else ref.shape)
     out = out_view(np.full(ref.shape, np.nan, np.float32))
     gemm(XP, a, b, out)()
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
