@@ -156,7 +156,9 @@ def batch_norm_stats(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arr
 
     One thread at any thread count, BLAS on one too: split over two threads (each part its own mean and
     squared distances, the parts combined as Chan et al. combine partial variances) it was slower with a
-    core free, 0.44-0.53 -> 0.52-0.80 ms and 0.23-0.31 -> 0.25-0.43 ms (docs/kernels.md).
+    core free, 0.44-0.53 -> 0.52-0.80 ms and 0.23-0.31 -> 0.25-0.43 ms (docs/kernels.md). With the sums
+    through `gemm`, which lets the other thread run, two split passes (a mean, then squared distances) gave
+    0.41 -> 0.35-0.39 ms (16x28x28) and 0.22-0.27 -> 0.22-0.25 ms (32x14x14): not worth a second pass's handoff.
     """
     kernel = "batch_norm_stats"
     (x,), (mean_out, var_out) = ins, outs
