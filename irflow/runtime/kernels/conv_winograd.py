@@ -8,6 +8,10 @@ with kron(G, G); B^T and A^T hold only 0 and +-1, so the data's transforms are a
 0, +-1 and +-1/2 keep float32 close to the direct sum. An odd output size pads the tile grid; the extra
 row or column is computed and dropped. conv2d_grad_input's stride-1 correlation takes it too: through
 ResNet-BN's three float32 steps of tests/test_resnet_parity.py its error matches PyTorch float32's.
+
+The filter gradient is the same algebra run backward: dy's tiles go to their bins through A (adds
+again), each bin's (F, tiles) x (tiles, C) product sums over the batch, and G^T M G per filter and
+channel is one GEMM with kron(G, G).
 """
 
 from __future__ import annotations
@@ -101,6 +105,7 @@ class _Tiles:
         self.rows, self.cols = min(h, self.hp - self.top), min(wd, self.wp - self.left)
 
     def tiles(self, chunk: range) -> int:
+        """Tiles of a chunk's images, the rows of its bins per channel."""
         return len(chunk) * self.th * self.tw
 
     def input_bins(self, xp: ModuleType, x: Array) -> tuple[Array, Callable[[range], list[Run]]]:
