@@ -29,15 +29,19 @@ def by_winograd(monkeypatch):
 
 @pytest.mark.parametrize("x_shape, w_shape, pads", CASES, ids=IDS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_forward_matches_torch(kernel, rng, by_winograd, x_shape, w_shape, pads, dtype) -> None:
+def test_forward_and_filter_gradient_match_torch(kernel, rng, by_winograd, x_shape, w_shape, pads, dtype) -> None:
     a = attrs_of(pads)
     window = Window.from_attrs(a, w_shape[2:], x_shape[2:])
     x, w = rng.standard_normal(x_shape).astype(dtype), rng.standard_normal(w_shape).astype(dtype)
-    assert conv_winograd.chosen(window, 1, x_shape[1], w_shape[0], w, "forward")
+    for direction in ("forward", "filter"):
+        assert conv_winograd.chosen(window, 1, x_shape[1], w_shape[0], w, direction)
     y_shape = (x_shape[0], w_shape[0], *window.out_hw)
-    y_ref, _, _ = torch_conv(x, w, pads, np.zeros(y_shape))
+    dy = rng.standard_normal(y_shape).astype(dtype)
+    y_ref, _, dw_ref = torch_conv(x, w, pads, dy)
     (y,) = kernel("conv2d", [x, w], [(y_shape, dtype)], **a)
     close(y, y_ref, dtype)
+    (dw,) = kernel("conv2d_grad_filter", [dy, x], [(w_shape, dtype)], **a)
+    close(dw, dw_ref, dtype)
 
 
 @pytest.mark.parametrize("epilogue", ["bias_add", "bias_add_relu"])
@@ -70,18 +74,6 @@ def test_chosen_only_where_measured_faster() -> None:
         assert not conv_winograd.chosen(strided, 1, 32, 32, w, direction)
         wide = Window.from_attrs(attrs_of((2, 2, 2, 2)), (5, 5), (14, 14))
         assert not conv_winograd.chosen(wide, 1, 32, 32, np.zeros((32, 32, 5, 5)), direction)
-
-
-@pytest.mark.parametrize("x_shape, w_shape, pads", CASES, ids=IDS)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_filter_gradient_matches_torch(kernel, rng, by_winograd, x_shape, w_shape, pads, dtype) -> None:
-    a = attrs_of(pads)
-    window = Window.from_attrs(a, w_shape[2:], x_shape[2:])
-    x, w = rng.standard_normal(x_shape).astype(dtype), rng.standard_normal(w_shape).astype(dtype)
-    dy = rng.standard_normal((x_shape[0], w_shape[0], *window.out_hw)).astype(dtype)
-    _, _, dw_ref = torch_conv(x, w, pads, dy)
-    (dw,) = kernel("conv2d_grad_filter", [dy, x], [(w_shape, dtype)], **a)
-    close(dw, dw_ref, dtype)
 
 
 @pytest.mark.parametrize("count", [1, 2])
