@@ -176,7 +176,9 @@ def _epilogue_steps(xp: ModuleType, epilogue: str | None, conv: _Conv, bias: Seq
 # Input channels for which a stride-1 convolution skips im2col (`_conv2d_by_shifts`). Forward over a batch of
 # 100, 3x3, pads 1, process time best of 12 at 1 thread, im2col -> shifts: C=16 F=16 28x28 9.1-9.3 -> 7.7 ms,
 # 14x14 2.3 -> 2.1; C=16 F=32 28x28 14.0-16.1 -> 13.7-14.3, 14x14 3.6-4.3 -> 3.8-3.9; C=12 F=16 28x28
-# 7.4-8.4 -> 6.5-6.7. With C=8 each tap's GEMM (K = C) is too thin: 4.2-4.3 -> 5.5-5.8 ms.
+# 7.4-8.4 -> 6.5-6.7. With C=8 each tap's GEMM (K = C) is too thin: 4.2-4.3 -> 5.5-5.8 ms. Since then
+# Winograd (conv_winograd.chosen, asked first) takes 3x3 forwards and input gradients from 12 channels and
+# 3x3 filter gradients from 32: shifted rows keep the 12-16 channel filter gradients and other kernel sizes.
 _SHIFT_CHANNELS = range(12, 17)
 # Wider inputs skip im2col only into at most _SHIFT_WIDE_FILTERS channels, where im2col copies 9 C values per
 # output row for only F multiply-adds each. 14x14, same measure at load ~6: C=32 F=16 (ResNet-BN's stem2 input
