@@ -23,9 +23,10 @@ def gemm(xp: ModuleType, a: Array, b: Array, out: Array) -> Run:
     through `dot` 1.04x at the same speed for one. Kernels whose parts make such products on the
     CPU threads (filter gradients of few channels, per-channel sums as products with ones) call this.
     """
-    if out.ndim == 3 and len(out) == len(a) == len(b) == 1:
+    if out.ndim == a.ndim == b.ndim == 3 and len(out) == len(a) == len(b) == 1:
         a, b, out = a[0], b[0], out[0]
-    if a.ndim <= 2 and b.ndim <= 2 and out.flags.c_contiguous:
+    # dot takes only an out it would have made itself: C-contiguous, of the operands' dtype
+    if a.ndim <= 2 and b.ndim <= 2 and out.flags.c_contiguous and out.dtype == a.dtype == b.dtype:
         return partial(xp.dot, a, b, out=out)
     return partial(xp.matmul, a, b, out=out)
 

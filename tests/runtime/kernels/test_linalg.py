@@ -73,13 +73,19 @@ def test_large_products_split_over_threads(build_kernel, rng, count, transpose_a
         ((6, 40), (40, 5), lambda o: o.T.copy().T),  # column-major out: matmul, which dot refuses
         ((6, 40), (40,), lambda o: o),  # matrix by vector: dot
         ((40,), (40, 5), lambda o: o),  # vector by matrix: dot
+        ((1, 40), (1, 40, 5), lambda o: o),  # a one-row matrix broadcast over a batch of one: matmul
     ],
-    ids=["matrices", "batch-of-one", "batch", "column-major-out", "matrix-vector", "vector-matrix"],
+    ids=["matrices", "batch-of-one", "batch", "column-major-out", "matrix-vector", "vector-matrix", "broadcast"],
 )
 def test_gemm_writes_the_product_into_out(rng, a_shape, b_shape, out_view) -> None:
     a, b = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
-    # a vector as a one-row (a) or one-column (b) matrix, and the result without that axis
-    ref = matmul_reference(a.reshape(1, -1) if a.ndim == 1 else a, b.reshape(-1, 1) if b.ndim == 1 else b)
+    # a vector as a one-row (a) or one-column (b) matrix, and the result without that axis; a matrix a
+    # broadcast over b's batch
+    if a.ndim == 2 and b.ndim == 3:
+        a_ref = np.broadcast_to(a, (len(b), *a.shape))
+    else:
+        a_ref = a.reshape(1, -1) if a.ndim == 1 else a
+    ref = matmul_reference(a_ref, b.reshape(-1, 1) if b.ndim == 1 else b)
     ref = ref.reshape(ref.shape[1:] if a.ndim == 1 else ref.shape[:-1] if b.ndim == 1 else ref.shape)
     out = out_view(np.full(ref.shape, np.nan, np.float32))
     gemm(XP, a, b, out)()
