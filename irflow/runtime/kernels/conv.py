@@ -142,13 +142,6 @@ class _Conv:
         return rows, copies
 
 
-def _matmul(xp: ModuleType, a: Array, b: Array, out: Array) -> Run:
-    """out = a @ b, as (b^T a^T)^T when out is stored column-major, so that BLAS writes it in place."""
-    if out.strides[-1] != out.itemsize:
-        return partial(xp.matmul, b.swapaxes(-1, -2), a.swapaxes(-1, -2), out=out.swapaxes(-1, -2))
-    return partial(xp.matmul, a, b, out=out)
-
-
 def _epilogue(attrs: Mapping[str, Any], conv: _Conv, bias: Sequence[Array]) -> str | None:
     """The fused epilogue asked for (None, 'bias_add' or 'bias_add_relu'), checked against the bias inputs."""
     epilogue = attrs.get("epilogue")
@@ -330,7 +323,7 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
             steps += [
                 pad(chunk),
                 gather,
-                _matmul(xp, columns[:, : chunk.rows], weights, rows),
+                gemm(xp, columns[:, : chunk.rows], weights, rows),
                 *_epilogue_steps(xp, epilogue, conv, bias, rows),
                 partial(
                     xp.copyto,

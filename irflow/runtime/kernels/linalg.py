@@ -16,13 +16,16 @@ _SPLIT_MACS = 1 << 21
 
 
 def gemm(xp: ModuleType, a: Array, b: Array, out: Array) -> Run:
-    """out = a @ b, through `dot` for matrices and vectors (or a batch of one) into a C-contiguous out, else `matmul`.
+    """out = a @ b, through `dot` for matrices and vectors (or a batch of one) into a C-contiguous out, else `matmul`;
+    as (b^T a^T)^T when out is stored column-major, so that BLAS writes it in place.
 
     numpy 2.4's matmul keeps the GIL while its output has fewer than about 500 elements, whatever
     the work: two threads each multiplying (16 x 4000) by (4000 x 16) took 2.1x one product's time,
     through `dot` 1.04x at the same speed for one. Kernels whose parts make such products on the
     CPU threads (filter gradients of few channels, per-channel sums as products with ones) call this.
     """
+    if out.ndim >= 2 and out.strides[-2] == out.itemsize != out.strides[-1]:
+        return gemm(xp, b.swapaxes(-1, -2), a.swapaxes(-1, -2), out.swapaxes(-1, -2))
     if out.ndim == a.ndim == b.ndim == 3 and len(out) == len(a) == len(b) == 1:
         a, b, out = a[0], b[0], out[0]
     # dot takes only an out it would have made itself: C-contiguous, of the operands' dtype

@@ -70,12 +70,13 @@ def test_large_products_split_over_threads(build_kernel, rng, count, transpose_a
         ((6, 40), (40, 5), lambda o: o),  # matrices: through dot
         ((1, 6, 40), (1, 40, 5), lambda o: o),  # a batch of one: dot on its matrices
         ((3, 6, 40), (3, 40, 5), lambda o: o),  # a real batch: matmul
-        ((6, 40), (40, 5), lambda o: o.T.copy().T),  # column-major out: matmul, which dot refuses
+        ((6, 40), (40, 5), lambda o: o.T.copy().T),  # column-major out: (b^T a^T)^T, written in place
+        ((6, 40), (40, 5), lambda o: np.full((12, 10), np.nan, np.float32)[::2, ::2]),  # strided both ways: matmul
         ((6, 40), (40,), lambda o: o),  # matrix by vector: dot
         ((40,), (40, 5), lambda o: o),  # vector by matrix: dot
         ((1, 40), (1, 40, 5), lambda o: o),  # a one-row matrix broadcast over a batch of one: matmul
     ],
-    ids=["matrices", "batch-of-one", "batch", "column-major-out", "matrix-vector", "vector-matrix", "broadcast"],
+    ids=["matrices", "batch-of-one", "batch", "column-major-out", "strided-out", "matrix-vector", "vector-matrix", "broadcast"],
 )
 def test_gemm_writes_the_product_into_out(rng, a_shape, b_shape, out_view) -> None:
     a, b = rng.standard_normal(a_shape).astype(np.float32), rng.standard_normal(b_shape).astype(np.float32)
