@@ -33,7 +33,7 @@ from numpy.typing import DTypeLike
 
 from . import conv_dft, conv_winograd
 from .linalg import gemm
-from .parallel import Split, even_chunks
+from .parallel import Split, even_chunks, summed
 from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
 from .window import Window
@@ -288,12 +288,10 @@ def _grad_filter_by_shifts(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw:
                 steps.append(partial(xp.add, total, product, out=total))
         return steps, total
 
-    def combine(totals: list[Array]) -> list[Run]:
-        first, *rest = totals
-        landed = first.transpose(2, 3, 0, 1)
-        return [*(partial(xp.add, first, other, out=first) for other in rest), partial(xp.copyto, dw, landed)]
+    def land(total: Array) -> list[Run]:
+        return [partial(xp.copyto, dw, total.transpose(2, 3, 0, 1))]
 
-    return Split(xp, len(shifts.chunks), [], part, combine)
+    return Split(xp, len(shifts.chunks), [], part, summed(xp, land))
 
 
 @register("conv2d")
@@ -372,12 +370,11 @@ def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
                 steps.append(partial(xp.add, total, product, out=total))
         return steps, total
 
-    def combine(totals: list[Array]) -> list[Run]:
-        first, *rest = totals
-        landed = first.reshape(conv.groups, conv.fg, *conv.window.kernel, conv.cg).transpose(0, 1, 4, 2, 3)
-        return [*(partial(xp.add, first, other, out=first) for other in rest), partial(xp.copyto, conv.per_group(dw), landed)]
+    def land(total: Array) -> list[Run]:
+        landed = total.reshape(conv.groups, conv.fg, *conv.window.kernel, conv.cg).transpose(0, 1, 4, 2, 3)
+        return [partial(xp.copyto, conv.per_group(dw), landed)]
 
-    return Split(xp, len(conv.chunks), [], part, combine)
+    return Split(xp, len(conv.chunks), [], part, summed(xp, land))
 
 
 def _as_correlation(conv: _Conv) -> dict[str, Any] | None:

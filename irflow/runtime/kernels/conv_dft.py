@@ -31,7 +31,7 @@ from types import ModuleType
 import numpy as np
 
 from .activation import relu_into
-from .parallel import Split
+from .parallel import Split, summed
 from .registry import Array, Run
 from .window import Window
 
@@ -321,9 +321,7 @@ def conv2d_grad_filter(xp: ModuleType, window: Window, dy: Array, x: Array, dw: 
         product = partial(xp.matmul, stacked, inputs.spectrum.reshape(v, u, 2, 2 * count, c), out=per_bin)
         return [*inputs.steps, *grads.steps, product], per_bin
 
-    def combine(sums: list[Array]) -> list[Run]:
-        first, *rest = sums
-        adds: list[Run] = [partial(xp.add, first, other, out=first) for other in rest]
-        return [*adds, partial(xp.matmul, first.reshape(2 * u * v, f * c).T, taps, out=dw.reshape(f * c, -1))]
+    def at_taps(total: Array) -> list[Run]:
+        return [partial(xp.matmul, total.reshape(2 * u * v, f * c).T, taps, out=dw.reshape(f * c, -1))]
 
-    return Split(xp, n, [], part, combine)
+    return Split(xp, n, [], part, summed(xp, at_taps))

@@ -22,7 +22,7 @@ from types import ModuleType
 
 import numpy as np
 
-from .parallel import Split, even_chunks
+from .parallel import Split, even_chunks, summed
 from .registry import Array, Run
 from .window import Window
 
@@ -221,9 +221,7 @@ def conv2d_grad_filter(xp: ModuleType, window: Window, dy: Array, x: Array, dw: 
                 steps.append(partial(xp.add, total, product, out=total))
         return steps, total
 
-    def combine(totals: list[Array]) -> list[Run]:
-        first, *rest = totals
-        adds: list[Run] = [partial(xp.add, first, other, out=first) for other in rest]
-        return [*adds, partial(xp.matmul, first.reshape(16, f * c).T, filters, out=dw.reshape(f * c, 9))]
+    def at_taps(total: Array) -> list[Run]:
+        return [partial(xp.matmul, total.reshape(16, f * c).T, filters, out=dw.reshape(f * c, 9))]
 
-    return Split(xp, len(grid.chunks), [], part, combine)
+    return Split(xp, len(grid.chunks), [], part, summed(xp, at_taps))

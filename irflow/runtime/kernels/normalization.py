@@ -42,7 +42,7 @@ from typing import Any
 
 from .activation import relu_into
 from .linalg import gemm
-from .parallel import Split, even_chunks
+from .parallel import Split, even_chunks, summed
 from .registry import Array, Run, register, sequence
 
 CHUNK_BYTES = 1 << 19
@@ -102,11 +102,7 @@ class _Layout:
                 steps += chunk_steps(self.chunks[index], own)
             return steps, own.totals
 
-        def combine(totals: list[Array]) -> list[Run]:
-            first, *rest = totals
-            return [*(partial(xp.add, first, other, out=first) for other in rest), *finish(first)]
-
-        return Split(xp, len(self.chunks), prologue, part, combine)
+        return Split(xp, len(self.chunks), prologue, part, summed(xp, finish))
 
 
 class _Part:

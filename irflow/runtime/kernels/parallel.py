@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -144,6 +145,17 @@ def run_parts(parts: Sequence[Run]) -> None:
     for error in errors:
         if error is not None:
             raise error
+
+
+def summed(xp: ModuleType, finish: Callable[[Any], list[Run]]) -> Callable[[list[Any]], list[Run]]:
+    """A `combine` for parts whose values are partial sums: the others added into the first, in part order
+    (so results do not depend on which thread finished first), then `finish(total)`."""
+
+    def combine(totals: list[Any]) -> list[Run]:
+        first, *rest = totals
+        return [*(partial(xp.add, first, other, out=first) for other in rest), *finish(first)]
+
+    return combine
 
 
 class Split:
