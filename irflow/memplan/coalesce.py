@@ -97,9 +97,9 @@ class _Forest:
         sizes = self.size[nodes]
         totals = np.add.reduceat(sizes, starts)
         ids = self.make(totals, self.first[nodes[starts]], self.last[nodes[starts]])
-        below = np.cumsum(sizes) - sizes
-        self.parent[nodes] = np.repeat(ids, np.diff(np.r_[starts, len(nodes)]))
-        self.offset[nodes] = below - np.repeat(below[starts], np.diff(np.r_[starts, len(nodes)]))
+        below, members = np.cumsum(sizes) - sizes, np.diff(np.r_[starts, len(nodes)])
+        self.parent[nodes] = np.repeat(ids, members)
+        self.offset[nodes] = below - np.repeat(below[starts], members)
         return ids
 
     def join(self, nodes: np.ndarray, after: np.ndarray) -> None:

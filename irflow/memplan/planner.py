@@ -92,17 +92,20 @@ def plan(
     return Plan(tuple(offsets.tolist()), int((offsets + size).max(initial=0)))
 
 
-def _orders_within(orders: list[Order], n: int, work: int) -> int:
-    """How many of `orders` the default packs with `work` placements: a chain pack costs up to
+def _pack_costs(orders: list[Order], n: int) -> np.ndarray:
+    """Placements spent on `n` buffers by packing `orders[:k + 1]`, for each k: a chain pack costs up to
     twice a plain one (its tiling searches), so it counts twice."""
-    cost = np.cumsum([2 if chain else 1 for _, _, chain in orders]) * n
-    return int(np.searchsorted(cost, work, side="right"))
+    return np.cumsum([2 if chain else 1 for _, _, chain in orders]) * n
+
+
+def _orders_within(orders: list[Order], n: int, work: int) -> int:
+    """How many of `orders` the default packs with `work` placements."""
+    return int(np.searchsorted(_pack_costs(orders, n), work, side="right"))
 
 
 def _packed_work(orders: list[Order], n: int, work: int) -> int:
     """The placements the default spends on `n` buffers: its orders within `work`, one at least."""
-    packed = max(1, _orders_within(orders, n, work))
-    return sum(2 if chain else 1 for _, _, chain in orders[:packed]) * n
+    return int(_pack_costs(orders, n)[max(1, _orders_within(orders, n, work)) - 1])
 
 
 def split(
