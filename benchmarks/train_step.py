@@ -11,7 +11,9 @@ checks that the two train alike.
 Every figure is reported twice, each from a process of its own: with the
 environment as it is, and with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset
 (which some machines set to force an older OpenBLAS kernel on numpy; PyTorch
-uses MKL and does not read them). Each run prints the BLAS kernel numpy got
+uses MKL and does not read them). irflow's jobs measure their convolution algorithms
+on the machine they run on (`job_config`), as PyTorch's oneDNN picks its kernels for
+the CPU it finds. Each run prints the BLAS kernel numpy got
 (threadpoolctl's `architecture`). The two sides alternate, round by round, and
 each keeps its best round, so load from other processes hits both alike.
 
@@ -19,6 +21,7 @@ each keeps its best round, so load from other processes hits both alike.
     python benchmarks/train_step.py --busy         # also steps/s with a competing busy process
     python benchmarks/train_step.py --threads 2 --env as-is
     python benchmarks/train_step.py --profile      # CPU and wall ms per kernel of each irflow step instead
+    python benchmarks/train_step.py --heuristic    # irflow's convolution algorithms by its heuristics, not measured
 """
 
 import argparse
@@ -42,10 +45,19 @@ GOALS = {MLP: 0.6, "LeNet": 1.0, RESNET: 1.0}
 FORCED_BLAS_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
-def irflow_jobs() -> dict[str, Callable[..., object]]:
-    flow.clear_default_session()
+def job_config(measured: bool = True) -> flow.FunctionConfig:
+    """irflow's jobs measure their convolution algorithms on this machine (OneFlow's
+    `cudnn_conv_heuristic_search_algo(False)`), unless `measured` is False: then its heuristics choose."""
+    config = flow.FunctionConfig()
+    config.cudnn_conv_heuristic_search_algo(not measured)
+    return config
 
-    @flow.global_function(type="train")
+
+def irflow_jobs(measured: bool = True) -> dict[str, Callable[..., object]]:
+    flow.clear_default_session()
+    config = job_config(measured)
+
+    @flow.global_function(type="train", function_config=config)
     def mlp_train(
         images: tp.Numpy.Placeholder((BATCH, 784), dtype=flow.float),
         labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32),
@@ -56,7 +68,7 @@ def irflow_jobs() -> dict[str, Callable[..., object]]:
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
         return loss
 
-    @flow.global_function(type="train")
+    @flow.global_function(type="train", function_config=config)
     def lenet_train(
         images: tp.Numpy.Placeholder((BATCH, 1, 28, 28), dtype=flow.float),
         labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32),
@@ -72,7 +84,7 @@ def irflow_jobs() -> dict[str, Callable[..., object]]:
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
         return loss
 
-    return {MLP: mlp_train, "LeNet": lenet_train, RESNET: resnet_job()}
+    return {MLP: mlp_train, "LeNet": lenet_train, RESNET: resnet_job(config=config)}
 
 
 def _conv_bn(x: flow.Blob, filters: int, name: str, relu: bool = True) -> flow.Blob:
@@ -86,13 +98,15 @@ def _residual(x: flow.Blob, filters: int, name: str) -> flow.Blob:
     return flow.nn.relu(x + _conv_bn(_conv_bn(x, filters, f"{name}_a"), filters, f"{name}_b", relu=False))
 
 
-def resnet_job(learning_rate: float = 0.1, dtype: Any = flow.float) -> Callable[..., object]:
+def resnet_job(
+    learning_rate: float = 0.1, dtype: Any = flow.float, config: flow.FunctionConfig | None = None
+) -> Callable[..., object]:
     """The residual CNN's train step in irflow: stem, block, pool; stem, block, pool; dense to 10 classes.
 
     Its annotations name the arguments, which is why this module does not postpone annotations.
     """
 
-    @flow.global_function(type="train")
+    @flow.global_function(type="train", function_config=config)
     def resnet_train(
         images: tp.Numpy.Placeholder((BATCH, 1, 28, 28), dtype=dtype),
         labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32),
@@ -241,8 +255,8 @@ def mlp_gemm_floor() -> Callable[[], object]:
     return gemms
 
 
-def compare(thread_counts: list[int], rounds: int) -> None:
-    ours, theirs, data = irflow_jobs(), torch_steppers(), inputs()
+def compare(thread_counts: list[int], rounds: int, measured: bool) -> None:
+    ours, theirs, data = irflow_jobs(measured), torch_steppers(), inputs()
     numbers = {MLP: 50, "LeNet": 5, RESNET: 5}
     print("wall-clock ms per step (the goal's measure), then CPU ms per step of the whole process (all its threads)")
     wall = f"{'threads':<8}{'model':<16}{'irflow':>11}{'PyTorch':>11}{'ratio':>8}{'goal':>7}  met"
@@ -278,7 +292,7 @@ def compare(thread_counts: list[int], rounds: int) -> None:
                 )
 
 
-def profile(thread_counts: list[int], rounds: int, top: int = 12) -> None:
+def profile(thread_counts: list[int], rounds: int, measured: bool, top: int = 12) -> None:
     """Process CPU ms and wall ms per kernel kind of each irflow step, the least of `rounds` steps per kernel, largest first.
 
     CPU time counts every thread of the process, so a kernel split over n threads shows up to n times its
@@ -304,7 +318,7 @@ def profile(thread_counts: list[int], rounds: int, top: int = 12) -> None:
 
     Executor.step = timed  # type: ignore[method-assign]
     try:
-        jobs, data = irflow_jobs(), inputs()
+        jobs, data = irflow_jobs(measured), inputs()
         for n in thread_counts:
             set_threads(n)
             for name, job in jobs.items():
@@ -325,9 +339,9 @@ def profile(thread_counts: list[int], rounds: int, top: int = 12) -> None:
         Executor.step = build  # type: ignore[method-assign]
 
 
-def contention(thread_counts: list[int], rounds: int) -> None:
+def contention(thread_counts: list[int], rounds: int, measured: bool) -> None:
     """irflow steps/s per thread count, alone and beside one busy process (the benchmark's own)."""
-    jobs, data = irflow_jobs(), inputs()
+    jobs, data = irflow_jobs(measured), inputs()
     print(f"{'threads':<8}{'model':<16}{'quiet':>12}{'1 busy proc':>14}")
     for n in thread_counts:
         set_threads(n)
@@ -351,12 +365,14 @@ def child(args: argparse.Namespace) -> None:
     for info in threads.blas_info():
         print(f"numpy BLAS: {info['internal_api']} {info['version']}, kernel {info.get('architecture')}")
     print("forced: " + (", ".join(f"{v}={os.environ[v]}" for v in FORCED_BLAS_VARIABLES if v in os.environ) or "none"))
+    measured = not args.heuristic
+    print("irflow's convolution algorithms: " + ("measured per shape and thread count" if measured else "its heuristics"))
     if args.profile:
-        profile(counts, args.rounds)
+        profile(counts, args.rounds, measured)
         return
-    compare(counts, args.rounds)
+    compare(counts, args.rounds, measured)
     if args.busy:
-        contention(counts, args.rounds)
+        contention(counts, args.rounds, measured)
 
 
 def main() -> None:
@@ -366,6 +382,9 @@ def main() -> None:
     parser.add_argument("--busy", action="store_true", help="also measure steps/s beside a competing busy process")
     parser.add_argument("--profile", action="store_true", help="CPU and wall time per kernel kind of irflow's steps instead")
     parser.add_argument("--env", choices=("both", "as-is", "unset"), default="both")
+    parser.add_argument(
+        "--heuristic", action="store_true", help="irflow's convolutions by its heuristics, not measured on this machine"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -383,7 +402,7 @@ def main() -> None:
         print(f"\n== environment {name}" + (f" (env -u {' -u '.join(FORCED_BLAS_VARIABLES)})" if name == "unset" else ""))
         sys.stdout.flush()
         command = [sys.executable, __file__, "--child", "--threads", args.threads, "--rounds", str(args.rounds)]
-        flags = [flag for flag, on in (("--busy", args.busy), ("--profile", args.profile)) if on]
+        flags = [flag for flag, on in (("--busy", args.busy), ("--profile", args.profile), ("--heuristic", args.heuristic)) if on]
         subprocess.run(command + flags, env=env, check=True)
 
 

@@ -6,10 +6,16 @@ steps. In float64 the loss at every step, the parameters and the moving
 statistics agree with PyTorch's to rtol 1e-4 (in practice far closer). In
 float32 the losses agree to rtol 1e-4, and each tensor is within 1e-4 of its
 largest magnitude of PyTorch's float64 result, or, where PyTorch's own float32
-result is not, within 4x PyTorch float32's error: batch normalization's
-gradient subtracts the batch means of dy and dy*x_hat from dy, and that
-cancellation leaves the betas (which start at zero) with relative errors of
-~5e-3 on either side.
+result is not, within 4x PyTorch float32's error.
+
+The batch norms' betas get BETA_BOUND instead: they start at zero and move by
+sums of dy that mostly cancel, so a relu or max-pool decision that float32
+rounding flips (a pre-activation within ~1e-7 of zero, two near-equal maxima)
+moves a beta by ~1e-3 of its magnitude, and whether one flips is chance. On an
+AMD EPYC Zen 3 (OpenBLAS's Haswell kernel), data seeds 0, 1, 2: irflow's
+betas were off by 1.2e-3 and 1.1e-3 at the first two (Winograd runs the 16-
+and 32-channel forwards there), 1e-6 with im2col instead; PyTorch float32's
+own were off by 1e-6 at the first two and by 2.6e-3 at the third.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import train_step  # noqa: E402  (benchmarks/train_step.py)
 
 STEPS, LEARNING_RATE = 3, 0.001  # at the benchmark's 0.1, random labels blow the loss up, and with it any rounding
+BETA_BOUND = 5e-3
 
 
 def train_both(dtype: str) -> tuple[dict[str, np.ndarray], list[tuple[float, float]], list[torch.nn.Module]]:
@@ -84,4 +91,5 @@ def test_float32_is_as_accurate_as_pytorch():
         scale = np.abs(truth).max()
         our_error = np.abs(variables[ours] - truth).max() / scale
         their_error = np.abs(pytorch32[name] - truth).max() / scale
-        assert our_error <= max(1e-4, 4 * their_error), f"{ours}: error {our_error:.2e}, PyTorch float32's {their_error:.2e}"
+        floor = BETA_BOUND if ours.endswith("_bn-beta") else 1e-4
+        assert our_error <= max(floor, 4 * their_error), f"{ours}: error {our_error:.2e}, PyTorch float32's {their_error:.2e}"

@@ -1,11 +1,21 @@
 """Train steps against PyTorch: same initial weights, same batches, same optimizer.
 
 The OneFlow quick-start MLP and a LeNet (conv 5x5 SAME, max-pool, dense) must
-give PyTorch's loss at every step and its parameters after several steps
-(rtol 1e-4 in float32) under SGD with momentum and under Adam.
+give PyTorch's loss at every step and its parameters after several steps under
+SGD with momentum and under Adam: in float64 to rtol 1e-7 (the same arithmetic),
+in float32 the losses to rtol 1e-4 and the parameters to rtol 1e-4 under SGD.
+
+Under Adam in float32 each side's parameters are compared with PyTorch's float64
+run instead, within ADAM_FLOAT32 of each tensor's largest magnitude: a relu or
+max-pool decision that float32 rounding flips sends part of a gradient to
+another position, and Adam, which scales every element's step to about the
+learning rate whatever its gradient, turns that into a visible move. Whether
+one flips is chance: LeNet's weights ended 3.7e-3 (irflow) and 3.7e-7 (PyTorch
+float32) from the float64 run with seed 0 on an AMD EPYC Zen 3, and 7.2e-4 and
+3.3e-4 with seed 1, 2.6e-4 and 1.2e-4 with seed 3.
 """
 
-from __future__ import annotations
+import copy  # no `from __future__ import annotations`: the jobs' annotations name their dtype argument
 
 import numpy as np
 import pytest
@@ -17,6 +27,7 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 BATCH, STEPS = 16, 4
+ADAM_FLOAT32 = 1e-2
 
 
 @pytest.fixture(autouse=True)
@@ -35,10 +46,16 @@ def make_optimizers(kind: str):
     return ours, lambda params: torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
 
 
-def mlp_job(optimizer):
-    @flow.global_function(type="train")
+def config_of(dtype: str) -> flow.FunctionConfig:
+    config = flow.FunctionConfig()
+    config.default_data_type(getattr(flow, dtype))
+    return config
+
+
+def mlp_job(optimizer, dtype: str):
+    @flow.global_function(type="train", function_config=config_of(dtype))
     def train(
-        images: tp.Numpy.Placeholder((BATCH, 784), dtype=flow.float),
+        images: tp.Numpy.Placeholder((BATCH, 784), dtype=getattr(flow, dtype)),
         labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32),
     ) -> tp.Numpy:
         hidden = flow.layers.dense(images, 64, activation=flow.nn.relu, name="dense1")
@@ -52,10 +69,10 @@ def mlp_job(optimizer):
     return train, model, names, (BATCH, 784)
 
 
-def lenet_job(optimizer):
-    @flow.global_function(type="train")
+def lenet_job(optimizer, dtype: str):
+    @flow.global_function(type="train", function_config=config_of(dtype))
     def train(
-        images: tp.Numpy.Placeholder((BATCH, 1, 28, 28), dtype=flow.float),
+        images: tp.Numpy.Placeholder((BATCH, 1, 28, 28), dtype=getattr(flow, dtype)),
         labels: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32),
     ) -> tp.Numpy:
         conv1 = flow.layers.conv2d(images, 8, 5, padding="SAME", activation=flow.nn.relu, name="conv1")
@@ -81,25 +98,37 @@ def lenet_job(optimizer):
     return train, model, names, (BATCH, 1, 28, 28)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("optimizer_kind", ["momentum", "adam"])
 @pytest.mark.parametrize("build", [mlp_job, lenet_job], ids=["mlp", "lenet"])
-def test_train_steps_match_pytorch(build, optimizer_kind):
+def test_train_steps_match_pytorch(build, optimizer_kind, dtype):
     ours_opt, torch_opt = make_optimizers(optimizer_kind)
-    train, model, names, image_shape = build(ours_opt)
+    train, model, names, image_shape = build(ours_opt, dtype)
+    model = model.to(getattr(torch, dtype))
+    exact = copy.deepcopy(model).double()
     flow.load_variables({ours: p.detach().numpy().copy() for theirs, p in model.named_parameters() for ours in [names[theirs]]})
-    opt = torch_opt(model.parameters())
+    optimizers = [torch_opt(m.parameters()) for m in (model, exact)]
     rng = np.random.default_rng(0)
+    rtol = 1e-7 if dtype == "float64" else 1e-4
     for step in range(STEPS):
-        images = rng.random(image_shape, dtype=np.float32)
+        images = rng.random(image_shape).astype(dtype)
         labels = rng.integers(0, 10, BATCH)
         loss = train(images, labels.astype(np.int32))
-        opt.zero_grad()
-        torch_loss = nn.functional.cross_entropy(model(torch.from_numpy(images)), torch.from_numpy(labels))
-        torch_loss.backward()
-        opt.step()
-        np.testing.assert_allclose(loss.mean(), torch_loss.item(), rtol=1e-4, err_msg=f"loss at step {step}")
+        torch_losses = []
+        for m, opt in zip((model, exact), optimizers):
+            opt.zero_grad()
+            torch_loss = nn.functional.cross_entropy(m(torch.from_numpy(images).to(m[0].weight.dtype)), torch.from_numpy(labels))
+            torch_loss.backward()
+            opt.step()
+            torch_losses.append(torch_loss.item())
+        np.testing.assert_allclose(loss.mean(), torch_losses[0], rtol=rtol, err_msg=f"loss at step {step}")
     variables = flow.get_all_variables()
-    for theirs, p in model.named_parameters():
-        np.testing.assert_allclose(
-            variables[names[theirs]].numpy(), p.detach().numpy(), rtol=1e-4, atol=1e-6, err_msg=names[theirs]
-        )
+    for (theirs, p), (_, truth) in zip(model.named_parameters(), exact.named_parameters()):
+        ours, p, truth = variables[names[theirs]].numpy(), p.detach().numpy(), truth.detach().numpy()
+        if dtype == "float32" and optimizer_kind == "adam":
+            scale = np.abs(truth).max()
+            for who, value in (("irflow", ours), ("PyTorch float32", p)):
+                error = np.abs(value - truth).max() / scale
+                assert error <= ADAM_FLOAT32, f"{names[theirs]}: {who} {error:.2e} from PyTorch float64"
+        else:
+            np.testing.assert_allclose(ours, p, rtol=rtol, atol=rtol / 100, err_msg=names[theirs])

@@ -83,14 +83,31 @@ class TrainConfig:
 class FunctionConfig:
     """OneFlow's FunctionConfig: `config.default_data_type(flow.float)` and friends."""
 
-    OPTIONS = ("default_data_type", "default_logical_view", "default_placement_scope", "detect_anomaly", "train")
+    OPTIONS = (
+        "cudnn_conv_heuristic_search_algo",
+        "default_data_type",
+        "default_logical_view",
+        "default_placement_scope",
+        "detect_anomaly",
+        "train",
+    )
 
     def __init__(self) -> None:
         self.data_type: dtypes.DType = dtypes.float32
         self.logical_view: LogicalView | None = None
         self.placement_scope: PlacementScope | None = None
         self.check_finite = False
+        self.conv_heuristic = True
         self.train = TrainConfig()
+
+    def cudnn_conv_heuristic_search_algo(self, value: bool = True) -> None:
+        """True (the default): each convolution runs the algorithm irflow's heuristics choose for its shapes.
+        False: the job measures the algorithms that can run each convolution, at its first call with each
+        CPU thread count, and keeps the fastest (OneFlow asks cuDNN the same; irflow on the CPU, where the
+        fastest depends on the machine: kernels/algorithms.py)."""
+        if not isinstance(value, bool):
+            raise TypeError(f"cudnn_conv_heuristic_search_algo expects True or False, got {value!r}")
+        self.conv_heuristic = value
 
     def default_data_type(self, value: object) -> None:
         """The dtype of variables and constants that give none (flow.float by default)."""

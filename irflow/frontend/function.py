@@ -322,17 +322,19 @@ class JobFunction:
                     # OneFlow allows): trace again for the devices the session now has.
                     session.variables.update(self._trace())
                 from irflow.compiler import compile_job
+                from irflow.runtime.kernels import algorithms
                 from irflow.target import decide_target
 
                 dump = dump_directory()
                 target, session.gpu_warned = decide_target(self.module, session.gpu_warned)
-                self._exe = compile_job(
-                    self.module,
-                    self.job_name,
-                    session.store_for(target, self.job_name),
-                    target,
-                    check_finite=self.config.check_finite,
-                )
+                with algorithms.search(not self.config.conv_heuristic):
+                    self._exe = compile_job(
+                        self.module,
+                        self.job_name,
+                        session.store_for(target, self.job_name),
+                        target,
+                        check_finite=self.config.check_finite,
+                    )
                 if dump is not None:
                     self._dump(dump)
             return self._exe

@@ -38,6 +38,7 @@ from irflow.dialects.mesh import mesh_group
 from irflow.dialects.sbp import PlacementAttr, hierarchy_of
 from irflow.errors import CompileError, ExecutionError, source_location
 from irflow.runtime import kernels, threads
+from irflow.runtime.kernels import algorithms
 from irflow.runtime.attributes import python_value
 from irflow.runtime.communicator import Communicator, Site
 from irflow.runtime.sharding import Layout, transfer_steps
@@ -276,7 +277,9 @@ class Executor:
                 scratch = self.scratch.setdefault(entry, _ScratchModule(self.xp))
                 scratch.building()
                 try:
-                    steps.append(self.step(entry, views, scratch, self.placed(entry)[1]))
+                    # heuristics only: a measured choice is per size, and each new size would be measured again
+                    with algorithms.search(False):
+                        steps.append(self.step(entry, views, scratch, self.placed(entry)[1]))
                 except (LookupError, ValueError, TypeError) as e:
                     raise CompileError(f"cannot build '{entry.name}' at sizes {list(sizes)}: {e}", source_location(entry)) from e
                 finally:

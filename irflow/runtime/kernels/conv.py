@@ -18,6 +18,10 @@ input's rows (`_Shifts`).
 
 With more than one CPU thread, each thread takes a contiguous part of the
 chunks, with buffers of its own (kernels/parallel.py).
+
+Which of these (and of Winograd, conv_winograd.py, and DFTs, conv_dft.py)
+runs a convolution, the heuristics here decide, or where the job asks, a
+measurement of every one that can (kernels/algorithms.py).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from . import conv_dft, conv_winograd
+from . import algorithms, conv_dft, conv_winograd
 from .linalg import gemm
 from .parallel import Split, even_chunks, summed
 from .registry import Array, Run, register, sequence
@@ -188,9 +192,40 @@ def _by_transforms(conv: _Conv, direction: str, arrays: Sequence[Array]) -> bool
 
 
 def _by_shifts(conv: _Conv) -> bool:
-    """Whether `conv2d` runs as one GEMM per tap over shifted rows of the padded input (see `_conv2d_by_shifts`)."""
+    """Whether the heuristics run `conv2d` as one GEMM per tap over shifted rows of the padded input (see
+    `_conv2d_by_shifts`)."""
     channels = conv.cg in _SHIFT_CHANNELS or conv.cg in _SHIFT_WIDE_CHANNELS and conv.fg <= _SHIFT_WIDE_FILTERS
-    return conv.groups == 1 and channels and conv.window.stride_one_undilated
+    return _shifts_apply(conv) and channels
+
+
+def _shifts_apply(conv: _Conv) -> bool:
+    """Whether shifted rows can run this convolution: stride 1, undilated, one group."""
+    return conv.groups == 1 and conv.window.stride_one_undilated
+
+
+# A measured search tries Winograd and shifted rows from this many input channels: with fewer, their GEMMs
+# (K = C) are too thin (1 channel, 100 x 28 x 28 into 16, 1 thread: im2col 1.3 ms, Winograd 14, shifts 24).
+_SEARCH_CHANNELS = 8
+
+
+def _choose(xp: ModuleType, key: tuple[Any, ...], conv: _Conv, direction: str, w: Array, paths: dict[str, Callable[[], Run]]) -> Run:
+    """The heuristics' algorithm for `direction` ('forward' or 'filter'), or the fastest of those worth measuring."""
+    if "dft" in paths:
+        heuristic = "dft"
+    elif conv_winograd.chosen(conv.window, conv.groups, conv.cg, conv.fg, w, direction):
+        heuristic = "winograd"
+    else:
+        heuristic = "shifts" if _by_shifts(conv) else "im2col"
+    if conv.cg < _SEARCH_CHANNELS:
+        paths = {name: build for name, build in paths.items() if name not in ("winograd", "shifts") or name == heuristic}
+    return algorithms.choose(xp, key, paths, heuristic)
+
+
+def _key(kind: str, conv: _Conv, arrays: Sequence[Array], epilogue: str | None) -> tuple[Any, ...]:
+    """What a measured choice depends on: the kernel, its window and groups, and its operands' layouts."""
+    window = conv.window
+    layouts = tuple((a.shape, a.strides, np.dtype(a.dtype).str) for a in arrays)
+    return (kind, window.strides, window.pads, window.dilations, conv.groups, epilogue, layouts)
 
 
 class _Shifts:
@@ -301,12 +336,21 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
     conv = _Conv(attrs, x.shape, w.shape, np.dtype(y.dtype).itemsize)
     expect_shape("conv2d", "output", y.shape, conv.y_shape)
     epilogue = _epilogue(attrs, conv, bias)
+    paths: dict[str, Callable[[], Run]] = {}
     if _by_transforms(conv, "forward", [x, w, y]):
-        return conv_dft.conv2d(xp, conv.window, epilogue, x, w, bias, y)
-    if conv_winograd.chosen(conv.window, conv.groups, conv.cg, conv.fg, w, "forward"):
-        return conv_winograd.conv2d(xp, conv.window, epilogue, x, w, bias, y)
-    if _by_shifts(conv):
-        return _conv2d_by_shifts(xp, conv, epilogue, x, w, bias, y)
+        paths["dft"] = partial(conv_dft.conv2d, xp, conv.window, epilogue, x, w, bias, y)
+    if conv_winograd.applies(conv.window, conv.groups, w):
+        paths["winograd"] = partial(conv_winograd.conv2d, xp, conv.window, epilogue, x, w, bias, y)
+    if _shifts_apply(conv):
+        paths["shifts"] = partial(_conv2d_by_shifts, xp, conv, epilogue, x, w, bias, y)
+    paths["im2col"] = partial(_conv2d_by_im2col, xp, conv, epilogue, x, w, bias, y)
+    return _choose(xp, _key("conv2d", conv, [x, w, y, *bias], epilogue), conv, "forward", w, paths)
+
+
+def _conv2d_by_im2col(
+    xp: ModuleType, conv: _Conv, epilogue: str | None, x: Array, w: Array, bias: Sequence[Array], y: Array
+) -> Run:
+    """y per chunk: gather the im2col columns, one GEMM by the weight matrix, the epilogue, land in y."""
     windows, pad = conv.windows(xp, x)
     weights, copy_weights = conv.weight_matrix(xp, w)
     y_grouped = conv.grouped(y)  # (N, g, F/g, oh, ow)
@@ -345,12 +389,19 @@ def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
     expect_shape("conv2d_grad_filter", "dy", dy.shape, conv.y_shape)
     if not conv.chunks:  # no images (a device of a mirrored job given no rows): nothing to sum
         return partial(dw.fill, 0)
+    paths: dict[str, Callable[[], Run]] = {}
     if _by_transforms(conv, "filter", [dy, x, dw]):
-        return conv_dft.conv2d_grad_filter(xp, conv.window, dy, x, dw)
-    if conv_winograd.chosen(conv.window, conv.groups, conv.cg, conv.fg, dw, "filter"):
-        return conv_winograd.conv2d_grad_filter(xp, conv.window, dy, x, dw)
-    if _by_shifts(conv):
-        return _grad_filter_by_shifts(xp, conv, dy, x, dw)
+        paths["dft"] = partial(conv_dft.conv2d_grad_filter, xp, conv.window, dy, x, dw)
+    if conv_winograd.applies(conv.window, conv.groups, dw):
+        paths["winograd"] = partial(conv_winograd.conv2d_grad_filter, xp, conv.window, dy, x, dw)
+    if _shifts_apply(conv):
+        paths["shifts"] = partial(_grad_filter_by_shifts, xp, conv, dy, x, dw)
+    paths["im2col"] = partial(_grad_filter_by_im2col, xp, conv, dy, x, dw)
+    return _choose(xp, _key("conv2d_grad_filter", conv, [dy, x, dw], None), conv, "filter", dw, paths)
+
+
+def _grad_filter_by_im2col(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw: Array) -> Run:
+    """dw^T per chunk: dy^T times the chunk's im2col columns, summed over the chunks."""
     windows, pad = conv.windows(xp, x)
 
     def part(span: range) -> tuple[list[Run], Array]:

@@ -45,16 +45,17 @@ _CHUNK_BYTES = 1 << 20
 _CHANNELS = {"forward": (12, 8), "filter": (32, 32)}
 
 
+def applies(window: Window, groups: int, w: Array) -> bool:
+    """Whether Winograd can run a convolution: 3x3, stride 1, undilated, one group, contiguous weights (read or
+    written through a reshaped view)."""
+    return groups == 1 and window.kernel == (3, 3) and window.stride_one_undilated and w.flags.c_contiguous
+
+
 def chosen(window: Window, groups: int, c: int, f: int, w: Array, direction: str) -> bool:
-    """Whether `direction` of conv2d ('forward', which the input gradient's correlation is too, or 'filter') runs
-    by Winograd: 3x3, stride 1, undilated, one group, contiguous weights (read or written through a reshaped
-    view), and input and output channels where it measured faster."""
-    if groups != 1 or window.kernel != (3, 3) or not window.stride_one_undilated:
-        return False
-    if not w.flags.c_contiguous:
-        return False
+    """Whether the heuristics run `direction` of conv2d ('forward', which the input gradient's correlation is
+    too, or 'filter') by Winograd: where it `applies`, with input and output channels where it measured faster."""
     channels, filters = _CHANNELS[direction]
-    return c >= channels and f >= filters
+    return applies(window, groups, w) and c >= channels and f >= filters
 
 
 def _through_b(xp: ModuleType, d: list[Array], into: list[Array]) -> list[Run]:
