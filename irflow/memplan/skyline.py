@@ -145,9 +145,14 @@ def skyline_pack(
         fits = [k for k in range(lo, bisect_right(firsts_l, a, lo)) if lasts_l[k] <= b]
         if len(fits) < 2:
             return fits[0] if fits else -1
-        left = height[start_of[a - 1]] if a else _INF
-        right = height[b + 1] if b < steps - 1 else _INF
-        fits.sort(key=lambda k: ranks_l[k] + n * (h + sizes_l[k] not in (left, right if lasts_l[k] == b else -1)))
+        # The slice is in rank order (sorted by first step, then rank): those whose top meets a
+        # neighbour's go first, each part keeping it.
+        left = height[start_of[a - 1]] - h if a else _INF
+        right = height[b + 1] - h if b < steps - 1 else _INF
+        meet, rest = [], []
+        for k in fits:
+            (meet if sizes_l[k] == left or (sizes_l[k] == right and lasts_l[k] == b) else rest).append(k)
+        fits = meet + rest
         known = tilings.get((b, h))
         if known is None:
             if len(tilings) > 64:

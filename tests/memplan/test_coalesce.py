@@ -12,9 +12,10 @@ from irflow.memplan.skyline import compress
 B = Buffer
 
 
-def rectangles(buffers):
+def rectangles(buffers, early=False):
+    """The rectangles at coalescing's fixed point, or (`early`) before stacks of any size."""
     size, first, last = as_arrays(buffers)
-    return coalesce(size, *compress(first, last)[:2])
+    return coalesce(size, *compress(first, last)[:2])[0 if early else 1]
 
 
 def expanded(buffers, coarse, offsets):
@@ -57,11 +58,31 @@ def test_small_tilings_become_one_rectangle_of_the_lower_bound(n):
         assert expanded(buffers, coarse, [0]).size == lower_bound(buffers)
 
 
+def test_the_early_rectangles_leave_groups_of_one_lifetime_above_sixteen():
+    # 16 buffers over steps 0-3 and 20 over 4-7, no size met on both sides: only the 16 are
+    # stacked before stacks of any size, which stack the 20 too.
+    buffers = [B(k, 0, 3) for k in range(1, 17)] + [B(k, 4, 7) for k in range(101, 121)]
+    early, final = rectangles(buffers, early=True), rectangles(buffers)
+    assert sorted(early.size.tolist()) == [*range(101, 121), 136]
+    assert sorted(final.size.tolist()) == [136, 2210]
+    assert expanded(buffers, final, [0, 0]).size == 2210
+
+
+def test_sizes_beyond_the_sort_key_are_ranked_first():
+    # One int64 key per (step, size) would wrap here: (1, 5) and (5, 5) would share a key, and
+    # the buffer ending at step 0 would join the one starting at 5.
+    buffers = [B(5, 0, 0), B(5, 5, 6), B((1 << 62) - 1, 1, 4), *(B(1, t, t) for t in range(1, 5))]
+    for early in (True, False):
+        coarse = rectangles(buffers, early)
+        assert {(5, 0, 0), (5, 5, 6)} <= set(zip(coarse.size.tolist(), coarse.first.tolist(), coarse.last.tolist()))
+
+
+@pytest.mark.parametrize("early", [False, True])
 @pytest.mark.parametrize("make, n", [(tiled, 300), (tiled, 2000), (mixed, 500)])
-def test_any_packing_of_the_rectangles_is_a_packing_of_the_buffers(make, n):
+def test_any_packing_of_the_rectangles_is_a_packing_of_the_buffers(make, n, early):
     for seed in range(3):
         buffers = make(n, seed=seed)
-        coarse = rectangles(buffers)
+        coarse = rectangles(buffers, early)
         assert len(coarse.size) <= n
         as_buffers = [B(int(s), int(f), int(l)) for s, f, l in zip(coarse.size, coarse.first, coarse.last)]
         packed = plan(as_buffers, alignment=1)
