@@ -183,9 +183,13 @@ def _joins(forest: _Forest) -> bool:
 
 def _lifetimes(forest: _Forest, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`nodes` sorted by lifetime (then id), and each one's group number."""
-    # One key per lifetime; a stable sort keeps the ids ascending within a lifetime.
+    # One key per lifetime, the ids ascending within one: with the position in the key where it
+    # fits (compressed steps: below about a million buffers), which sorts faster than a stable sort.
     life = forest.first[nodes] * (int(forest.last[nodes].max()) + 1) + forest.last[nodes]
-    order = np.argsort(life, kind="stable")
+    if int(life.max()) < np.iinfo(np.int64).max // len(nodes) - 1:
+        order = np.argsort(life * len(nodes) + np.arange(len(nodes)))
+    else:
+        order = np.argsort(life, kind="stable")
     nodes, life = nodes[order], life[order]
     return nodes, np.cumsum(np.r_[True, life[1:] != life[:-1]]) - 1
 

@@ -142,7 +142,10 @@ def skyline_pack(
 
     def left_flush(lo: int, a: int, b: int, h: int) -> int:
         """The best buffer starting at a and fitting [a, b] under `chain`'s preferences, or -1."""
-        fits = [k for k in range(lo, bisect_right(firsts_l, a, lo)) if lasts_l[k] <= b]
+        hi = bisect_right(firsts_l, a, lo)
+        if hi - lo < 2:  # most segments: at most one buffer starts there
+            return lo if hi > lo and lasts_l[lo] <= b else -1
+        fits = [k for k in range(lo, hi) if lasts_l[k] <= b]
         if len(fits) < 2:
             return fits[0] if fits else -1
         # The slice is in rank order (sorted by first step, then rank): those whose top meets a

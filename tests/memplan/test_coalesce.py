@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from irflow.memplan import Buffer, Plan, lower_bound, plan, validate
-from irflow.memplan.coalesce import coalesce
+from irflow.memplan.coalesce import _Forest, _lifetimes, coalesce
 from irflow.memplan.instances import mixed, tiled
 from irflow.memplan.problem import as_arrays
 from irflow.memplan.skyline import compress
@@ -75,6 +75,14 @@ def test_sizes_beyond_the_sort_key_are_ranked_first():
     for early in (True, False):
         coarse = rectangles(buffers, early)
         assert {(5, 0, 0), (5, 5, 6)} <= set(zip(coarse.size.tolist(), coarse.first.tolist(), coarse.last.tolist()))
+
+
+@pytest.mark.parametrize("scale", [1, 1 << 29])
+def test_lifetimes_group_in_id_order(scale):
+    # Steps this far apart leave no room for the position in one key: a stable sort does it.
+    forest = _Forest(np.ones(6, np.int64), np.array([3, 0, 3, 0, 1, 3]) * scale, np.array([4, 2, 4, 2, 2, 4]) * scale)
+    nodes, group = _lifetimes(forest, np.arange(6))
+    assert (nodes.tolist(), group.tolist()) == ([1, 3, 4, 0, 2, 5], [0, 0, 1, 2, 2, 2])
 
 
 @pytest.mark.parametrize("early", [False, True])
