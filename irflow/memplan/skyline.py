@@ -145,23 +145,27 @@ def skyline_pack(
         hi = bisect_right(firsts_l, a, lo)
         if hi - lo < 2:  # most segments: at most one buffer starts there
             return lo if hi > lo and lasts_l[lo] <= b else -1
-        fits = [k for k in range(lo, hi) if lasts_l[k] <= b]
-        if len(fits) < 2:
-            return fits[0] if fits else -1
         # The slice is in rank order (sorted by first step, then rank): those whose top meets a
         # neighbour's go first, each part keeping it.
         left = height[start_of[a - 1]] - h if a else _INF
         right = height[b + 1] - h if b < steps - 1 else _INF
         meet, rest = [], []
-        for k in fits:
-            (meet if sizes_l[k] == left or (sizes_l[k] == right and lasts_l[k] == b) else rest).append(k)
+        for k in range(lo, hi):
+            y = lasts_l[k]
+            if y <= b:
+                (meet if sizes_l[k] == left or (sizes_l[k] == right and y == b) else rest).append(k)
         fits = meet + rest
+        if len(fits) < 2:
+            return fits[0] if fits else -1
         known = tilings.get((b, h))
         if known is None:
             if len(tilings) > 64:
                 tilings.clear()
             known = tilings[b, h] = {}
-        return next((k for k in fits if tiles(lasts_l[k] + 1, b, known)), fits[0])
+        for k in fits:
+            if tiles(lasts_l[k] + 1, b, known):
+                return k
+        return fits[0]
 
     while placed < n:
         h, a, b = pop(heap)
