@@ -86,7 +86,7 @@ class _Forest:
         return np.flatnonzero(self.parent[: self.count] < 0)
 
     def rectangles(self, buffers: int) -> Coalesced:
-        """The rectangles as they stand, for the first `buffers` nodes."""
+        """The rectangles as they stand; the first `buffers` nodes are the buffers `expand` places."""
         tops, n = self.tops(), self.count
         return Coalesced(
             self.size[tops], self.first[tops], self.last[tops], self.parent[:n].copy(), self.offset[:n].copy(), buffers

@@ -236,7 +236,7 @@ def _place(
                 best, height = placed, top
             work -= _packed_work([MIRRORED_ORDER], len(early.size), work)
             # Until a pack of the buffers has run, the rectangles' time stands for its cost (a chain
-            # pack of tiled 100k takes 1.2-1.5 s, coalescing and the rectangles' pack 0.8-0.9 s).
+            # pack of tiled 100k takes 1.2-1.5 s, coalescing and the rectangles' packs about as long).
             took = clock() - began
     # A budget decides for itself how far to go: it packs every order the default would.
     enough = lower if improve_plan or len(size) <= _GREEDY_MAX else lower + lower // _NEAR
