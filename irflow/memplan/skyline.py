@@ -142,18 +142,30 @@ def skyline_pack(
 
     def left_flush(lo: int, a: int, b: int, h: int) -> int:
         """The best buffer starting at a and fitting [a, b] under `chain`'s preferences, or -1."""
-        fits = [k for k in range(lo, bisect_right(firsts_l, a, lo)) if lasts_l[k] <= b]
+        hi = bisect_right(firsts_l, a, lo)
+        if hi - lo < 2:  # most segments: at most one buffer starts there
+            return lo if hi > lo and lasts_l[lo] <= b else -1
+        # The slice is in rank order (sorted by first step, then rank): those whose top meets a
+        # neighbour's go first, each part keeping it.
+        left = height[start_of[a - 1]] - h if a else _INF
+        right = height[b + 1] - h if b < steps - 1 else _INF
+        meet, rest = [], []
+        for k in range(lo, hi):
+            y = lasts_l[k]
+            if y <= b:
+                (meet if sizes_l[k] == left or (sizes_l[k] == right and y == b) else rest).append(k)
+        fits = meet + rest
         if len(fits) < 2:
             return fits[0] if fits else -1
-        left = height[start_of[a - 1]] if a else _INF
-        right = height[b + 1] if b < steps - 1 else _INF
-        fits.sort(key=lambda k: ranks_l[k] + n * (h + sizes_l[k] not in (left, right if lasts_l[k] == b else -1)))
         known = tilings.get((b, h))
         if known is None:
             if len(tilings) > 64:
                 tilings.clear()
             known = tilings[b, h] = {}
-        return next((k for k in fits if tiles(lasts_l[k] + 1, b, known)), fits[0])
+        for k in fits:
+            if tiles(lasts_l[k] + 1, b, known):
+                return k
+        return fits[0]
 
     while placed < n:
         h, a, b = pop(heap)
