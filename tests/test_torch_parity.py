@@ -117,7 +117,8 @@ def test_train_steps_match_pytorch(build, optimizer_kind, dtype):
         torch_losses = []
         for m, opt in zip((model, exact), optimizers):
             opt.zero_grad()
-            torch_loss = nn.functional.cross_entropy(m(torch.from_numpy(images).to(m[0].weight.dtype)), torch.from_numpy(labels))
+            inputs = torch.from_numpy(images).to(next(m.parameters()).dtype)
+            torch_loss = nn.functional.cross_entropy(m(inputs), torch.from_numpy(labels))
             torch_loss.backward()
             opt.step()
             torch_losses.append(torch_loss.item())

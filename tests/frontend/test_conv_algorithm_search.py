@@ -1,4 +1,4 @@
-"""A job that measures its convolution algorithms (OneFlow's cudnn_conv_heuristic_search_algo(False)) trains as PyTorch does."""
+"""A job that measures its convolution algorithms (cudnn_conv_heuristic_search_algo(False)) trains as PyTorch does."""
 
 import numpy as np
 import pytest
@@ -36,7 +36,8 @@ def test_a_searching_job_measures_its_convolutions_and_trains_like_torch(monkeyp
     expected = (torch.nn.functional.conv2d(hidden, tb, padding=1) ** 2).sum()
     expected.backward()
     np.testing.assert_allclose(loss, expected.item(), rtol=1e-10)
-    trained, lr = flow.get_all_variables(), float(np.float32(0.01))  # the learning rate is a float32 blob, as in OneFlow
+    trained = flow.get_all_variables()
+    lr = float(np.float32(0.01))  # the learning rate is a float32 blob, as in OneFlow
     np.testing.assert_allclose(trained["a"].numpy(), w0 - lr * ta.grad.numpy(), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(trained["b"].numpy(), w1 - lr * tb.grad.numpy(), rtol=1e-9, atol=1e-12)
     # both convolutions forward, both filter gradients and the second's input gradient (a correlation) were measured

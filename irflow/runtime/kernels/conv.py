@@ -208,7 +208,9 @@ def _shifts_apply(conv: _Conv) -> bool:
 _SEARCH_CHANNELS = 8
 
 
-def _choose(xp: ModuleType, key: tuple[Any, ...], conv: _Conv, direction: str, w: Array, paths: dict[str, Callable[[], Run]]) -> Run:
+def _choose(
+    xp: ModuleType, key: tuple[Any, ...], conv: _Conv, direction: str, w: Array, paths: dict[str, Callable[[], Run]]
+) -> Run:
     """The heuristics' algorithm for `direction` ('forward' or 'filter'), or the fastest of those worth measuring."""
     if "dft" in paths:
         heuristic = "dft"
@@ -217,7 +219,8 @@ def _choose(xp: ModuleType, key: tuple[Any, ...], conv: _Conv, direction: str, w
     else:
         heuristic = "shifts" if _by_shifts(conv) else "im2col"
     if conv.cg < _SEARCH_CHANNELS:
-        paths = {name: build for name, build in paths.items() if name not in ("winograd", "shifts") or name == heuristic}
+        thin = ("winograd", "shifts")
+        paths = {name: build for name, build in paths.items() if name not in thin or name == heuristic}
     return algorithms.choose(xp, key, paths, heuristic)
 
 
