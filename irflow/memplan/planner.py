@@ -114,7 +114,8 @@ def _mirrored_pack(size: np.ndarray, first: np.ndarray, last: np.ndarray, order:
     this one, but the packer fills from the other end of time and meets other choices first."""
     name, flush, chain = order
     mfirst, mlast, steps = compress(-last, -first)
-    return np.array(skyline_pack(mfirst, mlast, size, ORDERINGS[name](size, mfirst, mlast), steps, flush, chain), np.int64)
+    offsets = skyline_pack(mfirst, mlast, size, ORDERINGS[name](size, mfirst, mlast), steps, flush, chain)
+    return np.array(offsets, np.int64)
 
 
 def split(

@@ -88,7 +88,7 @@ class _Measured:
         key = (self.key, count)
         name = _chosen.get(key)
         if name is None:
-            name = _chosen[key] = fastest({name: self._build(name) for name in self.candidates})
+            name = _chosen[key] = fastest({candidate: self._build(candidate) for candidate in self.candidates})
         return name
 
 
