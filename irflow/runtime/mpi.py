@@ -24,6 +24,7 @@ import threading
 import time
 import traceback
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -181,7 +182,8 @@ class Watchdog:
         self.watched = dict(watched or {})  # code -> the op a thread standing in it waits in
         self.queued: deque[Queued] = deque()
         self._seen: dict[int, tuple[FrameType, float]] = {}  # thread -> (its watched frame, first seen)
-        threading.Thread(target=self._watch, name="irflow-mpi-watchdog", daemon=True).start()
+        # The thread holds the watchdog only while it looks: once its communicators are dropped, it ends.
+        threading.Thread(target=_watch, args=(weakref.ref(self),), name="irflow-mpi-watchdog", daemon=True).start()
 
     def oldest(self) -> tuple[str, Site, float] | None:
         """The call in flight seen longest, as (op, site, since), if any."""
@@ -205,20 +207,31 @@ class Watchdog:
             pass
         return min(calls, key=lambda call: call[2], default=None)
 
-    def _watch(self) -> None:
-        period = min(1.0, self.timeout / 8)
-        while True:
-            time.sleep(period)
-            call = self.oldest()
-            if call is not None and time.monotonic() - call[2] > self.timeout:
-                what, site, _ = call
-                error = ExecutionError(
-                    f"rank {self.comm.Get_rank()}: {what} in {site} waited more than {self.timeout:g} s for the other "
-                    f"ranks (set {TIMEOUT_ENV} to wait longer)",
-                    site.location,
-                )
-                fail(self.comm, traceback.format_exception_only(type(error), error))
-                return
+    def overdue(self) -> bool:
+        """Whether a call in flight has waited past the deadline: then this rank has failed, naming it."""
+        call = self.oldest()
+        if call is None or time.monotonic() - call[2] <= self.timeout:
+            return False
+        what, site, _ = call
+        error = ExecutionError(
+            f"rank {self.comm.Get_rank()}: {what} in {site} waited more than {self.timeout:g} s for the other "
+            f"ranks (set {TIMEOUT_ENV} to wait longer)",
+            site.location,
+        )
+        fail(self.comm, traceback.format_exception_only(type(error), error))
+        return True
+
+
+def _watch(watchdog: weakref.ref[Watchdog]) -> None:
+    """A watchdog's thread: a look a few times per timeout, until a call is overdue or the watchdog is gone."""
+    dog = watchdog()
+    while dog is not None:
+        period = min(1.0, dog.timeout / 8)
+        del dog  # not kept alive by its own thread while it sleeps
+        time.sleep(period)
+        dog = watchdog()
+        if dog is not None and dog.overdue():
+            return
 
 
 class MPICommunicator(Communicator):

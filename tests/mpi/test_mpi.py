@@ -148,3 +148,25 @@ def test_mirrored_view_on_ranks_passes_and_returns_each_ranks_own_part(tmp_path)
         assert "must be a list with one array per device (this process's 1: under mpiexec each of the job's 2" in (
             got["error"]
         )
+
+
+def test_a_watchdogs_thread_ends_once_its_communicator_is_dropped():
+    """Each communicator's watchdog thread used to run for the life of the process: 72 of them after this
+    directory's tests, each waking every second (their allocations then landed in other tests' measurements)."""
+    import gc
+    import threading
+
+    from irflow.runtime.mpi import Watchdog
+
+    def watchers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "irflow-mpi-watchdog"]
+
+    before = set(watchers())
+    watchdog = Watchdog(comm=None, timeout=0.08)  # looks every 10 ms
+    (thread,) = set(watchers()) - before
+    time.sleep(0.05)
+    assert thread.is_alive() and not watchdog.overdue()  # nothing in flight: it keeps watching
+    del watchdog
+    gc.collect()
+    thread.join(timeout=2)
+    assert not thread.is_alive()
