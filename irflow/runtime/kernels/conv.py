@@ -16,8 +16,9 @@ Stride-1 convolutions with 12-16 input channels skip im2col in the forward and
 the filter gradient: each tap is one GEMM over a shifted block of the padded
 input's rows (`_Shifts`).
 
-With more than one CPU thread, each thread takes a contiguous part of the
-chunks, with buffers of its own (kernels/parallel.py).
+With more than one CPU thread, the threads take the chunks one at a time,
+each with buffers of its own; the filter gradient gives each chunk a slot
+of its own and adds them in chunk order (kernels/parallel.py).
 
 Which of these (and of Winograd, conv_winograd.py, and DFTs, conv_dft.py)
 runs a convolution, the heuristics here decide, or where the job asks, a
@@ -37,7 +38,7 @@ from numpy.typing import DTypeLike
 
 from . import algorithms, conv_dft, conv_winograd
 from .linalg import gemm
-from .parallel import Split, even_chunks, summed
+from .parallel import Pulled, chunk_sum, even_chunks
 from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
 from .window import Window
@@ -280,24 +281,26 @@ def _conv2d_by_shifts(
     taps = xp.empty((kh, kw, conv.cg, f), w.dtype)
     copy_taps = partial(xp.copyto, taps, w.transpose(2, 3, 1, 0))
 
-    def part(span: range) -> tuple[list[Run], None]:
+    def lane() -> Callable[[int], list[Run]]:
         flat, pad = shifts.padded(xp, x)
         product = xp.empty((shifts.grid_rows, f), y.dtype)
         term = xp.empty(product.shape, y.dtype)
-        steps: list[Run] = []
-        for start, count, rows in shifts.chunks[span.start : span.stop]:
+
+        def chunk(index: int) -> list[Run]:
+            start, count, rows = shifts.chunks[index]
             total, extra = product[:rows], term[:rows]
-            steps.append(pad(start, count))
+            steps = [pad(start, count)]
             for t, (offset, (i, j)) in enumerate(zip(shifts.offsets, conv.window.taps(), strict=True)):
                 steps.append(partial(xp.matmul, flat[offset : offset + rows], taps[i, j], out=total if t == 0 else extra))
                 if t:
                     steps.append(partial(xp.add, total, extra, out=total))
             steps += _epilogue_steps(xp, epilogue, conv, bias, total[None])
             grid = shifts.grid(product, count)
-            steps.append(partial(xp.copyto, y[start : start + count], grid[:, :oh, :ow].transpose(0, 3, 1, 2)))
-        return steps, None
+            return [*steps, partial(xp.copyto, y[start : start + count], grid[:, :oh, :ow].transpose(0, 3, 1, 2))]
 
-    return Split(xp, len(shifts.chunks), [copy_taps], part)
+        return chunk
+
+    return Pulled(xp, len(shifts.chunks), [copy_taps], lane)
 
 
 def _grad_filter_by_shifts(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw: Array) -> Run:
@@ -311,25 +314,26 @@ def _grad_filter_by_shifts(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw:
     shifts = _Shifts(conv)
     (kh, kw), (oh, ow), (f, c) = conv.window.kernel, conv.y_shape[2:], (conv.fg, conv.cg)
 
-    def part(span: range) -> tuple[list[Run], Array]:
+    slots = xp.empty((len(shifts.chunks), kh, kw, f, c), dw.dtype)  # one per chunk, added in chunk order
+
+    def lane() -> Callable[[int], list[Run]]:
         flat, pad = shifts.padded(xp, x)
         dy_flat = xp.zeros((shifts.grid_rows, f), dy.dtype)  # the rows of padding positions stay zero
         dy_valid = shifts.grid(dy_flat, shifts.images)[:, :oh, :ow]
-        total, product = (xp.empty((kh, kw, f, c), dw.dtype) for _ in range(2))
-        steps: list[Run] = []
-        for index, (start, count, rows) in enumerate(shifts.chunks[span.start : span.stop]):
+
+        def chunk(index: int) -> list[Run]:
+            start, count, rows = shifts.chunks[index]
             dy_nhwc = dy[start : start + count].transpose(0, 2, 3, 1)
-            steps += [pad(start, count), partial(xp.copyto, dy_valid[:count], dy_nhwc)]
-            into = total if index == 0 else product
-            steps.append(partial(xp.matmul, dy_flat[:rows].T, shifts.tap_blocks(xp, flat, rows), out=into))
-            if index:
-                steps.append(partial(xp.add, total, product, out=total))
-        return steps, total
+            blocks = shifts.tap_blocks(xp, flat, rows)
+            return [
+                pad(start, count),
+                partial(xp.copyto, dy_valid[:count], dy_nhwc),
+                partial(xp.matmul, dy_flat[:rows].T, blocks, out=slots[index]),
+            ]
 
-    def land(total: Array) -> list[Run]:
-        return [partial(xp.copyto, dw, total.transpose(2, 3, 0, 1))]
+        return chunk
 
-    return Split(xp, len(shifts.chunks), [], part, summed(xp, land))
+    return Pulled(xp, len(shifts.chunks), [], lane, [chunk_sum(xp, slots, dw.transpose(2, 3, 0, 1))])
 
 
 @register("conv2d")
@@ -358,16 +362,16 @@ def _conv2d_by_im2col(
     weights, copy_weights = conv.weight_matrix(xp, w)
     y_grouped = conv.grouped(y)  # (N, g, F/g, oh, ow)
 
-    def part(span: range) -> tuple[list[Run], None]:
-        chunks = conv.chunks[span.start : span.stop]
-        columns, gathers = conv.gathers(xp, windows, chunks)
+    def lane() -> Callable[[int], list[Run]]:
+        columns, gathers = conv.gathers(xp, windows, conv.chunks)
         product = conv.matrices(xp, conv.fg, y.dtype)
-        steps: list[Run] = []
-        for chunk, gather in zip(chunks, gathers, strict=True):
+
+        def chunk(index: int) -> list[Run]:
+            chunk = conv.chunks[index]
             rows = product[:, : chunk.rows]
-            steps += [
+            return [
                 pad(chunk),
-                gather,
+                gathers[index],
                 gemm(xp, columns[:, : chunk.rows], weights, rows),
                 *_epilogue_steps(xp, epilogue, conv, bias, rows),
                 partial(
@@ -376,16 +380,17 @@ def _conv2d_by_im2col(
                     conv.image_rows(product, chunk).transpose(1, 0, 4, 2, 3),
                 ),
             ]
-        return steps, None
 
-    return Split(xp, len(conv.chunks), [copy_weights], part)
+        return chunk
+
+    return Pulled(xp, len(conv.chunks), [copy_weights], lane)
 
 
 @register("conv2d_grad_filter")
 def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """dw^T = dy^T @ columns, summed over the chunks: (F/groups, M) x (M, K), dy^T as `dy_rows` stores it.
 
-    Each part sums its own chunks; the parts' sums are added in part order.
+    Each chunk's product has a slot of its own; the slots are added in chunk order.
     """
     (dy, x), (dw,) = ins, outs
     conv = _Conv(attrs, x.shape, dw.shape, np.dtype(dw.dtype).itemsize)
@@ -407,28 +412,22 @@ def _grad_filter_by_im2col(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw:
     """dw^T per chunk: dy^T times the chunk's im2col columns, summed over the chunks."""
     windows, pad = conv.windows(xp, x)
 
-    def part(span: range) -> tuple[list[Run], Array]:
-        chunks = conv.chunks[span.start : span.stop]
-        columns, gathers = conv.gathers(xp, windows, chunks)
-        rows, row_copies = conv.dy_rows(xp, dy, chunks)
-        total, product = (xp.empty((conv.groups, conv.fg, conv.k), dw.dtype) for _ in range(2))
-        steps: list[Run] = []
-        for index, (chunk, gather, copy_rows) in enumerate(zip(chunks, gathers, row_copies, strict=True)):
-            steps += [
-                pad(chunk),
-                gather,
-                copy_rows,
-                gemm(xp, rows[:, : chunk.rows].swapaxes(1, 2), columns[:, : chunk.rows], total if index == 0 else product),
-            ]
-            if index:
-                steps.append(partial(xp.add, total, product, out=total))
-        return steps, total
+    (kh, kw), groups, fg = conv.window.kernel, conv.groups, conv.fg
+    slots = xp.empty((len(conv.chunks), groups, fg, conv.k), dw.dtype)  # one per chunk, added in chunk order
 
-    def land(total: Array) -> list[Run]:
-        landed = total.reshape(conv.groups, conv.fg, *conv.window.kernel, conv.cg).transpose(0, 1, 4, 2, 3)
-        return [partial(xp.copyto, conv.per_group(dw), landed)]
+    def lane() -> Callable[[int], list[Run]]:
+        columns, gathers = conv.gathers(xp, windows, conv.chunks)
+        rows, row_copies = conv.dy_rows(xp, dy, conv.chunks)
 
-    return Split(xp, len(conv.chunks), [], part, summed(xp, land))
+        def chunk(index: int) -> list[Run]:
+            m = conv.chunks[index].rows
+            gradient = gemm(xp, rows[:, :m].swapaxes(1, 2), columns[:, :m], slots[index])
+            return [pad(conv.chunks[index]), gathers[index], row_copies[index], gradient]
+
+        return chunk
+
+    total = slots.reshape(len(conv.chunks), groups, fg, kh, kw, conv.cg)
+    return Pulled(xp, len(conv.chunks), [], lane, [chunk_sum(xp, total, conv.per_group(dw).transpose(0, 1, 3, 4, 2))])
 
 
 def _as_correlation(conv: _Conv) -> dict[str, Any] | None:
@@ -471,28 +470,29 @@ def conv2d_grad_input(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Ar
     taps = list(window.taps())
     tap_weights = xp.empty((conv.groups, len(taps), conv.fg, conv.cg), w.dtype)
     weights_view = tap_weights.reshape(conv.groups, *window.kernel, conv.fg, conv.cg)
-    sink = conv.padded(xp, dx.dtype)  # the parts' chunks are disjoint images of it
+    sink = conv.padded(xp, dx.dtype)  # the chunks are disjoint images of it
     interior = window.interior(sink)
 
-    def part(span: range) -> tuple[list[Run], None]:
-        chunks = conv.chunks[span.start : span.stop]
-        rows, row_copies = conv.dy_rows(xp, dy, chunks)
+    def lane() -> Callable[[int], list[Run]]:
+        rows, row_copies = conv.dy_rows(xp, dy, conv.chunks)
         per_tap = xp.empty((conv.groups, len(taps), conv.chunk_rows, conv.cg), dx.dtype)
-        steps: list[Run] = []
-        for chunk, copy_rows in zip(chunks, row_copies, strict=True):
+
+        def chunk(index: int) -> list[Run]:
+            chunk = conv.chunks[index]
             products = per_tap[:, :, : chunk.rows]
             images = slice(chunk.start, chunk.stop)  # zeroed, accumulated and landed while in cache
-            steps += [
+            steps = [
                 partial(sink[images].fill, 0),
-                copy_rows,
+                row_copies[index],
                 partial(xp.matmul, rows[:, None, : chunk.rows], tap_weights, out=products),
             ]
             for t, (i, j) in enumerate(taps):
                 target = conv.grouped(window.tap(sink, i, j)[images])  # (images, g, C/g, oh, ow)
                 product = conv.image_rows(products[:, t], chunk).transpose(1, 0, 4, 2, 3)
                 steps.append(partial(xp.add, target, product, out=target))
-            steps.append(partial(xp.copyto, dx[images], interior[images]))
-        return steps, None
+            return [*steps, partial(xp.copyto, dx[images], interior[images])]
+
+        return chunk
 
     copy_weights = partial(xp.copyto, weights_view, conv.per_group(w).transpose(0, 3, 4, 1, 2))
-    return Split(xp, len(conv.chunks), [copy_weights], part)
+    return Pulled(xp, len(conv.chunks), [copy_weights], lane)

@@ -22,7 +22,7 @@ from types import ModuleType
 
 import numpy as np
 
-from .parallel import Split, even_chunks, summed
+from .parallel import Pulled, chunk_sum, even_chunks
 from .registry import Array, Run
 from .window import Window
 
@@ -110,7 +110,7 @@ class _Tiles:
         return len(chunk) * self.th * self.tw
 
     def input_bins(self, xp: ModuleType, x: Array) -> tuple[Array, Callable[[range], list[Run]]]:
-        """A part's (16, most x tiles x C) bins of the input, and the steps that fill them for a chunk: B^T d B."""
+        """A lane's (16, most x tiles x C) bins of the input, and the steps that fill them for a chunk: B^T d B."""
         c, hp, wp, th, tw = self.c, self.hp, self.wp, self.th, self.tw
         padded = xp.zeros((self.most, hp, wp, c), x.dtype)
         # the padded input's columns j::2 (j < 4) as (row parity, hp / 2, images, tw, C), then through B^T along them
@@ -140,7 +140,7 @@ class _Tiles:
 
 
 def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Array, bias: Sequence[Array], y: Array) -> Run:
-    """y = x * w by F(2x2, 3x3), each thread a part of the batch's chunks; bias and relu on each chunk's tiles."""
+    """y = x * w by F(2x2, 3x3), the threads taking the batch's chunks; bias and relu on each chunk's tiles."""
     grid = _Tiles(window, x)
     c, f, th, tw, most = grid.c, w.shape[0], grid.th, grid.tw, grid.most
     filters = xp.asarray(np.kron(_G, _G).T.astype(w.dtype))  # (9, 16)
@@ -152,15 +152,16 @@ def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Ar
         partial(xp.copyto, weights, transformed.transpose(2, 1, 0)),
     ]
 
-    def part(span: range) -> tuple[list[Run], None]:
+    def lane() -> Callable[[int], list[Run]]:
         bins, transform = grid.input_bins(xp, x)
         products = xp.empty((16, most * th * tw * f), y.dtype)
         reduced = xp.empty((2, 4 * most * th * tw * f), y.dtype)  # A^T along the bins' rows
         out = xp.empty((4, most * th * tw * f), y.dtype)
-        steps: list[Run] = []
-        for chunk in grid.chunks[span.start : span.stop]:
+
+        def chunk(index: int) -> list[Run]:
+            chunk = grid.chunks[index]
             k, m = len(chunk), grid.tiles(chunk)
-            steps += transform(chunk)
+            steps = transform(chunk)
             steps.append(partial(xp.matmul, bins[:, : m * c].reshape(16, m, c), weights, out=products[:, : m * f].reshape(16, m, f)))
             if epilogue is not None:  # bin (1, 1) reaches all four outputs of a tile with weight 1
                 centre = products[5, : m * f].reshape(m, f)
@@ -177,32 +178,37 @@ def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Ar
                     target = y[chunk.start : chunk.stop, :, a::2, b::2]
                     landed = result[a, b, : target.shape[2], :, : target.shape[3]].transpose(1, 3, 0, 2)
                     steps.append(partial(xp.copyto, target, landed))
-        return steps, None
+            return steps
 
-    return Split(xp, len(grid.chunks), prologue, part)
+        return chunk
+
+    return Pulled(xp, len(grid.chunks), prologue, lane)
 
 
 def conv2d_grad_filter(xp: ModuleType, window: Window, dy: Array, x: Array, dw: Array) -> Run:
     """dw by F(2x2, 3x3): per bin, the input's bins (B^T d B) times dy's (A dy A^T) summed over the tiles, one
     batched (16, F, tiles) x (16, tiles, C) GEMM per chunk; then G^T M G per filter, one GEMM with kron(G, G).
 
-    Each thread sums a part of the batch's chunks; the parts' sums are added in part order.
+    Each chunk's product has a slot of its own; the slots are added in chunk order.
     """
     grid = _Tiles(window, x)
     c, f, th, tw, most = grid.c, dy.shape[1], grid.th, grid.tw, grid.most
     filters = xp.asarray(np.kron(_G, _G).astype(dw.dtype))  # (16, 9)
     odd = any(size % 2 for size in window.out_hw)
 
-    def part(span: range) -> tuple[list[Run], Array]:
+    slots = xp.empty((len(grid.chunks), 16, f, c), dw.dtype)  # one per chunk, added in chunk order
+    total = xp.empty((16, f, c), dw.dtype)
+
+    def lane() -> Callable[[int], list[Run]]:
         bins, transform = grid.input_bins(xp, x)
         tiles = xp.zeros((2, 2, most * th * tw * f), dy.dtype)  # dy by position in its tile
         half = xp.empty((2, 4, most * th * tw * f), dy.dtype)  # A along the tiles' columns
         grads = xp.empty((16, most * th * tw * f), dy.dtype)
-        total, product = (xp.empty((16, f, c), dw.dtype) for _ in range(2))
-        steps: list[Run] = []
-        for index, chunk in enumerate(grid.chunks[span.start : span.stop]):
+
+        def chunk(index: int) -> list[Run]:
+            chunk = grid.chunks[index]
             k, m = len(chunk), grid.tiles(chunk)
-            steps += transform(chunk)
+            steps = transform(chunk)
             rows = tiles[:, :, : m * f]
             if odd:  # the tiles' outputs past the edge are zero: a longer chunk may have written there
                 steps.append(partial(rows.fill, 0))
@@ -215,14 +221,10 @@ def conv2d_grad_filter(xp: ModuleType, window: Window, dy: Array, x: Array, dw: 
             per_bin = grads[:, : m * f].reshape(4, 4, m * f)
             for q in range(4):
                 steps += _through_a_transposed(xp, [half[a, q, : m * f] for a in range(2)], list(per_bin[:, q]))
-            into = total if index == 0 else product
             operands = grads[:, : m * f].reshape(16, m, f).swapaxes(1, 2), bins[:, : m * c].reshape(16, m, c)
-            steps.append(partial(xp.matmul, *operands, out=into))
-            if index:
-                steps.append(partial(xp.add, total, product, out=total))
-        return steps, total
+            return [*steps, partial(xp.matmul, *operands, out=slots[index])]
 
-    def at_taps(total: Array) -> list[Run]:
-        return [partial(xp.matmul, total.reshape(16, f * c).T, filters, out=dw.reshape(f * c, 9))]
+        return chunk
 
-    return Split(xp, len(grid.chunks), [], part, summed(xp, at_taps))
+    at_taps = partial(xp.matmul, total.reshape(16, f * c).T, filters, out=dw.reshape(f * c, 9))
+    return Pulled(xp, len(grid.chunks), [], lane, [chunk_sum(xp, slots, total), at_taps])

@@ -25,10 +25,10 @@ ones (several times faster than numpy's strided reductions); the elementwise
 steps run on chunks of about `CHUNK_BYTES` so that their scratch stays in cache.
 Statistics and vectors of C elements are computed in the data's dtype.
 
-With more than one CPU thread each pass of batch_norm and batch_norm_grad
-gives every thread a contiguous part of the chunks (kernels/parallel.py), with
-scratch and partial sums of its own; the parts' sums are added in part order,
-and BLAS runs on one thread (as throughout a step). batch_norm_stats stays on one thread
+With more than one CPU thread the threads take the chunks of each pass of
+batch_norm and batch_norm_grad one at a time (kernels/parallel.py), each with
+scratch of its own; every chunk's sums go to a slot of their own, added in
+chunk order, and BLAS runs on one thread (as throughout a step). batch_norm_stats stays on one thread
 (its docstring says why).
 """
 
@@ -42,7 +42,7 @@ from typing import Any
 
 from .activation import relu_into
 from .linalg import gemm
-from .parallel import Split, even_chunks, summed
+from .parallel import Pulled, chunk_sum, even_chunks
 from .registry import Array, Run, register, sequence
 
 CHUNK_BYTES = 1 << 19
@@ -85,55 +85,47 @@ class _Layout:
     def split(
         self,
         prologue: Sequence[Run],
-        chunk_steps: Callable[[slice, _Part], list[Run]],
+        chunk_steps: Callable[[slice, _Lane, Array], list[Run]],
         sums: int = 0,
         finish: Callable[[Array], list[Run]] = lambda totals: [],
         scratch: bool = True,
-    ) -> Split:
-        """One pass over the chunks, a part per thread: `chunk_steps(rows, part)` for each chunk of the part's,
-        with `sums` per-channel sums per part (`part.totals`), added in part order and handed to `finish`;
-        `scratch`: whether the steps use the part's chunk-sized buffers."""
+    ) -> Pulled:
+        """One pass over the chunks, taken by the threads: `chunk_steps(rows, lane, slot)` for each chunk, with
+        `sums` per-channel sums into the chunk's own (sums, C) slot, added in chunk order and handed to `finish`;
+        `scratch`: whether the steps use the lane's chunk-sized buffers."""
         xp = self.xp
+        slots = xp.empty((len(self.chunks), sums, self.c), self.dtype)
+        totals = xp.empty((sums, self.c), self.dtype)
 
-        def part(span: range) -> tuple[list[Run], Array]:
-            own = _Part(self, sums, scratch)
-            steps: list[Run] = [partial(own.totals.fill, 0)] if sums else []
-            for index in span:
-                steps += chunk_steps(self.chunks[index], own)
-            return steps, own.totals
+        def lane() -> Callable[[int], list[Run]]:
+            own = _Lane(self, scratch)
+            return lambda index: chunk_steps(self.chunks[index], own, slots[index])
 
-        return Split(xp, len(self.chunks), prologue, part, summed(xp, finish))
+        return Pulled(xp, len(self.chunks), prologue, lane, [chunk_sum(xp, slots, totals), *finish(totals)] if sums else [])
 
 
-class _Part:
-    """One thread's scratch for a pass: a chunk-sized buffer (none without `scratch`), and its per-channel sums
-    (`totals`, (sums, C))."""
+class _Lane:
+    """One thread's scratch for a pass: a chunk-sized buffer (none without `scratch`), and what its sums need."""
 
-    def __init__(self, layout: _Layout, sums: int, scratch: bool = True):
+    def __init__(self, layout: _Layout, scratch: bool = True):
         xp, dtype, rows = layout.xp, layout.dtype, layout.rows if scratch else 0
         self.layout = layout
         self.scratch = xp.empty((rows, layout.c, layout.b), dtype)
-        self.totals = xp.empty((sums, layout.c), dtype)
         self.row_sums = xp.empty((rows, layout.c), dtype)
-        self.sum = xp.empty(layout.c, dtype)
         self.ones_b, self.ones_a = xp.ones(layout.b, dtype), xp.ones(rows, dtype)
         self.flags: Array | None = None
 
     def mask(self, rows: int) -> Array:
-        """A boolean chunk of `rows` rows, the part's own (made on first use)."""
+        """A boolean chunk of `rows` rows, the lane's own (made on first use)."""
         if self.flags is None:
             self.flags = self.layout.xp.empty(self.scratch.shape, bool)
         return self.flags[:rows]
 
-    def add_sums(self, chunk: Array, index: int) -> list[Run]:
-        """Steps for totals[index] += the per-channel sums of a (rows, C, B) chunk: two matrix-vector products."""
+    def sums(self, chunk: Array, into: Array) -> list[Run]:
+        """Steps for into (C,) = the per-channel sums of a (rows, C, B) chunk: two matrix-vector products."""
         xp, (rows, c, b) = self.layout.xp, chunk.shape
         sums = self.row_sums[:rows]
-        return [
-            gemm(xp, chunk.reshape(rows * c, b), self.ones_b, sums.reshape(rows * c)),
-            gemm(xp, self.ones_a[:rows], sums, self.sum),
-            partial(xp.add, self.totals[index], self.sum, out=self.totals[index]),
-        ]
+        return [gemm(xp, chunk.reshape(rows * c, b), self.ones_b, sums.reshape(rows * c)), gemm(xp, self.ones_a[:rows], sums, into)]
 
 
 def _scale(xp: ModuleType, variance: Array, gamma: Array, epsilon: float, rstd: Array, scale: Array) -> list[Run]:
@@ -154,23 +146,24 @@ def batch_norm_stats(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arr
     squared distances, the parts combined as Chan et al. combine partial variances) it was slower with a
     core free, 0.44-0.53 -> 0.52-0.80 ms and 0.23-0.31 -> 0.25-0.43 ms (docs/kernels.md). With the sums
     through `gemm`, which lets the other thread run, two split passes (a mean, then squared distances) gave
-    0.41 -> 0.35-0.39 ms (16x28x28) and 0.22-0.27 -> 0.22-0.25 ms (32x14x14): not worth a second pass's handoff.
+    0.41 -> 0.35-0.39 ms (16x28x28) and 0.22-0.27 -> 0.22-0.25 ms (32x14x14): not worth a second pass's handoff
+    (nor on a Zen 3 machine, where the pass takes about 1 ms: docs/kernels.md).
     """
     kernel = "batch_norm_stats"
     (x,), (mean_out, var_out) = ins, outs
     layout = _Layout(xp, x, int(attrs["axis"]), kernel)
     x3 = layout.view(x, "x", kernel)
     mean, var = layout.vector(mean_out, "mean", kernel), layout.vector(var_out, "variance", kernel)
-    own, centre = _Part(layout, 2), layout.plane()
-    steps: list[Run] = [partial(own.totals.fill, 0)]
-    for rows in layout.chunks:
-        steps += own.add_sums(x3[rows], 0)
-    steps += [partial(xp.divide, own.totals[0], layout.count, out=mean), layout.spread(mean, centre)]
-    for rows in layout.chunks:
+    own, centre = _Lane(layout), layout.plane()
+    slots = xp.empty((2, len(layout.chunks), layout.c), x.dtype)  # per pass, a chunk's sums, added in chunk order
+    steps: list[Run] = []
+    for index, rows in enumerate(layout.chunks):
+        steps += own.sums(x3[rows], slots[0, index])
+    steps += [chunk_sum(xp, slots[0], mean), partial(xp.divide, mean, layout.count, out=mean), layout.spread(mean, centre)]
+    for index, rows in enumerate(layout.chunks):
         t = own.scratch[: rows.stop - rows.start]
-        steps += [partial(xp.subtract, x3[rows], centre, out=t), partial(xp.multiply, t, t, out=t)]
-        steps += own.add_sums(t, 1)
-    steps.append(partial(xp.divide, own.totals[1], layout.count, out=var))
+        steps += [partial(xp.subtract, x3[rows], centre, out=t), partial(xp.multiply, t, t, out=t), *own.sums(t, slots[1, index])]
+    steps += [chunk_sum(xp, slots[1], var), partial(xp.divide, var, layout.count, out=var)]
     return sequence(steps)
 
 
@@ -194,7 +187,7 @@ def batch_norm(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
         layout.spread(shift, t),
     ]
 
-    def normalize(rows: slice, part: _Part) -> list[Run]:
+    def normalize(rows: slice, lane: _Lane, slot: Array) -> list[Run]:
         y = y3[rows]
         steps = [partial(xp.multiply, x3[rows], s, out=y), partial(xp.add, y, t, out=y)]
         return steps + [relu_into(xp, y, y)] if relu else steps
@@ -222,22 +215,22 @@ def batch_norm_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     rstd, scale, k_x, k_0 = (xp.empty(layout.c, dx_out.dtype) for _ in range(4))
     centre, s, kx, k0 = (layout.plane() for _ in range(4))
 
-    def sums(rows: slice, part: _Part) -> list[Run]:
+    def sums(rows: slice, lane: _Lane, slot: Array) -> list[Run]:
         """sum(g) and sum(g * (x - mean)). With the relu, g = dy masked goes into dx; without it, x - mean does."""
         n = rows.stop - rows.start
-        t = part.scratch[:n]
+        t = lane.scratch[:n]
         if y3 is None:
             g, centred = dy3[rows], dx3[rows]
             masking = []
         else:
-            g, centred, mask = dx3[rows], t, part.mask(n)
+            g, centred, mask = dx3[rows], t, lane.mask(n)
             masking = [partial(xp.greater, y3[rows], 0, out=mask), partial(xp.multiply, dy3[rows], mask, out=g)]
         return [
             *masking,
-            *part.add_sums(g, 0),
+            *lane.sums(g, slot[0]),
             partial(xp.subtract, x3[rows], centre, out=centred),
             partial(xp.multiply, centred, g, out=t),
-            *part.add_sums(t, 1),
+            *lane.sums(t, slot[1]),
         ]
 
     def coefficients(totals: Array) -> list[Run]:
@@ -256,10 +249,10 @@ def batch_norm_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
             *(layout.spread(vector, plane) for vector, plane in ((scale, s), (k_x, kx), (k_0, k0))),
         ]
 
-    def gradient(rows: slice, part: _Part) -> list[Run]:
+    def gradient(rows: slice, lane: _Lane, slot: Array) -> list[Run]:
         """dx = s g + k_x (x - mean) + k_0, with x - mean in dx already when g is dy."""
         n = rows.stop - rows.start
-        dx, t = dx3[rows], part.scratch[:n]
+        dx, t = dx3[rows], lane.scratch[:n]
         if y3 is None:
             return [
                 partial(xp.multiply, dx, kx, out=dx),

@@ -4,18 +4,31 @@ OpenBLAS's own threads split every GEMM and meet after each one, and between
 GEMMs they busy-wait; on a shared machine a meeting waits for the thread that
 lost its core, and the waiting threads take cores from the rest of the step
 (LeNet's conv2 filter gradient: 27 ms with one BLAS thread, 248 ms with two,
-at load ~2 on 2 cores). Kernels with independent chunks of the batch (conv2d
-and its gradients) instead give each thread a contiguous part of the chunks,
-with scratch buffers of its own, while BLAS stays on one thread (runtime/threads.py):
-the threads meet once per kernel, and an idle one sleeps.
+at load ~2 on 2 cores). Kernels with independent chunks of the batch instead
+run them on irflow's threads, with scratch buffers of their own, while BLAS
+stays on one thread (runtime/threads.py): the threads meet once per kernel,
+and an idle one sleeps.
 
-A part is a list of steps; which part a chunk belongs to depends only on the
-thread count, so results are the same from call to call (a reduction over the
-parts, as conv2d_grad_filter's, adds them in part order).
+`Pulled` (the im2col, shifted-rows and Winograd convolutions, batch
+normalization, pooling): the threads take the chunks one at a time from a
+shared counter, each running a chunk with its own lane of scratch, so a
+thread that runs slower takes fewer chunks. On a 2-vCPU VM (Zen 3), two equal
+halves of a convolution took 6.9 and 15.4 ms at times, and over the 39 splits
+of a ResNet-BN step at 2 threads the later half ended 14-32 ms after the
+other in all (two runs).
+A reduction writes one slot per chunk, added in chunk order after the chunks,
+so results do not depend on which thread ran which chunk, nor on the thread count.
+
+`Split` (GEMMs cut in two, the DFT convolution's batched transforms, optimizer
+updates over contiguous slices): one contiguous part of the chunks per
+thread, built as one piece of work; a
+part's chunks depend only on the thread count, so results are the same from
+call to call (a reduction over the parts adds them in part order).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -25,7 +38,7 @@ from typing import Any
 
 from irflow.runtime import threads
 
-from .registry import Run, sequence
+from .registry import Array, Run, sequence
 
 
 class _Worker:
@@ -196,3 +209,55 @@ class Split:
 
     def __call__(self) -> None:
         self.plan(thread_count(self.xp))()
+
+
+def chunk_sum(xp: ModuleType, slots: Array, out: Array) -> Run:
+    """out = the chunks' slots (slots[i] for chunk i) added in chunk order, as one reduction over the first axis."""
+    return partial(xp.sum, slots, axis=0, out=out)
+
+
+class Pulled:
+    """A kernel's run: `prologue`, then `chunks` independent chunks taken one at a time by the threads, then `finish`.
+
+    `lane()` makes one thread's scratch and returns the steps of chunk i with it; every chunk must
+    write only its own part of the outputs (a reduction: a slot of its own, which `finish` adds in
+    chunk order). Lane 0 is built with the kernel; another when a thread count first needs it.
+    """
+
+    def __init__(
+        self,
+        xp: ModuleType,
+        chunks: int,
+        prologue: Sequence[Run],
+        lane: Callable[[], Callable[[int], list[Run]]],
+        finish: Sequence[Run] = (),
+    ):
+        self.xp, self.chunks, self.lane = xp, chunks, lane
+        self.prologue, self.finish = sequence(prologue), sequence(finish)
+        self.lanes: list[list[Run]] = []
+        self._lanes(1)
+
+    def _lanes(self, count: int) -> list[list[Run]]:
+        while len(self.lanes) < count:
+            steps = self.lane()
+            self.lanes.append([sequence(steps(index)) for index in range(self.chunks)])
+        return self.lanes[:count]
+
+    def __call__(self) -> None:
+        self.prologue()
+        lanes = self._lanes(max(1, min(thread_count(self.xp), self.chunks)))
+        if len(lanes) == 1:
+            for chunk in lanes[0]:
+                chunk()
+        else:
+            taken = itertools.count()
+            run_parts([partial(_pull, lane, taken) for lane in lanes])
+        self.finish()
+
+
+def _pull(lane: list[Run], taken: itertools.count[int]) -> None:
+    """Run the chunks not yet taken, one at a time (`next` on a shared count is atomic under the GIL)."""
+    for index in taken:
+        if index >= len(lane):
+            return
+        lane[index]()

@@ -4,11 +4,12 @@ Padding follows TensorFlow/OneFlow 'SAME' semantics: it is -inf for the max
 and excluded from the average's divisor. Each tap is one ufunc over a chunk
 of the (N, C, oh, ow) output, so a 2x2 pool costs four vectorized passes
 (max_pool2d folds the kernel's rows first, then its columns); the chunks are
-cache-sized, and split over the CPU threads (kernels/parallel.py).
+cache-sized, and taken one at a time by the CPU threads (kernels/parallel.py).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from types import ModuleType
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from .parallel import Split, even_chunks
+from .parallel import Pulled, even_chunks
 from .registry import Array, Run, register
 from .shapes import expect_shape
 from .window import Window, padded_sink, padded_source
@@ -72,13 +73,15 @@ def _largest(chunks: list[slice]) -> int:
     return max(c.stop - c.start for c in chunks)
 
 
-def _split(xp: ModuleType, chunks: list[slice], steps: Callable[[slice, int], list[Run]]) -> Split:
-    """A Split over the chunks; `steps(chunk, part)` are one chunk's steps, using scratch of its part's."""
+def _split(xp: ModuleType, chunks: list[slice], steps: Callable[[slice, int], list[Run]]) -> Pulled:
+    """The chunks, taken by the threads; `steps(chunk, lane)` are one chunk's steps, using scratch of its lane's."""
+    lanes = itertools.count()
 
-    def part(span: range) -> tuple[list[Run], None]:
-        return [step for index in span for step in steps(chunks[index], span.start)], None
+    def lane() -> Callable[[int], list[Run]]:
+        own = next(lanes)
+        return lambda index: steps(chunks[index], own)
 
-    return Split(xp, len(chunks), [], part)
+    return Pulled(xp, len(chunks), [], lane)
 
 
 @register("max_pool2d")
@@ -94,16 +97,16 @@ def max_pool2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
     row_taps = [window.row_tap(padded, i) for i in range(window.kernel[0])]
     chunks = _chunks(x)
     shape = (_largest(chunks), *row_taps[0].shape[1:])
-    scratch: dict[int, Array] = {}  # per part: the chunk's row maxima
+    scratch: dict[int, Array] = {}  # per lane: the chunk's row maxima
 
-    def steps(c: slice, part: int) -> list[Run]:
+    def steps(c: slice, lane: int) -> list[Run]:
         out: list[Run] = refresh(c)
         if len(row_taps) == 1:
             rows = row_taps[0][c]
         else:
-            if part not in scratch:
-                scratch[part] = xp.empty(shape, x.dtype)
-            rows = scratch[part][: c.stop - c.start]
+            if lane not in scratch:
+                scratch[lane] = xp.empty(shape, x.dtype)
+            rows = scratch[lane][: c.stop - c.start]
             out += _fold(xp, xp.maximum, rows, [tap[c] for tap in row_taps])
         columns = [window.column_tap(rows, j) for j in range(window.kernel[1])]
         return out + _fold(xp, xp.maximum, y[c], columns)
@@ -154,12 +157,12 @@ def max_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     )
     chunks = _chunks(x)
     shape = (_largest(chunks), *y.shape[1:])
-    scratch: dict[int, tuple[Array, ...]] = {}  # per part: hit, unclaimed, routed
+    scratch: dict[int, tuple[Array, ...]] = {}  # per lane: hit, unclaimed, routed
 
-    def steps(c: slice, part: int) -> list[Run]:
-        if part not in scratch:
-            scratch[part] = (xp.empty(shape, bool), xp.empty(shape, bool), xp.empty(shape, dx.dtype))
-        hit, unclaimed, routed = (a[: c.stop - c.start] for a in scratch[part])
+    def steps(c: slice, lane: int) -> list[Run]:
+        if lane not in scratch:
+            scratch[lane] = (xp.empty(shape, bool), xp.empty(shape, bool), xp.empty(shape, dx.dtype))
+        hit, unclaimed, routed = (a[: c.stop - c.start] for a in scratch[lane])
         out: list[Run] = refresh(c)
         if epilogue:
             out.append(partial(xp.greater, y[c], 0, out=unclaimed))
@@ -190,12 +193,12 @@ def avg_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     targets = [window.tap(sink, i, j) for i, j in window.taps()]
     inverse_counts = _inverse_counts(xp, window, dx.dtype)
     chunks = _chunks(dx)
-    shares = {}  # per part: dy / counts of a chunk
+    shares = {}  # per lane: dy / counts of a chunk
 
-    def steps(c: slice, part: int) -> list[Run]:
-        if part not in shares:
-            shares[part] = xp.empty((_largest(chunks), *dy.shape[1:]), dx.dtype)
-        share = shares[part][: c.stop - c.start]
+    def steps(c: slice, lane: int) -> list[Run]:
+        if lane not in shares:
+            shares[lane] = xp.empty((_largest(chunks), *dy.shape[1:]), dx.dtype)
+        share = shares[lane][: c.stop - c.start]
         adds = [partial(xp.add, target[c], share, out=target[c]) for target in targets]
         return [partial(xp.multiply, dy[c], inverse_counts, out=share), partial(sink[c].fill, 0), *adds, *land(c)]
 

@@ -208,8 +208,9 @@ def test_batch_chunks_agree_with_one_chunk(kernel, rng, monkeypatch, x_shape, w_
 @pytest.mark.parametrize(
     "x_shape, w_shape, attrs", [CASES[0], CASES[1], CASES[3]], ids=["correlation", "col2im", "groups"]
 )
-def test_threads_split_the_chunks_and_agree_with_one_thread(kernel, rng, monkeypatch, x_shape, w_shape, attrs) -> None:
-    """Five one-image chunks over 2 and 3 threads: the same outputs as one thread (filter grads up to summation order)."""
+def test_threads_take_the_chunks_and_agree_with_one_thread(kernel, rng, monkeypatch, x_shape, w_shape, attrs) -> None:
+    """Five one-image chunks taken by 2 and 3 threads: bit for bit the outputs of one thread, filter gradients
+    included (each chunk's product has a slot, added in chunk order whoever ran it)."""
     from irflow.runtime import threads
     from irflow.runtime.kernels import conv
 
@@ -227,7 +228,7 @@ def test_threads_split_the_chunks_and_agree_with_one_thread(kernel, rng, monkeyp
             y, dx, dw = all_three(kernel, a, x, w, dy)
             np.testing.assert_array_equal(y, expected[0])
             np.testing.assert_array_equal(dx, expected[1])
-            np.testing.assert_allclose(dw, expected[2], rtol=1e-12, atol=1e-12)
+            np.testing.assert_array_equal(dw, expected[2])
     finally:
         threads.set_cpu_thread_num(None)
 

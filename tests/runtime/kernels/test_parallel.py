@@ -1,4 +1,4 @@
-"""kernels/parallel.py: chunks cut into per-thread parts, run on several threads, BLAS on one meanwhile."""
+"""kernels/parallel.py: chunks pulled by the threads or cut into per-thread parts, BLAS on one thread meanwhile."""
 
 from __future__ import annotations
 
@@ -164,3 +164,100 @@ def test_a_forked_child_runs_parts_on_a_pool_of_its_own() -> None:
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     pytest.fail("the forked child hung running two parts")
+
+
+def test_pulled_runs_every_chunk_once_each_with_its_lanes_scratch() -> None:
+    """Lanes are built as thread counts need them; every chunk runs once per call, on the lane of the thread
+    that took it, between the prologue and the finish."""
+    events: list[str] = []
+    ran: list[tuple[int, int]] = []  # (chunk, lane)
+    lanes = 0
+
+    def lane():
+        nonlocal lanes
+        own, lanes = lanes, lanes + 1
+        return lambda index: [lambda: ran.append((index, own))]
+
+    pulled = parallel.Pulled(np, 9, [lambda: events.append("prologue")], lane, [lambda: events.append(f"finish {len(ran)}")])
+    assert lanes == 1  # lane 0 comes with the kernel
+    try:
+        threads.set_cpu_thread_num(3)
+        for _ in range(200):
+            ran.clear()
+            pulled()
+            assert sorted(index for index, _ in ran) == list(range(9))
+    finally:
+        threads.set_cpu_thread_num(None)
+    assert lanes == 3 and events[-2:] == ["prologue", "finish 9"]
+    ran.clear()
+    pulled()  # one thread: lane 0, in chunk order
+    assert ran == [(index, 0) for index in range(9)]
+
+
+def test_pulled_gives_a_slow_thread_fewer_chunks() -> None:
+    """The point of pulling: a thread held up (here, lane 0's first chunk waits for lane 1 to have run three)
+    does not leave the others idle, as a fixed half of the chunks each would."""
+    three_done = threading.Event()
+    by_lane: dict[int, list[int]] = {0: [], 1: []}
+    lanes = 0
+
+    def lane():
+        nonlocal lanes
+        own, lanes = lanes, lanes + 1
+
+        def chunk(index: int) -> list:
+            def run() -> None:
+                if own == 0 and not by_lane[0]:
+                    three_done.wait(10)
+                by_lane[own].append(index)
+                if len(by_lane[1]) >= 3:
+                    three_done.set()
+
+            return [run]
+
+        return chunk
+
+    pulled = parallel.Pulled(np, 8, [], lane)
+    try:
+        threads.set_cpu_thread_num(2)
+        pulled()
+    finally:
+        threads.set_cpu_thread_num(None)
+    assert sorted(by_lane[0] + by_lane[1]) == list(range(8))
+    assert len(by_lane[1]) >= 3 and len(by_lane[0]) < 4
+
+
+def test_pulled_raises_a_chunks_error_after_every_chunk_ran() -> None:
+    ran: list[int] = []
+
+    def lane():
+        def chunk(index: int) -> list:
+            def run() -> None:
+                ran.append(index)
+                if index == 2:
+                    raise RuntimeError("chunk 2 failed")
+
+            return [run]
+
+        return chunk
+
+    pulled = parallel.Pulled(np, 6, [], lane)
+    try:
+        threads.set_cpu_thread_num(2)
+        with pytest.raises(RuntimeError, match="chunk 2 failed"):
+            pulled()
+    finally:
+        threads.set_cpu_thread_num(None)
+    assert sorted(ran) == list(range(6))  # the other thread, or the caller taking its part back, ran the rest
+
+
+def test_chunk_sum_adds_the_slots_in_chunk_order() -> None:
+    """Bit for bit the left-to-right sum, into a strided view: so a reduction does not depend on the thread count."""
+    rng = np.random.default_rng(0)
+    slots = (rng.standard_normal((13, 3, 40)) * 10.0 ** rng.uniform(-4, 4, (13, 3, 40))).astype(np.float32)
+    expected = slots[0].copy()
+    for slot in slots[1:]:
+        expected += slot
+    out = np.empty((40, 3), np.float32).T
+    parallel.chunk_sum(np, slots, out)()
+    np.testing.assert_array_equal(out, expected)

@@ -149,7 +149,7 @@ def test_max_pool_grad_matches_torch_on_ties(kernel, rng, x_shape, attrs, epilog
 @pytest.mark.parametrize("count", [1, 2])
 @pytest.mark.parametrize("x_shape, attrs", CASES, ids=IDS)
 def test_pools_in_one_image_chunks_over_threads(kernel, rng, monkeypatch, count, x_shape, attrs) -> None:
-    """Three one-image chunks (the batch cut into chunks, split over `count` threads) against the definitions."""
+    """Three one-image chunks (the batch cut into chunks, taken by `count` threads) against the definitions."""
     from irflow.runtime import threads
     from irflow.runtime.kernels import pooling
 
