@@ -155,11 +155,11 @@ class _Fits:
         # Row r's hits are hits[bounds[r]:bounds[r + 1]].
         self.bounds = bounds = np.searchsorted(hits, np.arange(m + 1) * k)
         count = np.diff(bounds)
-        cols = hits - np.repeat(ids * k, count)
-        ends = placed.end.take(cols)
-        ends += np.repeat(lifts, count)
-        self.run = run = np.maximum.accumulate(ends)
-        self.off = off = placed.off.take(cols)
+        hits -= np.repeat(ids * k, count)  # the placed buffers' positions
+        run = placed.end.take(hits, mode="clip")  # valid positions: "clip" skips the bounds checks
+        run += np.repeat(lifts, count)
+        self.run = np.maximum.accumulate(run, out=run)
+        self.off = off = placed.off.take(hits, mode="clip")
         # The gap below hit h holds the row where off[h] - s >= the top before h: 0 at a row's first
         # hit (the previous row's lifted top is below the lift, so that case is set apart).
         room = np.repeat(lifts - s, count)
