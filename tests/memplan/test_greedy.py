@@ -109,7 +109,8 @@ def test_first_fit_with_arenas_near_the_int64_limit():
 
 def test_no_buffers():
     empty = np.zeros(0, np.int64)
-    assert len(fit_in_order(empty, empty, empty, empty)) == len(fit_in_order(empty, empty, empty, empty, True)) == 0
+    for best_fit in (False, True):
+        assert len(fit_in_order(empty, empty, empty, empty, best_fit)) == 0
 
 
 def test_greedy_by_size_stops_once_its_arena_reaches_the_plan_to_beat():
