@@ -10,8 +10,9 @@
 
 All take (size, first, last) arrays in alignment units and return offsets in
 units.  The two greedy ones are `irflow.memplan.greedy`'s (the planner runs
-greedy by size as one of its candidates): a numpy pass over the buffers placed
-so far per buffer, O(n^2) element operations, tens of seconds at 100k buffers.
+greedy by size as one of its candidates, a batch of buffers at a time): a numpy
+pass over the buffers placed so far per buffer, O(n^2) element operations, tens
+of seconds at 100k buffers.
 """
 
 from __future__ import annotations

@@ -48,3 +48,74 @@ def test_greedy_by_size_places_largest_first_at_the_lowest_fit(make):
     order = np.argsort(-size, kind="stable")
     expected = fit_by_scanning(size.tolist(), first.tolist(), last.tolist(), order.tolist(), False)
     assert np.array_equal(greedy_by_size(size, first, last), expected)
+
+
+def first_fit_by_sweep(size, first, last, order):
+    """Each buffer in `order` at 0, moved above every placed buffer (by offset) it meets in time and bytes."""
+    placed: list[tuple[int, int, int, int]] = []  # (offset, end, first, last)
+    offsets = [0] * len(size)
+    for i in order:
+        at = 0
+        for lo, hi in sorted((lo, hi) for lo, hi, f, l in placed if f <= last[i] and first[i] <= l):
+            if lo >= at + size[i]:
+                break
+            at = max(at, hi)
+        placed.append((at, at + size[i], first[i], last[i]))
+        offsets[i] = at
+    return np.array(offsets)
+
+
+def batches_repaired(monkeypatch):
+    """A list that counts the batches whose first fits `fit_in_order` had to repair."""
+    import irflow.memplan.greedy as greedy
+
+    calls = []
+    repair = greedy._repair
+
+    def counted(*args):
+        calls.append(None)
+        return repair(*args)
+
+    monkeypatch.setattr(greedy, "_repair", counted)
+    return calls
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_first_fit_in_batches_matches_the_sweep(seed, monkeypatch):
+    # Hundreds of buffers: many batches, whose members meet earlier ones of their batch in time and
+    # bytes (long lifetimes, few sizes), equal sizes, zero-byte buffers, lifetimes that only touch.
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(100, 400))
+    size = rng.choice(np.append(rng.integers(1, 60, 5), 0), n)
+    first = rng.integers(0, 80, n)
+    last = first + rng.integers(0, [1, 8, 80][seed % 3], n)
+    order = np.argsort(-size, kind="stable") if seed % 2 else rng.permutation(n)
+    repaired = batches_repaired(monkeypatch)
+    expected = first_fit_by_sweep(size.tolist(), first.tolist(), last.tolist(), order.tolist())
+    assert np.array_equal(fit_in_order(size, first, last, order), expected)
+    assert repaired
+
+
+def test_first_fit_with_arenas_near_the_int64_limit():
+    # Batches shrink as the arena grows, so that rows lifted by the arena's top stay within int64.
+    rng = np.random.default_rng(0)
+    size = rng.integers(1 << 54, 1 << 56, 60)
+    first = rng.integers(0, 20, 60)
+    last = first + rng.integers(0, 10, 60)
+    order = np.argsort(-size, kind="stable")
+    expected = first_fit_by_sweep(size.tolist(), first.tolist(), last.tolist(), order.tolist())
+    assert np.array_equal(greedy_by_size(size, first, last), expected)
+
+
+def test_no_buffers():
+    empty = np.zeros(0, np.int64)
+    for best_fit in (False, True):
+        assert len(fit_in_order(empty, empty, empty, empty, best_fit)) == 0
+
+
+def test_greedy_by_size_stops_once_its_arena_reaches_the_plan_to_beat():
+    size, first, last = as_arrays(mixed(500, seed=3))
+    offsets = greedy_by_size(size, first, last)
+    arena = int((offsets + size).max())
+    assert greedy_by_size(size, first, last, arena) is None
+    assert np.array_equal(greedy_by_size(size, first, last, arena + 1), offsets)
