@@ -156,7 +156,7 @@ def tiled_seeds(sizes: list[int], seeds: int) -> None:
 
 def against_greedy(sizes: list[int], seeds: int) -> None:
     """The default's arena over greedy by size's on each generated family and size, several seeds:
-    at most 1 wherever greedy by size is one of the default's candidates (up to 2,000 buffers)."""
+    at most 1 wherever greedy by size is one of the default's candidates (up to 10,000 buffers)."""
     for gen in (tiled, training, mixed):
         for n in sizes:
             ratios = []

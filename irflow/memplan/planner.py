@@ -8,14 +8,15 @@ time mirrored); how many orders run scales down with the number of
 buffers, so that 10k buffers plan in about 0.2 s and 100k in about 1.5-2 s,
 and above 2,000 buffers no further order runs once the plan is within 1/400
 of the lower bound.
-Up to 2,000 buffers greedy by size (TFLite's planner) is one more candidate,
-so there the plan is never worse than it (in alignment units); it stops as
-soon as its arena reaches the plan's.  Up to 500
+Up to 10,000 buffers greedy by size (TFLite's planner) is one more candidate
+(above 2,000 only where the plan is not within 1/400 of the lower bound), so
+there the plan is never worse than it (in alignment units); it stops as soon
+as its arena reaches the plan's.  Up to 500
 buffers it then runs the exact search of `search.py` for 1,000 nodes (tens of
 milliseconds), which finds the optimum of small problems.  With `budget_s`,
 the improvement phase starts from that plan, runs (up to 2,000 buffers) the
-exact search, then the remaining orders, then (above 2,000 buffers) greedy by
-size, each only where its estimated time fits, until the budget is spent or
+exact search, then the remaining orders, then (where the default did not run
+it) greedy by size, each only where its estimated time fits, until the budget is spent or
 the plan meets the lower bound.  Every step is deterministic and only ever replaces the plan
 with a strictly smaller one: the same input gives the same plan, and more
 time never gives a worse one.
@@ -53,10 +54,12 @@ _SEARCH_MAX = 2_000
 _DEFAULT_SEARCH_MAX = 500
 _DEFAULT_SEARCH_NODES = 1_000
 _INF = 1 << 62
-# Greedy by size (TFLite's planner) is a candidate by default up to this size (0.015-0.026 CPU s
-# at 2k buffers on a Zen 3 at 2.45 GHz, growing as n^2: at 10k it would add up to 0.15 s to
-# training's 0.11-0.18); with a budget, beyond it too where its estimated time fits.
+# Greedy by size (TFLite's planner) is a candidate by default up to _GREEDY_MAX buffers (0.015-0.026
+# CPU s at 2k buffers on a Zen 3 at 2.45 GHz, growing as n^2), and up to _GREEDY_DEFAULT_MAX where the
+# plan is not within 1/_NEAR of the bound (training 10k's are, and would pay up to 0.15 s on its
+# 0.11-0.18; mixed 10k pays 0.07-0.13 s); with a budget, beyond it too where its estimated time fits.
 _GREEDY_MAX = 2_000
+_GREEDY_DEFAULT_MAX = 10_000
 # Tight: the load is at least this fraction of the lower bound at this fraction of the steps.
 _TIGHT, _TIGHT_STEPS = 0.99, 0.9
 # Without a budget, above _GREEDY_MAX buffers the default packs no further order once its plan is
@@ -285,7 +288,9 @@ def _place(
     if not len(best):
         default = max(1, default)
     pack(orders[:default], float("inf"))
-    if len(size) <= _GREEDY_MAX:
+    # Above _GREEDY_MAX, by default only where the plan is not already within 1/_NEAR of the bound.
+    greedy_first = len(size) <= _GREEDY_MAX or (len(size) <= _GREEDY_DEFAULT_MAX and height > lower + lower // _NEAR)
+    if greedy_first:
         greedy(float("inf"))
     searched = _SEARCH_MAX if improve_plan else _DEFAULT_SEARCH_MAX
     exact = Search(cfirst, clast, size, steps, clock) if len(size) <= searched and height > lower else None
@@ -298,6 +303,6 @@ def _place(
         search(float("inf"), _DEFAULT_SEARCH_NODES, 0)
     if improve_plan:
         pack(orders[default:], deadline)
-        if len(size) > _GREEDY_MAX:
+        if not greedy_first:
             greedy(deadline)
     return best

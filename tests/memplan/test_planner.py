@@ -204,8 +204,16 @@ def test_never_worse_than_greedy_by_size(make, n, seed, alignment):
     assert -(-arena // alignment) <= first_fit_by_size(buffers, alignment)
 
 
-def test_budget_runs_greedy_by_size_on_larger_instances():
+def test_default_runs_greedy_by_size_above_the_exact_searchs_reach(monkeypatch):
+    # Up to 10,000 buffers greedy by size is a default candidate unless the plan is already within
+    # 1/400 of the bound; here it wins (218,008 bytes against the skyline orders' 218,215).
+    import irflow.memplan.planner as planner
+
     buffers = random_lifetimes(2_200, seed=11)
+    assert planned(buffers).size == first_fit_by_size(buffers, 1)
+    # Above the default's reach greedy by size runs only with a budget.
+    monkeypatch.setattr(planner, "_GREEDY_DEFAULT_MAX", 2_100)
+    assert planned(buffers).size > first_fit_by_size(buffers, 1)
     assert planned(buffers, budget_s=30, clock=time.process_time).size <= first_fit_by_size(buffers, 1)
 
 
