@@ -53,3 +53,21 @@ def profile():
         return read_profile(path)
 
     return load
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """calls(module, name): a list that gets the arguments of every call to module.name from then on."""
+
+    def record(module, name: str) -> list[tuple]:
+        made: list[tuple] = []
+        real = getattr(module, name)
+
+        def counted(*args):
+            made.append(args)
+            return real(*args)
+
+        monkeypatch.setattr(module, name, counted)
+        return made
+
+    return record

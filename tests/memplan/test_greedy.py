@@ -65,23 +65,8 @@ def first_fit_by_sweep(size, first, last, order):
     return np.array(offsets)
 
 
-def batches_repaired(monkeypatch):
-    """A list that counts the batches whose first fits `fit_in_order` had to repair."""
-    import irflow.memplan.greedy as greedy
-
-    calls = []
-    repair = greedy._repair
-
-    def counted(*args):
-        calls.append(None)
-        return repair(*args)
-
-    monkeypatch.setattr(greedy, "_repair", counted)
-    return calls
-
-
 @pytest.mark.parametrize("seed", range(30))
-def test_first_fit_in_batches_matches_the_sweep(seed, monkeypatch):
+def test_first_fit_in_batches_matches_the_sweep(seed, calls):
     # Hundreds of buffers: many batches, whose members meet earlier ones of their batch in time and
     # bytes (long lifetimes, few sizes), equal sizes, zero-byte buffers, lifetimes that only touch.
     rng = np.random.default_rng(seed)
@@ -90,7 +75,9 @@ def test_first_fit_in_batches_matches_the_sweep(seed, monkeypatch):
     first = rng.integers(0, 80, n)
     last = first + rng.integers(0, [1, 8, 80][seed % 3], n)
     order = np.argsort(-size, kind="stable") if seed % 2 else rng.permutation(n)
-    repaired = batches_repaired(monkeypatch)
+    import irflow.memplan.greedy as greedy
+
+    repaired = calls(greedy, "_repair")  # batches whose first fits had to be repaired
     expected = first_fit_by_sweep(size.tolist(), first.tolist(), last.tolist(), order.tolist())
     assert np.array_equal(fit_in_order(size, first, last, order), expected)
     assert repaired

@@ -217,19 +217,12 @@ def test_default_runs_greedy_by_size_above_the_exact_searchs_reach(monkeypatch):
     assert planned(buffers, budget_s=30, clock=time.process_time).size <= first_fit_by_size(buffers, 1)
 
 
-def test_default_stops_packing_near_the_lower_bound(monkeypatch):
+def test_default_stops_packing_near_the_lower_bound(calls):
     # Above 2,000 buffers, a plan within 1/400 of the lower bound ends the default's packing (the
     # training family's first order gets there); a budget packs the remaining orders as well.
     import irflow.memplan.planner as planner
 
-    packs = []
-    real_pack = planner.skyline_pack
-
-    def counted(*args):
-        packs.append(args)
-        return real_pack(*args)
-
-    monkeypatch.setattr(planner, "skyline_pack", counted)
+    packs = calls(planner, "skyline_pack")
     buffers = training(10_000, seed=2)  # `area` packs it to 1.0005 of the lower bound
     default = planned(buffers)
     assert len(packs) == 1 and default.size <= lower_bound(buffers) * (1 + 1 / 400)
