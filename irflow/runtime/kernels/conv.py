@@ -286,7 +286,7 @@ def _conv2d_by_shifts(
         product = xp.empty((shifts.grid_rows, f), y.dtype)
         term = xp.empty(product.shape, y.dtype)
 
-        def chunk(index: int) -> list[Run]:
+        def chunk_steps(index: int) -> list[Run]:
             start, count, rows = shifts.chunks[index]
             total, extra = product[:rows], term[:rows]
             steps = [pad(start, count)]
@@ -298,7 +298,7 @@ def _conv2d_by_shifts(
             grid = shifts.grid(product, count)
             return [*steps, partial(xp.copyto, y[start : start + count], grid[:, :oh, :ow].transpose(0, 3, 1, 2))]
 
-        return chunk
+        return chunk_steps
 
     return Pulled(xp, len(shifts.chunks), [copy_taps], lane)
 
@@ -321,7 +321,7 @@ def _grad_filter_by_shifts(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw:
         dy_flat = xp.zeros((shifts.grid_rows, f), dy.dtype)  # the rows of padding positions stay zero
         dy_valid = shifts.grid(dy_flat, shifts.images)[:, :oh, :ow]
 
-        def chunk(index: int) -> list[Run]:
+        def chunk_steps(index: int) -> list[Run]:
             start, count, rows = shifts.chunks[index]
             dy_nhwc = dy[start : start + count].transpose(0, 2, 3, 1)
             blocks = shifts.tap_blocks(xp, flat, rows)
@@ -331,7 +331,7 @@ def _grad_filter_by_shifts(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw:
                 partial(xp.matmul, dy_flat[:rows].T, blocks, out=slots[index]),
             ]
 
-        return chunk
+        return chunk_steps
 
     return Pulled(xp, len(shifts.chunks), [], lane, [chunk_sum(xp, slots, dw.transpose(2, 3, 0, 1))])
 
@@ -366,7 +366,7 @@ def _conv2d_by_im2col(
         columns, gathers = conv.gathers(xp, windows, conv.chunks)
         product = conv.matrices(xp, conv.fg, y.dtype)
 
-        def chunk(index: int) -> list[Run]:
+        def chunk_steps(index: int) -> list[Run]:
             chunk = conv.chunks[index]
             rows = product[:, : chunk.rows]
             return [
@@ -381,7 +381,7 @@ def _conv2d_by_im2col(
                 ),
             ]
 
-        return chunk
+        return chunk_steps
 
     return Pulled(xp, len(conv.chunks), [copy_weights], lane)
 
@@ -419,12 +419,12 @@ def _grad_filter_by_im2col(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw:
         columns, gathers = conv.gathers(xp, windows, conv.chunks)
         rows, row_copies = conv.dy_rows(xp, dy, conv.chunks)
 
-        def chunk(index: int) -> list[Run]:
+        def chunk_steps(index: int) -> list[Run]:
             m = conv.chunks[index].rows
             gradient = gemm(xp, rows[:, :m].swapaxes(1, 2), columns[:, :m], slots[index])
             return [pad(conv.chunks[index]), gathers[index], row_copies[index], gradient]
 
-        return chunk
+        return chunk_steps
 
     total = slots.reshape(len(conv.chunks), groups, fg, kh, kw, conv.cg)
     return Pulled(xp, len(conv.chunks), [], lane, [chunk_sum(xp, total, conv.per_group(dw).transpose(0, 1, 3, 4, 2))])
@@ -477,7 +477,7 @@ def conv2d_grad_input(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Ar
         rows, row_copies = conv.dy_rows(xp, dy, conv.chunks)
         per_tap = xp.empty((conv.groups, len(taps), conv.chunk_rows, conv.cg), dx.dtype)
 
-        def chunk(index: int) -> list[Run]:
+        def chunk_steps(index: int) -> list[Run]:
             chunk = conv.chunks[index]
             products = per_tap[:, :, : chunk.rows]
             images = slice(chunk.start, chunk.stop)  # zeroed, accumulated and landed while in cache
@@ -492,7 +492,7 @@ def conv2d_grad_input(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Ar
                 steps.append(partial(xp.add, target, product, out=target))
             return [*steps, partial(xp.copyto, dx[images], interior[images])]
 
-        return chunk
+        return chunk_steps
 
     copy_weights = partial(xp.copyto, weights_view, conv.per_group(w).transpose(0, 3, 4, 1, 2))
     return Pulled(xp, len(conv.chunks), [copy_weights], lane)

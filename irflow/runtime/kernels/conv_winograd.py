@@ -158,7 +158,7 @@ def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Ar
         reduced = xp.empty((2, 4 * most * th * tw * f), y.dtype)  # A^T along the bins' rows
         out = xp.empty((4, most * th * tw * f), y.dtype)
 
-        def chunk(index: int) -> list[Run]:
+        def chunk_steps(index: int) -> list[Run]:
             chunk = grid.chunks[index]
             k, m = len(chunk), grid.tiles(chunk)
             steps = transform(chunk)
@@ -180,7 +180,7 @@ def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Ar
                     steps.append(partial(xp.copyto, target, landed))
             return steps
 
-        return chunk
+        return chunk_steps
 
     return Pulled(xp, len(grid.chunks), prologue, lane)
 
@@ -205,7 +205,7 @@ def conv2d_grad_filter(xp: ModuleType, window: Window, dy: Array, x: Array, dw: 
         half = xp.empty((2, 4, most * th * tw * f), dy.dtype)  # A along the tiles' columns
         grads = xp.empty((16, most * th * tw * f), dy.dtype)
 
-        def chunk(index: int) -> list[Run]:
+        def chunk_steps(index: int) -> list[Run]:
             chunk = grid.chunks[index]
             k, m = len(chunk), grid.tiles(chunk)
             steps = transform(chunk)
@@ -224,7 +224,7 @@ def conv2d_grad_filter(xp: ModuleType, window: Window, dy: Array, x: Array, dw: 
             operands = grads[:, : m * f].reshape(16, m, f).swapaxes(1, 2), bins[:, : m * c].reshape(16, m, c)
             return [*steps, partial(xp.matmul, *operands, out=slots[index])]
 
-        return chunk
+        return chunk_steps
 
     at_taps = partial(xp.matmul, total.reshape(16, f * c).T, filters, out=dw.reshape(f * c, 9))
     return Pulled(xp, len(grid.chunks), [], lane, [chunk_sum(xp, slots, total), at_taps])
