@@ -17,8 +17,9 @@ the filter gradient: each tap is one GEMM over a shifted block of the padded
 input's rows (`_Shifts`).
 
 With more than one CPU thread, the threads take the chunks one at a time,
-each with buffers of its own; the filter gradient gives each chunk a slot
-of its own and adds them in chunk order (kernels/parallel.py).
+each with buffers of its own; the filter gradient sums each group of
+consecutive chunks into a slot of its own and adds the slots in order
+(kernels/parallel.py).
 
 Which of these (and of Winograd, conv_winograd.py, and DFTs, conv_dft.py)
 runs a convolution, the heuristics here decide, or where the job asks, a
@@ -38,7 +39,7 @@ from numpy.typing import DTypeLike
 
 from . import algorithms, conv_dft, conv_winograd
 from .linalg import gemm
-from .parallel import Pulled, chunk_sum, even_chunks
+from .parallel import Pulled, even_chunks, pulled_sum
 from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
 from .window import Window
@@ -314,26 +315,24 @@ def _grad_filter_by_shifts(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw:
     shifts = _Shifts(conv)
     (kh, kw), (oh, ow), (f, c) = conv.window.kernel, conv.y_shape[2:], (conv.fg, conv.cg)
 
-    slots = xp.empty((len(shifts.chunks), kh, kw, f, c), dw.dtype)  # one per chunk, added in chunk order
-
-    def lane() -> Callable[[int], list[Run]]:
+    def lane() -> Callable[[int, Array], list[Run]]:
         flat, pad = shifts.padded(xp, x)
         dy_flat = xp.zeros((shifts.grid_rows, f), dy.dtype)  # the rows of padding positions stay zero
         dy_valid = shifts.grid(dy_flat, shifts.images)[:, :oh, :ow]
 
-        def chunk_steps(index: int) -> list[Run]:
+        def term(index: int, into: Array) -> list[Run]:
             start, count, rows = shifts.chunks[index]
             dy_nhwc = dy[start : start + count].transpose(0, 2, 3, 1)
             blocks = shifts.tap_blocks(xp, flat, rows)
             return [
                 pad(start, count),
                 partial(xp.copyto, dy_valid[:count], dy_nhwc),
-                partial(xp.matmul, dy_flat[:rows].T, blocks, out=slots[index]),
+                partial(xp.matmul, dy_flat[:rows].T, blocks, out=into),
             ]
 
-        return chunk_steps
+        return term
 
-    return Pulled(xp, len(shifts.chunks), [], lane, [chunk_sum(xp, slots, dw.transpose(2, 3, 0, 1))])
+    return pulled_sum(xp, len(shifts.chunks), (kh, kw, f, c), dw.dtype, lane, dw.transpose(2, 3, 0, 1))
 
 
 @register("conv2d")
@@ -390,7 +389,7 @@ def _conv2d_by_im2col(
 def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """dw^T = dy^T @ columns, summed over the chunks: (F/groups, M) x (M, K), dy^T as `dy_rows` stores it.
 
-    Each chunk's product has a slot of its own; the slots are added in chunk order.
+    Each group of consecutive chunks sums into a slot of its own; the slots are added in order.
     """
     (dy, x), (dw,) = ins, outs
     conv = _Conv(attrs, x.shape, dw.shape, np.dtype(dw.dtype).itemsize)
@@ -413,21 +412,20 @@ def _grad_filter_by_im2col(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw:
     windows, pad = conv.windows(xp, x)
 
     (kh, kw), groups, fg = conv.window.kernel, conv.groups, conv.fg
-    slots = xp.empty((len(conv.chunks), groups, fg, conv.k), dw.dtype)  # one per chunk, added in chunk order
 
-    def lane() -> Callable[[int], list[Run]]:
+    def lane() -> Callable[[int, Array], list[Run]]:
         columns, gathers = conv.gathers(xp, windows, conv.chunks)
         rows, row_copies = conv.dy_rows(xp, dy, conv.chunks)
 
-        def chunk_steps(index: int) -> list[Run]:
+        def term(index: int, into: Array) -> list[Run]:
             m = conv.chunks[index].rows
-            gradient = gemm(xp, rows[:, :m].swapaxes(1, 2), columns[:, :m], slots[index])
+            gradient = gemm(xp, rows[:, :m].swapaxes(1, 2), columns[:, :m], into.reshape(groups, fg, conv.k))
             return [pad(conv.chunks[index]), gathers[index], row_copies[index], gradient]
 
-        return chunk_steps
+        return term
 
-    total = slots.reshape(len(conv.chunks), groups, fg, kh, kw, conv.cg)
-    return Pulled(xp, len(conv.chunks), [], lane, [chunk_sum(xp, total, conv.per_group(dw).transpose(0, 1, 3, 4, 2))])
+    landed = conv.per_group(dw).transpose(0, 1, 3, 4, 2)  # (groups, F/groups, kh, kw, C/groups)
+    return pulled_sum(xp, len(conv.chunks), (groups, fg, kh, kw, conv.cg), dw.dtype, lane, landed)
 
 
 def _as_correlation(conv: _Conv) -> dict[str, Any] | None:

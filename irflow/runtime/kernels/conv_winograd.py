@@ -22,7 +22,7 @@ from types import ModuleType
 
 import numpy as np
 
-from .parallel import Pulled, chunk_sum, even_chunks
+from .parallel import Pulled, even_chunks, pulled_sum
 from .registry import Array, Run
 from .window import Window
 
@@ -189,23 +189,22 @@ def conv2d_grad_filter(xp: ModuleType, window: Window, dy: Array, x: Array, dw: 
     """dw by F(2x2, 3x3): per bin, the input's bins (B^T d B) times dy's (A dy A^T) summed over the tiles, one
     batched (16, F, tiles) x (16, tiles, C) GEMM per chunk; then G^T M G per filter, one GEMM with kron(G, G).
 
-    Each chunk's product has a slot of its own; the slots are added in chunk order.
+    Each group of consecutive chunks sums into a slot of its own; the slots are added in order.
     """
     grid = _Tiles(window, x)
     c, f, th, tw, most = grid.c, dy.shape[1], grid.th, grid.tw, grid.most
     filters = xp.asarray(np.kron(_G, _G).astype(dw.dtype))  # (16, 9)
     odd = any(size % 2 for size in window.out_hw)
 
-    slots = xp.empty((len(grid.chunks), 16, f, c), dw.dtype)  # one per chunk, added in chunk order
     total = xp.empty((16, f, c), dw.dtype)
 
-    def lane() -> Callable[[int], list[Run]]:
+    def lane() -> Callable[[int, Array], list[Run]]:
         bins, transform = grid.input_bins(xp, x)
         tiles = xp.zeros((2, 2, most * th * tw * f), dy.dtype)  # dy by position in its tile
         half = xp.empty((2, 4, most * th * tw * f), dy.dtype)  # A along the tiles' columns
         grads = xp.empty((16, most * th * tw * f), dy.dtype)
 
-        def chunk_steps(index: int) -> list[Run]:
+        def term(index: int, into: Array) -> list[Run]:
             chunk = grid.chunks[index]
             k, m = len(chunk), grid.tiles(chunk)
             steps = transform(chunk)
@@ -222,9 +221,9 @@ def conv2d_grad_filter(xp: ModuleType, window: Window, dy: Array, x: Array, dw: 
             for q in range(4):
                 steps += _through_a_transposed(xp, [half[a, q, : m * f] for a in range(2)], list(per_bin[:, q]))
             operands = grads[:, : m * f].reshape(16, m, f).swapaxes(1, 2), bins[:, : m * c].reshape(16, m, c)
-            return [*steps, partial(xp.matmul, *operands, out=slots[index])]
+            return [*steps, partial(xp.matmul, *operands, out=into)]
 
-        return chunk_steps
+        return term
 
     at_taps = partial(xp.matmul, total.reshape(16, f * c).T, filters, out=dw.reshape(f * c, 9))
-    return Pulled(xp, len(grid.chunks), [], lane, [chunk_sum(xp, slots, total), at_taps])
+    return pulled_sum(xp, len(grid.chunks), (16, f, c), dw.dtype, lane, total, [at_taps])

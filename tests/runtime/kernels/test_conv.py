@@ -205,21 +205,29 @@ def test_batch_chunks_agree_with_one_chunk(kernel, rng, monkeypatch, x_shape, w_
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("slot_per_chunk", [True, False], ids=["slot per chunk", "grouped slots"])
 @pytest.mark.parametrize(
     "x_shape, w_shape, attrs", [CASES[0], CASES[1], CASES[3]], ids=["correlation", "col2im", "groups"]
 )
-def test_threads_take_the_chunks_and_agree_with_one_thread(kernel, rng, monkeypatch, x_shape, w_shape, attrs) -> None:
+def test_threads_take_the_chunks_and_agree_with_one_thread(
+    kernel, rng, monkeypatch, x_shape, w_shape, attrs, slot_per_chunk
+) -> None:
     """Five one-image chunks taken by 2 and 3 threads: bit for bit the outputs of one thread, filter gradients
-    included (each chunk's product has a slot, added in chunk order whoever ran it)."""
+    included (each chunk's product has a slot, or with little room for slots each group of chunks, added in
+    order whoever ran it)."""
     from irflow.runtime import threads
-    from irflow.runtime.kernels import conv
+    from irflow.runtime.kernels import conv, parallel
 
-    monkeypatch.setattr(conv, "_CHUNK_BYTES", 1)
     x_shape = (5, *x_shape[1:])
     a = attrs_of(attrs)
     x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
     y_shape = (5, *conv_reference(x[:1], w, **attrs).shape[1:])
     dy = rng.standard_normal(y_shape)
+    whole = all_three(kernel, a, x, w, dy)  # the batch in one chunk
+    monkeypatch.setattr(conv, "_CHUNK_BYTES", 1)
+    if not slot_per_chunk:  # room for none: the least number of groups, so some hold two chunks
+        monkeypatch.setattr(parallel, "_SLOTS_BYTES", 0)
+        assert [len(g) for g in parallel.reduction_groups(5, 8)] == [1, 1, 1, 2]
 
     try:
         expected = all_three(kernel, a, x, w, dy)
@@ -231,6 +239,8 @@ def test_threads_take_the_chunks_and_agree_with_one_thread(kernel, rng, monkeypa
             np.testing.assert_array_equal(dw, expected[2])
     finally:
         threads.set_cpu_thread_num(None)
+    for got, want in zip(expected, whole, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 # Stride 1, no dilation, one group: the cases `_conv2d_by_shifts` can take when forced to every channel count.

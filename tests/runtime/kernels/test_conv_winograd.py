@@ -97,17 +97,23 @@ def test_a_shorter_last_chunk_leaves_nothing_of_a_longer_one(kernel, rng, by_win
         threads.set_cpu_thread_num(None)
 
 
-def test_threads_take_the_chunks_and_agree_with_one_thread(kernel, rng, by_winograd, monkeypatch) -> None:
+@pytest.mark.parametrize("slot_per_chunk", [True, False], ids=["slot per chunk", "grouped slots"])
+def test_threads_take_the_chunks_and_agree_with_one_thread(kernel, rng, by_winograd, monkeypatch, slot_per_chunk) -> None:
     """Nine one-image chunks taken by 2 and 3 threads: bit for bit one thread's outputs, the filter gradient's
-    per-chunk slots added in chunk order whoever ran them."""
+    slots (one per chunk, or with little room for them one per group of chunks) added in order whoever ran them."""
     from irflow.runtime import threads
+    from irflow.runtime.kernels import parallel
 
-    monkeypatch.setattr(conv_winograd, "_CHUNK_BYTES", 1)
     x_shape, w_shape, pads = (9, 3, 7, 6), (4, 3, 3, 3), (1, 1, 0, 1)
     a = attrs_of(pads)
     x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
     y_shape = (9, 4, 7, 5)
     dy = rng.standard_normal(y_shape)
+    whole = kernel("conv2d_grad_filter", [dy, x], [(w_shape, np.float64)], **a)[0]  # the batch in one chunk
+    monkeypatch.setattr(conv_winograd, "_CHUNK_BYTES", 1)
+    if not slot_per_chunk:  # room for none: the least number of groups, of two and three chunks
+        monkeypatch.setattr(parallel, "_SLOTS_BYTES", 0)
+        assert [len(g) for g in parallel.reduction_groups(9, 8)] == [2, 2, 2, 3]
     try:
         expected = kernel("conv2d", [x, w], [(y_shape, np.float64)], **a)[0]
         dw = kernel("conv2d_grad_filter", [dy, x], [(w_shape, np.float64)], **a)[0]
@@ -118,6 +124,7 @@ def test_threads_take_the_chunks_and_agree_with_one_thread(kernel, rng, by_winog
             np.testing.assert_array_equal(summed, dw)
     finally:
         threads.set_cpu_thread_num(None)
+    np.testing.assert_allclose(dw, whole, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize(

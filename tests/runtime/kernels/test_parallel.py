@@ -261,3 +261,38 @@ def test_chunk_sum_adds_the_slots_in_chunk_order() -> None:
     out = np.empty((40, 3), np.float32).T
     parallel.chunk_sum(np, slots, out)()
     np.testing.assert_array_equal(out, expected)
+
+
+def test_reduction_groups_bound_the_slots_memory() -> None:
+    """A slot per chunk while they fit in _SLOTS_BYTES; else groups of consecutive chunks, _MIN_GROUPS at least."""
+    assert parallel.reduction_groups(26, 9 << 10) == [range(i, i + 1) for i in range(26)]
+    big = parallel.reduction_groups(50, 9_437_184)  # a 512-channel 3x3 filter gradient in float32
+    assert len(big) == parallel._MIN_GROUPS and [i for g in big for i in g] == list(range(50))
+    middle = parallel.reduction_groups(50, parallel._SLOTS_BYTES // 10)
+    assert len(middle) == 10 and max(map(len, middle)) - min(map(len, middle)) <= 1
+    assert parallel.reduction_groups(0, 8) == []
+
+
+def test_pulled_sum_adds_each_groups_terms_then_the_groups_in_order(monkeypatch) -> None:
+    """The same bits at 1 and 3 threads: within a group its chunks' terms in order, then the groups in order."""
+    monkeypatch.setattr(parallel, "_SLOTS_BYTES", 0)  # 4 groups of 7 chunks: 1, 2, 2, 2
+    rng = np.random.default_rng(3)
+    terms = (rng.standard_normal((7, 5)) * 10.0 ** rng.uniform(-6, 6, (7, 5))).astype(np.float32)
+
+    def lane():
+        return lambda index, into: [lambda: np.copyto(into, terms[index])]
+
+    out = np.empty(5, np.float32)
+    reduction = parallel.pulled_sum(np, 7, (5,), np.dtype(np.float32), lane, out)
+    groups = [terms[0], terms[1] + terms[2], terms[3] + terms[4], terms[5] + terms[6]]
+    expected = ((groups[0] + groups[1]) + groups[2]) + groups[3]
+    reduction()
+    np.testing.assert_array_equal(out, expected)
+    try:
+        threads.set_cpu_thread_num(3)
+        for _ in range(50):
+            out.fill(0)
+            reduction()
+            np.testing.assert_array_equal(out, expected)
+    finally:
+        threads.set_cpu_thread_num(None)
