@@ -246,7 +246,8 @@ def _place(
             # pack of tiled 100k takes 1.2-1.5 s, coalescing and the rectangles' packs about as long).
             took = clock() - began
     # A budget decides for itself how far to go: it packs every order the default would.
-    enough = lower if improve_plan or len(size) <= _GREEDY_MAX else lower + lower // _NEAR
+    near = lower + lower // _NEAR
+    enough = lower if improve_plan or len(size) <= _GREEDY_MAX else near
 
     def rank(name: str) -> np.ndarray:
         if name not in ranks:
@@ -289,7 +290,7 @@ def _place(
         default = max(1, default)
     pack(orders[:default], float("inf"))
     # Above _GREEDY_MAX, by default only where the plan is not already within 1/_NEAR of the bound.
-    greedy_first = len(size) <= _GREEDY_MAX or (len(size) <= _GREEDY_DEFAULT_MAX and height > lower + lower // _NEAR)
+    greedy_first = len(size) <= _GREEDY_MAX or (len(size) <= _GREEDY_DEFAULT_MAX and height > near)
     if greedy_first:
         greedy(float("inf"))
     searched = _SEARCH_MAX if improve_plan else _DEFAULT_SEARCH_MAX

@@ -101,7 +101,8 @@ class _Layout:
             own = _Lane(self, scratch)
             return lambda index: chunk_steps(self.chunks[index], own, slots[index])
 
-        return Pulled(xp, len(self.chunks), prologue, lane, [chunk_sum(xp, slots, totals), *finish(totals)] if sums else [])
+        added = [chunk_sum(xp, slots, totals)] if sums else []
+        return Pulled(xp, len(self.chunks), prologue, lane, [*added, *finish(totals)])
 
 
 class _Lane:

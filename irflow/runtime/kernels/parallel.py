@@ -299,10 +299,10 @@ def pulled_sum(
 
         def steps(index: int) -> list[Run]:
             first, *rest = groups[index]
-            out = term(first, slots[index])
+            built = term(first, slots[index])
             for chunk in rest:
-                out += [*term(chunk, spare), partial(xp.add, slots[index], spare, out=slots[index])]
-            return out
+                built += [*term(chunk, spare), partial(xp.add, slots[index], spare, out=slots[index])]
+            return built
 
         return steps
 
