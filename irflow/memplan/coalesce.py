@@ -145,7 +145,7 @@ def _unique_pairs(end: np.ndarray, start: np.ndarray, size: np.ndarray) -> np.nd
     # Only runs of two distinct keys are paired, so how a sort orders equal keys does not matter,
     # and a single int64 key sorts in about a third of a lexsort's time.
     key = (np.r_[end, start] * (int(sizes.max()) + 1) + sizes) * 2 + np.repeat(np.arange(2), n)
-    order = np.argsort(key)
+    order = _argsort(key)
     key = key[order]
     bounds = np.flatnonzero(np.r_[True, (key[1:] >> 1) != (key[:-1] >> 1), True])
     lone = bounds[:-1][np.diff(bounds) == 2]  # runs of two: one end then one start, or two of a side
@@ -181,15 +181,24 @@ def _joins(forest: _Forest) -> bool:
     return True
 
 
+def _argsort(key: np.ndarray) -> np.ndarray:
+    """A stable argsort of non-negative keys.
+
+    Where the position fits in the key's low bits (compressed steps: below about a million
+    buffers), numpy's vectorised sort of the packed keys does it: the rounds of `coalesce`
+    sort up to 200k keys each, and at 80k that took 1.1 ms against `argsort`'s 2.9.
+    """
+    n = len(key)
+    shift = max(n - 1, 1).bit_length()
+    if not n or int(key.max()) >= 1 << (62 - shift):
+        return np.argsort(key, kind="stable")
+    return np.sort((key << shift) | np.arange(n)) & ((1 << shift) - 1)
+
+
 def _lifetimes(forest: _Forest, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`nodes` sorted by lifetime (then id), and each one's group number."""
-    # One key per lifetime, the ids ascending within one: with the position in the key where it
-    # fits (compressed steps: below about a million buffers), which sorts faster than a stable sort.
     life = forest.first[nodes] * (int(forest.last[nodes].max()) + 1) + forest.last[nodes]
-    if int(life.max()) < np.iinfo(np.int64).max // len(nodes) - 1:
-        order = np.argsort(life * len(nodes) + np.arange(len(nodes)))
-    else:
-        order = np.argsort(life, kind="stable")
+    order = _argsort(life)
     nodes, life = nodes[order], life[order]
     return nodes, np.cumsum(np.r_[True, life[1:] != life[:-1]]) - 1
 

@@ -15,14 +15,20 @@ where one may exist.
 
 Cost: one range query per placement or raise.  Unplaced buffers sit in an
 array sorted by first step, so the candidates of segment [a, b] are a
-contiguous slice filtered by last <= b; short slices are scanned in Python,
-long ones with numpy, and placed entries are compacted away as they pile up.
+contiguous slice filtered by last <= b, found through an index of where each
+step's buffers begin; short slices are scanned in Python, long ones with
+numpy, and placed entries are compacted away as they pile up.  What a
+placement leaves of the lowest segment is worked on at once, without a round
+trip through the heap, and a segment merged into its left neighbour keeps
+that one's heap entry.  With a numpy query by groups for `flush`, these cut
+the instructions of a pack by 15-37%
+(callgrind: mixed 10k by `area` 675M -> 545M, training 10k by flush `area`
+1,057M -> 670M, tiled 10k by chain `size` 703M -> 600M), with the same plans.
 """
 
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
 
 import numpy as np
 
@@ -45,15 +51,18 @@ def step_load(first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int)
     return np.cumsum(load)[:steps]
 
 
-def _soonest(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> list[int]:
-    """For each step a, the earliest last step of the listed buffers that start at a or later.
+def _index(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> tuple[list[int], list[int]]:
+    """For each step t, where the listed buffers starting at t or later begin (and, at t = steps,
+    their end), and the earliest last step among them.
 
-    Where it is past b, nothing unplaced fits [a, b] and the segment needs no query.  Placed
-    buffers count as lasting forever, and placements only make the true value grow, so a
-    value computed earlier still makes a safe skip.
+    A segment [a, b]'s candidates are then the buffers from begin[a] to begin[b + 1]; where the
+    earliest last step is past b, nothing unplaced fits and the segment needs no query.  Placed
+    buffers count as lasting forever, and placements only make the true value grow, so a value
+    computed earlier still makes a safe skip.
     """
+    begin = np.searchsorted(by_first, np.arange(steps + 1))
     suffix = np.minimum.accumulate(lasts[::-1])[::-1]
-    return np.append(suffix, _INF)[np.searchsorted(by_first, np.arange(steps))].tolist()
+    return begin.tolist(), np.append(suffix, _INF)[begin[:-1]].tolist()
 
 
 def skyline_pack(
@@ -91,15 +100,17 @@ def skyline_pack(
     ranks = rank[order]
     firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
     sizes_l = size[order].tolist()
-    first_l, last_l, size_l = first.tolist(), last.tolist(), size.tolist()
-    soonest = _soonest(by_first, lasts, steps)
+    begin, soonest = _index(by_first, lasts, steps)
     # Segments: end_of[a] = b and height[a] for a segment [a, b]; start_of[b] = a.  end_of is -1
     # where no segment starts, which also invalidates stale heap entries.
     end_of = [-1] * steps
     start_of = [-1] * steps
     height = [0] * steps
     end_of[0], start_of[steps - 1] = steps - 1, 0
-    heap = [(0, 0, steps - 1)]
+    # The heap holds (h, a) for segments [a, end_of[a]] at height h; an entry is stale once a
+    # segment no longer starts at a or has moved from h, and one entry stands for a segment
+    # that grows while it stays at (h, a).
+    heap = [(0, 0)]
     offsets = [0] * n
     placed = dead = 0
     compact_at = max(64, n // 4)
@@ -114,7 +125,7 @@ def skyline_pack(
         starting where the last one ended, remembering every step it settles."""
         if t > b or t in known:
             return t > b or known[t]
-        path = [[t, bisect_left(firsts_l, t)]]
+        path = [[t, begin[t]]]
         while path:
             frame = path[-1]
             u, k = frame
@@ -137,12 +148,12 @@ def skyline_pack(
                     known[f[0]] = True
                 return True
             frame[1] = k
-            path.append([child, bisect_left(firsts_l, child)])
+            path.append([child, begin[child]])
         return False
 
     def left_flush(lo: int, a: int, b: int, h: int) -> int:
         """The best buffer starting at a and fitting [a, b] under `chain`'s preferences, or -1."""
-        hi = bisect_right(firsts_l, a, lo)
+        hi = begin[a + 1]
         if hi - lo < 2:  # most segments: at most one buffer starts there
             return lo if hi > lo and lasts_l[lo] <= b else -1
         # The slice is in rank order (sorted by first step, then rank): those whose top meets a
@@ -167,73 +178,97 @@ def skyline_pack(
                 return k
         return fits[0]
 
+    def query(lo: int, a: int, b: int) -> int:
+        """The best-ranked unplaced buffer inside [a, b] (with `flush`, exact fits first, then those
+        flush with an end), or -1; `lo` is the first that starts at a or later."""
+        hi = begin[b + 1]
+        if hi - lo <= _SCAN:
+            best, j = _INF, -1
+            for k in range(lo, hi):
+                if lasts_l[k] <= b:
+                    key = ranks_l[k] + weight * ((firsts_l[k] != a) + (lasts_l[k] != b))
+                    if key < best:
+                        best, j = key, k
+            return j
+        if not weight:
+            key = np.where(lasts[lo:hi] <= b, ranks[lo:hi], _INF)
+            k = int(key.argmin())
+            return lo + k if key[k] < _INF else -1
+        # Exact fits and those flush with the left end start at a: the first of them in rank order.
+        starts = begin[a + 1]
+        ends = lasts[lo:starts]
+        inside = (ends <= b).nonzero()[0]
+        if len(inside) and (exact := (ends[inside] == b).nonzero()[0]).size:
+            return lo + int(inside[exact[0]])
+        j = lo + int(inside[0]) if len(inside) else -1
+        # Else the better ranked of that one and the best flush with the right end only; the rest
+        # only where neither exists.
+        right = starts + (lasts[starts:hi] == b).nonzero()[0]
+        if len(right):
+            k = int(right[ranks[right].argmin()])
+            return k if j < 0 or ranks_l[k] < ranks_l[j] else j
+        if j >= 0 or starts == hi:
+            return j
+        key = np.where(lasts[starts:hi] <= b, ranks[starts:hi], _INF)
+        k = int(key.argmin())
+        return starts + k if key[k] < _INF else -1
+
     while placed < n:
-        h, a, b = pop(heap)
-        if end_of[a] != b or height[a] != h:
+        h, a = pop(heap)
+        b = end_of[a]
+        if b < 0 or height[a] != h:
             continue
-        while True:  # find a buffer for [a, b] at h, raising the segment until one fits
+        while True:  # [a, b] at h is the lowest segment
             j = -1
             if soonest[a] <= b:
-                lo = bisect_left(firsts_l, a)
+                lo = begin[a]
                 if chain:
                     j = left_flush(lo, a, b, h)
-            if j < 0 and soonest[a] <= b:
-                hi = bisect_right(firsts_l, b, lo)
-                if hi - lo <= _SCAN:
-                    best = _INF
-                    for k in range(lo, hi):
-                        if lasts_l[k] <= b:
-                            key = ranks_l[k] + weight * ((firsts_l[k] != a) + (lasts_l[k] != b))
-                            if key < best:
-                                best, j = key, k
-                else:
-                    fits = lo + (lasts[lo:hi] <= b).nonzero()[0]
-                    if len(fits):
-                        key = ranks[fits]
-                        if weight:
-                            key = key + weight * ((by_first[fits] != a).astype(np.int64) + (lasts[fits] != b))
-                        j = int(fits[key.argmin()])
-            if j >= 0:
+                if j < 0:
+                    j = query(lo, a, b)
+            if j < 0:  # nothing fits: raise the segment
+                left = height[start_of[a - 1]] if a else _INF
+                right = height[b + 1] if b < steps - 1 else _INF
+                if left == right == _INF:
+                    raise AssertionError("skyline: unplaced buffers but no segment can hold them")
+                if left <= right:  # merge into the left neighbour, whose heap entry stands for both
+                    end_of[a] = -1
+                    h, a = left, start_of[a - 1]
+                if right <= left:  # and/or the right one
+                    h, b = right, end_of[b + 1]
+                    end_of[start_of[b]] = -1
+                end_of[a], start_of[b], height[a] = b, a, h
+                if heap and heap[0][0] < h:  # no longer the lowest: queue it (merged left, it is)
+                    if left > right:
+                        push(heap, (h, a))
+                    break
+                continue
+            x, y, top = firsts_l[j], lasts_l[j], h + sizes_l[j]
+            lasts_l[j] = lasts[j] = _INF
+            offsets[who_l[j]] = h
+            placed += 1
+            dead += 1
+            if y < b:
+                end_of[y + 1], start_of[b], height[y + 1] = b, y + 1, h
+                push(heap, (h, y + 1))
+            elif b < steps - 1 and height[b + 1] == top:  # flush with the right neighbour: merge
+                y, end_of[b + 1] = end_of[b + 1], -1
+            if x == a and a and height[start_of[a - 1]] == top:  # and the left one, whose entry stands
+                end_of[a], x = -1, start_of[a - 1]
+                end_of[x], start_of[y] = y, x
+            else:
+                end_of[x], start_of[y], height[x] = y, x, top
+                push(heap, (top, x))
+            if dead > compact_at:
+                keep = lasts != _INF
+                by_first, lasts, ranks, order = by_first[keep], lasts[keep], ranks[keep], order[keep]
+                firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
+                sizes_l = size[order].tolist()
+                dead, compact_at = 0, max(64, len(firsts_l) // 4)
+                begin, soonest = _index(by_first, lasts, steps)
+            if x <= a or placed == n:
                 break
-            left = height[start_of[a - 1]] if a else _INF
-            right = height[b + 1] if b < steps - 1 else _INF
-            if left == right == _INF:
-                raise AssertionError("skyline: unplaced buffers but no segment can hold them")
-            if left <= right:  # merge into the left neighbour
-                end_of[a] = -1
-                h, a = left, start_of[a - 1]
-            if right <= left:  # and/or the right one
-                h, b = right, end_of[b + 1]
-                end_of[start_of[b]] = -1
-            end_of[a], start_of[b], height[a] = b, a, h
-            if heap and heap[0][0] < h:  # no longer the lowest: queue it
-                push(heap, (h, a, b))
-                break
-        if j < 0:
-            continue
-        i = who_l[j]
-        lasts_l[j] = lasts[j] = _INF
-        placed += 1
-        dead += 1
-        x, y, top = first_l[i], last_l[i], h + size_l[i]
-        offsets[i] = h
-        if x > a:
+            # The rest of the segment, [a, x - 1] at h, is still the lowest: no heap round trip.
             end_of[a], start_of[x - 1] = x - 1, a
-            push(heap, (h, a, x - 1))
-        elif a and height[start_of[a - 1]] == top:  # flush with the left neighbour: merge
-            end_of[x], x = -1, start_of[a - 1]
-        if y < b:
-            end_of[y + 1], start_of[b], height[y + 1] = b, y + 1, h
-            push(heap, (h, y + 1, b))
-        elif b < steps - 1 and height[b + 1] == top:
-            y, end_of[b + 1] = end_of[b + 1], -1
-        end_of[x], start_of[y], height[x] = y, x, top
-        push(heap, (top, x, y))
-        if dead > compact_at:
-            keep = lasts != _INF
-            by_first, lasts, ranks, order = by_first[keep], lasts[keep], ranks[keep], order[keep]
-            firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
-            sizes_l = size[order].tolist()
-            dead, compact_at = 0, max(64, len(firsts_l) // 4)
-            soonest = _soonest(by_first, lasts, steps)
+            b = x - 1
     return offsets
