@@ -186,7 +186,7 @@ def skyline_pack(
             best, j = _INF, -1
             for k in range(lo, hi):
                 if lasts_l[k] <= b:
-                    key = ranks_l[k] + weight * ((firsts_l[k] != a) + (lasts_l[k] != b))
+                    key = ranks_l[k] + weight * ((firsts_l[k] != a) + (lasts_l[k] != b)) if weight else ranks_l[k]
                     if key < best:
                         best, j = key, k
             return j
