@@ -22,7 +22,7 @@ placement leaves of the lowest segment is worked on at once, without a round
 trip through the heap, and a segment merged into its left neighbour keeps
 that one's heap entry.  With a numpy query by groups for `flush`, these cut
 the instructions of a pack by 15-37%
-(callgrind: mixed 10k by `area` 675M -> 545M, training 10k by flush `area`
+(callgrind: mixed 10k by `area` 675M -> 528M, training 10k by flush `area`
 1,057M -> 670M, tiled 10k by chain `size` 703M -> 600M), with the same plans.
 """
 
