@@ -246,8 +246,8 @@ def skyline_pack(
                     h, b = right, end_of[b + 1]
                     end_of[start_of[b]] = -1
                 end_of[a], start_of[b], height[a] = b, a, h
-                if heap and heap[0][0] < h:  # no longer the lowest: queue it (merged left, it is)
-                    if left > right:
+                if heap and heap[0][0] < h:  # no longer the lowest: queue it
+                    if left > right:  # merged right only; merged left, the left one's entry stands
                         push(heap, (h, a))
                     break
                 continue
@@ -261,7 +261,7 @@ def skyline_pack(
                 push(heap, (h, y + 1))
             elif b < steps - 1 and height[b + 1] == top:  # flush with the right neighbour: merge
                 y, end_of[b + 1] = end_of[b + 1], -1
-            if x == a and a and height[start_of[a - 1]] == top:  # and the left one, whose entry stands
+            if x == a and a and height[start_of[a - 1]] == top:  # flush with the left one: its entry stands
                 end_of[a], x = -1, start_of[a - 1]
                 end_of[x], start_of[y] = y, x
             else:
