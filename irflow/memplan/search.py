@@ -61,26 +61,25 @@ class _State:
     """What a search path changes, with the undo records to take it back."""
 
     def __init__(self, load: np.ndarray, n: int) -> None:
-        self.sky = np.zeros(len(load), np.int64)  # top of the placed buffers at each step
         self.free = load.copy()  # live bytes of the unplaced buffers at each step
         self.level = np.where(load > 0, 0, _INF)  # the skyline where something is left to place
         self.unplaced = [True] * n
-        self.unplaced_mask = np.ones(n, bool)
         self.banned = [-1] * n  # per group: the height at which it was already tried
         self.trail: list[tuple] = []
         self.placed = 0
 
     def place(self, c: int, x: int, y: int, h: int, size: int) -> None:
-        self.trail.append(("place", c, x, y, self.sky[x:y].copy(), self.level[x:y].copy(), size))
-        self.sky[x:y] = h + size
+        level = self.level[x:y]
+        self.trail.append(("place", c, x, y, level.copy(), size))
         self.free[x:y] -= size
-        self.level[x:y] = np.where(self.free[x:y] > 0, h + size, _INF)
-        self.unplaced[c] = self.unplaced_mask[c] = False
+        level.fill(h + size)
+        np.copyto(level, _INF, where=self.free[x:y] == 0)
+        self.unplaced[c] = False
         self.placed += 1
 
     def lift(self, a: int, b: int, to: int) -> None:
-        self.trail.append(("lift", a, b, self.sky[a:b].copy(), self.level[a:b].copy()))
-        self.sky[a:b] = self.level[a:b] = to
+        self.trail.append(("lift", a, b, self.level[a:b].copy()))
+        self.level[a:b] = to
 
     def ban(self, groups: list[int], h: int) -> None:
         self.trail.append(("ban", groups, [self.banned[g] for g in groups]))
@@ -94,11 +93,11 @@ class _State:
                 for g, old in zip(record[1], record[2]):
                     self.banned[g] = old
             elif record[0] == "lift":
-                _, a, b, self.sky[a:b], self.level[a:b] = record
+                _, a, b, self.level[a:b] = record
             else:
-                _, c, x, y, self.sky[x:y], self.level[x:y], size = record
+                _, c, x, y, self.level[x:y], size = record
                 self.free[x:y] += size
-                self.unplaced[c] = self.unplaced_mask[c] = True
+                self.unplaced[c] = True
                 self.placed -= 1
 
 
@@ -203,34 +202,36 @@ class Search:
         """
         first, last, size, group, twin = self.first, self.last, self.sizes, self.group, self.twin
         level, free, unplaced = st.level, st.free, st.unplaced
-        a = int(level.argmin())
-        h = int(level[a])
-        above = level[a:] != h
-        k = int(above.argmax())
-        b = a + k - 1 if above[k] else self.steps - 1
-        left = int(level[a - 1]) if a else _INF
-        right = int(level[b + 1]) if b + 1 < self.steps else _INF
-        raise_to = min(left, right)
+        # Segment k spans steps [bounds[k], bounds[k + 1]) at heights[k]; the lowest is the first lowest.
+        cuts = (level[1:] != level[:-1]).nonzero()[0]
+        cuts += 1
+        bounds = [0, *cuts.tolist(), self.steps]
+        heights = [int(level[0]), *level[cuts].tolist()]
+        h = min(heights)
+        k = heights.index(h)
+        a, b = bounds[k], bounds[k + 1] - 1
+        raise_to = min(heights[k - 1] if k else _INF, heights[k + 1] if k + 1 < len(heights) else _INF)
         conflict = [max(a - 1, 0), b + 1]
-        valley = self._valley_misfit(cap, st, *changed)
+        valley = self._valley_misfit(cap, st, bounds, heights, *changed)
         if valley is not None:
             return [h, a, b, raise_to, [], *valley]
         lo = bisect_left(self.firsts, a)
         fit = [c for c in self.by_first[lo : bisect_right(self.firsts, b, lo)] if unplaced[c] and last[c] <= b]
-        usable = [c for c in fit if st.banned[group[c]] != h]  # by first step, as `fit`
+        banned, size_of = st.banned, size.__getitem__
+        usable = [c for c in fit if banned[group[c]] != h]  # by first step, as `fit`
         # A step left uncovered at h wastes at least `least` bytes: what is later placed over it
         # rests on a buffer placed at h beside it, or on a raise to a neighbour.
-        least = min(raise_to, h + min(size[c] for c in usable)) - h if usable else raise_to - h
+        least = min(raise_to - h, min(map(size_of, usable))) if usable else raise_to - h
         tight = free[a : b + 1] > cap - h - least
         if _any(tight) and not _covers(tight.tolist(), usable, first, last, a):
             return [h, a, b, raise_to, [], *conflict]
         # A raise is dominated when some fitting buffer fits under it.
         can_raise = (
             raise_to < _INF
-            and not any(size[c] <= raise_to - h for c in fit)
+            and (not fit or min(map(size_of, fit)) > raise_to - h)
             and np.maximum.reduce(free[a : b + 1]) + raise_to <= cap
         )
-        cands = sorted((c for c in usable if twin[c] < 0 or not unplaced[twin[c]]), key=rank.__getitem__)
+        cands = sorted([c for c in usable if twin[c] < 0 or not unplaced[twin[c]]], key=rank.__getitem__)
         # Exact fits first, then buffers flush with the left end (with `chain`, those after which
         # the rest can be tiled first), then with the right end, then the rest.
         flush: list[list[int]] = [[], [], [], [], []]
@@ -244,48 +245,45 @@ class Search:
         branches = flush[0] + flush[1] + flush[4] + flush[2] + flush[3]
         return [h, a, b, raise_to, branches + [-1] if can_raise else branches, *conflict]
 
-    def _valley_misfit(self, cap: int, st: _State, lo: int, hi: int) -> list[int] | None:
+    def _valley_misfit(
+        self, cap: int, st: _State, bounds: list[int], heights: list[int], lo: int, hi: int
+    ) -> list[int] | None:
         """Steps [lo', hi'] around a valley segment meeting steps [lo, hi] whose steps that no
         buffer inside covers do not fit when lifted to its lower neighbour, if there is one.
 
         Only the steps the last choice changed need a look: every other valley passed the
-        same test before it.
+        same test before it.  The segments a choice touches are few (3 on average on
+        MiniMalloc's J), so they are walked in Python: numpy's calls on them cost more than
+        their work.
         """
-        level, free = st.level, st.free
         lo, hi = max(lo, 0), min(hi, self.steps - 1)
-        # Widen [lo, hi] to whole segments.
-        out = (level[:lo] != level[lo]).nonzero()[0]
-        lo = int(out[-1]) + 1 if len(out) else 0
-        out = (level[hi + 1 :] != level[hi]).nonzero()[0]
-        hi = hi + int(out[0]) if len(out) else self.steps - 1
-        window = level[lo : hi + 1]
-        change = (window[1:] != window[:-1]).nonzero()[0] + 1
-        starts = np.zeros(len(change) + 1, np.int64)
-        starts[1:] = change
-        walled = np.empty(len(starts) + 2, np.int64)
-        walled[0] = level[lo - 1] if lo else _INF
-        walled[-1] = level[hi + 1] if hi + 1 < self.steps else _INF
-        walled[1:-1] = window[starts]
-        lifted = np.minimum(walled[:-2], walled[2:])
-        valley = walled[1:-1] < lifted
-        segment = np.zeros(len(window), np.int64)
-        segment[change] = 1
-        segment = np.add.accumulate(segment)
-        risky = valley[segment] & (lifted[segment] + free[lo : hi + 1] > cap)
-        if not _any(risky):  # the usual case: no need to look for covering buffers
-            return None
-        first, last = self.first_at[st.unplaced_mask] - lo, self.last_at[st.unplaced_mask] - lo
-        mine = (first >= 0) & (last < len(window))
-        first, last = first[mine], last[mine]
-        inside = segment[first] == segment[last]
-        steps = len(window)
-        cover = np.bincount(first[inside], minlength=steps + 1) - np.bincount(last[inside] + 1, minlength=steps + 1)
-        misfit = (risky & (np.add.accumulate(cover[:steps]) == 0)).nonzero()[0]
-        if not len(misfit):
-            return None
-        v = segment[misfit[0]]
-        end = starts[v + 1] if v + 1 < len(starts) else steps
-        return [max(lo + int(starts[v]) - 1, 0), lo + int(end)]
+        free, last = st.free, len(heights) - 1
+        for k in range(bisect_right(bounds, lo) - 1, bisect_right(bounds, hi)):
+            lifted = min(heights[k - 1] if k else _INF, heights[k + 1] if k < last else _INF)
+            if heights[k] >= lifted:
+                continue
+            x, y = bounds[k], bounds[k + 1]
+            if np.maximum.reduce(free[x:y]) > cap - lifted and self._uncovered(st, x, y, cap - lifted):
+                return [max(x - 1, 0), y]
+        return None
+
+    def _uncovered(self, st: _State, x: int, y: int, above: int) -> bool:
+        """Whether some step of [x, y) with more than `above` unplaced bytes is covered by no
+        unplaced buffer inside [x, y): a sweep over those buffers by first step."""
+        unplaced, last, by_first, firsts = st.unplaced, self.last, self.by_first, self.firsts
+        i = bisect_left(firsts, x)
+        end = bisect_left(firsts, y, i)
+        reach = x - 1  # the last step covered by the buffers met so far
+        for t in (st.free[x:y] > above).nonzero()[0].tolist():
+            t += x
+            while i < end and firsts[i] <= t:
+                c = by_first[i]
+                if unplaced[c] and reach < last[c] < y:
+                    reach = last[c]
+                i += 1
+            if reach < t:
+                return True
+        return False
 
 
 def _any(mask: np.ndarray) -> bool:
