@@ -222,15 +222,13 @@ class Search:
         # A step left uncovered at h wastes at least `least` bytes: what is later placed over it
         # rests on a buffer placed at h beside it, or on a raise to a neighbour.
         least = min(raise_to - h, min(map(size_of, usable))) if usable else raise_to - h
-        tight = free[a : b + 1] > cap - h - least
-        if _any(tight) and not _covers(tight.tolist(), usable, first, last, a):
-            return [h, a, b, raise_to, [], *conflict]
+        peak = int(np.maximum.reduce(free[a : b + 1]))
+        if peak > cap - h - least:
+            tight = (free[a : b + 1] > cap - h - least).tolist()
+            if not _covers(tight, usable, first, last, a):
+                return [h, a, b, raise_to, [], *conflict]
         # A raise is dominated when some fitting buffer fits under it.
-        can_raise = (
-            raise_to < _INF
-            and (not fit or min(map(size_of, fit)) > raise_to - h)
-            and np.maximum.reduce(free[a : b + 1]) + raise_to <= cap
-        )
+        can_raise = raise_to < _INF and (not fit or min(map(size_of, fit)) > raise_to - h) and peak + raise_to <= cap
         cands = sorted([c for c in usable if twin[c] < 0 or not unplaced[twin[c]]], key=rank.__getitem__)
         # Exact fits first, then buffers flush with the left end (with `chain`, those after which
         # the rest can be tiled first), then with the right end, then the rest.
@@ -284,12 +282,6 @@ class Search:
             if reach < t:
                 return True
         return False
-
-
-def _any(mask: np.ndarray) -> bool:
-    """`mask.any()` for a non-empty mask, without the Python-level wrapper that costs more than
-    the test on the short arrays of a search node."""
-    return bool(mask[mask.argmax()])
 
 
 def _tiles(usable: list[int], first: list[int], last: list[int], a: int, b: int) -> list[bool]:
