@@ -35,6 +35,8 @@ rarely gets past its first member (1.9 CPU s against 0.4 on training 10k)."""
 from __future__ import annotations
 
 import bisect
+import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -48,13 +50,19 @@ _OPEN = np.iinfo(np.int64).max
 
 
 def greedy_by_size(
-    size: np.ndarray, first: np.ndarray, last: np.ndarray, beat: int | None = None
+    size: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+    beat: int | None = None,
+    deadline: float = float("inf"),
+    clock: Callable[[], float] = time.perf_counter,
 ) -> np.ndarray | None:
     """First fit, largest first; equal sizes keep their input order as in TFLite Micro.
 
-    None as soon as the arena reaches `beat`: it only grows, so the plan could not be smaller.
+    None as soon as the arena reaches `beat` (it only grows, so the plan could not be smaller),
+    or once `clock()` passes `deadline` (read between batches).
     """
-    return _first_fit(size, first, last, np.argsort(-size, kind="stable"), beat)
+    return _first_fit(size, first, last, np.argsort(-size, kind="stable"), beat, deadline, clock)
 
 
 def fit_in_order(
@@ -71,7 +79,13 @@ def fit_in_order(
 
 
 def _first_fit(
-    size: np.ndarray, first: np.ndarray, last: np.ndarray, order: np.ndarray, beat: int | None = None
+    size: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
+    order: np.ndarray,
+    beat: int | None = None,
+    deadline: float = float("inf"),
+    clock: Callable[[], float] = time.perf_counter,
 ) -> np.ndarray | None:
     """First fit in `order`, a batch of buffers at a time (see the module's docstring)."""
     n = len(size)
@@ -82,6 +96,8 @@ def _first_fit(
     order = np.asarray(order, np.int64)
     done = 0
     while done < n:
+        if deadline < float("inf") and clock() > deadline:
+            return None
         batch = order[done : done + min(_BATCH, max(1, _ROOM // (placed.top + 1)))]
         s, f, l = size[batch], first[batch], last[batch]
         fits = _Fits(placed, s, f, l)

@@ -106,3 +106,15 @@ def test_greedy_by_size_stops_once_its_arena_reaches_the_plan_to_beat():
     arena = int((offsets + size).max())
     assert greedy_by_size(size, first, last, arena) is None
     assert np.array_equal(greedy_by_size(size, first, last, arena + 1), offsets)
+
+
+def test_greedy_by_size_gives_up_at_its_deadline():
+    size, first, last = as_arrays(mixed(500, seed=3))  # 16 batches of 32
+    offsets = greedy_by_size(size, first, last)
+
+    def clock_from(start: float):
+        reads = iter(range(10**6))
+        return lambda: start + next(reads)
+
+    assert greedy_by_size(size, first, last, deadline=10.0, clock=clock_from(0.0)) is None
+    assert np.array_equal(greedy_by_size(size, first, last, deadline=16.0, clock=clock_from(0.0)), offsets)

@@ -217,6 +217,35 @@ def test_default_runs_greedy_by_size_above_the_exact_searchs_reach(monkeypatch):
     assert planned(buffers, budget_s=30, clock=time.process_time).size <= first_fit_by_size(buffers, 1)
 
 
+def test_budget_runs_greedy_by_size_until_it_is_spent(monkeypatch):
+    # Above the default's reach greedy by size runs last in the budget and counts only if it
+    # finishes: the clock stands still until it starts, then each read takes a second.
+    import irflow.memplan.planner as planner
+
+    monkeypatch.setattr(planner, "_GREEDY_DEFAULT_MAX", 2_100)
+    buffers = random_lifetimes(2_200, seed=11)  # greedy by size beats every skyline order here
+    default = planned(buffers)
+    now, results = [0.0], []
+    greedy_by_size = planner.greedy_by_size
+
+    def ticking() -> float:
+        now[0] += 1.0 if results else 0.0
+        return now[0]
+
+    def timed_greedy(*args):
+        results.append("running")
+        results[-1] = greedy_by_size(*args)
+        return results[-1]
+
+    monkeypatch.setattr(planner, "greedy_by_size", timed_greedy)
+    # 2,200 buffers take 69 batches of greedy by size, one clock read each: 10 s are too few.
+    cut = planned(buffers, budget_s=10, clock=ticking)
+    assert results == [None] and first_fit_by_size(buffers, 1) < cut.size <= default.size
+    results.clear()
+    assert planned(buffers, budget_s=100, clock=ticking).size == first_fit_by_size(buffers, 1) < default.size
+    assert len(results) == 1 and results[0] is not None
+
+
 def test_default_stops_packing_near_the_lower_bound(calls):
     # Above 2,000 buffers, a plan within 1/400 of the lower bound ends the default's packing (the
     # training family's first order gets there); a budget packs the remaining orders as well.
