@@ -178,6 +178,12 @@ def skyline_pack(
                 return k
         return fits[0]
 
+    def best_ranked(lo: int, hi: int, b: int) -> int:
+        """The best-ranked of the buffers lo..hi - 1 that end by b, or -1: numpy over a long slice."""
+        key = np.where(lasts[lo:hi] <= b, ranks[lo:hi], _INF)
+        k = int(key.argmin())
+        return lo + k if key[k] < _INF else -1
+
     def query(lo: int, a: int, b: int) -> int:
         """The best-ranked unplaced buffer inside [a, b] (with `flush`, exact fits first, then those
         flush with an end), or -1; `lo` is the first that starts at a or later."""
@@ -191,9 +197,7 @@ def skyline_pack(
                         best, j = key, k
             return j
         if not weight:
-            key = np.where(lasts[lo:hi] <= b, ranks[lo:hi], _INF)
-            k = int(key.argmin())
-            return lo + k if key[k] < _INF else -1
+            return best_ranked(lo, hi, b)
         # Exact fits and those flush with the left end start at a: the first of them in rank order.
         starts, j = begin[a + 1], -1
         if starts - lo <= _SCAN:
@@ -215,11 +219,7 @@ def skyline_pack(
         if len(right):
             k = starts + int(right[0] if len(right) == 1 else right[ranks[starts + right].argmin()])
             return k if j < 0 or ranks_l[k] < ranks_l[j] else j
-        if j >= 0 or starts == hi:
-            return j
-        key = np.where(tail <= b, ranks[starts:hi], _INF)
-        k = int(key.argmin())
-        return starts + k if key[k] < _INF else -1
+        return j if j >= 0 or starts == hi else best_ranked(starts, hi, b)
 
     while placed < n:
         h, a = pop(heap)
