@@ -222,10 +222,10 @@ class Search:
         # A step left uncovered at h wastes at least `least` bytes: what is later placed over it
         # rests on a buffer placed at h beside it, or on a raise to a neighbour.
         least = min(raise_to - h, min(map(size_of, usable))) if usable else raise_to - h
-        peak = int(np.maximum.reduce(free[a : b + 1]))
+        inside = free[a : b + 1]
+        peak = int(np.maximum.reduce(inside))
         if peak > cap - h - least:
-            tight = (free[a : b + 1] > cap - h - least).tolist()
-            if not _covers(tight, usable, first, last, a):
+            if not _covers((inside > cap - h - least).tolist(), usable, first, last, a):
                 return [h, a, b, raise_to, [], *conflict]
         # A raise is dominated when some fitting buffer fits under it.
         can_raise = raise_to < _INF and (not fit or min(map(size_of, fit)) > raise_to - h) and peak + raise_to <= cap
