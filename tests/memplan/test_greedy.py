@@ -112,9 +112,10 @@ def test_greedy_by_size_gives_up_at_its_deadline():
     size, first, last = as_arrays(mixed(500, seed=3))  # 16 batches of 32
     offsets = greedy_by_size(size, first, last)
 
-    def clock_from(start: float):
+    def ticking():
+        """A clock at 0 whose every read is a second later."""
         reads = iter(range(10**6))
-        return lambda: start + next(reads)
+        return lambda: float(next(reads))
 
-    assert greedy_by_size(size, first, last, deadline=10.0, clock=clock_from(0.0)) is None
-    assert np.array_equal(greedy_by_size(size, first, last, deadline=16.0, clock=clock_from(0.0)), offsets)
+    assert greedy_by_size(size, first, last, deadline=10.0, clock=ticking()) is None
+    assert np.array_equal(greedy_by_size(size, first, last, deadline=16.0, clock=ticking()), offsets)
