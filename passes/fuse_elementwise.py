@@ -10,6 +10,12 @@ more passes over the whole output.
     conv2d(x, w) -> c; bias_add(c, b) -> y      =>  conv2d(x, w, b) {epilogue = "bias_add"} -> y
     conv2d {epilogue = "bias_add"}; relu        =>  conv2d {epilogue = "bias_add_relu"}
     max_pool2d_grad(dy, x, y) -> d; relu_grad(d, x) -> dx  =>  max_pool2d_grad(dy, x, y) {epilogue = "relu_grad"} -> dx
+    matmul(a, b) -> g; momentum_update(w, g, m, lr) -> (w, m)  =>  matmul(a, b, w, m, lr) {epilogue = "momentum_update"} -> (w, m)
+
+The last (and its `sgd_update` twin) takes an optimizer update into the matmul
+that makes its weight gradient: where numpy's BLAS allows, the kernel adds the
+product straight into the momentum (or the weight) with one GEMM, and the
+gradient is never stored (kernels/linalg.py).
 
 A pair fuses only when the intermediate is a `buffer.alloc` that the first
 kernel writes and the second reads, and nothing else uses; and when no op
@@ -39,6 +45,9 @@ EPILOGUES = frozenset({"bias_add", "bias_add_relu"})
 # (first, second) where second's other input is first's input 1: first does both, with `epilogue = second`.
 # relu_grad(max_pool2d_grad(dy, x, y), x) masks dy by y > 0 instead of dx by x > 0 (a quarter of the work for 2x2).
 ABSORBED = frozenset({("max_pool2d_grad", "relu_grad")})
+
+# Updates whose gradient (input 1) a `matmul` may make as its epilogue: ins (a, b, w, the update's other inputs).
+UPDATES = frozenset({"sgd_update", "momentum_update"})
 
 
 def _writer(value: SSAValue) -> buffer.KernelOp | None:
@@ -99,6 +108,16 @@ def _fuse(first: buffer.KernelOp, second: buffer.KernelOp) -> buffer.KernelOp | 
     return fused
 
 
+def _fuse_update(first: buffer.KernelOp, update: buffer.KernelOp) -> buffer.KernelOp | None:
+    """The matmul making `update`'s gradient with the update as its epilogue, if `first` is a plain matmul."""
+    if first.kernel.data != "matmul" or _epilogue(first) is not None:
+        return None
+    params = {**first.parameters(), **update.parameters(), "epilogue": StringAttr(update.kernel.data)}
+    fused = buffer.KernelOp("matmul", [*first.ins, update.ins[0], *update.ins[2:]], list(update.outs), params)
+    fused.location = first.location
+    return fused
+
+
 @dataclass(frozen=True)
 class FuseElementwisePass(ModulePass):
     """Merge each kernel with the elementwise kernel that alone consumes its result (see the module doc)."""
@@ -110,12 +129,14 @@ class FuseElementwisePass(ModulePass):
             for second in list(program.body.block.ops):
                 if not isinstance(second, buffer.KernelOp) or not second.ins:
                     continue
-                intermediate = second.ins[0]
+                at = 1 if second.kernel.data in UPDATES and len(second.ins) > 1 else 0
+                intermediate = second.ins[at]
                 first = _writer(intermediate)
-                if first is None or intermediate in second.ins[1:]:
+                if first is None or list(second.ins).count(intermediate) != 1:
                     continue
-                fused = _fuse(first, second)
-                if fused is None or not _reads_kept(first, second, tuple(fused.ins)):
+                fused = _fuse_update(first, second) if at else _fuse(first, second)
+                # The fused kernel reads the first one's inputs where the second stood; the second's it reads there anyway.
+                if fused is None or not _reads_kept(first, second, tuple(first.ins)):
                     continue
                 Rewriter.replace_op(second, fused, new_results=[])
                 Rewriter.erase_op(first)
@@ -125,4 +146,4 @@ class FuseElementwisePass(ModulePass):
                 Rewriter.erase_op(storage.owner)
 
 
-__all__ = ["ABSORBED", "EPILOGUES", "EPILOGUE_HOSTS", "FUSED", "FuseElementwisePass"]
+__all__ = ["ABSORBED", "EPILOGUES", "EPILOGUE_HOSTS", "FUSED", "UPDATES", "FuseElementwisePass"]

@@ -7,6 +7,7 @@ import irflow as flow
 import irflow.typing as tp
 from irflow.dialects import buffer
 from irflow.passes import PREDICT_PIPELINE, TRAIN_PIPELINE
+from irflow.runtime.attributes import python_value
 
 
 def convnet(job_type: str):
@@ -64,3 +65,23 @@ def test_fused_predict_matches_pytorch() -> None:
     hidden = functional.relu(functional.linear(pool.reshape(3, -1), v["dense-weight"], v["dense-bias"]))
     expected = functional.linear(hidden, v["out-weight"], v["out-bias"])
     np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_dense_weight_gradients_take_their_update_as_epilogue() -> None:
+    """Each dense weight's gradient matmul applies its update (OneFlow's SGD has momentum 0.9 by default); the conv's
+    and the biases' updates stay apart."""
+    ops = kernels(convnet("train"))
+    fused = {op.ins[2].name_hint: op for op in ops if op.kernel.data == "matmul" and "epilogue" in op.parameters()}
+    assert sorted(fused) == ["dense-weight", "out-weight"]
+    for op in fused.values():
+        assert op.parameters()["epilogue"].data == "momentum_update" and python_value(op.parameters()["transpose_a"]) is True
+        assert len(op.ins) == 5 and list(op.outs) == [op.ins[2], op.ins[3]]
+    updated = sorted(op.ins[0].name_hint for op in ops if op.kernel.data == "momentum_update")
+    assert updated == ["conv-bias", "conv-weight", "dense-bias", "out-bias"]
+
+
+def test_fused_updates_leave_no_gradient_buffer_for_the_weights() -> None:
+    """The dense weights' gradients, (5, 64) and (2, 5), had allocs of their own; fused, they are gone."""
+    program = convnet("train").executable().program
+    shapes = [tuple(op.results[0].type.get_shape()) for op in program.body.block.ops if isinstance(op, buffer.AllocOp)]
+    assert (5, 64) not in shapes and (2, 5) not in shapes

@@ -121,3 +121,47 @@ buffer.program @poolgrad on "cpu" {
 // CHECK-NEXT:    buffer.kernel "max_pool2d_grad" {{.*}} outs(%e : memref<1x2x4x4xf32>) {strides = array<i64: 2, 2>}
 // CHECK-NEXT:    %ex = buffer.alloc
 // CHECK-NEXT:    buffer.kernel "relu_grad" ins(%e, %dx
+
+// -----
+
+// A weight gradient's matmul takes the update that alone reads it as its
+// epilogue: inputs a, b, then the update's without the gradient; outputs the
+// update's. The learning rate computed in between is read where the update
+// stood. A gradient that is also returned keeps its update apart, and so does
+// one whose matmul input is overwritten before the update (%h by the copy).
+
+buffer.program @updates on "cpu" {
+  %dy = buffer.alloc : memref<4x2xf32>
+  buffer.input %dy {index = 0 : i64} : memref<4x2xf32>
+  %h = buffer.alloc : memref<4x3xf32>
+  buffer.input %h {index = 1 : i64} : memref<4x3xf32>
+  %h2 = buffer.alloc : memref<4x3xf32>
+  buffer.input %h2 {index = 2 : i64} : memref<4x3xf32>
+  %w = buffer.variable {name = "w", initializer = {kind = "zeros"}} : memref<2x3xf32>
+  %m = buffer.variable {name = "w-momentum", initializer = {kind = "zeros"}} : memref<2x3xf32>
+  %v = buffer.variable {name = "v", initializer = {kind = "zeros"}} : memref<2x3xf32>
+  %u = buffer.variable {name = "u", initializer = {kind = "zeros"}} : memref<2x3xf32>
+  %w_grad = buffer.alloc : memref<2x3xf32>
+  buffer.kernel "matmul" ins(%dy, %h : memref<4x2xf32>, memref<4x3xf32>) outs(%w_grad : memref<2x3xf32>) {transpose_a = true}
+  %v_grad = buffer.alloc : memref<2x3xf32>
+  buffer.kernel "matmul" ins(%dy, %h : memref<4x2xf32>, memref<4x3xf32>) outs(%v_grad : memref<2x3xf32>) {transpose_a = true}
+  buffer.output %v_grad {index = 0 : i64} : memref<2x3xf32>
+  %u_grad = buffer.alloc : memref<2x3xf32>
+  buffer.kernel "matmul" ins(%dy, %h : memref<4x2xf32>, memref<4x3xf32>) outs(%u_grad : memref<2x3xf32>) {transpose_a = true}
+  %lr = buffer.alloc : memref<f32>
+  buffer.kernel "fill" outs(%lr : memref<f32>) {value = 1.000000e-01 : f64}
+  buffer.kernel "momentum_update" ins(%w, %w_grad, %m, %lr : memref<2x3xf32>, memref<2x3xf32>, memref<2x3xf32>, memref<f32>) outs(%w, %m : memref<2x3xf32>, memref<2x3xf32>) {beta = 9.000000e-01 : f64, weight_decay = 0.000000e+00 : f64}
+  buffer.kernel "sgd_update" ins(%v, %v_grad, %lr : memref<2x3xf32>, memref<2x3xf32>, memref<f32>) outs(%v : memref<2x3xf32>) {weight_decay = 0.000000e+00 : f64}
+  buffer.copy %h2, %h : memref<4x3xf32>, memref<4x3xf32>
+  buffer.kernel "sgd_update" ins(%u, %u_grad, %lr : memref<2x3xf32>, memref<2x3xf32>, memref<f32>) outs(%u : memref<2x3xf32>) {weight_decay = 0.000000e+00 : f64}
+}
+
+// CHECK-LABEL: buffer.program @updates on "cpu" {
+// CHECK-NOT:     %w_grad = buffer.alloc
+// CHECK:         %v_grad = buffer.alloc
+// CHECK:         %u_grad = buffer.alloc
+// CHECK:         buffer.kernel "fill" outs(%lr
+// CHECK-NEXT:    buffer.kernel "matmul" ins(%dy, %h, %w, %m, %lr : memref<4x2xf32>, memref<4x3xf32>, memref<2x3xf32>, memref<2x3xf32>, memref<f32>) outs(%w, %m : memref<2x3xf32>, memref<2x3xf32>) {beta = 9.000000e-01 : f64, epilogue = "momentum_update", transpose_a = true, weight_decay = 0.000000e+00 : f64}
+// CHECK-NEXT:    buffer.kernel "sgd_update" ins(%v, %v_grad, %lr
+// CHECK-NEXT:    buffer.copy
+// CHECK-NEXT:    buffer.kernel "sgd_update" ins(%u, %u_grad, %lr

@@ -99,3 +99,96 @@ def test_gemm_reads_a_transposed_view(rng) -> None:
     out = np.empty((6, 5), np.float32)
     gemm(XP, stored.T, b, out)()
     np.testing.assert_allclose(out, matmul_reference(stored.T, b), rtol=1e-5, atol=1e-5)
+
+
+def updated(update: str, w: np.ndarray, m: np.ndarray, g: np.ndarray, lr: float, weight_decay: float):
+    """OneFlow's SGD and momentum updates in float64: (w, m) after one step with gradient g."""
+    if update == "sgd_update":
+        return w - lr * (g + weight_decay * w), m
+    m = 0.9 * m - lr * (g + weight_decay * w)
+    return w + m, m
+
+
+@pytest.fixture(params=["blas", "numpy"])
+def gemm_path(request, monkeypatch) -> str:
+    """The update epilogue through numpy's BLAS with a beta, or, as where none is found, matmul and the update."""
+    from irflow.runtime.kernels import blas, linalg
+
+    if request.param == "numpy":
+        monkeypatch.setattr(linalg, "accumulating_gemm", lambda *args: None)
+    elif blas._routine(np.dtype(np.float32)) is None:
+        pytest.skip("numpy's BLAS has no 64-bit CBLAS gemm here")
+    return request.param
+
+
+def update_case(update: str, w: np.ndarray, m: np.ndarray, lr: np.ndarray) -> tuple[list, list, dict]:
+    """The update's inputs after (a, b), its outputs and attributes."""
+    if update == "sgd_update":
+        return [w, lr], [w], {}
+    return [w, m, lr], [w, m], {"beta": 0.9}
+
+
+@pytest.mark.parametrize("update", ["sgd_update", "momentum_update"])
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-5), (np.float64, 1e-12)])
+def test_update_epilogue_takes_the_product_as_its_gradient(build_kernel, rng, gemm_path, update, weight_decay, dtype, tol) -> None:
+    """dw = dy^T x, as autodiff makes it (transpose_a), applied in place over three steps of changing lr."""
+    dy, x = np.zeros((6, 4), dtype), np.zeros((6, 5), dtype)
+    w, m, lr = rng.standard_normal((4, 5)).astype(dtype), rng.standard_normal((4, 5)).astype(dtype), np.zeros((), dtype)
+    rest, outs, attrs = update_case(update, w, m, lr)
+    step, _ = build_kernel(
+        "matmul", [dy, x, *rest], outs, transpose_a=True, epilogue=update, weight_decay=weight_decay, **attrs
+    )
+    ref_w, ref_m = w.astype(np.float64), m.astype(np.float64)
+    for k in range(3):
+        dy[...], x[...], lr[...] = rng.standard_normal(dy.shape), rng.standard_normal(x.shape), 0.1 / (k + 1)
+        ref_w, ref_m = updated(update, ref_w, ref_m, matmul_reference(dy.T, x), float(lr), weight_decay)
+        step()
+        np.testing.assert_allclose(w, ref_w, rtol=tol, atol=tol)
+        np.testing.assert_allclose(m, ref_m, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("update", ["sgd_update", "momentum_update"])
+def test_update_epilogue_writes_outputs_apart_from_its_inputs(build_kernel, rng, gemm_path, update) -> None:
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    w, m, lr = rng.standard_normal((3, 2)), rng.standard_normal((3, 2)), np.array(0.05)
+    kept_w, kept_m = w.copy(), m.copy()
+    rest, outs, attrs = update_case(update, w, m, lr)
+    step, got = build_kernel("matmul", [a, b, *rest], [(o.shape, o.dtype) for o in outs], epilogue=update, weight_decay=0.1, **attrs)
+    step()
+    ref_w, ref_m = updated(update, w, m, matmul_reference(a, b), 0.05, 0.1)
+    np.testing.assert_allclose(got[0], ref_w, rtol=1e-12)
+    if update == "momentum_update":
+        np.testing.assert_allclose(got[1], ref_m, rtol=1e-12)
+    np.testing.assert_array_equal(w, kept_w)
+    np.testing.assert_array_equal(m, kept_m)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+@pytest.mark.parametrize("update", ["sgd_update", "momentum_update"])
+def test_a_large_update_epilogue_splits_over_threads(build_kernel, rng, gemm_path, update, count) -> None:
+    """301 x 64 x 200 multiply-adds are above the split size: each thread takes a block of the weight's rows."""
+    from irflow.runtime import threads
+
+    dy, x = rng.standard_normal((64, 301)), rng.standard_normal((64, 200))
+    w, m, lr = rng.standard_normal((301, 200)), rng.standard_normal((301, 200)), np.array(0.05)
+    ref_w, ref_m = updated(update, w, m, dy.T @ x, 0.05, 0.01)
+    rest, outs, attrs = update_case(update, w, m, lr)
+    try:
+        threads.set_cpu_thread_num(count)
+        step, _ = build_kernel("matmul", [dy, x, *rest], outs, transpose_a=True, epilogue=update, weight_decay=0.01, **attrs)
+        step()
+    finally:
+        threads.set_cpu_thread_num(None)
+    np.testing.assert_allclose(w, ref_w, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(m, ref_m, rtol=1e-12, atol=1e-12)
+
+
+def test_update_epilogue_errors_name_what_is_wrong(build_kernel, rng) -> None:
+    a, b, w, lr = rng.standard_normal((3, 4)), rng.standard_normal((4, 2)), rng.standard_normal((3, 2)), np.array(0.1)
+    with pytest.raises(ValueError, match="unknown epilogue 'adam_update'"):
+        build_kernel("matmul", [a, b, w, lr], [w], epilogue="adam_update")
+    with pytest.raises(ValueError, match=r"a @ b \(3, 2\), w \(2, 3\)"):
+        build_kernel("matmul", [a, b, w.T.copy(), lr], [w.T.copy()], epilogue="sgd_update")
+    with pytest.raises(ValueError, match="takes \\(a, b, w, m, lr\\).*given 4 inputs"):
+        build_kernel("matmul", [a, b, w, lr], [w], epilogue="momentum_update", beta=0.9)
