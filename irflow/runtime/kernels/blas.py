@@ -64,6 +64,19 @@ def _operand(x: np.ndarray) -> tuple[int, int] | None:
     return None
 
 
+class _Gemm:
+    """One GEMM call's arguments; it holds the arrays, since BLAS gets only their addresses."""
+
+    def __init__(self, routine: Callable[..., None], head: tuple[int, ...], operands: list[tuple[np.ndarray, int]]):
+        self.routine, self.head = routine, head
+        self.arrays = [x for x, _ in operands]
+        self.addresses = [(x.ctypes.data, ld) for x, ld in operands]
+
+    def __call__(self, alpha: float, beta: float) -> None:
+        (a, lda), (b, ldb), (c, ldc) = self.addresses
+        self.routine(*self.head, alpha, a, lda, b, ldb, beta, c, ldc)
+
+
 def accumulating_gemm(xp: ModuleType, a: Array, b: Array, c: Array) -> Gemm | None:
     """`gemm(alpha, beta)`: c = alpha a @ b + beta c for 2-D numpy arrays of one float dtype, c stored by rows;
     None where BLAS cannot take them as they lie or numpy's BLAS has no such routine."""
@@ -80,9 +93,4 @@ def accumulating_gemm(xp: ModuleType, a: Array, b: Array, c: Array) -> Gemm | No
         return None
     (m, k), n = a.shape, b.shape[1]
     (trans_a, lda), (trans_b, ldb), (_, ldc) = layout_a, layout_b, layout_c
-    pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
-
-    def gemm(alpha: float, beta: float) -> None:
-        routine(_ROW_MAJOR, trans_a, trans_b, m, n, k, alpha, pa, lda, pb, ldb, beta, pc, ldc)
-
-    return gemm
+    return _Gemm(routine, (_ROW_MAJOR, trans_a, trans_b, m, n, k), [(a, lda), (b, ldb), (c, ldc)])

@@ -51,3 +51,17 @@ def test_declines_what_blas_cannot_take_as_it_lies(rng) -> None:
     assert mixed is integer is column_major_c is strided is batched is empty is None
     fake_gpu = type(XP)("cupy")
     assert blas.accumulating_gemm(fake_gpu, a, b, c) is None
+
+
+def test_a_call_keeps_the_arrays_it_addresses_alive(rng) -> None:
+    import gc
+    import weakref
+
+    a, b, c = rng.standard_normal((3, 4)), rng.standard_normal((4, 2)), np.zeros((3, 2))
+    expected, alive = a @ b, [weakref.ref(x) for x in (a, b)]
+    gemm = blas.accumulating_gemm(XP, a, b, c)
+    del a, b
+    gc.collect()
+    assert all(ref() is not None for ref in alive)
+    gemm(1.0, 0.0)
+    np.testing.assert_allclose(c, expected, rtol=1e-12)
