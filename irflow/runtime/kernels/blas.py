@@ -78,12 +78,14 @@ class _Gemm:
 
 
 def accumulating_gemm(xp: ModuleType, a: Array, b: Array, c: Array) -> Gemm | None:
-    """`gemm(alpha, beta)`: c = alpha a @ b + beta c for 2-D numpy arrays of one float dtype, c stored by rows;
-    None where BLAS cannot take them as they lie or numpy's BLAS has no such routine."""
+    """`gemm(alpha, beta)`: c = alpha a @ b + beta c for 2-D numpy arrays of one float dtype, c stored by rows
+    apart from a and b; None where BLAS cannot take them as they lie or numpy's BLAS has no such routine."""
     if xp.__name__ != "numpy" or not (a.ndim == b.ndim == c.ndim == 2) or 0 in (*a.shape, b.shape[1]):
         return None
     dtype = np.dtype(c.dtype)
     if dtype not in _PREFIXES or a.dtype != dtype or b.dtype != dtype:
+        return None
+    if np.may_share_memory(c, a) or np.may_share_memory(c, b):  # BLAS reads a and b while it writes c
         return None
     layout_c, layout_a, layout_b = _operand(c), _operand(a), _operand(b)
     if layout_c is None or layout_c[0] != _NO_TRANS or layout_a is None or layout_b is None:

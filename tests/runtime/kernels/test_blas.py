@@ -48,7 +48,9 @@ def test_declines_what_blas_cannot_take_as_it_lies(rng) -> None:
     strided = blas.accumulating_gemm(XP, a[:, ::2], b[::2], c)  # a[:, ::2]: no unit stride either way
     batched = blas.accumulating_gemm(XP, a[None], b[None], c[None])
     empty = blas.accumulating_gemm(XP, a[:, :0], b[:0], c)
-    assert mixed is integer is column_major_c is strided is batched is empty is None
+    square = rng.standard_normal((4, 4))
+    overlapping = blas.accumulating_gemm(XP, square, square[:, :2], square[:, 2:])  # c would be written as b is read
+    assert mixed is integer is column_major_c is strided is batched is empty is overlapping is None
     fake_gpu = type(XP)("cupy")
     assert blas.accumulating_gemm(fake_gpu, a, b, c) is None
 

@@ -192,3 +192,15 @@ def test_update_epilogue_errors_name_what_is_wrong(build_kernel, rng) -> None:
         build_kernel("matmul", [a, b, w.T.copy(), lr], [w.T.copy()], epilogue="sgd_update")
     with pytest.raises(ValueError, match="takes \\(a, b, w, m, lr\\).*given 4 inputs"):
         build_kernel("matmul", [a, b, w, lr], [w], epilogue="momentum_update", beta=0.9)
+
+
+@pytest.mark.parametrize("update", ["sgd_update", "momentum_update"])
+def test_an_update_epilogue_reading_its_variable_multiplies_the_old_value(build_kernel, rng, update) -> None:
+    """w's gradient a @ w: the product is of w before the update, whichever way the kernel runs."""
+    a, w, m, lr = rng.standard_normal((3, 3)), rng.standard_normal((3, 3)), rng.standard_normal((3, 3)), np.array(0.1)
+    ref_w, ref_m = updated(update, w, m, a @ w, 0.1, 0.0)
+    rest, outs, attrs = update_case(update, w, m, lr)
+    step, _ = build_kernel("matmul", [a, w, *rest], outs, epilogue=update, **attrs)
+    step()
+    np.testing.assert_allclose(w, ref_w, rtol=1e-12)
+    np.testing.assert_allclose(m, ref_m, rtol=1e-12)
