@@ -115,9 +115,9 @@ def _updating(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
     held = (state or [w])[0]
     if not _same(held, accumulated):
         prologue.append(partial(xp.copyto, accumulated, held))
-    decay = xp.empty((), w.dtype)  # lr x weight_decay, momentum's term in w
-    scratch = xp.empty(w.shape, w.dtype) if weight_decay and state else None
-    if scratch is not None:
+    decay = scratch = None
+    if weight_decay and state:  # momentum's term in w: lr x weight_decay, times w into scratch
+        decay, scratch = xp.empty((), w.dtype), xp.empty(w.shape, w.dtype)
         prologue.append(partial(xp.multiply, lr, weight_decay, out=decay))
 
     def part(span: range) -> tuple[list[Run], None]:
