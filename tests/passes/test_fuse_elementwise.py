@@ -85,3 +85,10 @@ def test_fused_updates_leave_no_gradient_buffer_for_the_weights() -> None:
     program = convnet("train").executable().program
     shapes = [tuple(op.results[0].type.get_shape()) for op in program.body.block.ops if isinstance(op, buffer.AllocOp)]
     assert (5, 64) not in shapes and (2, 5) not in shapes
+
+
+def test_the_pass_fuses_exactly_the_updates_the_matmul_kernel_applies() -> None:
+    from irflow.passes import fuse_elementwise
+    from irflow.runtime.kernels import linalg
+
+    assert fuse_elementwise.UPDATES == set(linalg.UPDATES)
