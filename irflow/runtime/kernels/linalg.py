@@ -109,7 +109,7 @@ def _updating(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
 
     def read_rate() -> None:
         rate = float(lr)
-        coefficients[:] = -rate, 1.0 - rate * weight_decay if beta is None else beta
+        coefficients[:] = -rate, (1.0 - rate * weight_decay if beta is None else beta)
 
     prologue: list[Run] = [read_rate]
     held = (state or [w])[0]
