@@ -8,6 +8,8 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
 from .blas import accumulating_gemm
 from .optimizer import momentum_update, sgd_update
 from .parallel import Split
@@ -84,8 +86,8 @@ def _updating(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
     straight into what the update accumulates: m = -lr a @ b + beta m (then m -= lr weight_decay w
     and w += m) for momentum, w = -lr a @ b + (1 - lr weight_decay) w for SGD, one GEMM and no
     gradient array. The MLP's 512x784 weight, 1 thread: 1.47 -> 1.23 ms for its gradient and
-    update (docs/kernels.md). Elsewhere (a GPU, another BLAS) the product lands in an array of its
-    own and the update's kernel runs on it, as unfused.
+    update (docs/kernels.md). Elsewhere (a GPU, another BLAS, or a w that overlaps a or b) the
+    product lands in an array of its own and the update's kernel runs on it, as unfused.
     """
     update = str(attrs["epilogue"])
     if update not in UPDATES:
@@ -100,7 +102,8 @@ def _updating(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
         )
     params = {k: attrs[k] for k in ("beta", "weight_decay") if k in attrs}
     accumulated = outs[-1]  # m (w for SGD): the GEMM adds into it
-    if accumulating_gemm(xp, a, b, accumulated) is None:
+    # Split by rows, every part's GEMM reads all of b while the parts write their rows of w: w must lie apart.
+    if accumulating_gemm(xp, a, b, accumulated) is None or any(np.may_share_memory(outs[0], x) for x in (a, b)):
         product = xp.empty(shape, w.dtype)
         return sequence([matmul(xp, {}, [a, b], [product]), UPDATES[update](xp, params, [w, product, *state, lr], outs)])
     weight_decay = float(params.get("weight_decay", 0.0))

@@ -194,13 +194,21 @@ def test_update_epilogue_errors_name_what_is_wrong(build_kernel, rng) -> None:
         build_kernel("matmul", [a, b, w, lr], [w], epilogue="momentum_update", beta=0.9)
 
 
+@pytest.mark.parametrize("n, count", [(3, 1), (128, 1), (128, 3)])  # 128**3 multiply-adds are above the split size
 @pytest.mark.parametrize("update", ["sgd_update", "momentum_update"])
-def test_an_update_epilogue_reading_its_variable_multiplies_the_old_value(build_kernel, rng, update) -> None:
-    """w's gradient a @ w: the product is of w before the update, whichever way the kernel runs."""
-    a, w, m, lr = rng.standard_normal((3, 3)), rng.standard_normal((3, 3)), rng.standard_normal((3, 3)), np.array(0.1)
+def test_an_update_epilogue_reading_its_variable_multiplies_the_old_value(build_kernel, rng, update, n, count) -> None:
+    """w's gradient a @ w: the product is of w before the update, whichever way the kernel runs, at any thread
+    count (split by rows, every part's GEMM reads all of w while the parts update it)."""
+    from irflow.runtime import threads
+
+    a, w, m, lr = rng.standard_normal((n, n)), rng.standard_normal((n, n)), rng.standard_normal((n, n)), np.array(0.1)
     ref_w, ref_m = updated(update, w, m, a @ w, 0.1, 0.0)
     rest, outs, attrs = update_case(update, w, m, lr)
-    step, _ = build_kernel("matmul", [a, w, *rest], outs, epilogue=update, **attrs)
-    step()
+    try:
+        threads.set_cpu_thread_num(count)
+        step, _ = build_kernel("matmul", [a, w, *rest], outs, epilogue=update, **attrs)
+        step()
+    finally:
+        threads.set_cpu_thread_num(None)
     np.testing.assert_allclose(w, ref_w, rtol=1e-12)
     np.testing.assert_allclose(m, ref_m, rtol=1e-12)
