@@ -65,6 +65,37 @@ def _index(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> tuple[list[in
     return begin.tolist(), np.append(suffix, _INF)[begin[:-1]].tolist()
 
 
+def _runs(heights: list[int]) -> list[tuple[int, int, int]]:
+    """The maximal runs [a, b] of equal height h in `heights`, as (a, b, h)."""
+    h = np.asarray(heights)
+    starts = np.flatnonzero(np.diff(h, prepend=h[0] - 1))
+    ends = np.append(starts[1:] - 1, len(h) - 1)
+    return list(zip(starts.tolist(), ends.tolist(), h[starts].tolist()))
+
+
+def skyline(first: np.ndarray, last: np.ndarray, top: np.ndarray, steps: int) -> np.ndarray:
+    """Per step, the highest `top` among the buffers live there (0 where none is): where placed
+    buffers leave memory free for more above them.
+
+    Each lifetime is covered by two spans of a power-of-two length, and the spans' maxima go down
+    one length at a time, halving: O(n + T log T) in numpy.
+    """
+    length = last - first + 1
+    level = np.zeros(len(length), np.int64)
+    if len(length):
+        level = np.frexp(length.astype(np.float64))[1] - 1  # floor(log2(length))
+    levels = int(level.max()) + 1 if len(length) else 1
+    table = np.zeros((levels, steps), np.int64)
+    np.maximum.at(table, (level, first), top)
+    np.maximum.at(table, (level, last + 1 - (1 << level)), top)
+    for k in range(levels - 1, 0, -1):
+        half = 1 << (k - 1)
+        spans = steps - (1 << k) + 1  # where a span of 2**k steps can start
+        np.maximum(table[k - 1, :spans], table[k, :spans], out=table[k - 1, :spans])
+        np.maximum(table[k - 1, half : half + spans], table[k, :spans], out=table[k - 1, half : half + spans])
+    return table[0]
+
+
 def skyline_pack(
     first: np.ndarray,
     last: np.ndarray,
@@ -73,8 +104,10 @@ def skyline_pack(
     steps: int,
     flush: bool = False,
     chain: bool = False,
+    floor: list[int] | None = None,
 ) -> list[int]:
-    """Offsets for buffers with lifetimes [first, last] over steps 0..steps-1.
+    """Offsets for buffers with lifetimes [first, last] over steps 0..steps-1, above `floor`
+    (per step, the height where memory is free; 0 everywhere by default).
 
     `size` must be positive and `rank` a permutation (lower places first
     among buffers that fit the same lowest segment).  With `flush`, buffers
@@ -106,11 +139,14 @@ def skyline_pack(
     end_of = [-1] * steps
     start_of = [-1] * steps
     height = [0] * steps
-    end_of[0], start_of[steps - 1] = steps - 1, 0
     # The heap holds (h, a) for segments [a, end_of[a]] at height h; an entry is stale once a
     # segment no longer starts at a or has moved from h, and one entry stands for a segment
     # that grows while it stays at (h, a).
-    heap = [(0, 0)]
+    heap: list[tuple[int, int]] = []
+    for a, b, h in _runs(floor or [0] * steps):
+        end_of[a], start_of[b], height[a] = b, a, h
+        heap.append((h, a))
+    heapq.heapify(heap)
     offsets = [0] * n
     placed = dead = 0
     compact_at = max(64, n // 4)

@@ -7,7 +7,7 @@ from irflow.memplan import Plan, validate
 from irflow.memplan.instances import mixed, tiled, training
 from irflow.memplan.orderings import ORDERINGS
 from irflow.memplan.problem import as_arrays
-from irflow.memplan.skyline import compress, skyline_pack, step_load
+from irflow.memplan.skyline import compress, skyline, skyline_pack, step_load
 
 
 @pytest.mark.parametrize("make", [tiled, training, mixed])
@@ -48,3 +48,33 @@ def test_chain_packs_tilings_tighter(seed):
     assert tops[1] < tops[0]
     assert tops[1] <= 1.13 * (1 << 20)
 
+
+
+def test_skyline_is_the_highest_top_at_each_step():
+    rng = np.random.default_rng(5)
+    for _ in range(100):
+        steps, n = int(rng.integers(1, 80)), int(rng.integers(0, 30))
+        first = rng.integers(0, steps, n)
+        last = np.minimum(first + rng.integers(0, steps, n), steps - 1)
+        top = rng.integers(1, 1000, n)
+        expected = np.zeros(steps, np.int64)
+        for f, l, t in zip(first, last, top):
+            expected[f : l + 1] = np.maximum(expected[f : l + 1], t)
+        assert skyline(first, last, top, steps).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("flush, chain", [(False, False), (True, False), (False, True)])
+def test_packs_above_a_floor(flush, chain):
+    buffers = [b for b in mixed(300, seed=4) if b.size]
+    size, first, last = as_arrays(buffers)
+    cfirst, clast, steps = compress(first, last)
+    rank = ORDERINGS["length"](size, first, last)
+    assert skyline_pack(cfirst, clast, size, rank, steps, flush, chain, [0] * steps) == skyline_pack(
+        cfirst, clast, size, rank, steps, flush, chain
+    )
+    floor = np.random.default_rng(2).integers(0, 1 << 20, steps)
+    floor[10:40] = 7  # a flat run, a segment of its own
+    offsets = np.array(skyline_pack(cfirst, clast, size, rank, steps, flush, chain, floor.tolist()))
+    validate(buffers, Plan(tuple(offsets.tolist()), int((offsets + size).max())), 1)
+    for i in range(len(buffers)):
+        assert offsets[i] >= floor[cfirst[i] : clast[i] + 1].max()
