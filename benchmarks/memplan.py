@@ -24,8 +24,8 @@ default plans at their optimum, and the MiniMalloc instances each irflow run
 fits in MiniMalloc's 1,048,576 bytes; then the default on tilings of 10k and
 100k buffers over four seeds, its arena over greedy by size's on the generated
 families over four seeds (sizes up to a fifth of `--baseline-max`, and the
-mixed family at every size), and its best CPU time of three on the 10k and
-100k instances.
+mixed family at every size and at `--mixed-sizes`), and its best CPU time of
+three on the 10k and 100k instances.
 
     python benchmarks/memplan.py [--budget 1] [--sizes 1000,10000,100000] [--profiles DIR]
 """
@@ -155,13 +155,15 @@ def tiled_seeds(sizes: list[int], seeds: int) -> None:
         print(f"tiled {n:,}, seeds 0-{seeds - 1}, default: " + " ".join(f"{r:.4f}" for r in ratios))
 
 
-def against_greedy(sizes: list[int], seeds: int, limit: int) -> None:
+def against_greedy(sizes: list[int], seeds: int, limit: int, mixed_sizes: list[int]) -> None:
     """The default's arena over greedy by size's on each generated family and size, several seeds:
     at most 1 wherever greedy by size is one of the default's candidates (up to 10,000 buffers).
     Above `limit` buffers only the mixed family, the one the goal of never worse than greedy by
-    size names (greedy by size takes 10-13 CPU s per mixed instance of 100k buffers)."""
+    size names (greedy by size takes 10-13 CPU s per mixed instance of 100k buffers), which is
+    also measured at `mixed_sizes`, between the candidates' reach and the top's repack at 100k."""
     for gen in (tiled, training, mixed):
-        for n in (n for n in sizes if n <= limit or gen is mixed):
+        chosen = sorted(set(sizes) | set(mixed_sizes)) if gen is mixed else sizes
+        for n in (n for n in chosen if n <= limit or gen is mixed):
             ratios = []
             for seed in range(seeds):
                 buffers = gen(n, seed=seed)
@@ -184,6 +186,9 @@ def main() -> None:
     parser.add_argument("--profiles", type=Path, default=SHARED, help="directory of the shared CSV profiles")
     parser.add_argument("--baseline-max", type=int, default=70_000, help="largest n for the O(n^2) baselines")
     parser.add_argument("--seeds", type=int, default=20, help="perfect packings of each size to count")
+    parser.add_argument(
+        "--mixed-sizes", default="20000,50000", help="more sizes of the mixed family to measure against greedy by size"
+    )
     args = parser.parse_args()
     if args.budget < 0:
         args.budget = None
@@ -204,7 +209,8 @@ def main() -> None:
     print()
     tiled_seeds([n for n in map(int, args.sizes.split(",")) if n >= 10_000], 4)
     print()
-    against_greedy(list(map(int, args.sizes.split(","))), 4, args.baseline_max // 5)
+    sizes, mixed_sizes = (list(map(int, s.split(","))) if s else [] for s in (args.sizes, args.mixed_sizes))
+    against_greedy(sizes, 4, args.baseline_max // 5, mixed_sizes)
     print()
     speed([g for g in generated if g[0].endswith((" 10k", " 100k"))], 3)
 
