@@ -80,11 +80,10 @@ def skyline(first: np.ndarray, last: np.ndarray, top: np.ndarray, steps: int) ->
     Each lifetime is covered by two spans of a power-of-two length, and the spans' maxima go down
     one length at a time, halving: O(n + T log T) in numpy.
     """
-    length = last - first + 1
-    level = np.zeros(len(length), np.int64)
-    if len(length):
-        level = np.frexp(length.astype(np.float64))[1] - 1  # floor(log2(length))
-    levels = int(level.max()) + 1 if len(length) else 1
+    if not len(first):
+        return np.zeros(steps, np.int64)
+    level = np.frexp((last - first + 1).astype(np.float64))[1] - 1  # floor(log2(length))
+    levels = int(level.max()) + 1
     table = np.zeros((levels, steps), np.int64)
     np.maximum.at(table, (level, first), top)
     np.maximum.at(table, (level, last + 1 - (1 << level)), top)
@@ -143,7 +142,7 @@ def skyline_pack(
     # segment no longer starts at a or has moved from h, and one entry stands for a segment
     # that grows while it stays at (h, a).
     heap: list[tuple[int, int]] = []
-    for a, b, h in _runs(floor or [0] * steps):
+    for a, b, h in _runs(floor) if floor is not None else [(0, steps - 1, 0)]:
         end_of[a], start_of[b], height[a] = b, a, h
         heap.append((h, a))
     heapq.heapify(heap)
