@@ -49,7 +49,6 @@ def test_chain_packs_tilings_tighter(seed):
     assert tops[1] <= 1.13 * (1 << 20)
 
 
-
 def test_skyline_is_the_highest_top_at_each_step():
     rng = np.random.default_rng(5)
     for _ in range(100):
