@@ -5,7 +5,8 @@ best plan (the chain orders first where the load sits at the lower bound
 almost everywhere, after packing the rectangles that `coalesce` finds there,
 which take the default's work first, and its earlier rectangles once more in
 time mirrored); how many orders run scales down with the number of
-buffers, so that 10k buffers plan in about 0.2 s and 100k in about 1.5-2 s,
+buffers, so that 10k buffers plan in about 0.2 s and 100k in about 1.5-2 s
+on a quiet machine (the repack of the top below adds about a sixth there),
 and above 2,000 buffers no further order runs once the plan is within 1/400
 of the lower bound.
 Up to 10,000 buffers greedy by size (TFLite's planner) is one more candidate
