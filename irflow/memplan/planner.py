@@ -149,7 +149,7 @@ def _repacked_top(
     ranked = np.empty(len(top), np.int64)
     ranked[np.argsort(rank[top])] = np.arange(len(top))  # the same order among them, as a permutation
     repacked = offsets.copy()
-    repacked[top] = skyline_pack(first[top], last[top], size[top], ranked, steps, flush, False, floor.tolist())
+    repacked[top] = skyline_pack(first[top], last[top], size[top], ranked, steps, flush, False, floor)
     return repacked
 
 

@@ -65,12 +65,11 @@ def _index(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> tuple[list[in
     return begin.tolist(), np.append(suffix, _INF)[begin[:-1]].tolist()
 
 
-def _runs(heights: list[int]) -> list[tuple[int, int, int]]:
+def _runs(heights: np.ndarray) -> list[tuple[int, int, int]]:
     """The maximal runs [a, b] of equal height h in `heights`, as (a, b, h)."""
-    h = np.asarray(heights)
-    starts = np.flatnonzero(np.diff(h, prepend=h[0] - 1))
-    ends = np.append(starts[1:] - 1, len(h) - 1)
-    return list(zip(starts.tolist(), ends.tolist(), h[starts].tolist()))
+    starts = np.flatnonzero(np.diff(heights, prepend=heights[0] - 1))
+    ends = np.append(starts[1:] - 1, len(heights) - 1)
+    return list(zip(starts.tolist(), ends.tolist(), heights[starts].tolist()))
 
 
 def skyline(first: np.ndarray, last: np.ndarray, top: np.ndarray, steps: int) -> np.ndarray:
@@ -103,7 +102,7 @@ def skyline_pack(
     steps: int,
     flush: bool = False,
     chain: bool = False,
-    floor: list[int] | None = None,
+    floor: np.ndarray | None = None,
 ) -> list[int]:
     """Offsets for buffers with lifetimes [first, last] over steps 0..steps-1, above `floor`
     (per step, the height where memory is free; 0 everywhere by default).

@@ -68,12 +68,12 @@ def test_packs_above_a_floor(flush, chain):
     size, first, last = as_arrays(buffers)
     cfirst, clast, steps = compress(first, last)
     rank = ORDERINGS["length"](size, first, last)
-    assert skyline_pack(cfirst, clast, size, rank, steps, flush, chain, [0] * steps) == skyline_pack(
+    assert skyline_pack(cfirst, clast, size, rank, steps, flush, chain, np.zeros(steps, np.int64)) == skyline_pack(
         cfirst, clast, size, rank, steps, flush, chain
     )
     floor = np.random.default_rng(2).integers(0, 1 << 20, steps)
     floor[10:40] = 7  # a flat run, a segment of its own
-    offsets = np.array(skyline_pack(cfirst, clast, size, rank, steps, flush, chain, floor.tolist()))
+    offsets = np.array(skyline_pack(cfirst, clast, size, rank, steps, flush, chain, floor))
     validate(buffers, Plan(tuple(offsets.tolist()), int((offsets + size).max())), 1)
     for i in range(len(buffers)):
         assert offsets[i] >= floor[cfirst[i] : clast[i] + 1].max()
