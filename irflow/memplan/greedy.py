@@ -214,16 +214,26 @@ def _repair(fits: _Fits, start: int, meets: np.ndarray) -> np.ndarray:
 
     A row's first fit against the placed buffers stays its first fit against more buffers
     wherever it clears them: more obstacles never open a lower place.  Where it meets one,
-    every place from it up to that one's end is taken too, so the search goes on from there.
+    every place from it up to that one's end is taken too, so the search goes on from there:
+    past the earlier members in offset order (one pass clears a stack of them, as buffers
+    sharing a floor make), then past the placed buffers, until neither moves it.
     """
     at, s = fits.at.tolist(), fits.s.tolist()
     earlier: list[list[int]] = [[] for _ in at]
     for j, i in zip(*meets[start:].nonzero()):
         earlier[start + j].append(i)
     for j in range(start, len(at)):
-        a = at[j]
-        while (i := next((i for i in earlier[j] if a < at[i] + s[i] and at[i] < a + s[j]), None)) is not None:
-            a = fits.from_(j, at[i] + s[i])
+        a, size, members = at[j], s[j], sorted(earlier[j], key=at.__getitem__)
+        while True:  # a is clear of the placed buffers here
+            clear = a
+            for i in members:
+                if at[i] >= a + size:
+                    break
+                if at[i] + s[i] > a:
+                    a = at[i] + s[i]
+            if a == clear:
+                break
+            a = fits.from_(j, a)
         at[j] = a
     return np.array(at, np.int64)
 
