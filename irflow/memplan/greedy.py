@@ -56,13 +56,15 @@ def greedy_by_size(
     beat: int | None = None,
     deadline: float = float("inf"),
     clock: Callable[[], float] = time.perf_counter,
+    lowest: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """First fit, largest first; equal sizes keep their input order as in TFLite Micro.
 
     None as soon as the arena reaches `beat` (it only grows, so the plan could not be smaller),
-    or once `clock()` passes `deadline` (read between batches).
+    or once `clock()` passes `deadline` (read between batches).  `lowest` is, per buffer, the
+    lowest offset it may take (0 by default): what lies below it is taken, as under a floor.
     """
-    return _first_fit(size, first, last, np.argsort(-size, kind="stable"), beat, deadline, clock)
+    return _first_fit(size, first, last, np.argsort(-size, kind="stable"), beat, deadline, clock, lowest)
 
 
 def fit_in_order(
@@ -86,10 +88,14 @@ def _first_fit(
     beat: int | None = None,
     deadline: float = float("inf"),
     clock: Callable[[], float] = time.perf_counter,
+    lowest: np.ndarray | None = None,
 ) -> np.ndarray | None:
-    """First fit in `order`, a batch of buffers at a time (see the module's docstring)."""
+    """First fit in `order`, a batch of buffers at a time (see the module's docstring), each
+    buffer at `lowest` or above."""
     n = len(size)
     offsets = np.zeros(n, np.int64)
+    lowest = np.zeros(n, np.int64) if lowest is None else lowest
+    floor = int(lowest.max(initial=0))
     steps = np.int32 if n and max(-int(first.min()), int(last.max())) < 1 << 31 else np.int64
     first, last = first.astype(steps), last.astype(steps)
     placed = _Placed(n, steps)
@@ -98,9 +104,9 @@ def _first_fit(
     while done < n:
         if clock() > deadline:
             return None
-        batch = order[done : done + min(_BATCH, max(1, _ROOM // (placed.top + 1)))]
+        batch = order[done : done + min(_BATCH, max(1, _ROOM // (max(placed.top, floor) + 1)))]
         s, f, l = size[batch], first[batch], last[batch]
-        fits = _Fits(placed, s, f, l)
+        fits = _Fits(placed, s, f, l, lowest[batch])
         at = fits.at
         # Member j's place against the placed buffers is its place unless it meets an earlier
         # member in time and in bytes.
@@ -153,17 +159,18 @@ def _merged(mine: np.ndarray, theirs: np.ndarray, old: np.ndarray, new: np.ndarr
 
 
 class _Fits:
-    """First fits of a batch of buffers (rows) against the placed ones alone.
+    """First fits of a batch of buffers (rows) against the placed ones alone, each row at its
+    `low` or above.
 
     The placed buffers overlapping each row in time (its hits) come out of one mask, row
     after row, each row's in offset order.  The running top of their ends is one accumulate
-    over all rows, row r's ends lifted by r x `big` (above every end), so no row's values
-    reach the next's.
+    over all rows, row r's ends lifted by r x `big` (above every end and low), so no row's
+    values reach the next's.
     """
 
-    def __init__(self, placed: _Placed, s: np.ndarray, f: np.ndarray, l: np.ndarray) -> None:
+    def __init__(self, placed: _Placed, s: np.ndarray, f: np.ndarray, l: np.ndarray, low: np.ndarray) -> None:
         m, k = len(s), len(placed.off)
-        self.s, self.big = s, placed.top + 1
+        self.s, self.big = s, max(placed.top, int(low.max())) + 1
         mask = placed.mask[: m * k].reshape(m, k)
         other = placed.other[: m * k].reshape(m, k)
         np.less_equal(placed.first, l[:, None], out=mask)
@@ -178,22 +185,24 @@ class _Fits:
         hits -= np.repeat(ids * k, count)  # the placed buffers' positions
         run = placed.end.take(hits, mode="clip")  # valid positions: "clip" skips the bounds checks
         run += np.repeat(lifts, count)
+        # A row's top starts at its low: its first hit ends there at least.
+        hit, starts = count > 0, bounds[:-1][count > 0]
+        run[starts] = np.maximum(run[starts], (lifts + low)[hit])
         self.run = np.maximum.accumulate(run, out=run)
         self.off = off = placed.off.take(hits, mode="clip")
-        # The gap below hit h holds the row where off[h] - s >= the top before h: 0 at a row's first
+        # The gap below hit h holds the row where off[h] - s >= the top before h: low at a row's first
         # hit (the previous row's lifted top is below the lift, so that case is set apart).
         room = np.repeat(lifts - s, count)
         room += off
         ok = np.empty(len(hits), bool)
         np.greater_equal(room[1:], run[:-1], out=ok[1:])
-        starts = bounds[:-1][count > 0]
-        ok[starts] = off[starts] >= s[count > 0]
-        # Each row's first fit, else on top of its hits (0 without any).
-        self.at = np.where(count > 0, run[bounds[1:] - 1] - lifts, 0) if len(hits) else np.zeros(m, np.int64)
+        ok[starts] = off[starts] - low[hit] >= s[hit]
+        # Each row's first fit, else on top of its hits (its low without any).
+        self.at = np.where(hit, run[bounds[1:] - 1] - lifts, low) if len(hits) else low
         fit = np.flatnonzero(ok)
         if len(fit):
             h = fit[np.minimum(np.searchsorted(fit, bounds[:-1]), len(fit) - 1)]
-            below = np.where(h > bounds[:-1], run[h - 1] - lifts, 0)
+            below = np.where(h > bounds[:-1], run[h - 1] - lifts, low)
             self.at = np.where((h >= bounds[:-1]) & (h < bounds[1:]), below, self.at)
 
     def from_(self, j: int, a: int) -> int:

@@ -15,7 +15,8 @@ there the plan is never worse than it (in alignment units); it stops as soon
 as its arena reaches the plan's.  Above that, where the plan is not within
 1/400 of the bound (and the instance not tight), the top fifth of its buffers
 is packed again, by flush `length`, above what the rest leave free, and kept
-if smaller.  Up to 500
+if smaller; up to 50,000 buffers that top is then placed once more by greedy
+by size, each buffer above the rest, and kept if smaller.  Up to 500
 buffers it then runs the exact search of `search.py` for 1,000 nodes (tens of
 milliseconds), which finds the optimum of small problems.  With `budget_s`,
 the improvement phase starts from that plan, runs (up to 2,000 buffers) the
@@ -48,7 +49,7 @@ from irflow.memplan.greedy import greedy_by_size
 from irflow.memplan.orderings import MIRRORED_ORDER, ORDERINGS, ORDERS, SEARCH_ORDERS, TIGHT_ORDERS, Order
 from irflow.memplan.problem import Buffer, Plan, as_arrays, check_alignment, load_profile
 from irflow.memplan.search import Search, improve
-from irflow.memplan.skyline import compress, skyline, skyline_pack, step_load
+from irflow.memplan.skyline import compress, skyline, skyline_pack, span_max, step_load
 
 # The default places about this many buffers in all (orders x buffers), with one order at least.
 _DEFAULT_WORK = 20_000
@@ -77,6 +78,10 @@ _NEAR = 400
 # 1.0218, below greedy by size's 1.0265 and 1.0276.
 _REPACK_SHARE = 5
 _REPACK_ORDER = ("length", True)  # (ordering, flush)
+# Up to this size that repack's result has its top placed again by greedy by size (each buffer above
+# the others' skyline), kept if smaller: 0.05-0.4 CPU s at 20k-50k, where greedy by size of the whole
+# costs 0.5-3.3 s (docs/memplan.md, "Repacking the top").
+_GREEDY_TOP_MAX = 50_000
 
 
 def plan(
@@ -135,21 +140,43 @@ def _mirrored_pack(size: np.ndarray, first: np.ndarray, last: np.ndarray, order:
     return np.array(offsets, np.int64)
 
 
-def _repacked_top(
-    size: np.ndarray, first: np.ndarray, last: np.ndarray, steps: int, offsets: np.ndarray, rank: np.ndarray,
-    flush: bool,
-) -> np.ndarray:
-    """`offsets` with the top 1/_REPACK_SHARE of the buffers (the highest offsets) packed again in
-    `rank`'s order above what the others leave free: the others' skyline is the new pack's floor."""
+def _top_and_floor(
+    size: np.ndarray, first: np.ndarray, last: np.ndarray, steps: int, offsets: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The top 1/_REPACK_SHARE of the buffers (the highest offsets: the packer's last placements),
+    and the others' skyline: per step, where what they leave free begins."""
     n = len(size)
     top = np.argsort(offsets, kind="stable")[n - n // _REPACK_SHARE :]
     kept = np.ones(n, bool)
     kept[top] = False
-    floor = skyline(first[kept], last[kept], (offsets + size)[kept], steps)
+    return top, skyline(first[kept], last[kept], (offsets + size)[kept], steps)
+
+
+def _repacked_top(
+    size: np.ndarray, first: np.ndarray, last: np.ndarray, steps: int, offsets: np.ndarray, rank: np.ndarray,
+    flush: bool,
+) -> np.ndarray:
+    """`offsets` with the top buffers packed again in `rank`'s order above the others' skyline."""
+    top, floor = _top_and_floor(size, first, last, steps, offsets)
     ranked = np.empty(len(top), np.int64)
     ranked[np.argsort(rank[top])] = np.arange(len(top))  # the same order among them, as a permutation
     repacked = offsets.copy()
     repacked[top] = skyline_pack(first[top], last[top], size[top], ranked, steps, flush, False, floor)
+    return repacked
+
+
+def _greedy_top(
+    size: np.ndarray, first: np.ndarray, last: np.ndarray, steps: int, offsets: np.ndarray, beat: int
+) -> np.ndarray | None:
+    """`offsets` with the top buffers placed again by greedy by size above the others' skyline
+    (each at the highest floor over its lifetime or above), or None once their arena reaches `beat`."""
+    top, floor = _top_and_floor(size, first, last, steps, offsets)
+    lowest = span_max(floor, first[top], last[top])
+    placed = greedy_by_size(size[top], first[top], last[top], beat, lowest=lowest)
+    if placed is None:
+        return None
+    repacked = offsets.copy()
+    repacked[top] = placed
     return repacked
 
 
@@ -329,6 +356,10 @@ def _place(
         offsets = _repacked_top(size, cfirst, clast, steps, best, rank(name), flush)
         if (top := int((offsets + size).max())) < height:
             best, height = offsets, top
+        if len(size) <= _GREEDY_TOP_MAX and height > near:
+            offsets = _greedy_top(size, cfirst, clast, steps, best, height)
+            if offsets is not None and (top := int((offsets + size).max())) < height:
+                best, height = offsets, top
     searched = _SEARCH_MAX if improve_plan else _DEFAULT_SEARCH_MAX
     exact = Search(cfirst, clast, size, steps, clock) if len(size) <= searched and height > lower else None
     # A budgeted search runs the default's search first, whatever the clock says, and goes on

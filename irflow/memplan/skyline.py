@@ -94,6 +94,24 @@ def skyline(first: np.ndarray, last: np.ndarray, top: np.ndarray, steps: int) ->
     return table[0]
 
 
+def span_max(heights: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Per lifetime, the highest of `heights` over its steps: the lowest offset a buffer can take
+    above a floor (`skyline`'s converse).
+
+    A sparse table: row k holds the maxima over 2**k steps, and a lifetime is covered by two of
+    its spans: O(T log T + n) in numpy.
+    """
+    if not len(first):
+        return np.zeros(0, heights.dtype)
+    level = np.frexp((last - first + 1).astype(np.float64))[1] - 1  # floor(log2(length))
+    table = np.zeros((int(level.max()) + 1, len(heights)), heights.dtype)
+    table[0] = heights
+    for k in range(1, len(table)):
+        half = 1 << (k - 1)
+        np.maximum(table[k - 1, :-half], table[k - 1, half:], out=table[k, :-half])
+    return np.maximum(table[level, first], table[level, last + 1 - (1 << level)])
+
+
 def skyline_pack(
     first: np.ndarray,
     last: np.ndarray,

@@ -63,9 +63,9 @@ def calls(monkeypatch):
         made: list[tuple] = []
         real = getattr(module, name)
 
-        def counted(*args):
+        def counted(*args, **kwargs):
             made.append(args)
-            return real(*args)
+            return real(*args, **kwargs)
 
         monkeypatch.setattr(module, name, counted)
         return made

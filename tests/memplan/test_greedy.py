@@ -50,12 +50,13 @@ def test_greedy_by_size_places_largest_first_at_the_lowest_fit(make):
     assert np.array_equal(greedy_by_size(size, first, last), expected)
 
 
-def first_fit_by_sweep(size, first, last, order):
-    """Each buffer in `order` at 0, moved above every placed buffer (by offset) it meets in time and bytes."""
+def first_fit_by_sweep(size, first, last, order, lowest=None):
+    """Each buffer in `order` at its lowest offset (0 by default), moved above every placed buffer (by
+    offset) it meets in time and bytes."""
     placed: list[tuple[int, int, int, int]] = []  # (offset, end, first, last)
     offsets = [0] * len(size)
     for i in order:
-        at = 0
+        at = lowest[i] if lowest else 0
         for lo, hi in sorted((lo, hi) for lo, hi, f, l in placed if f <= last[i] and first[i] <= l):
             if lo >= at + size[i]:
                 break
@@ -81,6 +82,22 @@ def test_first_fit_in_batches_matches_the_sweep(seed, calls):
     expected = first_fit_by_sweep(size.tolist(), first.tolist(), last.tolist(), order.tolist())
     assert np.array_equal(fit_in_order(size, first, last, order), expected)
     assert repaired
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_greedy_by_size_above_lowest_offsets_matches_the_sweep(seed):
+    # Lowest offsets from 0 to above everything the buffers would fill, with equal and zero sizes.
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(50, 300))
+    size = rng.choice(np.append(rng.integers(1, 60, 5), 0), n)
+    first = rng.integers(0, 60, n)
+    last = first + rng.integers(0, [1, 8, 60][seed % 3], n)
+    lowest = rng.integers(0, [1, 40, 400][seed % 3 - 1], n) * (rng.random(n) < 0.7)
+    order = np.argsort(-size, kind="stable")
+    expected = first_fit_by_sweep(size.tolist(), first.tolist(), last.tolist(), order.tolist(), lowest.tolist())
+    offsets = greedy_by_size(size, first, last, lowest=lowest)
+    assert np.array_equal(offsets, expected)
+    assert (offsets >= lowest).all()
 
 
 def test_first_fit_with_arenas_near_the_int64_limit():

@@ -7,7 +7,7 @@ from irflow.memplan import Plan, validate
 from irflow.memplan.instances import mixed, tiled, training
 from irflow.memplan.orderings import ORDERINGS
 from irflow.memplan.problem import as_arrays
-from irflow.memplan.skyline import compress, skyline, skyline_pack, step_load
+from irflow.memplan.skyline import compress, skyline, skyline_pack, span_max, step_load
 
 
 @pytest.mark.parametrize("make", [tiled, training, mixed])
@@ -60,6 +60,17 @@ def test_skyline_is_the_highest_top_at_each_step():
         for f, l, t in zip(first, last, top):
             expected[f : l + 1] = np.maximum(expected[f : l + 1], t)
         assert skyline(first, last, top, steps).tolist() == expected.tolist()
+
+
+def test_span_max_is_the_highest_step_of_each_lifetime():
+    rng = np.random.default_rng(6)
+    for _ in range(100):
+        steps, n = int(rng.integers(1, 80)), int(rng.integers(0, 30))
+        first = rng.integers(0, steps, n)
+        last = np.minimum(first + rng.integers(0, steps, n), steps - 1)
+        heights = rng.integers(0, 1000, steps)
+        expected = [int(heights[f : l + 1].max()) for f, l in zip(first, last)]
+        assert span_max(heights, first, last).tolist() == expected
 
 
 @pytest.mark.parametrize("flush, chain", [(False, False), (True, False), (False, True)])
