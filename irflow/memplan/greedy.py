@@ -96,7 +96,8 @@ def _first_fit(
     offsets = np.zeros(n, np.int64)
     lowest = np.zeros(n, np.int64) if lowest is None else lowest
     floor = int(lowest.max(initial=0))
-    steps = np.int32 if n and max(-int(first.min()), int(last.max())) < 1 << 31 else np.int64
+    span = max(-int(first.min()), int(last.max())) if n else 0
+    steps = np.int16 if span < 1 << 15 else np.int32 if span < 1 << 31 else np.int64
     first, last = first.astype(steps), last.astype(steps)
     placed = _Placed(n, steps)
     order = np.asarray(order, np.int64)
