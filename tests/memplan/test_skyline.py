@@ -49,13 +49,18 @@ def test_chain_packs_tilings_tighter(seed):
     assert tops[1] <= 1.13 * (1 << 20)
 
 
-def test_skyline_is_the_highest_top_at_each_step():
-    rng = np.random.default_rng(5)
+def lifetimes(seed):
+    """100 random sets of up to 29 lifetimes over 1 to 79 steps (some sets empty): (steps, first, last, rng)."""
+    rng = np.random.default_rng(seed)
     for _ in range(100):
         steps, n = int(rng.integers(1, 80)), int(rng.integers(0, 30))
         first = rng.integers(0, steps, n)
-        last = np.minimum(first + rng.integers(0, steps, n), steps - 1)
-        top = rng.integers(1, 1000, n)
+        yield steps, first, np.minimum(first + rng.integers(0, steps, n), steps - 1), rng
+
+
+def test_skyline_is_the_highest_top_at_each_step():
+    for steps, first, last, rng in lifetimes(5):
+        top = rng.integers(1, 1000, len(first))
         expected = np.zeros(steps, np.int64)
         for f, l, t in zip(first, last, top):
             expected[f : l + 1] = np.maximum(expected[f : l + 1], t)
@@ -63,11 +68,7 @@ def test_skyline_is_the_highest_top_at_each_step():
 
 
 def test_span_max_is_the_highest_step_of_each_lifetime():
-    rng = np.random.default_rng(6)
-    for _ in range(100):
-        steps, n = int(rng.integers(1, 80)), int(rng.integers(0, 30))
-        first = rng.integers(0, steps, n)
-        last = np.minimum(first + rng.integers(0, steps, n), steps - 1)
+    for steps, first, last, rng in lifetimes(6):
         heights = rng.integers(0, 1000, steps)
         expected = [int(heights[f : l + 1].max()) for f, l in zip(first, last)]
         assert span_max(heights, first, last).tolist() == expected
