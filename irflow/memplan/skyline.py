@@ -72,6 +72,11 @@ def _runs(heights: np.ndarray) -> list[tuple[int, int, int]]:
     return list(zip(starts.tolist(), ends.tolist(), heights[starts].tolist()))
 
 
+def _log2_lengths(first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """floor(log2) of each lifetime's length: the power-of-two spans, two of which cover it."""
+    return np.frexp((last - first + 1).astype(np.float64))[1] - 1
+
+
 def skyline(first: np.ndarray, last: np.ndarray, top: np.ndarray, steps: int) -> np.ndarray:
     """Per step, the highest `top` among the buffers live there (0 where none is): where placed
     buffers leave memory free for more above them.
@@ -81,7 +86,7 @@ def skyline(first: np.ndarray, last: np.ndarray, top: np.ndarray, steps: int) ->
     """
     if not len(first):
         return np.zeros(steps, np.int64)
-    level = np.frexp((last - first + 1).astype(np.float64))[1] - 1  # floor(log2(length))
+    level = _log2_lengths(first, last)
     levels = int(level.max()) + 1
     table = np.zeros((levels, steps), np.int64)
     np.maximum.at(table, (level, first), top)
@@ -103,7 +108,7 @@ def span_max(heights: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.nda
     """
     if not len(first):
         return np.zeros(0, heights.dtype)
-    level = np.frexp((last - first + 1).astype(np.float64))[1] - 1  # floor(log2(length))
+    level = _log2_lengths(first, last)
     table = np.zeros((int(level.max()) + 1, len(heights)), heights.dtype)
     table[0] = heights
     for k in range(1, len(table)):
