@@ -192,6 +192,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.budget < 0:
         args.budget = None
+    sizes, mixed_sizes = (list(map(int, s.split(","))) if s else [] for s in (args.sizes, args.mixed_sizes))
     real = [
         (name, read_profile(args.profiles / f"{name}.csv")) for name in REAL + CHALLENGING if args.profiles.is_dir()
     ]
@@ -200,16 +201,15 @@ def main() -> None:
     generated = [(f"tiled {n}", tiled(n)) for n in (60, 100)] + [
         (f"{gen.__name__} {n // 1000}k", gen(n))
         for gen in (tiled, training, mixed)
-        for n in map(int, args.sizes.split(","))
+        for n in sizes
     ]
     table("Real profiles, MiniMalloc set, irflow jobs", real + job_profiles(), 1, args)
     table("Generated", generated, 1, args)
     table("Real profiles", [r for r in real if r[0] in REAL], 64, args)
     perfect_packings(args.seeds)
     print()
-    tiled_seeds([n for n in map(int, args.sizes.split(",")) if n >= 10_000], 4)
+    tiled_seeds([n for n in sizes if n >= 10_000], 4)
     print()
-    sizes, mixed_sizes = (list(map(int, s.split(","))) if s else [] for s in (args.sizes, args.mixed_sizes))
     against_greedy(sizes, 4, args.baseline_max // 5, mixed_sizes)
     print()
     speed([g for g in generated if g[0].endswith((" 10k", " 100k"))], 3)
