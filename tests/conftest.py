@@ -1,9 +1,23 @@
-"""Fixtures shared across the test tree: small job modules as IR text."""
+"""Fixtures shared across the test tree: small job modules as IR text, and the devices to run jobs on."""
 
 import pytest
 from xdsl.parser import Parser
 
 from irflow.context import make_context
+from irflow.runtime import backend
+
+
+@pytest.fixture(
+    params=[
+        "cpu",
+        pytest.param("gpu", marks=pytest.mark.skipif(backend.gpu_module() is None, reason="needs cupy and a GPU")),
+    ]
+)
+def device(request: pytest.FixtureRequest) -> str:
+    """Each device kind an end-to-end test runs on: "gpu" runs on cupy, and is skipped where no GPU is usable
+    (irflow would fall back to the CPU, which "cpu" already covers)."""
+    return request.param
+
 
 MLP = """
 job.func @mlp(%x: tensor<8x16xf32>) -> (tensor<8x4xf32>, tensor<8xi64>) attributes {job_type = "predict"} {

@@ -37,9 +37,12 @@ STEPS, LEARNING_RATE = 3, 0.001  # at the benchmark's 0.1, random labels blow th
 BETA_BOUND = 5e-3
 
 
-def train_both(dtype: str) -> tuple[dict[str, np.ndarray], list[tuple[float, float]], list[torch.nn.Module]]:
-    """irflow's variables after STEPS steps in `dtype`, the losses (irflow, PyTorch), and PyTorch's models: in dtype, in float64."""
+def train_both(dtype: str, device: str) -> tuple[dict[str, np.ndarray], list[tuple[float, float]], list[torch.nn.Module]]:
+    """irflow's variables after STEPS steps in `dtype` on `device`, the losses (irflow, PyTorch), and PyTorch's
+    models: in dtype, in float64."""
     flow.clear_default_session()
+    if device == "gpu":
+        flow.config.gpu_device_num(1)  # the benchmark's job names no placement: it takes the configured devices
     torch.manual_seed(0)
     train = train_step.resnet_job(LEARNING_RATE, flow.float64 if dtype == "float64" else flow.float32)
     model = train_step.torch_resnet().to(getattr(torch, dtype))
@@ -72,8 +75,8 @@ def tensors(model: torch.nn.Module) -> dict[str, np.ndarray]:
     return {k: v.detach().numpy() for k, v in model.state_dict().items() if "num_batches" not in k}
 
 
-def test_float64_matches_pytorch():
-    variables, losses, (model, _) = train_both("float64")
+def test_float64_matches_pytorch(device):
+    variables, losses, (model, _) = train_both("float64", device)
     for step, (ours, theirs) in enumerate(losses):
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, err_msg=f"loss at step {step}")
     for name, theirs in tensors(model).items():
@@ -81,8 +84,8 @@ def test_float64_matches_pytorch():
         np.testing.assert_allclose(variables[ours], theirs, rtol=1e-4, atol=1e-12, err_msg=ours)
 
 
-def test_float32_is_as_accurate_as_pytorch():
-    variables, losses, (model, exact) = train_both("float32")
+def test_float32_is_as_accurate_as_pytorch(device):
+    variables, losses, (model, exact) = train_both("float32", device)
     for step, (ours, theirs) in enumerate(losses):
         np.testing.assert_allclose(ours, theirs, rtol=1e-4, err_msg=f"loss at step {step}")
     pytorch32 = tensors(model)

@@ -101,7 +101,9 @@ def lenet_job(optimizer, dtype: str):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("optimizer_kind", ["momentum", "adam"])
 @pytest.mark.parametrize("build", [mlp_job, lenet_job], ids=["mlp", "lenet"])
-def test_train_steps_match_pytorch(build, optimizer_kind, dtype):
+def test_train_steps_match_pytorch(build, optimizer_kind, dtype, device):
+    if device == "gpu":
+        flow.config.gpu_device_num(1)  # the jobs name no placement: they take the configured devices
     ours_opt, torch_opt = make_optimizers(optimizer_kind)
     train, model, names, image_shape = build(ours_opt, dtype)
     model = model.to(getattr(torch, dtype))

@@ -1,4 +1,9 @@
-"""Fixtures that build a kernel with numpy, run it and hand back its outputs."""
+"""Fixtures that build a kernel, run it and hand back its outputs, on every backend this machine has.
+
+Each kernel test runs on numpy (restricted to the API cupy shares) and, where a
+GPU is usable, again on cupy: the test keeps its host arrays, which are copied
+to the device before each run and the outputs copied back after it.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from irflow.runtime import backend
 from irflow.runtime.kernels import Run, get_kernel
 
 OutSpec = np.ndarray | tuple[Sequence[int], Any]
@@ -51,22 +57,52 @@ def build(name: str, ins: Sequence[np.ndarray], outs: Sequence[OutSpec], **attrs
     return get_kernel(name)(XP, attrs, list(ins), out_arrays), out_arrays
 
 
-def run(name: str, ins: Sequence[np.ndarray], outs: Sequence[OutSpec], **attrs: Any) -> list[np.ndarray]:
-    step, out_arrays = build(name, ins, outs, **attrs)
-    step()
-    return out_arrays
+def build_on_gpu(name: str, ins: Sequence[np.ndarray], outs: Sequence[OutSpec], **attrs: Any) -> tuple[Run, list[np.ndarray]]:
+    """The kernel built on cupy arrays; its run copies every host array in, runs, and copies the outs back.
+
+    A host array passed twice (an in that is also an out) is one device array,
+    so in-place kernels stay in place.
+    """
+    cupy = backend.gpu_module()
+    out_arrays = [_out(spec) for spec in outs]
+    pairs: dict[int, tuple[np.ndarray, Any]] = {}
+    for array in (*ins, *out_arrays):
+        pairs.setdefault(id(array), (array, cupy.asarray(array)))
+    step = get_kernel(name)(cupy, attrs, [pairs[id(a)][1] for a in ins], [pairs[id(a)][1] for a in out_arrays])
+
+    def run() -> None:
+        for host, device in pairs.values():
+            device.set(np.ascontiguousarray(host))
+        step()
+        for host in out_arrays:
+            device = pairs[id(host)][1]
+            if host.flags.c_contiguous:
+                device.get(out=host)
+            else:
+                host[...] = device.get()
+
+    return run, out_arrays
+
+
+BACKENDS = {"numpy": build} | ({"cupy": build_on_gpu} if backend.gpu_module() is not None else {})
+
+
+@pytest.fixture(params=list(BACKENDS))
+def build_kernel(request: pytest.FixtureRequest) -> Callable[..., tuple[Run, list[np.ndarray]]]:
+    """build_kernel(name, ins, outs, **attrs) -> (run, outs), to run several times; once per backend."""
+    return BACKENDS[request.param]
 
 
 @pytest.fixture
-def kernel() -> Callable[..., list[np.ndarray]]:
+def kernel(build_kernel: Callable[..., tuple[Run, list[np.ndarray]]]) -> Callable[..., list[np.ndarray]]:
     """kernel(name, ins, outs, **attrs) -> outs after one run; an out is an array or (shape, dtype)."""
+
+    def run(name: str, ins: Sequence[np.ndarray], outs: Sequence[OutSpec], **attrs: Any) -> list[np.ndarray]:
+        step, out_arrays = build_kernel(name, ins, outs, **attrs)
+        step()
+        return out_arrays
+
     return run
-
-
-@pytest.fixture
-def build_kernel() -> Callable[..., tuple[Run, list[np.ndarray]]]:
-    """build_kernel(name, ins, outs, **attrs) -> (run, outs), to run several times."""
-    return build
 
 
 @pytest.fixture
@@ -91,11 +127,11 @@ def numeric_grad(forward: Callable[[], np.ndarray], x: np.ndarray, dy: np.ndarra
 
 
 @pytest.fixture
-def finite_diff() -> Callable[..., np.ndarray]:
+def finite_diff(build_kernel: Callable[..., tuple[Run, list[np.ndarray]]]) -> Callable[..., np.ndarray]:
     """finite_diff(name, ins, wrt, out_spec, dy, **attrs): numeric gradient of kernel `name` w.r.t. ins[wrt]."""
 
     def grad(name: str, ins: Sequence[np.ndarray], wrt: int, out: OutSpec, dy: np.ndarray, **attrs: Any) -> np.ndarray:
-        step, (y,) = build(name, ins, [out], **attrs)
+        step, (y,) = build_kernel(name, ins, [out], **attrs)
 
         def forward() -> np.ndarray:
             step()

@@ -3,7 +3,7 @@ import pytest
 
 from irflow.runtime.kernels.linalg import gemm
 
-from .conftest import XP
+from .conftest import XP, build
 
 CASES = [((3, 4), (4, 5)), ((1, 1), (1, 1)), ((2, 3, 4), (2, 4, 6)), ((2, 1, 3, 4), (2, 1, 4, 2))]
 
@@ -44,9 +44,10 @@ def test_integer_matmul(kernel) -> None:
 @pytest.mark.parametrize("transpose_a, transpose_b", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("count", [1, 2, 3])
 @pytest.mark.parametrize("m, n", [(9, 7), (7, 9)])
-def test_large_products_split_over_threads(build_kernel, rng, count, transpose_a, transpose_b, m, n) -> None:
+def test_large_products_split_over_threads(rng, count, transpose_a, transpose_b, m, n) -> None:
     """Above the split size, 1-3 threads each multiply a block of the result: of rows when a is the
-    larger operand (9 x k against k x 7), of columns when b is; 7 or 9 lines make uneven blocks."""
+    larger operand (9 x k against k x 7), of columns when b is; 7 or 9 lines make uneven blocks (numpy's
+    kernel: CPU threads)."""
     from irflow.runtime import threads
     from irflow.runtime.kernels import linalg
 
@@ -56,7 +57,7 @@ def test_large_products_split_over_threads(build_kernel, rng, count, transpose_a
     ins = [a.T.copy() if transpose_a else a, b.T.copy() if transpose_b else b]
     try:
         threads.set_cpu_thread_num(count)
-        run, (y,) = build_kernel("matmul", ins, [((m, n), np.float64)], transpose_a=transpose_a, transpose_b=transpose_b)
+        run, (y,) = build("matmul", ins, [((m, n), np.float64)], transpose_a=transpose_a, transpose_b=transpose_b)
         run()
     finally:
         threads.set_cpu_thread_num(None)

@@ -11,6 +11,8 @@ from irflow.runtime.kernels import normalization
 
 from .conftest import build, numeric_grad
 
+Build = Callable[..., tuple[Callable[[], None], list[np.ndarray]]]
+
 EPS = 1e-5
 # (shape, channel axis): NCHW conv outputs, dense (N, C), a channel axis last, and chunks that do not divide A
 SHAPES = [((6, 3, 5, 4), 1), ((7, 5), 1), ((4, 3, 6), 2), ((9, 2, 3, 3), 1)]
@@ -28,7 +30,9 @@ def _reference(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, axis: int, re
     return mean, var, np.maximum(y, 0) if relu else y
 
 
-def _forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, axis: int, relu: bool) -> Callable[[], list[np.ndarray]]:
+def _forward(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, axis: int, relu: bool, build: Build = build
+) -> Callable[[], list[np.ndarray]]:
     c = x.shape[axis]
     stats, (mean, var) = build("batch_norm_stats", [x], [((c,), x.dtype), ((c,), x.dtype)], axis=axis)
     ins = [x, mean, var, gamma, beta]
@@ -45,11 +49,13 @@ def _forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, axis: int, relu
 @pytest.mark.parametrize("shape,axis", SHAPES)
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
 @pytest.mark.parametrize("relu", [False, True])
-def test_forward_matches_the_definition(shape: tuple[int, ...], axis: int, dtype: type, tol: float, relu: bool) -> None:
+def test_forward_matches_the_definition(
+    build_kernel: Build, shape: tuple[int, ...], axis: int, dtype: type, tol: float, relu: bool
+) -> None:
     rng = np.random.default_rng(3)
     x = (rng.standard_normal(shape) * 3 + 40).astype(dtype)  # a mean far from 0: a one-pass variance would lose digits
     gamma, beta = rng.standard_normal(shape[axis]).astype(dtype), rng.standard_normal(shape[axis]).astype(dtype)
-    got = _forward(x, gamma, beta, axis, relu)()
+    got = _forward(x, gamma, beta, axis, relu, build_kernel)()
     for g, want in zip(got, _reference(x, gamma, beta, axis, relu)):
         np.testing.assert_allclose(g, want, rtol=tol, atol=tol * 10)
 
@@ -66,7 +72,7 @@ def test_small_chunks_give_the_same_sums(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def _backward(
-    dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, axis: int, relu: bool, y: np.ndarray | None
+    dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, axis: int, relu: bool, y: np.ndarray | None, build: Build = build
 ) -> list[np.ndarray]:
     c = x.shape[axis]
     stats, (mean, var) = build("batch_norm_stats", [x], [((c,), x.dtype), ((c,), x.dtype)], axis=axis)
@@ -80,13 +86,13 @@ def _backward(
 
 @pytest.mark.parametrize("shape,axis", SHAPES)
 @pytest.mark.parametrize("relu", [False, True])
-def test_backward_matches_finite_differences(shape: tuple[int, ...], axis: int, relu: bool) -> None:
+def test_backward_matches_finite_differences(build_kernel: Build, shape: tuple[int, ...], axis: int, relu: bool) -> None:
     rng = np.random.default_rng(5)
     x, dy = rng.standard_normal(shape), rng.standard_normal(shape)
     gamma, beta = rng.standard_normal(shape[axis]), rng.standard_normal(shape[axis])
-    forward = _forward(x, gamma, beta, axis, relu)
+    forward = _forward(x, gamma, beta, axis, relu, build_kernel)
     y = forward()[2].copy()
-    dx, dgamma, dbeta = _backward(dy, x, gamma, axis, relu, y)
+    dx, dgamma, dbeta = _backward(dy, x, gamma, axis, relu, y, build_kernel)
     np.testing.assert_allclose(dx, numeric_grad(lambda: forward()[2], x, dy), rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(dgamma, numeric_grad(lambda: forward()[2], gamma, dy), rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(dbeta, numeric_grad(lambda: forward()[2], beta, dy), rtol=1e-6, atol=1e-7)
@@ -94,7 +100,7 @@ def test_backward_matches_finite_differences(shape: tuple[int, ...], axis: int, 
 
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-10), (np.float32, 1e-4)])
 @pytest.mark.parametrize("relu", [False, True])
-def test_against_torch(dtype: type, tol: float, relu: bool) -> None:
+def test_against_torch(build_kernel: Build, dtype: type, tol: float, relu: bool) -> None:
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(6)
     shape = (16, 8, 7, 7)
@@ -104,9 +110,9 @@ def test_against_torch(dtype: type, tol: float, relu: bool) -> None:
     ty = torch.nn.functional.batch_norm(tx, None, None, tg, tb, training=True, eps=EPS)
     ty = torch.relu(ty) if relu else ty
     ty.backward(torch.tensor(dy))
-    y = _forward(x, gamma, beta, 1, relu)()[2]
+    y = _forward(x, gamma, beta, 1, relu, build_kernel)()[2]
     np.testing.assert_allclose(y, ty.detach().numpy(), rtol=tol, atol=tol)
-    for got, want in zip(_backward(dy, x, gamma, 1, relu, y), (tx.grad, tg.grad, tb.grad)):
+    for got, want in zip(_backward(dy, x, gamma, 1, relu, y, build_kernel), (tx.grad, tg.grad, tb.grad)):
         np.testing.assert_allclose(got, want.numpy(), rtol=tol, atol=tol * 10)
 
 
@@ -144,7 +150,7 @@ def test_wrong_shapes_name_the_kernel_and_operand() -> None:
 
 
 @pytest.mark.parametrize("relu", [False, True])
-def test_backward_in_float32_on_a_far_mean_against_torch_in_float64(relu: bool) -> None:
+def test_backward_in_float32_on_a_far_mean_against_torch_in_float64(build_kernel: Build, relu: bool) -> None:
     """Mean 40 and std 3: dx's k_x * x and k_0 cancel to k_x * (x - mean), which float32 must still get right."""
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(8)
@@ -156,7 +162,7 @@ def test_backward_in_float32_on_a_far_mean_against_torch_in_float64(relu: bool) 
     ty = torch.relu(ty) if relu else ty
     ty.backward(torch.tensor(dy))
     y = ty.detach().numpy().astype(np.float32)
-    got = _backward(dy.astype(np.float32), x, gamma.astype(np.float32), 1, relu, y)
+    got = _backward(dy.astype(np.float32), x, gamma.astype(np.float32), 1, relu, y, build_kernel)
     for g, want in zip(got, (tx.grad, tg.grad, tb.grad)):
         scale = float(np.abs(want.numpy()).max())
         np.testing.assert_allclose(g, want.numpy(), rtol=1e-4, atol=1e-5 * scale)

@@ -4,6 +4,8 @@ import sys
 import numpy as np
 import pytest
 
+from .conftest import build_on_gpu
+
 
 def masks(build_kernel, seed: int, calls: int, rate: float = 0.3, shape=(64, 50), dtype=np.float32) -> list[np.ndarray]:
     step, (mask,) = build_kernel("dropout_mask", [], [(shape, dtype)], rate=rate, seed=seed)
@@ -48,10 +50,11 @@ def test_rate_one_is_rejected(build_kernel) -> None:
 
 
 def test_stream_is_the_same_in_another_process(build_kernel) -> None:
+    xp = "cupy" if build_kernel is build_on_gpu else "numpy"
     script = (
-        "import numpy as np; from irflow.runtime.kernels import get_kernel;"
-        "m = np.empty((8, 8), np.float32); run = get_kernel('dropout_mask')(np, dict(rate=0.5, seed=11), [], [m]);"
-        "run(); run(); print(','.join(str(int(v)) for v in (m > 0).reshape(-1)))"
+        f"import numpy as np, {xp} as xp; from irflow.runtime.kernels import get_kernel;"
+        "m = xp.empty((8, 8), np.float32); run = get_kernel('dropout_mask')(xp, dict(rate=0.5, seed=11), [], [m]);"
+        "run(); run(); print(','.join(str(int(v)) for v in (xp.asnumpy(m) if xp is not np else m).reshape(-1) > 0))"
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     second = masks(build_kernel, 11, 2, rate=0.5, shape=(8, 8))[1]
