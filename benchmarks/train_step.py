@@ -22,6 +22,10 @@ each keeps its best round, so load from other processes hits both alike.
     python benchmarks/train_step.py --threads 2 --env as-is
     python benchmarks/train_step.py --profile      # CPU and wall ms per kernel of each irflow step instead
     python benchmarks/train_step.py --heuristic    # irflow's convolution algorithms by its heuristics, not measured
+    python benchmarks/train_step.py --device gpu --batch 1000   # irflow on cupy against PyTorch CUDA eager
+
+On a GPU each side's step ends with its loss on the host (irflow's call hands it back; PyTorch's step
+reads `loss.item()`), and the first call of each irflow job (compile, variables, first step) is printed.
 """
 
 import argparse
@@ -53,8 +57,10 @@ def job_config(measured: bool = True) -> flow.FunctionConfig:
     return config
 
 
-def irflow_jobs(measured: bool = True) -> dict[str, Callable[..., object]]:
+def irflow_jobs(measured: bool = True, device: str = "cpu") -> dict[str, Callable[..., object]]:
     flow.clear_default_session()
+    if device == "gpu":
+        flow.config.gpu_device_num(1)  # the jobs name no placement: they run on the configured devices
     config = job_config(measured)
 
     @flow.global_function(type="train", function_config=config)
@@ -160,7 +166,9 @@ def irflow_name(torch_name: str) -> str:
     return f"{path[-1]}-{leaf}"
 
 
-def torch_steppers() -> dict[str, Callable[..., object]] | None:
+def torch_steppers(device: str = "cpu") -> dict[str, Callable[..., object]] | None:
+    """PyTorch's train steps; on "gpu" (CUDA) each returns the loss's value, which waits for the step to finish,
+    as irflow's call does when it hands back its loss."""
     try:
         import torch
         from torch import nn
@@ -174,15 +182,16 @@ def torch_steppers() -> dict[str, Callable[..., object]] | None:
     )  # fmt: skip
 
     def stepper(model: nn.Module) -> Callable[..., object]:
+        model = model.to("cuda" if device == "gpu" else "cpu")
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         loss_fn = nn.CrossEntropyLoss()
 
-        def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        def step(x: torch.Tensor, y: torch.Tensor) -> object:
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
-            return loss
+            return loss.item() if device == "gpu" else loss
 
         return step
 
@@ -255,9 +264,15 @@ def mlp_gemm_floor() -> Callable[[], object]:
     return gemms
 
 
-def compare(thread_counts: list[int], rounds: int, measured: bool) -> None:
-    ours, theirs, data = irflow_jobs(measured), torch_steppers(), inputs()
-    numbers = {MLP: 50, "LeNet": 5, RESNET: 5}
+def compare(thread_counts: list[int], rounds: int, measured: bool, device: str = "cpu") -> None:
+    ours, theirs, data = irflow_jobs(measured, device), torch_steppers(device), inputs()
+    numbers = {MLP: 50, "LeNet": 5, RESNET: 5} if device == "cpu" else {MLP: 50, "LeNet": 50, RESNET: 50}
+    if device == "gpu":
+        print("first call of each irflow job (compile, variables, first step):")
+        for name, job in ours.items():
+            start = time.perf_counter()
+            job(*data[name])
+            print(f"  {name:<16}{(time.perf_counter() - start) * 1e3:>9.1f}ms")
     print("wall-clock ms per step (the goal's measure), then CPU ms per step of the whole process (all its threads)")
     wall = f"{'threads':<8}{'model':<16}{'irflow':>11}{'PyTorch':>11}{'ratio':>8}{'goal':>7}  met"
     print(f"{wall}{'CPU irflow':>12}{'PyTorch':>9}{'ratio':>7}")
@@ -272,9 +287,10 @@ def compare(thread_counts: list[int], rounds: int, measured: bool) -> None:
                 continue
             import torch
 
-            tx, ty = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+            where = "cuda" if device == "gpu" else "cpu"
+            tx, ty = torch.from_numpy(x).to(where), torch.from_numpy(y.astype(np.int64)).to(where)
             other: Callable[[], object] = lambda step=theirs[name], tx=tx, ty=ty: step(tx, ty)  # noqa: E731
-            floor = [mlp_gemm_floor()] if name == MLP else []
+            floor = [mlp_gemm_floor()] if name == MLP and device == "cpu" else []
             (t_ours, cpu_ours), (t_theirs, cpu_theirs), *gemms = best_alternating(
                 [mine, other, *floor], numbers[name], rounds
             )
@@ -288,7 +304,7 @@ def compare(thread_counts: list[int], rounds: int, measured: bool) -> None:
                 print(
                     f"{'':<8}{'  GEMM floor':<16}{t_gemm * 1e3:>9.2f}ms{'':>11}{t_gemm / t_theirs:>7.2f}x"
                     f"{'':>16}{cpu_gemm * 1e3:>10.1f}ms{'':>9}{cpu_gemm / cpu_theirs:>6.2f}x"
-                    "  (its two 100x784x512 GEMMs alone, irflow's matmul kernel)"
+                    f"  (its two {BATCH}x784x512 GEMMs alone, irflow's matmul kernel)"
                 )
 
 
@@ -370,12 +386,20 @@ def child(args: argparse.Namespace) -> None:
     if args.profile:
         profile(counts, args.rounds, measured)
         return
-    compare(counts, args.rounds, measured)
+    if args.device == "gpu":
+        from irflow.runtime import backend
+
+        gpu = backend.gpu_module()
+        if gpu is None:
+            raise SystemExit("--device gpu: no usable GPU (cupy and a CUDA device are needed)")
+        print(f"GPU: {gpu.cuda.runtime.getDeviceProperties(0)['name'].decode()}, cupy {gpu.__version__}, batch {BATCH}")
+    compare(counts, args.rounds, measured, args.device)
     if args.busy:
         contention(counts, args.rounds, measured)
 
 
 def main() -> None:
+    global BATCH  # --batch: the jobs and inputs are made with it
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds; each side keeps its best")
@@ -385,8 +409,11 @@ def main() -> None:
     parser.add_argument(
         "--heuristic", action="store_true", help="irflow's convolutions by its heuristics, not measured on this machine"
     )
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu", help="gpu: irflow on cupy against PyTorch CUDA")
+    parser.add_argument("--batch", type=int, default=BATCH, help=f"images per step (default {BATCH})")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    BATCH = args.batch
     if args.child:
         child(args)
         return
@@ -402,6 +429,7 @@ def main() -> None:
         print(f"\n== environment {name}" + (f" (env -u {' -u '.join(FORCED_BLAS_VARIABLES)})" if name == "unset" else ""))
         sys.stdout.flush()
         command = [sys.executable, __file__, "--child", "--threads", args.threads, "--rounds", str(args.rounds)]
+        command += ["--device", args.device, "--batch", str(args.batch)]
         flags = [flag for flag, on in (("--busy", args.busy), ("--profile", args.profile), ("--heuristic", args.heuristic)) if on]
         subprocess.run(command + flags, env=env, check=True)
 
