@@ -390,8 +390,6 @@ def child(args: argparse.Namespace) -> None:
         from irflow.runtime import backend
 
         gpu = backend.gpu_module()
-        if gpu is None:
-            raise SystemExit("--device gpu: no usable GPU (cupy and a CUDA device are needed)")
         print(f"GPU: {gpu.cuda.runtime.getDeviceProperties(0)['name'].decode()}, cupy {gpu.__version__}, batch {BATCH}")
     compare(counts, args.rounds, measured, args.device)
     if args.busy:
@@ -414,6 +412,11 @@ def main() -> None:
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     BATCH = args.batch
+    if args.device == "gpu":
+        from irflow.runtime import backend
+
+        if backend.gpu_module() is None:
+            parser.error("--device gpu needs cupy and a usable CUDA device; none was found")
     if args.child:
         child(args)
         return
