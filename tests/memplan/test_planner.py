@@ -213,6 +213,7 @@ def test_default_runs_greedy_by_size_above_the_exact_searchs_reach(monkeypatch):
     assert planned(buffers).size == first_fit_by_size(buffers, 1)
     # Above the default's reach greedy by size of the whole runs only with a budget.
     monkeypatch.setattr(planner, "_GREEDY_DEFAULT_MAX", 2_100)
+    monkeypatch.setattr(planner, "_GREEDY_WHOLE_MAX", 2_100)
     assert planned(buffers).size > first_fit_by_size(buffers, 1)
     assert planned(buffers, budget_s=30, clock=time.process_time).size <= first_fit_by_size(buffers, 1)
 
@@ -224,6 +225,7 @@ def test_budget_runs_greedy_by_size_until_it_is_spent(monkeypatch):
 
     monkeypatch.setattr(planner, "_GREEDY_DEFAULT_MAX", 2_100)
     monkeypatch.setattr(planner, "_GREEDY_TOP_MAX", 2_100)  # nor of the plan's top
+    monkeypatch.setattr(planner, "_GREEDY_WHOLE_MAX", 2_100)  # nor of the whole, last
     buffers = random_lifetimes(2_200, seed=11)  # greedy by size beats every skyline order here
     default = planned(buffers)
     now, results = [0.0], []
@@ -261,16 +263,18 @@ def test_default_stops_packing_near_the_lower_bound(calls):
     assert len(packs) > 1 and budgeted.size <= default.size
 
 
-def test_default_repacks_the_top_where_greedy_by_size_no_longer_runs(calls):
-    # Above 10,000 buffers greedy by size is not run by default; the top fifth of a plan not near
-    # the bound is packed again, by flush `length`, above the rest. On mixed 20k seed 0 that takes
-    # `area`'s 1.0189 of the bound to 1.0109, below greedy by size's 1.0163.
+def test_default_repacks_the_top_where_greedy_by_size_no_longer_runs(calls, monkeypatch):
+    # Above 10,000 buffers greedy by size is not run first; the top fifth of a plan not near the
+    # bound is packed again, by flush `length`, above the rest. On mixed 20k seed 0 that takes
+    # `area`'s 1.0189 of the bound to 1.0109, below greedy by size's 1.0163 (so without greedy by
+    # size of the whole, which runs last up to 20k).
     import irflow.memplan.planner as planner
     from irflow.memplan.greedy import greedy_by_size
     from irflow.memplan.orderings import ORDERINGS
     from irflow.memplan.problem import as_arrays
     from irflow.memplan.skyline import compress, skyline_pack
 
+    monkeypatch.setattr(planner, "_GREEDY_WHOLE_MAX", 19_999)
     greedy = calls(planner, "greedy_by_size")
     buffers = mixed(20_000, seed=0)
     size, first, last = as_arrays(buffers)
@@ -295,9 +299,29 @@ def test_default_places_the_top_again_by_greedy_by_size_up_to_50k(calls, monkeyp
     cfirst, clast, _ = compress(first, last)
     by_size = int((greedy_by_size(size, cfirst, clast) + size).max())
     greedy = calls(planner, "greedy_by_size")
+    monkeypatch.setattr(planner, "_GREEDY_WHOLE_MAX", 0)  # greedy by size of the whole would also beat it
     assert planned(buffers).size <= by_size
     assert [len(args[0]) for args in greedy] == [len(buffers) // 5]
     monkeypatch.setattr(planner, "_GREEDY_TOP_MAX", 0)
+    assert planned(buffers).size > by_size
+
+
+def test_default_runs_greedy_by_size_of_the_whole_last_up_to_20k(calls, monkeypatch):
+    # On mixed 12k seed 3 greedy by size beats the plan with its top placed again (44,724,858 bytes
+    # against 44,879,887): greedy by size of the whole, run last with that plan to beat, gives its plan.
+    import irflow.memplan.planner as planner
+    from irflow.memplan.greedy import greedy_by_size
+    from irflow.memplan.problem import as_arrays
+    from irflow.memplan.skyline import compress
+
+    buffers = mixed(12_000, seed=3)
+    size, first, last = as_arrays(buffers)
+    cfirst, clast, _ = compress(first, last)
+    by_size = int((greedy_by_size(size, cfirst, clast) + size).max())
+    greedy = calls(planner, "greedy_by_size")
+    assert planned(buffers).size == by_size
+    assert [len(args[0]) for args in greedy] == [len(buffers) // 5, len(buffers)]
+    monkeypatch.setattr(planner, "_GREEDY_WHOLE_MAX", 11_999)
     assert planned(buffers).size > by_size
 
 
