@@ -17,7 +17,8 @@ as its arena reaches the plan's.  Above that, where the plan is not within
 is packed again, by flush `length`, above what the rest leave free, and kept
 if smaller; up to 50,000 buffers that top is then placed once more by greedy
 by size, each buffer above the rest, and kept if smaller, and up to 20,000
-greedy by size of the whole runs last, with that plan to beat.  Up to 500
+greedy by size of the whole runs last, with that plan to beat, where the plan
+is at least 1/100 above the bound.  Up to 500
 buffers it then runs the exact search of `search.py` for 1,000 nodes (tens of
 milliseconds), which finds the optimum of small problems.  With `budget_s`,
 the improvement phase starts from that plan, runs (up to 2,000 buffers) the
@@ -83,11 +84,13 @@ _REPACK_ORDER = ("length", True)  # (ordering, flush)
 # the others' skyline), kept if smaller: 0.05-0.4 CPU s at 20k-50k, where greedy by size of the whole
 # costs 0.5-3.3 s (docs/memplan.md, "Repacking the top").
 _GREEDY_TOP_MAX = 50_000
-# Up to this size greedy by size of the whole runs last, after those repacks, where the plan is still not
-# within 1/_NEAR of the bound, and is kept if smaller: it stops once its arena reaches the plan's, which it
-# does early where it loses (0.08-0.17 CPU s at 12k-20k buffers), and where it wins it runs to the end (mixed
-# 12k seed 3, 0.17 s, and 20k seed 2, 0.57 s: the two instances up to 20k it beat the plan on).
-_GREEDY_WHOLE_MAX = 20_000
+# Up to this size greedy by size of the whole runs last, after those repacks, where the plan is still at
+# least 1/_GREEDY_WHOLE_GAP above the bound, and is kept if smaller. It stops once its arena reaches the
+# plan's, early where it loses (0.08-0.17 CPU s on mixed 12k-20k), and where it wins it runs to the end
+# (mixed 12k seed 3: 0.17 s; 20k seed 2: 0.57 s). Closer to the bound it could save less than that 1/100,
+# and can cost a whole run: pangu's plan (1.0076 of the bound) is greedy by size's too, which reaches it
+# only at its 18,686th buffer of 18,692 (0.7 CPU s).
+_GREEDY_WHOLE_MAX, _GREEDY_WHOLE_GAP = 20_000, 100
 
 
 def plan(
@@ -366,7 +369,7 @@ def _place(
             offsets = _greedy_top(size, cfirst, clast, steps, best, height)
             if offsets is not None and (top := int((offsets + size).max())) < height:
                 best, height = offsets, top
-        if len(size) <= _GREEDY_WHOLE_MAX and height > near:
+        if len(size) <= _GREEDY_WHOLE_MAX and height >= lower + lower // _GREEDY_WHOLE_GAP:
             greedy(float("inf"))
             greedy_ran = True
     searched = _SEARCH_MAX if improve_plan else _DEFAULT_SEARCH_MAX
