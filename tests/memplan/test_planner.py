@@ -286,18 +286,24 @@ def test_default_repacks_the_top_where_greedy_by_size_no_longer_runs(calls, monk
     assert default.size < min(by_area, by_size)
 
 
-def test_default_places_the_top_again_by_greedy_by_size_up_to_50k(calls, monkeypatch):
-    # On mixed 12k seed 0 the plan repacked by flush `length` stays above greedy by size's (52,289,368
-    # bytes against 52,180,951); greedy by size of its top fifth, above the others, ends at 52,149,297.
-    import irflow.memplan.planner as planner
+def greedy_arena(buffers) -> int:
+    """Greedy by size's arena at alignment 1, as the planner runs it (on compressed steps)."""
     from irflow.memplan.greedy import greedy_by_size
     from irflow.memplan.problem import as_arrays
     from irflow.memplan.skyline import compress
 
-    buffers = mixed(12_000, seed=0)
     size, first, last = as_arrays(buffers)
     cfirst, clast, _ = compress(first, last)
-    by_size = int((greedy_by_size(size, cfirst, clast) + size).max())
+    return int((greedy_by_size(size, cfirst, clast) + size).max())
+
+
+def test_default_places_the_top_again_by_greedy_by_size_up_to_50k(calls, monkeypatch):
+    # On mixed 12k seed 0 the plan repacked by flush `length` stays above greedy by size's (52,289,368
+    # bytes against 52,180,951); greedy by size of its top fifth, above the others, ends at 52,149,297.
+    import irflow.memplan.planner as planner
+
+    buffers = mixed(12_000, seed=0)
+    by_size = greedy_arena(buffers)
     greedy = calls(planner, "greedy_by_size")
     monkeypatch.setattr(planner, "_GREEDY_WHOLE_MAX", 0)  # greedy by size of the whole would also beat it
     assert planned(buffers).size <= by_size
@@ -310,14 +316,9 @@ def test_default_runs_greedy_by_size_of_the_whole_last_up_to_20k(calls, monkeypa
     # On mixed 12k seed 3 greedy by size beats the plan with its top placed again (44,724,858 bytes
     # against 44,879,887): greedy by size of the whole, run last with that plan to beat, gives its plan.
     import irflow.memplan.planner as planner
-    from irflow.memplan.greedy import greedy_by_size
-    from irflow.memplan.problem import as_arrays
-    from irflow.memplan.skyline import compress
 
     buffers = mixed(12_000, seed=3)
-    size, first, last = as_arrays(buffers)
-    cfirst, clast, _ = compress(first, last)
-    by_size = int((greedy_by_size(size, cfirst, clast) + size).max())
+    by_size = greedy_arena(buffers)
     greedy = calls(planner, "greedy_by_size")
     assert planned(buffers).size == by_size
     assert [len(args[0]) for args in greedy] == [len(buffers) // 5, len(buffers)]
