@@ -1,4 +1,5 @@
-"""The compiler verifies through irflow.textir.verification after every pass, as irflow-opt does."""
+"""The compiler verifies through irflow.textir.verification: after every pass, as irflow-opt does, or
+(compiling a job) once at the end, naming the same pass where something fails."""
 
 from __future__ import annotations
 
@@ -41,6 +42,41 @@ def test_the_compiler_reports_the_failing_op_at_its_location(monkeypatch: pytest
         "model.py:9:3: error: IR after 'test-shadow-property' does not verify: 'job.relu' op attribute 'sbp' "
         "has the name of a property of job.relu"
     )
+
+
+class Crash(ModulePass):
+    """Fails as a pass does on IR it did not expect."""
+
+    name = "test-crash"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        raise RuntimeError("unexpected IR")
+
+
+class Nothing(ModulePass):
+    name = "test-nothing"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        pass
+
+
+@pytest.mark.parametrize("after", ["test-nothing", "test-crash"])
+def test_verifying_at_the_end_names_the_pass_that_broke_the_ir(monkeypatch: pytest.MonkeyPatch, after: str) -> None:
+    """Without `verify_each`, the result (or, when a later pass crashes, each stage kept) is verified:
+    the error is the one verifying after every pass gives."""
+    passes = {p.name: (lambda p=p: p) for p in (ShadowProperty, Crash, Nothing)}
+    monkeypatch.setattr(compile_module, "available_passes", lambda: passes)
+    spec = f"test-nothing,{ShadowProperty.name},{after}"
+    errors = []
+    for verify_each in (True, False):
+        with pytest.raises(CompileError) as info:
+            compile_module.run_pipeline(parse_module(JOB), spec, verify_each)
+        errors.append(str(info.value))
+    assert errors[0] == errors[1]
+    assert errors[1].startswith("model.py:9:3: error: IR after 'test-shadow-property' does not verify")
+    # A crash on IR that verifies is the crash itself.
+    with pytest.raises(RuntimeError, match="unexpected IR"):
+        compile_module.run_pipeline(parse_module(JOB), "test-nothing,test-crash", verify_each=False)
 
 
 RELUS = """\
