@@ -1,13 +1,16 @@
 """The compiler's room: pipeline specs, running passes, keeping every stage, and binding the result.
 
-Passes work on the module in memory; each stage is kept as a clone so that
-`ir(stage)` can print it on demand without slowing compilation down. The
-runtime receives only the final buffer program and the target: it imports no
-pass.
+Passes work on the module in memory. `run_pipeline` verifies after every pass
+and keeps each stage as a clone (irflow-opt's and the tests' way);
+`compile_job` runs the passes without either (`apply_pipeline`), and its
+`Executable` makes the stages again, on first use, when `ir(stage)` asks for
+one. The runtime receives only the final buffer program and the target: it
+imports no pass.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,13 +36,14 @@ class Executable:
 
     def __init__(
         self,
-        stages: dict[str, ModuleOp],
+        source: ModuleOp,
+        spec: str,
         program: buffer.ProgramOp,
         store: VariableStore | LogicalVariables,
         target: Target,
         check_finite: bool = False,
     ):
-        self.stages = stages
+        self._source, self._spec = source, spec
         self.program = program
         self.target = target
         # One device, or every device of the program's mesh (then `store` holds one shard per device).
@@ -52,6 +56,12 @@ class Executable:
     @property
     def xp(self) -> Any:
         return self.target.xp
+
+    @functools.cached_property
+    def stages(self) -> dict[str, ModuleOp]:
+        """Every stage's IR ("job" as traced, each pass's name, then "buffer"), made on first use by
+        running the pipeline again on the traced job: compiling keeps none of them."""
+        return run_pipeline(self._source.clone(), self._spec)
 
     def __call__(self, inputs: Sequence[Any]) -> list[Any]:
         """Whole arrays in and out; in the mirrored view, one array per device for each input and output."""
@@ -81,55 +91,58 @@ def pipeline_for(func: job.FuncOp, target: Target) -> str:
     return ",".join(name + target.pass_options(name) for name in spec.split(","))
 
 
-def run_pipeline(module: ModuleOp, spec: str, verify_each: bool = True) -> dict[str, ModuleOp]:
-    """Apply `spec` to `module` in place; return a clone after every pass, keyed by pass name.
-
-    `verify_each` verifies the module after every pass, as mlir-opt does. Without it only the result
-    is verified; where that (or a pass) fails, the clones are verified in order, and the error names
-    the first pass whose output does not verify, as `verify_each` would have. Verifying every pass
-    took about half of compiling the benchmark's three train jobs.
-    """
+def run_pipeline(module: ModuleOp, spec: str) -> dict[str, ModuleOp]:
+    """Apply `spec` to `module` in place, verifying after every pass as mlir-opt does; return a clone
+    after every pass, keyed by pass name."""
     stages: dict[str, ModuleOp] = {"job": module.clone()}
-    kept = [("job", stages["job"])]  # in order, a pass run twice each time: what `_blame` walks
     ctx = make_context()
-    try:
-        passes: tuple[ModulePass, ...] = PassPipeline.parse_spec(available_passes(), spec).passes
-    except ValueError as e:
-        raise CompileError(f"bad pass pipeline '{spec}': {e}") from e
+    passes = _passes(spec)
     for p in passes:
         try:
             p.apply(ctx, module)
         except IrflowError:
             raise
         except VerifyException as e:
-            if not verify_each:
-                _blame(kept)
             raise CompileError(f"'{p.name}' failed: {e}") from e
-        except Exception:
-            if not verify_each:
-                _blame(kept)  # a pass that crashes on IR an earlier one broke: name that one
-            raise
-        if verify_each:
-            _check(module, f"IR after '{p.name}'")
+        if (failure := first_verify_failure(module)) is not None:
+            op, e = failure
+            raise CompileError(f"IR after '{p.name}' does not verify: '{op.name}' op {e}", source_location(op))
         stages[p.name] = module.clone()
-        kept.append((p.name, stages[p.name]))
-    if not verify_each and first_verify_failure(module) is not None:
-        _blame(kept)
     stages["buffer"] = stages[passes[-1].name] if passes else stages["job"]
     return stages
 
 
-def _check(module: ModuleOp, what: str) -> None:
-    """A CompileError at the first op of `module` that fails verification, if one does."""
-    if (failure := first_verify_failure(module)) is not None:
+def apply_pipeline(module: ModuleOp, spec: str) -> ModuleOp:
+    """`run_pipeline` for compiling: the passes in place, the result verified once, no stage kept;
+    returns a copy of the input, from which `run_pipeline` gives every stage again.
+
+    Where a pass or that verification fails, `run_pipeline` runs again on that copy (the passes are
+    deterministic), which raises the error naming the pass at fault. Verifying after every pass and
+    keeping every stage took about half of compiling the train benchmark's three jobs.
+    """
+    source = module.clone()
+    ctx = make_context()
+    try:
+        for p in _passes(spec):
+            p.apply(ctx, module)
+        failure = first_verify_failure(module)
+    except IrflowError:
+        raise
+    except Exception:
+        run_pipeline(source, spec)  # a pass that crashed on IR an earlier one broke: name that one
+        raise
+    if failure is not None:
+        run_pipeline(source, spec)
         op, e = failure
-        raise CompileError(f"{what} does not verify: '{op.name}' op {e}", source_location(op))
+        raise CompileError(f"IR after the pipeline '{spec}' does not verify: '{op.name}' op {e}", source_location(op))
+    return source
 
 
-def _blame(stages: Sequence[tuple[str, ModuleOp]]) -> None:
-    """The verification error of the first stage whose IR does not verify; none: return."""
-    for name, stage in stages:
-        _check(stage, "the pipeline's input" if name == "job" else f"IR after '{name}'")
+def _passes(spec: str) -> tuple[ModulePass, ...]:
+    try:
+        return PassPipeline.parse_spec(available_passes(), spec).passes
+    except ValueError as e:
+        raise CompileError(f"bad pass pipeline '{spec}': {e}") from e
 
 
 def compile_job(
@@ -149,13 +162,14 @@ def compile_job(
     if name not in funcs:
         raise CompileError(f"no job '{name}' in the module (jobs: {', '.join(funcs) or 'none'})")
     work = ModuleOp([funcs[name].clone()])
-    stages = run_pipeline(work, pipeline or pipeline_for(funcs[name], target), verify_each=False)
+    spec = pipeline or pipeline_for(funcs[name], target)
+    source = apply_pipeline(work, spec)
     programs = [op for op in work.body.block.ops if isinstance(op, buffer.ProgramOp)]
     if len(programs) != 1:
         raise CompileError(f"the pipeline left {len(programs)} buffer programs for job '{name}', expected one")
     if "arena_size" in programs[0].attributes:  # unplanned, the executor says what is missing
         MemoryPlan.of(programs[0]).check_fits(new_variable_bytes(programs[0], store), available_memory(target.xp))
-    return Executable(stages, programs[0], store, target, check_finite)
+    return Executable(source, spec, programs[0], store, target, check_finite)
 
 
-__all__ = ["Executable", "compile_job", "pipeline_for", "run_pipeline"]
+__all__ = ["Executable", "apply_pipeline", "compile_job", "pipeline_for", "run_pipeline"]

@@ -100,12 +100,16 @@ def test_unknown_job_is_a_clear_error(mlp_module):
         compile_job(mlp_module, "nope", VariableStore())
 
 
-def test_stages_are_kept(mlp_module):
+def test_stages_are_made_again_on_demand_and_end_where_compiling_did(mlp_module):
+    from irflow.textir import print_module
+
     exe = compile_job(mlp_module, "mlp", VariableStore())
+    assert "stages" not in vars(exe)  # compiling kept none
     assert list(exe.stages)[0] == "job" and "buffer" in exe.stages
     assert "job.matmul" in exe.ir("job")
     buffer_text = exe.ir("buffer")
     assert "buffer.arena" in buffer_text and "job." not in buffer_text.replace("job_type", "")
+    assert buffer_text == print_module(exe.program.parent_op(), debuginfo=True)  # the program that runs
 
 
 def fake_cupy():

@@ -61,22 +61,22 @@ class Nothing(ModulePass):
 
 
 @pytest.mark.parametrize("after", ["test-nothing", "test-crash"])
-def test_verifying_at_the_end_names_the_pass_that_broke_the_ir(monkeypatch: pytest.MonkeyPatch, after: str) -> None:
-    """Without `verify_each`, the result (or, when a later pass crashes, each stage kept) is verified:
-    the error is the one verifying after every pass gives."""
+def test_compiling_names_the_pass_that_broke_the_ir(monkeypatch: pytest.MonkeyPatch, after: str) -> None:
+    """`apply_pipeline` verifies only the result, yet where it (or a later pass that crashes) fails,
+    the error is the one verifying after every pass gives, even with a pass run twice."""
     passes = {p.name: (lambda p=p: p) for p in (ShadowProperty, Crash, Nothing)}
     monkeypatch.setattr(compile_module, "available_passes", lambda: passes)
     spec = f"test-nothing,{ShadowProperty.name},{after}"
     errors = []
-    for verify_each in (True, False):
+    for run in (compile_module.run_pipeline, compile_module.apply_pipeline):
         with pytest.raises(CompileError) as info:
-            compile_module.run_pipeline(parse_module(JOB), spec, verify_each)
+            run(parse_module(JOB), spec)
         errors.append(str(info.value))
     assert errors[0] == errors[1]
     assert errors[1].startswith("model.py:9:3: error: IR after 'test-shadow-property' does not verify")
     # A crash on IR that verifies is the crash itself.
     with pytest.raises(RuntimeError, match="unexpected IR"):
-        compile_module.run_pipeline(parse_module(JOB), "test-nothing,test-crash", verify_each=False)
+        compile_module.apply_pipeline(parse_module(JOB), "test-nothing,test-crash")
 
 
 RELUS = """\
