@@ -38,7 +38,18 @@ _SCAN = 32
 
 
 def compress(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Renumber steps densely (0..T-1), keeping which lifetimes overlap."""
+    """Renumber steps densely (0..T-1), keeping which lifetimes overlap.
+
+    Where the steps span at most 4 per buffer, a running count over a mark per step numbers
+    them without a sort (0.9 ms against 45 ms at mixed 100k, the same numbers)."""
+    if len(first):
+        low = min(int(first.min()), int(last.min()))
+        span = max(int(first.max()), int(last.max())) - low + 1
+        if span <= 4 * len(first):
+            used = np.zeros(span, bool)
+            used[first - low] = used[last - low] = True
+            number = np.cumsum(used) - 1
+            return number[first - low], number[last - low], int(number[-1]) + 1
     steps = np.unique(np.concatenate([first, last]))
     return np.searchsorted(steps, first), np.searchsorted(steps, last), len(steps)
 
@@ -60,7 +71,8 @@ def _index(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> tuple[list[in
     buffers count as lasting forever, and placements only make the true value grow, so a value
     computed earlier still makes a safe skip.
     """
-    begin = np.searchsorted(by_first, np.arange(steps + 1))
+    begin = np.zeros(steps + 1, np.int64)  # a count per step, not a search: 0.2 against 1.5 ms at 48k steps
+    np.cumsum(np.bincount(by_first, minlength=steps), out=begin[1:])
     suffix = np.minimum.accumulate(lasts[::-1])[::-1]
     return begin.tolist(), np.append(suffix, _INF)[begin[:-1]].tolist()
 
@@ -148,7 +160,9 @@ def skyline_pack(
     """
     n = len(size)
     weight = n if flush else 0  # the group outweighs any rank
-    order = np.lexsort((rank, first))
+    # By first step, then rank: one sort of a packed key where it fits (a fifth of lexsort's time;
+    # the keys are distinct, rank being a permutation).
+    order = np.argsort(first.astype(np.int64) * n + rank) if steps < _INF // max(n, 1) else np.lexsort((rank, first))
     by_first = first[order]
     lasts = last[order]  # _INF once placed
     ranks = rank[order]
@@ -170,7 +184,10 @@ def skyline_pack(
     heapq.heapify(heap)
     offsets = [0] * n
     placed = dead = 0
-    compact_at = max(64, n // 4)
+    # A compaction costs O(unplaced + steps) (the index is per step), so where steps outnumber the
+    # buffers it waits for more placed ones: the top's repack at mixed 100k (20k buffers over 48k steps)
+    # took 4.00G -> 3.79G instructions with steps // 32, mixed 10k's packs 1.137G -> 1.127G.
+    compact_at = max(64, n // 4, steps // 32)
     push, pop = heapq.heappush, heapq.heappop
     # Per segment (b, h): whether unplaced buffers tile [t, b] exactly, for the steps t asked so
     # far.  While [a, b] is a segment at h no buffer inside it was placed, so answers found for
@@ -329,7 +346,7 @@ def skyline_pack(
                 by_first, lasts, ranks, order = by_first[keep], lasts[keep], ranks[keep], order[keep]
                 firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
                 sizes_l = size[order].tolist()
-                dead, compact_at = 0, max(64, len(firsts_l) // 4)
+                dead, compact_at = 0, max(64, len(firsts_l) // 4, steps // 32)
                 begin, soonest = _index(by_first, lasts, steps)
             if x <= a or placed == n:
                 break
