@@ -38,7 +38,18 @@ _SCAN = 32
 
 
 def compress(first: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Renumber steps densely (0..T-1), keeping which lifetimes overlap."""
+    """Renumber steps densely (0..T-1), keeping which lifetimes overlap.
+
+    Where the steps span at most 4 per buffer, a running count over a mark per step numbers
+    them without a sort (0.9 ms against 45 ms at mixed 100k, the same numbers)."""
+    if len(first):
+        low = min(int(first.min()), int(last.min()))
+        span = max(int(first.max()), int(last.max())) - low + 1
+        if span <= 4 * len(first):
+            used = np.zeros(span, bool)
+            used[first - low] = used[last - low] = True
+            number = np.cumsum(used) - 1
+            return number[first - low], number[last - low], int(number[-1]) + 1
     steps = np.unique(np.concatenate([first, last]))
     return np.searchsorted(steps, first), np.searchsorted(steps, last), len(steps)
 
@@ -60,7 +71,8 @@ def _index(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> tuple[list[in
     buffers count as lasting forever, and placements only make the true value grow, so a value
     computed earlier still makes a safe skip.
     """
-    begin = np.searchsorted(by_first, np.arange(steps + 1))
+    begin = np.zeros(steps + 1, np.int64)  # a count per step, not a search: 0.2 against 1.5 ms at 48k steps
+    np.cumsum(np.bincount(by_first, minlength=steps), out=begin[1:])
     suffix = np.minimum.accumulate(lasts[::-1])[::-1]
     return begin.tolist(), np.append(suffix, _INF)[begin[:-1]].tolist()
 
@@ -148,7 +160,9 @@ def skyline_pack(
     """
     n = len(size)
     weight = n if flush else 0  # the group outweighs any rank
-    order = np.lexsort((rank, first))
+    # By first step, then rank: one sort of a packed key where it fits (a fifth of lexsort's time;
+    # the keys are distinct, rank being a permutation).
+    order = np.argsort(first.astype(np.int64) * n + rank) if steps < _INF // max(n, 1) else np.lexsort((rank, first))
     by_first = first[order]
     lasts = last[order]  # _INF once placed
     ranks = rank[order]
@@ -160,17 +174,21 @@ def skyline_pack(
     end_of = [-1] * steps
     start_of = [-1] * steps
     height = [0] * steps
-    # The heap holds (h, a) for segments [a, end_of[a]] at height h; an entry is stale once a
-    # segment no longer starts at a or has moved from h, and one entry stands for a segment
+    # The heap holds (h, a) for segments [a, end_of[a]] at height h, as the int h x steps + a (the
+    # same order as the pair, without a tuple to build and compare per entry); an entry is stale
+    # once a segment no longer starts at a or has moved from h, and one entry stands for a segment
     # that grows while it stays at (h, a).
-    heap: list[tuple[int, int]] = []
+    heap: list[int] = []
     for a, b, h in _runs(floor) if floor is not None else [(0, steps - 1, 0)]:
         end_of[a], start_of[b], height[a] = b, a, h
-        heap.append((h, a))
+        heap.append(h * steps + a)
     heapq.heapify(heap)
     offsets = [0] * n
     placed = dead = 0
-    compact_at = max(64, n // 4)
+    # A compaction costs O(unplaced + steps) (the index is per step), so where steps outnumber the
+    # buffers it waits for more placed ones: the top's repack at mixed 100k (20k buffers over 48k steps)
+    # took 4.00G -> 3.79G instructions with steps // 32, mixed 10k's packs 1.137G -> 1.127G.
+    compact_at = max(64, n // 4, steps // 32)
     push, pop = heapq.heappush, heapq.heappop
     # Per segment (b, h): whether unplaced buffers tile [t, b] exactly, for the steps t asked so
     # far.  While [a, b] is a segment at h no buffer inside it was placed, so answers found for
@@ -279,7 +297,7 @@ def skyline_pack(
         return j if j >= 0 or starts == hi else best_ranked(starts, hi, b)
 
     while placed < n:
-        h, a = pop(heap)
+        h, a = divmod(pop(heap), steps)
         b = end_of[a]
         if b < 0 or height[a] != h:
             continue
@@ -303,9 +321,9 @@ def skyline_pack(
                     h, b = right, end_of[b + 1]
                     end_of[start_of[b]] = -1
                 end_of[a], start_of[b], height[a] = b, a, h
-                if heap and heap[0][0] < h:  # no longer the lowest: queue it
+                if heap and heap[0] < h * steps:  # no longer the lowest: queue it
                     if left > right:  # merged right only; merged left, the left one's entry stands
-                        push(heap, (h, a))
+                        push(heap, h * steps + a)
                     break
                 continue
             x, y, top = firsts_l[j], lasts_l[j], h + sizes_l[j]
@@ -315,7 +333,7 @@ def skyline_pack(
             dead += 1
             if y < b:
                 end_of[y + 1], start_of[b], height[y + 1] = b, y + 1, h
-                push(heap, (h, y + 1))
+                push(heap, h * steps + y + 1)
             elif b < steps - 1 and height[b + 1] == top:  # flush with the right neighbour: merge
                 y, end_of[b + 1] = end_of[b + 1], -1
             if x == a and a and height[start_of[a - 1]] == top:  # flush with the left one: its entry stands
@@ -323,13 +341,13 @@ def skyline_pack(
                 end_of[x], start_of[y] = y, x
             else:
                 end_of[x], start_of[y], height[x] = y, x, top
-                push(heap, (top, x))
+                push(heap, top * steps + x)
             if dead > compact_at:
                 keep = lasts != _INF
                 by_first, lasts, ranks, order = by_first[keep], lasts[keep], ranks[keep], order[keep]
                 firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
                 sizes_l = size[order].tolist()
-                dead, compact_at = 0, max(64, len(firsts_l) // 4)
+                dead, compact_at = 0, max(64, len(firsts_l) // 4, steps // 32)
                 begin, soonest = _index(by_first, lasts, steps)
             if x <= a or placed == n:
                 break

@@ -36,6 +36,18 @@ def test_compress_keeps_overlaps():
     assert step_load(cfirst, clast, np.array([1, 2, 4, 8]), steps).tolist() == [8, 9, 5, 4, 2, 2]
 
 
+@pytest.mark.parametrize("spread", [1, 3, 1000])
+def test_compress_numbers_steps_in_order(spread):
+    """Dense steps (numbered by marks) and sparse ones (by a sort) get the same numbers."""
+    rng = np.random.default_rng(spread)
+    first = rng.integers(-50, 50, 40) * spread
+    last = first + rng.integers(0, 5, 40) * spread
+    steps = np.unique(np.concatenate([first, last]))
+    cfirst, clast, count = compress(first, last)
+    assert count == len(steps)
+    assert (steps[cfirst] == first).all() and (steps[clast] == last).all()
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_chain_packs_tilings_tighter(seed):
     # A tiling's optimum is its lower bound; preferring left-flush buffers whose remainder can
