@@ -18,6 +18,8 @@ from irflow.runtime import backend
 from irflow.runtime.kernels import Run, get_kernel
 
 OutSpec = np.ndarray | tuple[Sequence[int], Any]
+# build(name, ins, outs, **attrs) -> (run, outs): `build`, `build_on_gpu` and the `build_kernel` fixture.
+Build = Callable[..., tuple[Run, list[np.ndarray]]]
 
 
 # The module-level names kernels may use: those numpy and cupy both have.
@@ -88,13 +90,13 @@ BACKENDS = {"numpy": build} | ({"cupy": build_on_gpu} if backend.gpu_module() is
 
 
 @pytest.fixture(params=list(BACKENDS))
-def build_kernel(request: pytest.FixtureRequest) -> Callable[..., tuple[Run, list[np.ndarray]]]:
+def build_kernel(request: pytest.FixtureRequest) -> Build:
     """build_kernel(name, ins, outs, **attrs) -> (run, outs), to run several times; once per backend."""
     return BACKENDS[request.param]
 
 
 @pytest.fixture
-def kernel(build_kernel: Callable[..., tuple[Run, list[np.ndarray]]]) -> Callable[..., list[np.ndarray]]:
+def kernel(build_kernel: Build) -> Callable[..., list[np.ndarray]]:
     """kernel(name, ins, outs, **attrs) -> outs after one run; an out is an array or (shape, dtype)."""
 
     def run(name: str, ins: Sequence[np.ndarray], outs: Sequence[OutSpec], **attrs: Any) -> list[np.ndarray]:
@@ -127,7 +129,7 @@ def numeric_grad(forward: Callable[[], np.ndarray], x: np.ndarray, dy: np.ndarra
 
 
 @pytest.fixture
-def finite_diff(build_kernel: Callable[..., tuple[Run, list[np.ndarray]]]) -> Callable[..., np.ndarray]:
+def finite_diff(build_kernel: Build) -> Callable[..., np.ndarray]:
     """finite_diff(name, ins, wrt, out_spec, dy, **attrs): numeric gradient of kernel `name` w.r.t. ins[wrt]."""
 
     def grad(name: str, ins: Sequence[np.ndarray], wrt: int, out: OutSpec, dy: np.ndarray, **attrs: Any) -> np.ndarray:

@@ -9,9 +9,7 @@ import pytest
 
 from irflow.runtime.kernels import normalization
 
-from .conftest import build, numeric_grad
-
-Build = Callable[..., tuple[Callable[[], None], list[np.ndarray]]]
+from .conftest import Build, build, numeric_grad
 
 EPS = 1e-5
 # (shape, channel axis): NCHW conv outputs, dense (N, C), a channel axis last, and chunks that do not divide A
