@@ -166,6 +166,11 @@ def irflow_name(torch_name: str) -> str:
     return f"{path[-1]}-{leaf}"
 
 
+def torch_device(device: str) -> str:
+    """PyTorch's name for irflow's device kind."""
+    return "cuda" if device == "gpu" else "cpu"
+
+
 def torch_steppers(device: str = "cpu") -> dict[str, Callable[..., object]] | None:
     """PyTorch's train steps; on "gpu" (CUDA) each returns the loss's value, which waits for the step to finish,
     as irflow's call does when it hands back its loss."""
@@ -182,7 +187,7 @@ def torch_steppers(device: str = "cpu") -> dict[str, Callable[..., object]] | No
     )  # fmt: skip
 
     def stepper(model: nn.Module) -> Callable[..., object]:
-        model = model.to("cuda" if device == "gpu" else "cpu")
+        model = model.to(torch_device(device))
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         loss_fn = nn.CrossEntropyLoss()
 
@@ -287,7 +292,7 @@ def compare(thread_counts: list[int], rounds: int, measured: bool, device: str =
                 continue
             import torch
 
-            where = "cuda" if device == "gpu" else "cpu"
+            where = torch_device(device)
             tx, ty = torch.from_numpy(x).to(where), torch.from_numpy(y.astype(np.int64)).to(where)
             other: Callable[[], object] = lambda step=theirs[name], tx=tx, ty=ty: step(tx, ty)  # noqa: E731
             floor = [mlp_gemm_floor()] if name == MLP and device == "cpu" else []
