@@ -1,33 +1,37 @@
 """`plan`: offsets for buffers with known lifetimes in one arena.
 
-The default runs the skyline packer under a few priority orders and keeps the
-best plan (the chain orders first where the load sits at the lower bound
-almost everywhere, after packing the rectangles that `coalesce` finds there,
-which take the default's work first, and its earlier rectangles once more in
-time mirrored); how many orders run scales down with the number of
-buffers, so that 10k buffers plan in about 0.2 s and 100k in about 1.5-2 s
-on a quiet machine (the repack of the top below adds about a sixth there),
-and above 2,000 buffers no further order runs once the plan is within 1/400
-of the lower bound.
-Up to 10,000 buffers greedy by size (TFLite's planner) is one more candidate
-(above 2,000 only where the plan is not within 1/400 of the lower bound), so
-there the plan is never worse than it (in alignment units); it stops as soon
-as its arena reaches the plan's.  Above that, where the plan is not within
-1/400 of the bound (and the instance not tight), the top fifth of its buffers
-is packed again, by flush `length`, above what the rest leave free, and kept
-if smaller; up to 50,000 buffers that top is then placed once more by greedy
-by size, each buffer above the rest, and kept if smaller, and up to 20,000
-greedy by size of the whole runs last, with that plan to beat, where the plan
-is at least 1/100 above the bound.  Up to 500
-buffers it then runs the exact search of `search.py` for 1,000 nodes (tens of
-milliseconds), which finds the optimum of small problems.  With `budget_s`,
-the improvement phase starts from that plan, runs (up to 2,000 buffers) the
-exact search, then the remaining orders, then (where the default did not run
-it) greedy by size, each only where its estimated time fits (greedy by size
-also stops at the deadline, its plan then lost), until the budget is spent or
-the plan meets the lower bound.  Every step is deterministic and only ever
-replaces the plan with a strictly smaller one: the same input gives the same
-plan, and more time never gives a worse one.
+The default runs these steps, each keeping the plan only if strictly smaller
+(docs/memplan.md, "Design", says why each is there):
+
+1. Tight instances (the load at the lower bound almost everywhere) first pack
+   the rectangles `coalesce` finds, with the default's work, and the earlier
+   of them (before stacks of any size) once more in time mirrored.
+2. The skyline packer runs under a few priority orders (`orderings.py`), the
+   chain orders first on tight instances.  How many scales down with the
+   number of buffers (about 20,000 placements in all, one order at least), so
+   10k buffers plan in about 0.2 s and 100k in about 1.5-2 s on a quiet
+   machine; above 2,000 buffers no further order runs once the plan is within
+   1/400 of the lower bound.
+3. Greedy by size (TFLite's planner) runs up to 2,000 buffers, and up to
+   10,000 where the plan is not within 1/400 of the bound, so there the plan
+   is never worse than it (in alignment units); it stops as soon as its arena
+   reaches the plan's.
+4. Above 10,000 buffers, where the plan is not within 1/400 of the bound and
+   the instance not tight, the top fifth of its buffers is packed again by
+   flush `length` above what the rest leave free; up to 50,000 that top is
+   then placed once more by greedy by size, each buffer above the rest; up to
+   20,000, where the plan is still 1/100 above the bound, greedy by size of
+   the whole runs last.  The repack adds about a sixth to 100k's time.
+5. Up to 500 buffers the exact search of `search.py` runs for 1,000 nodes
+   (tens of milliseconds), which finds the optimum of small problems.
+
+With `budget_s`, an improvement phase continues from that plan: the exact
+search (up to 2,000 buffers), then the orders the default skipped, then greedy
+by size where the default did not run it, each only where its estimated time
+fits (greedy by size also stops at the deadline, its plan then lost), until
+the budget is spent or the plan meets the lower bound.  Every step is
+deterministic and only ever replaces the plan with a strictly smaller one: the
+same input gives the same plan, and more time never gives a worse one.
 
 Up to 2,000 buffers all of this runs per block of `split`: buffers live over
 their whole block go to its bottom, and blocks no buffer joins in time are
