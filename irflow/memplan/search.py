@@ -63,6 +63,8 @@ class _State:
     def __init__(self, load: np.ndarray, n: int) -> None:
         self.free = load.copy()  # live bytes of the unplaced buffers at each step
         self.level = np.where(load > 0, 0, _INF)  # the skyline where something is left to place
+        # Where a segment of the skyline starts: step 0, then wherever the level changes.
+        self.starts = np.ones(len(load), bool)
         self.unplaced = [True] * n
         self.banned = [-1] * n  # per group: the height at which it was already tried
         self.trail: list[tuple] = []
@@ -202,17 +204,19 @@ class Search:
         """
         first, last, size, group, twin = self.first, self.last, self.sizes, self.group, self.twin
         level, free, unplaced = st.level, st.free, st.unplaced
-        # Segment k spans steps [bounds[k], bounds[k + 1]) at heights[k]; the lowest is the first lowest.
-        cuts = (level[1:] != level[:-1]).nonzero()[0]
-        cuts += 1
-        bounds = [0, *cuts.tolist(), self.steps]
-        heights = [int(level[0]), *level[cuts].tolist()]
+        # Segment k spans steps [bounds[k], bounds[k + 1]) at heights[k], where the unplaced
+        # bytes peak at peaks[k]; the lowest is the first lowest.
+        np.not_equal(level[1:], level[:-1], out=st.starts[1:])
+        (starts,) = st.starts.nonzero()
+        heights, peaks = level[starts].tolist(), np.maximum.reduceat(free, starts).tolist()
+        bounds = starts.tolist()
+        bounds.append(self.steps)
         h = min(heights)
         k = heights.index(h)
         a, b = bounds[k], bounds[k + 1] - 1
         raise_to = min(heights[k - 1] if k else _INF, heights[k + 1] if k + 1 < len(heights) else _INF)
         conflict = [max(a - 1, 0), b + 1]
-        valley = self._valley_misfit(cap, st, bounds, heights, *changed)
+        valley = self._valley_misfit(cap, st, bounds, heights, peaks, *changed)
         if valley is not None:
             return [h, a, b, raise_to, [], *valley]
         lo = bisect_left(self.firsts, a)
@@ -222,10 +226,9 @@ class Search:
         # A step left uncovered at h wastes at least `least` bytes: what is later placed over it
         # rests on a buffer placed at h beside it, or on a raise to a neighbour.
         least = min(raise_to - h, min(map(size_of, usable))) if usable else raise_to - h
-        inside = free[a : b + 1]
-        peak = int(np.maximum.reduce(inside))
+        peak = peaks[k]
         if peak > cap - h - least:
-            if not _covers((inside > cap - h - least).tolist(), usable, first, last, a):
+            if not _covers((free[a : b + 1] > cap - h - least).tolist(), usable, first, last, a):
                 return [h, a, b, raise_to, [], *conflict]
         # A raise is dominated when some fitting buffer fits under it.
         can_raise = raise_to < _INF and (not fit or min(map(size_of, fit)) > raise_to - h) and peak + raise_to <= cap
@@ -244,7 +247,7 @@ class Search:
         return [h, a, b, raise_to, branches + [-1] if can_raise else branches, *conflict]
 
     def _valley_misfit(
-        self, cap: int, st: _State, bounds: list[int], heights: list[int], lo: int, hi: int
+        self, cap: int, st: _State, bounds: list[int], heights: list[int], peaks: list[int], lo: int, hi: int
     ) -> list[int] | None:
         """Steps [lo', hi'] around a valley segment meeting steps [lo, hi] whose steps that no
         buffer inside covers do not fit when lifted to its lower neighbour, if there is one.
@@ -255,13 +258,13 @@ class Search:
         their work.
         """
         lo, hi = max(lo, 0), min(hi, self.steps - 1)
-        free, last = st.free, len(heights) - 1
+        last = len(heights) - 1
         for k in range(bisect_right(bounds, lo) - 1, bisect_right(bounds, hi)):
             lifted = min(heights[k - 1] if k else _INF, heights[k + 1] if k < last else _INF)
             if heights[k] >= lifted:
                 continue
             x, y = bounds[k], bounds[k + 1]
-            if np.maximum.reduce(free[x:y]) > cap - lifted and self._uncovered(st, x, y, cap - lifted):
+            if peaks[k] > cap - lifted and self._uncovered(st, x, y, cap - lifted):
                 return [max(x - 1, 0), y]
         return None
 
