@@ -70,17 +70,22 @@ class _State:
         self.trail: list[tuple] = []
         self.placed = 0
 
+    # Places and lifts act inside a segment, so the level they replace is its height: that is
+    # what their undo records keep, not a copy.
+
     def place(self, c: int, x: int, y: int, h: int, size: int) -> None:
-        level = self.level[x:y]
-        self.trail.append(("place", c, x, y, level.copy(), size))
-        self.free[x:y] -= size
+        """Buffer c over steps [x, y) at h, the level there."""
+        self.trail.append(("place", c, x, y, h, size))
+        free, level = self.free[x:y], self.level[x:y]
+        free -= size
         level.fill(h + size)
-        np.copyto(level, _INF, where=self.free[x:y] == 0)
+        level[free == 0] = _INF
         self.unplaced[c] = False
         self.placed += 1
 
-    def lift(self, a: int, b: int, to: int) -> None:
-        self.trail.append(("lift", a, b, self.level[a:b].copy()))
+    def lift(self, a: int, b: int, h: int, to: int) -> None:
+        """Steps [a, b) from h, the level there, to `to`."""
+        self.trail.append(("lift", a, b, h))
         self.level[a:b] = to
 
     def ban(self, groups: list[int], h: int) -> None:
@@ -182,7 +187,7 @@ class Search:
                 cp[7] = k + 1
                 c = branches[k]
                 if c < 0:
-                    st.lift(a, b + 1, raise_to)
+                    st.lift(a, b + 1, h, raise_to)
                     break
                 tried = [self.group[d] for d in branches[:k] if d >= 0]
                 if tried:
