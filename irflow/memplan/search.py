@@ -42,7 +42,7 @@ finishes, so more time can only give a better plan.
 from __future__ import annotations
 
 import time
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -126,7 +126,9 @@ class Search:
         self.first_at, self.last_at = first, last
         self.first, self.last, self.sizes = first.tolist(), last.tolist(), size.tolist()
         by_first = np.argsort(first, kind="stable")
-        self.by_first, self.firsts = by_first.tolist(), first[by_first].tolist()
+        self.by_first = by_first.tolist()
+        # The buffers starting in steps [x, y) are by_first[begin[x] : begin[y]].
+        self.begin = np.searchsorted(first[by_first], np.arange(steps + 1)).tolist()
         # Identical buffers share a group and are placed in index order: `twin` is the
         # previous one of the group (-1 for the first), which must be placed first.
         group = np.unique(np.stack([first, last, size]), axis=1, return_inverse=True)[1].ravel()
@@ -210,22 +212,23 @@ class Search:
         first, last, size, group, twin = self.first, self.last, self.sizes, self.group, self.twin
         level, free, unplaced = st.level, st.free, st.unplaced
         # Segment k spans steps [bounds[k], bounds[k + 1]) at heights[k], where the unplaced
-        # bytes peak at peaks[k]; the lowest is the first lowest.
+        # bytes peak at peaks[k]; the lowest is the first lowest.  Past the last segment, heights
+        # has an infinite one, which as heights[-1] is also the first segment's left neighbour.
         np.not_equal(level[1:], level[:-1], out=st.starts[1:])
         (starts,) = st.starts.nonzero()
         heights, peaks = level[starts].tolist(), np.maximum.reduceat(free, starts).tolist()
+        heights.append(_INF)
         bounds = starts.tolist()
         bounds.append(self.steps)
         h = min(heights)
         k = heights.index(h)
         a, b = bounds[k], bounds[k + 1] - 1
-        raise_to = min(heights[k - 1] if k else _INF, heights[k + 1] if k + 1 < len(heights) else _INF)
+        raise_to = min(heights[k - 1], heights[k + 1])
         conflict = [max(a - 1, 0), b + 1]
         valley = self._valley_misfit(cap, st, bounds, heights, peaks, *changed)
         if valley is not None:
             return [h, a, b, raise_to, [], *valley]
-        lo = bisect_left(self.firsts, a)
-        fit = [c for c in self.by_first[lo : bisect_right(self.firsts, b, lo)] if unplaced[c] and last[c] <= b]
+        fit = [c for c in self.by_first[self.begin[a] : self.begin[b + 1]] if unplaced[c] and last[c] <= b]
         banned, size_of = st.banned, size.__getitem__
         usable = [c for c in fit if banned[group[c]] != h]  # by first step, as `fit`
         # A step left uncovered at h wastes at least `least` bytes: what is later placed over it
@@ -263,11 +266,10 @@ class Search:
         their work.
         """
         lo, hi = max(lo, 0), min(hi, self.steps - 1)
-        last = len(heights) - 1
         for k in range(bisect_right(bounds, lo) - 1, bisect_right(bounds, hi)):
-            lifted = min(heights[k - 1] if k else _INF, heights[k + 1] if k < last else _INF)
-            if heights[k] >= lifted:
+            if heights[k] >= heights[k - 1] or heights[k] >= heights[k + 1]:
                 continue
+            lifted = min(heights[k - 1], heights[k + 1])
             x, y = bounds[k], bounds[k + 1]
             if peaks[k] > cap - lifted and self._uncovered(st, x, y, cap - lifted):
                 return [max(x - 1, 0), y]
@@ -276,16 +278,14 @@ class Search:
     def _uncovered(self, st: _State, x: int, y: int, above: int) -> bool:
         """Whether some step of [x, y) with more than `above` unplaced bytes is covered by no
         unplaced buffer inside [x, y): a sweep over those buffers by first step."""
-        unplaced, last, by_first, firsts = st.unplaced, self.last, self.by_first, self.firsts
-        i = bisect_left(firsts, x)
-        end = bisect_left(firsts, y, i)
-        reach = x - 1  # the last step covered by the buffers met so far
+        first, last, unplaced = self.first, self.last, st.unplaced
+        inside = [c for c in self.by_first[self.begin[x] : self.begin[y]] if unplaced[c] and last[c] < y]
+        i, reach = 0, x - 1  # the next buffer of `inside`, the last step covered by those before it
         for t in (st.free[x:y] > above).nonzero()[0].tolist():
             t += x
-            while i < end and firsts[i] <= t:
-                c = by_first[i]
-                if unplaced[c] and reach < last[c] < y:
-                    reach = last[c]
+            while i < len(inside) and first[inside[i]] <= t:
+                if last[inside[i]] > reach:
+                    reach = last[inside[i]]
                 i += 1
             if reach < t:
                 return True
