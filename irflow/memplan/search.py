@@ -63,8 +63,10 @@ class _State:
     def __init__(self, load: np.ndarray, n: int) -> None:
         self.free = load.copy()  # live bytes of the unplaced buffers at each step
         self.level = np.where(load > 0, 0, _INF)  # the skyline where something is left to place
-        # Where a segment of the skyline starts: step 0, then wherever the level changes.
+        # Where a segment of the skyline starts: step 0, then wherever the level changes, which
+        # `_expand` writes through these views (kept: making them costs as much as the compare).
         self.starts = np.ones(len(load), bool)
+        self.changes, self.after, self.before = self.starts[1:], self.level[1:], self.level[:-1]
         self.unplaced = [True] * n
         self.banned = [-1] * n  # per group: the height at which it was already tried
         self.trail: list[tuple] = []
@@ -214,7 +216,7 @@ class Search:
         # Segment k spans steps [bounds[k], bounds[k + 1]) at heights[k], where the unplaced
         # bytes peak at peaks[k]; the lowest is the first lowest.  Past the last segment, heights
         # has an infinite one, which as heights[-1] is also the first segment's left neighbour.
-        np.not_equal(level[1:], level[:-1], out=st.starts[1:])
+        np.not_equal(st.after, st.before, out=st.changes)
         (starts,) = st.starts.nonzero()
         heights, peaks = level[starts].tolist(), np.maximum.reduceat(free, starts).tolist()
         heights.append(_INF)
