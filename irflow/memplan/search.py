@@ -226,22 +226,24 @@ class Search:
         k = heights.index(h)
         a, b = bounds[k], bounds[k + 1] - 1
         raise_to = min(heights[k - 1], heights[k + 1])
-        conflict = [max(a - 1, 0), b + 1]
         valley = self._valley_misfit(cap, st, bounds, heights, peaks, *changed)
         if valley is not None:
             return [h, a, b, raise_to, [], *valley]
+        conflict = [a - 1 if a else 0, b + 1]
         fit = [c for c in self.by_first[self.begin[a] : self.begin[b + 1]] if unplaced[c] and last[c] <= b]
         banned, size_of = st.banned, size.__getitem__
         usable = [c for c in fit if banned[group[c]] != h]  # by first step, as `fit`
+        fit_least = min(map(size_of, fit), default=_INF)
+        usable_least = fit_least if len(usable) == len(fit) else min(map(size_of, usable), default=_INF)
         # A step left uncovered at h wastes at least `least` bytes: what is later placed over it
         # rests on a buffer placed at h beside it, or on a raise to a neighbour.
-        least = min(raise_to - h, min(map(size_of, usable))) if usable else raise_to - h
+        least = usable_least if usable_least < raise_to - h else raise_to - h
         peak = peaks[k]
         if peak > cap - h - least:
             if not _covers((free[a : b + 1] > cap - h - least).tolist(), usable, first, last, a):
                 return [h, a, b, raise_to, [], *conflict]
         # A raise is dominated when some fitting buffer fits under it.
-        can_raise = raise_to < _INF and (not fit or min(map(size_of, fit)) > raise_to - h) and peak + raise_to <= cap
+        can_raise = raise_to < _INF and fit_least > raise_to - h and peak + raise_to <= cap
         cands = sorted([c for c in usable if twin[c] < 0 or not unplaced[twin[c]]], key=rank.__getitem__)
         # Exact fits first, then buffers flush with the left end (with `chain`, those after which
         # the rest can be tiled first), then with the right end, then the rest.
