@@ -42,7 +42,7 @@ finishes, so more time can only give a better plan.
 from __future__ import annotations
 
 import time
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -63,22 +63,31 @@ class _State:
     def __init__(self, load: np.ndarray, n: int) -> None:
         self.free = load.copy()  # live bytes of the unplaced buffers at each step
         self.level = np.where(load > 0, 0, _INF)  # the skyline where something is left to place
+        # Where a segment of the skyline starts: step 0, then wherever the level changes, which
+        # `_expand` writes through these views (kept: making them costs as much as the compare).
+        self.starts = np.ones(len(load), bool)
+        self.changes, self.after, self.before = self.starts[1:], self.level[1:], self.level[:-1]
         self.unplaced = [True] * n
         self.banned = [-1] * n  # per group: the height at which it was already tried
         self.trail: list[tuple] = []
         self.placed = 0
 
+    # Places and lifts act inside a segment, so the level they replace is its height: that is
+    # what their undo records keep, not a copy.
+
     def place(self, c: int, x: int, y: int, h: int, size: int) -> None:
-        level = self.level[x:y]
-        self.trail.append(("place", c, x, y, level.copy(), size))
-        self.free[x:y] -= size
+        """Buffer c over steps [x, y) at h, the level there."""
+        self.trail.append(("place", c, x, y, h, size))
+        free, level = self.free[x:y], self.level[x:y]
+        free -= size
         level.fill(h + size)
-        np.copyto(level, _INF, where=self.free[x:y] == 0)
+        level[free == 0] = _INF
         self.unplaced[c] = False
         self.placed += 1
 
-    def lift(self, a: int, b: int, to: int) -> None:
-        self.trail.append(("lift", a, b, self.level[a:b].copy()))
+    def lift(self, a: int, b: int, h: int, to: int) -> None:
+        """Steps [a, b) from h, the level there, to `to`."""
+        self.trail.append(("lift", a, b, h))
         self.level[a:b] = to
 
     def ban(self, groups: list[int], h: int) -> None:
@@ -119,7 +128,9 @@ class Search:
         self.first_at, self.last_at = first, last
         self.first, self.last, self.sizes = first.tolist(), last.tolist(), size.tolist()
         by_first = np.argsort(first, kind="stable")
-        self.by_first, self.firsts = by_first.tolist(), first[by_first].tolist()
+        self.by_first = by_first.tolist()
+        # The buffers starting in steps [x, y) are by_first[begin[x] : begin[y]].
+        self.begin = np.searchsorted(first[by_first], np.arange(steps + 1)).tolist()
         # Identical buffers share a group and are placed in index order: `twin` is the
         # previous one of the group (-1 for the first), which must be placed first.
         group = np.unique(np.stack([first, last, size]), axis=1, return_inverse=True)[1].ravel()
@@ -180,7 +191,7 @@ class Search:
                 cp[7] = k + 1
                 c = branches[k]
                 if c < 0:
-                    st.lift(a, b + 1, raise_to)
+                    st.lift(a, b + 1, h, raise_to)
                     break
                 tried = [self.group[d] for d in branches[:k] if d >= 0]
                 if tried:
@@ -202,33 +213,37 @@ class Search:
         """
         first, last, size, group, twin = self.first, self.last, self.sizes, self.group, self.twin
         level, free, unplaced = st.level, st.free, st.unplaced
-        # Segment k spans steps [bounds[k], bounds[k + 1]) at heights[k]; the lowest is the first lowest.
-        cuts = (level[1:] != level[:-1]).nonzero()[0]
-        cuts += 1
-        bounds = [0, *cuts.tolist(), self.steps]
-        heights = [int(level[0]), *level[cuts].tolist()]
+        # Segment k spans steps [bounds[k], bounds[k + 1]) at heights[k], where the unplaced
+        # bytes peak at peaks[k]; the lowest is the first lowest.  Past the last segment, heights
+        # has an infinite one, which as heights[-1] is also the first segment's left neighbour.
+        np.not_equal(st.after, st.before, out=st.changes)
+        (starts,) = st.starts.nonzero()
+        heights, peaks = level[starts].tolist(), np.maximum.reduceat(free, starts).tolist()
+        heights.append(_INF)
+        bounds = starts.tolist()
+        bounds.append(self.steps)
         h = min(heights)
         k = heights.index(h)
         a, b = bounds[k], bounds[k + 1] - 1
-        raise_to = min(heights[k - 1] if k else _INF, heights[k + 1] if k + 1 < len(heights) else _INF)
-        conflict = [max(a - 1, 0), b + 1]
-        valley = self._valley_misfit(cap, st, bounds, heights, *changed)
+        raise_to = min(heights[k - 1], heights[k + 1])
+        valley = self._valley_misfit(cap, st, bounds, heights, peaks, *changed)
         if valley is not None:
             return [h, a, b, raise_to, [], *valley]
-        lo = bisect_left(self.firsts, a)
-        fit = [c for c in self.by_first[lo : bisect_right(self.firsts, b, lo)] if unplaced[c] and last[c] <= b]
+        conflict = [a - 1 if a else 0, b + 1]
+        fit = [c for c in self.by_first[self.begin[a] : self.begin[b + 1]] if unplaced[c] and last[c] <= b]
         banned, size_of = st.banned, size.__getitem__
         usable = [c for c in fit if banned[group[c]] != h]  # by first step, as `fit`
+        fit_least = min(map(size_of, fit), default=_INF)
+        usable_least = fit_least if len(usable) == len(fit) else min(map(size_of, usable), default=_INF)
         # A step left uncovered at h wastes at least `least` bytes: what is later placed over it
         # rests on a buffer placed at h beside it, or on a raise to a neighbour.
-        least = min(raise_to - h, min(map(size_of, usable))) if usable else raise_to - h
-        inside = free[a : b + 1]
-        peak = int(np.maximum.reduce(inside))
+        least = usable_least if usable_least < raise_to - h else raise_to - h
+        peak = peaks[k]
         if peak > cap - h - least:
-            if not _covers((inside > cap - h - least).tolist(), usable, first, last, a):
+            if not _covers((free[a : b + 1] > cap - h - least).tolist(), usable, first, last, a):
                 return [h, a, b, raise_to, [], *conflict]
         # A raise is dominated when some fitting buffer fits under it.
-        can_raise = raise_to < _INF and (not fit or min(map(size_of, fit)) > raise_to - h) and peak + raise_to <= cap
+        can_raise = raise_to < _INF and fit_least > raise_to - h and peak + raise_to <= cap
         cands = sorted([c for c in usable if twin[c] < 0 or not unplaced[twin[c]]], key=rank.__getitem__)
         # Exact fits first, then buffers flush with the left end (with `chain`, those after which
         # the rest can be tiled first), then with the right end, then the rest.
@@ -244,7 +259,7 @@ class Search:
         return [h, a, b, raise_to, branches + [-1] if can_raise else branches, *conflict]
 
     def _valley_misfit(
-        self, cap: int, st: _State, bounds: list[int], heights: list[int], lo: int, hi: int
+        self, cap: int, st: _State, bounds: list[int], heights: list[int], peaks: list[int], lo: int, hi: int
     ) -> list[int] | None:
         """Steps [lo', hi'] around a valley segment meeting steps [lo, hi] whose steps that no
         buffer inside covers do not fit when lifted to its lower neighbour, if there is one.
@@ -255,29 +270,26 @@ class Search:
         their work.
         """
         lo, hi = max(lo, 0), min(hi, self.steps - 1)
-        free, last = st.free, len(heights) - 1
         for k in range(bisect_right(bounds, lo) - 1, bisect_right(bounds, hi)):
-            lifted = min(heights[k - 1] if k else _INF, heights[k + 1] if k < last else _INF)
-            if heights[k] >= lifted:
+            if heights[k] >= heights[k - 1] or heights[k] >= heights[k + 1]:
                 continue
+            lifted = min(heights[k - 1], heights[k + 1])
             x, y = bounds[k], bounds[k + 1]
-            if np.maximum.reduce(free[x:y]) > cap - lifted and self._uncovered(st, x, y, cap - lifted):
+            if peaks[k] > cap - lifted and self._uncovered(st, x, y, cap - lifted):
                 return [max(x - 1, 0), y]
         return None
 
     def _uncovered(self, st: _State, x: int, y: int, above: int) -> bool:
         """Whether some step of [x, y) with more than `above` unplaced bytes is covered by no
         unplaced buffer inside [x, y): a sweep over those buffers by first step."""
-        unplaced, last, by_first, firsts = st.unplaced, self.last, self.by_first, self.firsts
-        i = bisect_left(firsts, x)
-        end = bisect_left(firsts, y, i)
-        reach = x - 1  # the last step covered by the buffers met so far
+        first, last, unplaced = self.first, self.last, st.unplaced
+        inside = [c for c in self.by_first[self.begin[x] : self.begin[y]] if unplaced[c] and last[c] < y]
+        i, reach = 0, x - 1  # the next buffer of `inside`, the last step covered by those before it
         for t in (st.free[x:y] > above).nonzero()[0].tolist():
             t += x
-            while i < end and firsts[i] <= t:
-                c = by_first[i]
-                if unplaced[c] and reach < last[c] < y:
-                    reach = last[c]
+            while i < len(inside) and first[inside[i]] <= t:
+                if last[inside[i]] > reach:
+                    reach = last[inside[i]]
                 i += 1
             if reach < t:
                 return True
