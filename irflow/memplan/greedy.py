@@ -140,15 +140,15 @@ class _Placed:
     def insert(self, at: np.ndarray, s: np.ndarray, f: np.ndarray, l: np.ndarray) -> None:
         """Add the buffers at `at`."""
         by = np.argsort(at, kind="stable")
-        at = at[by]
+        at, end = at[by], (at + s)[by]
         new = np.searchsorted(self.off, at, "right") + np.arange(len(at))
         old = np.ones(len(self.off) + len(at), bool)
         old[new] = False
         self.off, self.end, self.first, self.last = (
             _merged(mine, theirs, old, new)
-            for mine, theirs in ((self.off, at), (self.end, at + s[by]), (self.first, f[by]), (self.last, l[by]))
+            for mine, theirs in ((self.off, at), (self.end, end), (self.first, f[by]), (self.last, l[by]))
         )
-        self.top = max(self.top, int(self.end.max(initial=0)))
+        self.top = max(self.top, int(end.max(initial=0)))  # the arena only grows
 
 
 def _merged(mine: np.ndarray, theirs: np.ndarray, old: np.ndarray, new: np.ndarray) -> np.ndarray:
@@ -177,12 +177,12 @@ class _Fits:
         np.less_equal(placed.first, l[:, None], out=mask)
         np.greater_equal(placed.last, f[:, None], out=other)
         mask &= other
-        hits = np.flatnonzero(mask)
+        hits = placed.mask[: m * k].nonzero()[0]  # the mask flat, as flatnonzero without its ravel
         ids = np.arange(m)
         lifts = ids * self.big
         # Row r's hits are hits[bounds[r]:bounds[r + 1]].
         self.bounds = bounds = np.searchsorted(hits, np.arange(m + 1) * k)
-        count = np.diff(bounds)
+        count = bounds[1:] - bounds[:-1]
         hits -= np.repeat(ids * k, count)  # the placed buffers' positions
         run = placed.end.take(hits, mode="clip")  # valid positions: "clip" skips the bounds checks
         run += np.repeat(lifts, count)
