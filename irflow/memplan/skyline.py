@@ -29,6 +29,7 @@ the instructions of a pack by 15-44%
 from __future__ import annotations
 
 import heapq
+import itertools
 
 import numpy as np
 
@@ -344,9 +345,12 @@ def skyline_pack(
                 push(heap, top * steps + x)
             if dead > compact_at:
                 keep = lasts != _INF
-                by_first, lasts, ranks, order = by_first[keep], lasts[keep], ranks[keep], order[keep]
-                firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
-                sizes_l = size[order].tolist()
+                by_first, lasts, ranks = by_first[keep], lasts[keep], ranks[keep]
+                # Filtered, the lists keep their ints: tolist would make new ones and free the old.
+                kept = keep.tolist()
+                firsts_l, lasts_l, ranks_l, who_l, sizes_l = (
+                    list(itertools.compress(column, kept)) for column in (firsts_l, lasts_l, ranks_l, who_l, sizes_l)
+                )
                 dead, compact_at = 0, max(64, len(firsts_l) // 4, steps // 32)
                 begin, soonest = _index(by_first, lasts, steps)
             if x <= a or placed == n:
