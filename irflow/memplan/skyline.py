@@ -170,6 +170,7 @@ def skyline_pack(
     firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
     sizes_l = size[order].tolist()
     begin, soonest = _index(by_first, lasts, steps)
+    infs = np.full(n, _INF)  # best_ranked's filler
     # Segments: end_of[a] = b and height[a] for a segment [a, b]; start_of[b] = a.  end_of is -1
     # where no segment starts, which also invalidates stale heap entries.
     end_of = [-1] * steps
@@ -256,9 +257,11 @@ def skyline_pack(
 
     def best_ranked(lo: int, hi: int, b: int) -> int:
         """The best-ranked of the buffers lo..hi - 1 that end by b, or -1: numpy over a long slice."""
-        key = np.where(lasts[lo:hi] <= b, ranks[lo:hi], _INF)
-        k = int(key.argmin())
-        return lo + k if key[k] < _INF else -1
+        # A slice of a kept filler costs numpy fewer instructions than a Python int, and the list
+        # tells whether the minimum fits more cheaply than a numpy scalar.
+        key = np.where(lasts[lo:hi] <= b, ranks[lo:hi], infs[lo:hi])
+        k = lo + int(key.argmin())
+        return k if lasts_l[k] <= b else -1
 
     def query(lo: int, a: int, b: int) -> int:
         """The best-ranked unplaced buffer inside [a, b] (with `flush`, exact fits first, then those
