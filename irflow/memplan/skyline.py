@@ -263,18 +263,8 @@ def skyline_pack(
         k = lo + int(key.argmin())
         return k if lasts_l[k] <= b else -1
 
-    def query(lo: int, a: int, b: int) -> int:
-        """The best-ranked unplaced buffer inside [a, b] (with `flush`, exact fits first, then those
-        flush with an end), or -1; `lo` is the first that starts at a or later."""
-        hi = begin[b + 1]
-        if hi - lo <= _SCAN:
-            best, j = _INF, -1
-            for k in range(lo, hi):
-                if lasts_l[k] <= b:
-                    key = ranks_l[k] + weight * ((firsts_l[k] != a) + (lasts_l[k] != b)) if weight else ranks_l[k]
-                    if key < best:
-                        best, j = key, k
-            return j
+    def long_query(lo: int, hi: int, a: int, b: int) -> int:
+        """The main loop's query of buffers lo..hi - 1 (those starting in [a, b]) over a long slice."""
         if not weight:
             return best_ranked(lo, hi, b)
         # Exact fits and those flush with the left end start at a: the first of them in rank order.
@@ -312,7 +302,20 @@ def skyline_pack(
                 if chain:
                     j = left_flush(lo, a, b, h)
                 if j < 0:
-                    j = query(lo, a, b)
+                    # The best-ranked unplaced buffer inside [a, b] (with `flush`, exact fits first, then
+                    # those flush with an end); a short slice is scanned here, without a call.
+                    hi = begin[b + 1]
+                    if hi - lo > _SCAN:
+                        j = long_query(lo, hi, a, b)
+                    else:
+                        best = _INF
+                        for k in range(lo, hi):
+                            if lasts_l[k] <= b:
+                                key = ranks_l[k]
+                                if weight:
+                                    key += weight * ((firsts_l[k] != a) + (lasts_l[k] != b))
+                                if key < best:
+                                    best, j = key, k
             if j < 0:  # nothing fits: raise the segment
                 left = height[start_of[a - 1]] if a else _INF
                 right = height[b + 1] if b < steps - 1 else _INF
