@@ -176,14 +176,17 @@ def skyline_pack(
     end_of = [-1] * steps
     start_of = [-1] * steps
     height = [0] * steps
-    # The heap holds (h, a) for segments [a, end_of[a]] at height h, as the int h x steps + a (the
-    # same order as the pair, without a tuple to build and compare per entry); an entry is stale
-    # once a segment no longer starts at a or has moved from h, and one entry stands for a segment
-    # that grows while it stays at (h, a).
+    # The heap holds (h, a) for segments [a, end_of[a]] at height h, as the int h x room + a (the
+    # same order as the pair, without a tuple to build and compare per entry; room a power of two,
+    # so a shift and a mask take it apart, cheaper than divmod); an entry is stale once a segment no
+    # longer starts at a or has moved from h, and one entry stands for a segment that grows while it
+    # stays at (h, a).
+    shift = steps.bit_length()
+    room, mask = 1 << shift, (1 << shift) - 1
     heap: list[int] = []
     for a, b, h in _runs(floor) if floor is not None else [(0, steps - 1, 0)]:
         end_of[a], start_of[b], height[a] = b, a, h
-        heap.append(h * steps + a)
+        heap.append(h * room + a)
     heapq.heapify(heap)
     offsets = [0] * n
     placed = dead = 0
@@ -291,7 +294,8 @@ def skyline_pack(
         return j if j >= 0 or starts == hi else best_ranked(starts, hi, b)
 
     while placed < n:
-        h, a = divmod(pop(heap), steps)
+        entry = pop(heap)
+        h, a = entry >> shift, entry & mask
         b = end_of[a]
         if b < 0 or height[a] != h:
             continue
@@ -328,9 +332,9 @@ def skyline_pack(
                     h, b = right, end_of[b + 1]
                     end_of[start_of[b]] = -1
                 end_of[a], start_of[b], height[a] = b, a, h
-                if heap and heap[0] < h * steps:  # no longer the lowest: queue it
+                if heap and heap[0] < h * room:  # no longer the lowest: queue it
                     if left > right:  # merged right only; merged left, the left one's entry stands
-                        push(heap, h * steps + a)
+                        push(heap, h * room + a)
                     break
                 continue
             x, y, top = firsts_l[j], lasts_l[j], h + sizes_l[j]
@@ -340,7 +344,7 @@ def skyline_pack(
             dead += 1
             if y < b:
                 end_of[y + 1], start_of[b], height[y + 1] = b, y + 1, h
-                push(heap, h * steps + y + 1)
+                push(heap, h * room + y + 1)
             elif b < steps - 1 and height[b + 1] == top:  # flush with the right neighbour: merge
                 y, end_of[b + 1] = end_of[b + 1], -1
             if x == a and a and height[start_of[a - 1]] == top:  # flush with the left one: its entry stands
@@ -348,7 +352,7 @@ def skyline_pack(
                 end_of[x], start_of[y] = y, x
             else:
                 end_of[x], start_of[y], height[x] = y, x, top
-                push(heap, top * steps + x)
+                push(heap, top * room + x)
             if dead > compact_at:
                 keep = lasts != _INF
                 by_first, lasts, ranks = by_first[keep], lasts[keep], ranks[keep]
