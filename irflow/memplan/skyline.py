@@ -29,6 +29,7 @@ the instructions of a pack by 15-44%
 from __future__ import annotations
 
 import heapq
+import itertools
 
 import numpy as np
 
@@ -169,19 +170,23 @@ def skyline_pack(
     firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
     sizes_l = size[order].tolist()
     begin, soonest = _index(by_first, lasts, steps)
+    infs = np.full(n, _INF)  # best_ranked's filler
     # Segments: end_of[a] = b and height[a] for a segment [a, b]; start_of[b] = a.  end_of is -1
     # where no segment starts, which also invalidates stale heap entries.
     end_of = [-1] * steps
     start_of = [-1] * steps
     height = [0] * steps
-    # The heap holds (h, a) for segments [a, end_of[a]] at height h, as the int h x steps + a (the
-    # same order as the pair, without a tuple to build and compare per entry); an entry is stale
-    # once a segment no longer starts at a or has moved from h, and one entry stands for a segment
-    # that grows while it stays at (h, a).
+    # The heap holds (h, a) for segments [a, end_of[a]] at height h, as the int h x room + a (the
+    # same order as the pair, without a tuple to build and compare per entry; room a power of two,
+    # so a shift and a mask take it apart, cheaper than divmod); an entry is stale once a segment no
+    # longer starts at a or has moved from h, and one entry stands for a segment that grows while it
+    # stays at (h, a).
+    shift = steps.bit_length()
+    room, mask = 1 << shift, (1 << shift) - 1
     heap: list[int] = []
     for a, b, h in _runs(floor) if floor is not None else [(0, steps - 1, 0)]:
         end_of[a], start_of[b], height[a] = b, a, h
-        heap.append(h * steps + a)
+        heap.append(h * room + a)
     heapq.heapify(heap)
     offsets = [0] * n
     placed = dead = 0
@@ -255,22 +260,14 @@ def skyline_pack(
 
     def best_ranked(lo: int, hi: int, b: int) -> int:
         """The best-ranked of the buffers lo..hi - 1 that end by b, or -1: numpy over a long slice."""
-        key = np.where(lasts[lo:hi] <= b, ranks[lo:hi], _INF)
-        k = int(key.argmin())
-        return lo + k if key[k] < _INF else -1
+        # A slice of a kept filler costs numpy fewer instructions than a Python int, and the list
+        # tells whether the minimum fits more cheaply than a numpy scalar.
+        key = np.where(lasts[lo:hi] <= b, ranks[lo:hi], infs[lo:hi])
+        k = lo + int(key.argmin())
+        return k if lasts_l[k] <= b else -1
 
-    def query(lo: int, a: int, b: int) -> int:
-        """The best-ranked unplaced buffer inside [a, b] (with `flush`, exact fits first, then those
-        flush with an end), or -1; `lo` is the first that starts at a or later."""
-        hi = begin[b + 1]
-        if hi - lo <= _SCAN:
-            best, j = _INF, -1
-            for k in range(lo, hi):
-                if lasts_l[k] <= b:
-                    key = ranks_l[k] + weight * ((firsts_l[k] != a) + (lasts_l[k] != b)) if weight else ranks_l[k]
-                    if key < best:
-                        best, j = key, k
-            return j
+    def long_query(lo: int, hi: int, a: int, b: int) -> int:
+        """The main loop's query of buffers lo..hi - 1 (those starting in [a, b]) over a long slice."""
         if not weight:
             return best_ranked(lo, hi, b)
         # Exact fits and those flush with the left end start at a: the first of them in rank order.
@@ -297,7 +294,8 @@ def skyline_pack(
         return j if j >= 0 or starts == hi else best_ranked(starts, hi, b)
 
     while placed < n:
-        h, a = divmod(pop(heap), steps)
+        entry = pop(heap)
+        h, a = entry >> shift, entry & mask
         b = end_of[a]
         if b < 0 or height[a] != h:
             continue
@@ -308,7 +306,20 @@ def skyline_pack(
                 if chain:
                     j = left_flush(lo, a, b, h)
                 if j < 0:
-                    j = query(lo, a, b)
+                    # The best-ranked unplaced buffer inside [a, b] (with `flush`, exact fits first, then
+                    # those flush with an end); a short slice is scanned here, without a call.
+                    hi = begin[b + 1]
+                    if hi - lo > _SCAN:
+                        j = long_query(lo, hi, a, b)
+                    else:
+                        best = _INF
+                        for k in range(lo, hi):
+                            if lasts_l[k] <= b:
+                                key = ranks_l[k]
+                                if weight:
+                                    key += weight * ((firsts_l[k] != a) + (lasts_l[k] != b))
+                                if key < best:
+                                    best, j = key, k
             if j < 0:  # nothing fits: raise the segment
                 left = height[start_of[a - 1]] if a else _INF
                 right = height[b + 1] if b < steps - 1 else _INF
@@ -321,9 +332,9 @@ def skyline_pack(
                     h, b = right, end_of[b + 1]
                     end_of[start_of[b]] = -1
                 end_of[a], start_of[b], height[a] = b, a, h
-                if heap and heap[0] < h * steps:  # no longer the lowest: queue it
+                if heap and heap[0] < h * room:  # no longer the lowest: queue it
                     if left > right:  # merged right only; merged left, the left one's entry stands
-                        push(heap, h * steps + a)
+                        push(heap, h * room + a)
                     break
                 continue
             x, y, top = firsts_l[j], lasts_l[j], h + sizes_l[j]
@@ -333,7 +344,7 @@ def skyline_pack(
             dead += 1
             if y < b:
                 end_of[y + 1], start_of[b], height[y + 1] = b, y + 1, h
-                push(heap, h * steps + y + 1)
+                push(heap, h * room + y + 1)
             elif b < steps - 1 and height[b + 1] == top:  # flush with the right neighbour: merge
                 y, end_of[b + 1] = end_of[b + 1], -1
             if x == a and a and height[start_of[a - 1]] == top:  # flush with the left one: its entry stands
@@ -341,12 +352,15 @@ def skyline_pack(
                 end_of[x], start_of[y] = y, x
             else:
                 end_of[x], start_of[y], height[x] = y, x, top
-                push(heap, top * steps + x)
+                push(heap, top * room + x)
             if dead > compact_at:
                 keep = lasts != _INF
-                by_first, lasts, ranks, order = by_first[keep], lasts[keep], ranks[keep], order[keep]
-                firsts_l, lasts_l, ranks_l, who_l = by_first.tolist(), lasts.tolist(), ranks.tolist(), order.tolist()
-                sizes_l = size[order].tolist()
+                by_first, lasts, ranks = by_first[keep], lasts[keep], ranks[keep]
+                # Filtered, the lists keep their ints: tolist would make new ones and free the old.
+                kept = keep.tolist()
+                firsts_l, lasts_l, ranks_l, who_l, sizes_l = (
+                    list(itertools.compress(column, kept)) for column in (firsts_l, lasts_l, ranks_l, who_l, sizes_l)
+                )
                 dead, compact_at = 0, max(64, len(firsts_l) // 4, steps // 32)
                 begin, soonest = _index(by_first, lasts, steps)
             if x <= a or placed == n:
