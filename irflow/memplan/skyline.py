@@ -181,7 +181,7 @@ def skyline_pack(
     # so a shift and a mask take it apart, cheaper than divmod); an entry is stale once a segment no
     # longer starts at a or has moved from h, and one entry stands for a segment that grows while it
     # stays at (h, a).
-    shift = steps.bit_length()
+    shift = int(steps).bit_length()  # steps may come as a numpy int
     room, mask = 1 << shift, (1 << shift) - 1
     heap: list[int] = []
     for a, b, h in _runs(floor) if floor is not None else [(0, steps - 1, 0)]:
