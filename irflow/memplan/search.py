@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from irflow.memplan.skyline import step_load
+from irflow.memplan.skyline import step_load, step_starts
 
 ABORTED = "aborted"
 INFEASIBLE = "infeasible"
@@ -130,7 +130,7 @@ class Search:
         by_first = np.argsort(first, kind="stable")
         self.by_first = by_first.tolist()
         # The buffers starting in steps [x, y) are by_first[begin[x] : begin[y]].
-        self.begin = np.searchsorted(first[by_first], np.arange(steps + 1)).tolist()
+        self.begin = step_starts(first[by_first], steps).tolist()
         # Identical buffers share a group and are placed in index order: `twin` is the
         # previous one of the group (-1 for the first), which must be placed first.
         group = np.unique(np.stack([first, last, size]), axis=1, return_inverse=True)[1].ravel()

@@ -63,6 +63,15 @@ def step_load(first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int)
     return np.cumsum(load)[:steps]
 
 
+def step_starts(by_first: np.ndarray, steps: int) -> np.ndarray:
+    """For first steps sorted ascending: begin[t], where those starting at t or later begin (t = 0..steps),
+    so the buffers starting in steps [x, y) are begin[x]:begin[y].  A count per step, not a search
+    (0.2 against 1.5 ms at 48k steps)."""
+    begin = np.zeros(steps + 1, np.int64)
+    np.cumsum(np.bincount(by_first, minlength=steps), out=begin[1:])
+    return begin
+
+
 def _index(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> tuple[list[int], list[int]]:
     """For each step t, where the listed buffers starting at t or later begin (and, at t = steps,
     their end), and the earliest last step among them.
@@ -72,8 +81,7 @@ def _index(by_first: np.ndarray, lasts: np.ndarray, steps: int) -> tuple[list[in
     buffers count as lasting forever, and placements only make the true value grow, so a value
     computed earlier still makes a safe skip.
     """
-    begin = np.zeros(steps + 1, np.int64)  # a count per step, not a search: 0.2 against 1.5 ms at 48k steps
-    np.cumsum(np.bincount(by_first, minlength=steps), out=begin[1:])
+    begin = step_starts(by_first, steps)
     suffix = np.minimum.accumulate(lasts[::-1])[::-1]
     return begin.tolist(), np.append(suffix, _INF)[begin[:-1]].tolist()
 
