@@ -158,7 +158,7 @@ def tiled_seeds(sizes: list[int], seeds: int) -> None:
 def against_greedy(sizes: list[int], seeds: int, limit: int, mixed_sizes: list[int]) -> None:
     """The default's arena over greedy by size's on each generated family and size, several seeds:
     at most 1 wherever greedy by size is one of the default's candidates (up to 10,000 buffers, and
-    up to 20,000 where the plan is 1/100 above the bound). Above `limit` buffers only the mixed
+    up to 40,000 where the plan is 1/100 above the bound). Above `limit` buffers only the mixed
     family, the one the goal of never worse than greedy by size names (greedy by size takes 10-13
     CPU s per mixed instance of 100k buffers), which is also measured at `mixed_sizes`."""
     for gen in (tiled, training, mixed):
@@ -187,7 +187,7 @@ def main() -> None:
     parser.add_argument("--baseline-max", type=int, default=70_000, help="largest n for the O(n^2) baselines")
     parser.add_argument("--seeds", type=int, default=20, help="perfect packings of each size to count")
     parser.add_argument(
-        "--mixed-sizes", default="15000,20000,30000,50000", help="more sizes of the mixed family to measure against greedy by size"
+        "--mixed-sizes", default="15000,20000,25000,30000,40000,50000", help="more sizes of the mixed family to measure against greedy by size"
     )
     args = parser.parse_args()
     if args.budget < 0:

@@ -21,7 +21,7 @@ The default runs these steps, each keeping the plan only if strictly smaller
    the instance not tight, the top fifth of its buffers is packed again by
    flush `length` above what the rest leave free; up to 50,000 that top is
    then placed once more by greedy by size, each buffer above the rest; up to
-   20,000, where the plan is still 1/100 above the bound, greedy by size of
+   40,000, where the plan is still 1/100 above the bound, greedy by size of
    the whole runs last.  The repack adds about a sixth to 100k's time.
 5. Up to 500 buffers the exact search of `search.py` runs for 1,000 nodes
    (tens of milliseconds), which finds the optimum of small problems.
@@ -91,11 +91,13 @@ _REPACK_ORDER = ("length", True)  # (ordering, flush)
 _GREEDY_TOP_MAX = 50_000
 # Up to this size greedy by size of the whole runs last, after those repacks, where the plan is still at
 # least 1/_GREEDY_WHOLE_GAP above the bound, and is kept if smaller. It stops once its arena reaches the
-# plan's, early where it loses (0.08-0.17 CPU s on mixed 12k-20k), and where it wins it runs to the end
-# (mixed 12k seed 3: 0.17 s; 20k seed 2: 0.57 s). Closer to the bound it could save less than that 1/100,
+# plan's, early where it loses by much, and where it wins it runs to the end (mixed 20k: 0.4-0.6 CPU s,
+# 40k: 1.3-1.9 s on a Zen 3 at 2.45 GHz). Without it, 8 of mixed 25k-50k seeds 0-7 end above greedy by
+# size's arena, by 0.03-0.85%; with it, none up to 40k. 50k seed 5's 0.06% stays: there greedy by size
+# costs 2.1-3.0 s, above what 100k takes in all. Closer to the bound it could save less than that 1/100,
 # and can cost a whole run: pangu's plan (1.0076 of the bound) is greedy by size's too, which reaches it
 # only at its 18,686th buffer of 18,692 (0.7 CPU s).
-_GREEDY_WHOLE_MAX, _GREEDY_WHOLE_GAP = 20_000, 100
+_GREEDY_WHOLE_MAX, _GREEDY_WHOLE_GAP = 40_000, 100
 
 
 def plan(
