@@ -101,3 +101,43 @@ def test_packs_above_a_floor(flush, chain):
     validate(buffers, Plan(tuple(offsets.tolist()), int((offsets + size).max())), 1)
     for i in range(len(buffers)):
         assert offsets[i] >= floor[cfirst[i] : clast[i] + 1].max()
+
+
+def reference_pack(first, last, size, rank, steps, flush, floor):
+    """The packer's rule, one step at a time over a height per step: the lowest segment (the leftmost
+    of the lowest), the best-ranked unplaced buffer inside it (with `flush`, exact fits, then those
+    flush with one end, then the rest), else the segment raised to its lower neighbour."""
+    height = list(floor)
+    unplaced = set(range(len(size)))
+    offsets = [0] * len(size)
+    while unplaced:
+        h = min(height)
+        a = b = height.index(h)
+        while b + 1 < steps and height[b + 1] == h:
+            b += 1
+        inside = [i for i in unplaced if a <= first[i] and last[i] <= b]
+        if inside:
+            i = min(inside, key=lambda i: (flush * ((first[i] != a) + (last[i] != b)), rank[i]))
+            offsets[i] = h
+            height[first[i] : last[i] + 1] = [h + size[i]] * (last[i] + 1 - first[i])
+            unplaced.remove(i)
+        else:
+            neighbours = [height[a - 1]] if a else []
+            neighbours += [height[b + 1]] if b + 1 < steps else []
+            height[a : b + 1] = [min(neighbours)] * (b + 1 - a)
+    return offsets
+
+
+@pytest.mark.parametrize("make", [tiled, training, mixed])
+@pytest.mark.parametrize("flush", [False, True])
+@pytest.mark.parametrize("floored", [False, True])
+def test_packs_by_the_skyline_rule(make, flush, floored):
+    # Every placement the packer skips work for (queries its index says find nothing, compacted
+    # entries, segments kept off the heap) must still follow the rule itself.
+    buffers = [b for b in make(400, seed=7) if b.size]
+    size, first, last = as_arrays(buffers)
+    cfirst, clast, steps = compress(first, last)
+    rank = ORDERINGS["area"](size, first, last)
+    floor = np.random.default_rng(3).integers(0, 4, steps) * int(size.max()) if floored else np.zeros(steps, np.int64)
+    expected = reference_pack(cfirst.tolist(), clast.tolist(), size.tolist(), rank.tolist(), steps, flush, floor.tolist())
+    assert skyline_pack(cfirst, clast, size, rank, steps, flush, False, floor if floored else None) == expected
