@@ -267,7 +267,7 @@ def test_default_repacks_the_top_where_greedy_by_size_no_longer_runs(calls, monk
     # Above 10,000 buffers greedy by size is not run first; the top fifth of a plan not near the
     # bound is packed again, by flush `length`, above the rest. On mixed 20k seed 0 that takes
     # `area`'s 1.0189 of the bound to 1.0109, below greedy by size's 1.0163 (so without greedy by
-    # size of the whole, which runs last up to 20k).
+    # size of the whole, which runs last up to 40k).
     import irflow.memplan.planner as planner
     from irflow.memplan.greedy import greedy_by_size
     from irflow.memplan.orderings import ORDERINGS
