@@ -1,7 +1,8 @@
 """The planning problem: buffers with inclusive lifetimes, plans, the lower bound, the validator.
 
 Every public entry point goes through `as_arrays`, so bad input is rejected the
-same way (a `ValueError` naming the buffer index) wherever it enters.
+same way wherever it enters: a `ValueError` or, for what is not an integer, a
+`TypeError`, naming the buffer's index.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import index
 
 import numpy as np
 
@@ -30,17 +32,48 @@ class Plan:
     size: int
 
 
+# Sizes, steps and offsets stay below this in magnitude, and the sizes' total too: then no sum of
+# them, nor a step + 1, overflows int64 (the packers also use 2**62 as their infinity).
+LIMIT = 1 << 62
+
+
 def as_arrays(buffers: Sequence[Buffer]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(size, first, last) as int64 arrays, after rejecting negative sizes and last < first."""
+    """(size, first, last) as int64 arrays, after rejecting anything but integers within `LIMIT`,
+    negative sizes, last < first, and sizes totalling `LIMIT` or more."""
     n = len(buffers)
-    size = np.fromiter((b.size for b in buffers), np.int64, n)
-    first = np.fromiter((b.first for b in buffers), np.int64, n)
-    last = np.fromiter((b.last for b in buffers), np.int64, n)
+    try:
+        size, first, last = (np.fromiter((index(getattr(b, f)) for b in buffers), np.int64, n) for f in _FIELDS)
+    except (AttributeError, TypeError, OverflowError):
+        raise _bad_field(buffers) from None
+    for field, values in zip(_FIELDS, (size, first, last)):
+        if (i := _first((values >= LIMIT) | (values <= -LIMIT))) is not None:
+            raise ValueError(f"buffer {i}: {field} {values[i]} is out of range (below 2**62 in magnitude)")
     if (i := _first(size < 0)) is not None:
         raise ValueError(f"buffer {i}: negative size {size[i]}")
     if (i := _first(last < first)) is not None:
         raise ValueError(f"buffer {i}: last step {last[i]} is before first step {first[i]}")
+    if size.sum(dtype=np.float64) >= LIMIT:
+        raise ValueError(f"the buffers' sizes total {sum(size.tolist())} bytes: the planner takes less than 2**62")
     return size, first, last
+
+
+_FIELDS = ("size", "first", "last")
+
+
+def _bad_field(buffers: Sequence[Buffer]) -> Exception:
+    """The error for the first buffer lacking a field, or with one that is not an integer of int64's range."""
+    for i, b in enumerate(buffers):
+        for field in _FIELDS:
+            if not hasattr(b, field):
+                return TypeError(f"buffer {i}: expected a Buffer(size, first, last), got {type(b).__name__} {b!r}")
+            value = getattr(b, field)
+            try:
+                index(value)
+            except TypeError:
+                return TypeError(f"buffer {i}: {field} must be an integer, got {type(value).__name__} {value!r}")
+            if abs(index(value)) >= LIMIT:
+                return ValueError(f"buffer {i}: {field} {value} is out of range (below 2**62 in magnitude)")
+    raise AssertionError("as_arrays: no buffer at fault")
 
 
 def _first(mask: np.ndarray) -> int | None:
@@ -91,6 +124,8 @@ def validate(buffers: Sequence[Buffer], plan: Plan, alignment: int = 1) -> None:
     n = len(size)
     if len(plan.offsets) != n:
         raise ValueError(f"plan has {len(plan.offsets)} offsets for {n} buffers")
+    if (i := next((i for i, o in enumerate(plan.offsets) if not -LIMIT < index(o) < LIMIT), None)) is not None:
+        raise ValueError(f"buffer {i}: offset {plan.offsets[i]} is out of range (below 2**62 in magnitude)")
     offset = np.fromiter(plan.offsets, np.int64, n)
     if (i := _first((offset < 0) | (offset % alignment != 0))) is not None:
         raise ValueError(f"buffer {i}: offset {offset[i]} is not a non-negative multiple of {alignment}")

@@ -71,7 +71,7 @@ def test_the_early_rectangles_leave_groups_of_one_lifetime_above_sixteen():
 def test_sizes_beyond_the_sort_key_are_ranked_first():
     # One int64 key per (step, size) would wrap here: (1, 5) and (5, 5) would share a key, and
     # the buffer ending at step 0 would join the one starting at 5.
-    buffers = [B(5, 0, 0), B(5, 5, 6), B((1 << 62) - 1, 1, 4), *(B(1, t, t) for t in range(1, 5))]
+    buffers = [B(5, 0, 0), B(5, 5, 6), B((1 << 61) - 1, 1, 4), *(B(1, t, t) for t in range(1, 5))]
     for early in (True, False):
         coarse = rectangles(buffers, early)
         assert {(5, 0, 0), (5, 5, 6)} <= set(zip(coarse.size.tolist(), coarse.first.tolist(), coarse.last.tolist()))

@@ -31,6 +31,38 @@ def test_bad_buffers_name_the_index(buffers, message):
             call()
 
 
+@pytest.mark.parametrize(
+    "buffers, error, message",
+    [
+        ([B(1, 0, 0), (8, 0, 1)], TypeError, r"buffer 1: expected a Buffer\(size, first, last\), got tuple \(8, 0, 1\)"),
+        ([B(1.5, 0, 0)], TypeError, "buffer 0: size must be an integer, got float 1.5"),
+        ([B(1, 0, 0), B(1, 0.0, 2)], TypeError, "buffer 1: first must be an integer, got float 0.0"),
+        ([B(1, 0, "3")], TypeError, "buffer 0: last must be an integer, got str '3'"),
+        ([B(1, 0, 0), B(1 << 62, 0, 1)], ValueError, r"buffer 1: size 4611686018427387904 is out of range"),
+        ([B(1, -(1 << 62), 0)], ValueError, r"buffer 0: first -4611686018427387904 is out of range"),
+        ([B(1, 0, 1 << 70)], ValueError, r"buffer 0: last 1180591620717411303424 is out of range"),
+        # Each alone is in range; together they would overflow an arena's int64 offsets.
+        ([B(1 << 61, 0, 1), B(1 << 61, 1, 2)], ValueError, r"sizes total 4611686018427387904 bytes"),
+    ],
+)
+def test_buffers_that_are_not_integers_in_range_name_the_index(buffers, error, message):
+    """Floats would be truncated and huge values wrap around in int64: each is refused, naming the buffer."""
+    for call in (lambda: plan(buffers), lambda: lower_bound(buffers), lambda: validate(buffers, Plan((0,) * 2, 9))):
+        with pytest.raises(error, match=message):
+            call()
+
+
+def test_numpy_integers_are_integers():
+    buffers = [B(np.int64(8), np.int32(0), np.uint8(3)), B(np.int16(8), 2, 5)]
+    assert plan(buffers, 1).size == lower_bound(buffers) == 16
+
+
+def test_validate_refuses_offsets_out_of_range():
+    """An offset near int64's limit would wrap past the arena check."""
+    with pytest.raises(ValueError, match="buffer 1: offset 9223372036854775800 is out of range"):
+        validate([B(8, 0, 1), B(16, 0, 1)], Plan((0, (1 << 63) - 8), 16))
+
+
 @pytest.mark.parametrize("alignment", [0, -64])
 def test_bad_alignment(alignment):
     with pytest.raises(ValueError, match="alignment must be positive"):
