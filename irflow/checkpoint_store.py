@@ -450,19 +450,23 @@ def _read_variable(
     except FileNotFoundError:
         raise CheckpointError(path, f"missing {prefix}{layout.OUT}", label) from None
     try:
-        meta = d.read(prefix + layout.META).decode("utf-8")
+        meta = d.read(prefix + layout.META)
     except FileNotFoundError:
         meta = None
-    try:
-        if meta is not None:
-            shape, dtype = layout.parse_meta(meta)
-        elif declared is not None:
-            shape, dtype = tuple(declared[0]), np.dtype(declared[1]).newbyteorder("<")
-        else:
-            raise CheckpointError(path, f"has no {prefix}{layout.META} and no declared shape and dtype", label)
-        return layout.from_bytes(out, shape, dtype)
+    if meta is None and declared is None:
+        raise CheckpointError(path, f"has no {prefix}{layout.META} and no declared shape and dtype", label)
+    try:  # decoding inside: a `meta` of bytes that are not text is a bad meta, not an unexplained UnicodeDecodeError
+        shape, dtype = (
+            layout.parse_meta(meta.decode("utf-8"))
+            if meta is not None
+            else (tuple(declared[0]), np.dtype(declared[1]).newbyteorder("<"))  # type: ignore[index]
+        )
     except (UnicodeDecodeError, ValueError) as err:
-        raise CheckpointError(path, f"{prefix}{layout.META if meta is not None else layout.OUT}: {err}", label) from None
+        raise CheckpointError(path, f"{prefix}{layout.META}: {err}", label) from None
+    try:  # a size that disagrees with the shape is `out`'s fault (truncated, or another variable's)
+        return layout.from_bytes(out, shape, dtype)
+    except ValueError as err:
+        raise CheckpointError(path, f"{prefix}{layout.OUT}: {err}", label) from None
 
 
 # ------------------------------------------------------------------ shared

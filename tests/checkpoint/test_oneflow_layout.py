@@ -83,6 +83,19 @@ def test_bad_meta_names_the_variable(tmp_path, meta, match):
         load(ckpt)
 
 
+
+def test_a_meta_that_is_not_text_and_a_short_out_name_their_file(tmp_path):
+    ckpt = tmp_path / "of"
+    oneflow_variable(ckpt / "v", np.zeros(2, np.float32), "kFloat")
+    (ckpt / "v" / "meta").write_bytes(b"\xff\xfe shape")
+    with pytest.raises(CheckpointError, match="variable 'v': v/meta: 'utf-8' codec can't decode"):
+        load(ckpt)
+    oneflow_variable(ckpt / "w", np.zeros(3, np.float32), "kFloat")
+    (ckpt / "v" / "meta").unlink()
+    (ckpt / "w" / "out").write_bytes(b"\0" * 8)  # truncated: the meta is right, the data is short
+    with pytest.raises(CheckpointError, match=r"variable 'w': w/out: holds 8 bytes, float32 \[3\] needs 12"):
+        load(ckpt, {"v": ((2,), np.dtype(np.float32))})
+
 def parse_meta_independently(text: str) -> tuple[list[int], str]:
     return [int(d) for d in re.findall(r"dim:\s*(\d+)", text)], re.search(r"data_type:\s*(\w+)", text).group(1)
 
