@@ -126,10 +126,19 @@ def save(
 
 
 def as_path(path: Any) -> Path:
-    """`path` as a Path; a CheckpointError for None, numbers and "" (which would mean the working directory)."""
+    """`path` as a Path; a CheckpointError for None, numbers and "" (which would mean the working directory).
+
+    A save's siblings are named after the path's last component, so "." and "a/.." become the
+    absolute directory they name, and the root, which has no name, is refused.
+    """
     if not isinstance(path, (str, os.PathLike)) or (isinstance(path, str) and not path):
         raise CheckpointError(repr(path), f"a checkpoint path must be a non-empty str or os.PathLike, got {type(path).__name__}")
-    return Path(path)
+    named = Path(path)
+    if named.name in ("", ".."):
+        named = Path(os.path.abspath(named))
+    if not named.name:
+        raise CheckpointError(path, "the root directory cannot be a checkpoint path")
+    return named
 
 
 def siblings(path: Path) -> tuple[Path, Path]:

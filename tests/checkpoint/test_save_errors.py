@@ -37,6 +37,21 @@ def test_bad_paths(path):
         flow.checkpoint.get(path)
 
 
+
+def test_the_working_directory_and_the_root_as_paths(tmp_path, monkeypatch):
+    arrays = {"w": np.arange(6, dtype=np.float32).reshape(2, 3), "step": np.array(7, np.int64)}
+    save(tmp_path / "ckpt", arrays)
+    monkeypatch.chdir(tmp_path / "ckpt")
+    for here in (".", "sub/..", Path(".")):
+        got, _ = load(here)
+        assert sorted(got) == ["step", "w"]
+        np.testing.assert_array_equal(got["w"], np.arange(6, dtype=np.float32).reshape(2, 3))
+        assert got["step"] == 7
+    save(".", {"w": np.ones(2, np.float32)}, overwrite=True)
+    np.testing.assert_array_equal(load(tmp_path / "ckpt")[0]["w"], [1.0, 1.0])
+    with pytest.raises(CheckpointError, match="/: the root directory cannot be a checkpoint path"):
+        flow.checkpoint.save("/", overwrite=True)
+
 def test_get_of_a_missing_checkpoint(tmp_path):
     with pytest.raises(flow.CheckpointError, match=f"{tmp_path / 'nope'}: no checkpoint directory"):
         flow.checkpoint.get(tmp_path / "nope")
