@@ -107,6 +107,8 @@ class Executor:
                 raise CompileError(f"cannot build '{op.name}' for the {xp.__name__} backend: {e}", source_location(op)) from e
         self.inputs.sort(key=lambda p: p[0])
         self.outputs.sort(key=lambda p: p[0])
+        # Variables a step writes before a kernel that may stop it, each with a copy made once to keep them in.
+        self.kept = [(view, xp.empty_like(view)) for view in self.exposed(program)]
         if self.cuts:  # the bound's variant first: it sizes every scratch slab, and its errors are compile errors
             bounds = tuple(bound for *_, bound in self.dims)
             self.input_views, self.output_views, self.steps = self.variant(bounds * (self.comm.size if self.summed else 1))
@@ -114,6 +116,32 @@ class Executor:
             self.input_views = [v for _, v in self.inputs]
             self.output_views = [v for _, v in self.outputs]
             self.steps = list(self.plan)
+
+    def exposed(self, program: buffer.ProgramOp) -> list[Any]:
+        """The variables a step writes before a kernel that may stop it: one that checks its data (a label
+        out of range), or with `check_finite` any kernel, checked after it wrote its outputs. A forward
+        `job.assign` (batch normalization's moving statistics) comes before such a check, and a failed
+        step must leave every variable as it was; the optimizer's updates usually come after all of them."""
+        written: dict[SSAValue, None] = {}
+        exposed: dict[SSAValue, None] = {}
+        for op in program.body.block.ops:
+            writes = dict.fromkeys(v for v in _writes(op) if isinstance(v.owner, buffer.VariableOp))
+            if self.check_finite:
+                written.update(writes)
+            if isinstance(op, buffer.KernelOp) and (self.check_finite or op.kernel.data in kernels.CHECKS_DATA):
+                exposed.update(written)
+            written.update(writes)
+        return [self.views[v] for v in exposed]
+
+    def keep(self) -> None:
+        """Before a step: copy the variables it could leave half-changed (`kept`) aside."""
+        for view, copy in self.kept:
+            self.xp.copyto(copy, view)
+
+    def restore(self) -> None:
+        """The step failed: put back the variables `keep` copied aside, as if it never ran."""
+        for view, copy in self.kept:
+            self.xp.copyto(view, copy)
 
     def is_dynamic(self, op: Any) -> bool:
         return any(isinstance(v.owner, buffer.CutOp) for v in op.operands) or isinstance(
@@ -402,9 +430,23 @@ class Executor:
 
     def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         self.feed(inputs)
-        for step in self.steps:
-            step()
+        self.keep()
+        try:
+            for step in self.steps:
+                step()
+        except BaseException:
+            self.restore()
+            raise
         return self.results()
+
+
+def _writes(op: Operation) -> Sequence[SSAValue]:
+    """The buffers `op` writes: a kernel's outputs, a copy's destination."""
+    if isinstance(op, buffer.KernelOp):
+        return op.outs
+    if isinstance(op, buffer.CopyOp):
+        return (op.dst,)
+    return ()
 
 
 def row_sources(program: buffer.ProgramOp) -> list[int | None]:

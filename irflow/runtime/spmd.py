@@ -119,11 +119,17 @@ class SpmdExecutor:
         sizes = self.every_size([[p[rank] for p in pieces] for rank in range(len(self.executors))])
         for rank, executor in enumerate(self.executors):
             executor.feed([p[rank] for p in pieces], sizes)
-        if self.group is not None:
-            self.group.run([e.steps for e in self.executors])
-        else:
-            for step in self.executors[0].steps:
-                step()
+            executor.keep()
+        try:
+            if self.group is not None:
+                self.group.run([e.steps for e in self.executors])
+            else:
+                for step in self.executors[0].steps:
+                    step()
+        except BaseException:
+            for executor in self.executors:
+                executor.restore()
+            raise
         results = [e.results() for e in self.executors]
         outputs = [[r[i] for r in results] for i in range(len(self.output_layouts))]
         if self.view == "mirrored":

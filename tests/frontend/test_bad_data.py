@@ -50,3 +50,46 @@ def test_predict_jobs_check_labels_too_and_async_calls_report_at_the_sync():
         flow.sync_default_session()
     assert len(seen) == 1
     np.testing.assert_allclose(seen[0], np.log(3.0), rtol=1e-6)  # the good call's loss, unchanged
+
+
+def define_batch_norm_train(detect_anomaly: bool):
+    config = flow.function_config()
+    config.detect_anomaly(detect_anomaly)
+
+    @flow.global_function(type="train", function_config=config)
+    def train(x: tp.Numpy.Placeholder((4, 3)), y: tp.Numpy.Placeholder((4,), dtype=flow.int32)) -> tp.Numpy:
+        normed = flow.layers.batch_normalization(x, axis=1, name="bn")  # assigns its moving statistics here
+        roots = flow.math.reduce_mean(flow.math.sqrt(x))  # NaN for a negative input, after the assignments
+        logits = flow.layers.dense(normed, 3, kernel_initializer=flow.random_normal_initializer(), name="fc")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, logits) + roots
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
+        return loss
+
+    return train
+
+
+@pytest.mark.parametrize("detect_anomaly", [False, True])
+def test_a_step_stopped_after_batch_norm_leaves_its_moving_statistics(detect_anomaly):
+    """Batch normalization assigns its moving statistics in the forward pass, before the loss's label
+    check (or a later NaN, with detect_anomaly): a step stopped there must leave them, and every other
+    variable, as they were, so the next good step continues from the last good one."""
+    train = define_batch_norm_train(detect_anomaly)
+    rng = np.random.default_rng(3)
+    x1, x2 = rng.random((4, 3), np.float32), rng.random((4, 3), np.float32)
+    labels = np.array([0, 1, 2, 1], np.int32)
+    train(x1, labels)
+    before = {name: v.numpy() for name, v in flow.get_all_variables().items()}
+    bad_x, bad_labels = (x1 - 1, labels) if detect_anomaly else (x1 * 5, np.array([0, 1, 3, 1], np.int32))
+    with pytest.raises(flow.ExecutionError, match="produced NaN" if detect_anomaly else "label 3 at position"):
+        train(bad_x, bad_labels)
+    for name, value in flow.get_all_variables().items():
+        np.testing.assert_array_equal(value.numpy(), before[name], err_msg=name)
+    train(x2, labels)
+    mean, var = np.zeros(3), np.ones(3)  # OneFlow's initial moving statistics
+    for x in (x1, x2):  # moving = momentum * moving + (1 - momentum) * batch, unbiased variance
+        mean = 0.99 * mean + 0.01 * x.astype(np.float64).mean(axis=0)
+        var = 0.99 * var + 0.01 * x.astype(np.float64).var(axis=0, ddof=1)
+    state = flow.get_all_variables()
+    np.testing.assert_allclose(state["bn-moving_mean"].numpy(), mean, rtol=1e-5)
+    np.testing.assert_allclose(state["bn-moving_variance"].numpy(), var, rtol=1e-5)
+    assert state["System-Train-TrainStep"].numpy() == 2
