@@ -37,7 +37,7 @@ from irflow.dialects import buffer
 from irflow.dialects.mesh import mesh_group
 from irflow.dialects.sbp import PlacementAttr, hierarchy_of
 from irflow.errors import CompileError, ExecutionError, source_location
-from irflow.runtime import kernels, threads
+from irflow.runtime import interrupts, kernels, threads
 from irflow.runtime.kernels import algorithms
 from irflow.runtime.attributes import python_value
 from irflow.runtime.communicator import Communicator, Site
@@ -430,6 +430,11 @@ class Executor:
 
     def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         self.feed(inputs)
+        interrupts.deferring(self.run)
+        return self.results()
+
+    def run(self) -> None:
+        """One step over the fed inputs; where it fails, the variables `keep` copied aside go back."""
         self.keep()
         try:
             for step in self.steps:
@@ -437,7 +442,6 @@ class Executor:
         except BaseException:
             self.restore()
             raise
-        return self.results()
 
 
 def _writes(op: Operation) -> Sequence[SSAValue]:
