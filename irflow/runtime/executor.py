@@ -243,7 +243,7 @@ class Executor:
         ins = [views[v] for v in op.ins]
         outs = [views[v] for v in op.outs]
         run = factory(xp, attrs, ins, outs)
-        run = _located(run, op) if op.kernel.data in kernels.CHECKS_DATA else run
+        run = _located(run, op, comm) if op.kernel.data in kernels.CHECKS_DATA else run
         return finite_checked(run, op, outs, self.xp) if self.check_finite else run
 
     # ------------------------------------------------------------- dynamic sizes
@@ -548,15 +548,17 @@ def finite_checked(step: Callable[[], None], op: buffer.KernelOp, outs: list[Any
     return checked
 
 
-def _located(run: Callable[[], None], op: buffer.KernelOp) -> Callable[[], None]:
-    """`run`, with its DataError reported as an ExecutionError naming the op at the user's line."""
+def _located(run: Callable[[], None], op: buffer.KernelOp, comm: Communicator | None) -> Callable[[], None]:
+    """`run`, with its DataError reported as an ExecutionError naming the op at the user's line and, on
+    several devices, the device: a kernel sees that device's part of the data, and its positions are in it."""
+    device = f" on device {comm.rank} of {comm.size} (positions within its part)" if comm and comm.size > 1 else ""
 
     def located() -> None:
         try:
             run()
         except kernels.DataError as err:
             where = source_location(op)
-            raise ExecutionError(f"{op.kernel.data}: {err}", where) from None
+            raise ExecutionError(f"{op.kernel.data}{device}: {err}", where) from None
 
     return located
 

@@ -68,6 +68,7 @@ def define_batch_norm_train(detect_anomaly: bool):
     return train
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered in sqrt:RuntimeWarning")  # the NaN it stops at
 @pytest.mark.parametrize("detect_anomaly", [False, True])
 def test_a_step_stopped_after_batch_norm_leaves_its_moving_statistics(detect_anomaly):
     """Batch normalization assigns its moving statistics in the forward pass, before the loss's label
@@ -93,3 +94,18 @@ def test_a_step_stopped_after_batch_norm_leaves_its_moving_statistics(detect_ano
     np.testing.assert_allclose(state["bn-moving_mean"].numpy(), mean, rtol=1e-5)
     np.testing.assert_allclose(state["bn-moving_variance"].numpy(), var, rtol=1e-5)
     assert state["System-Train-TrainStep"].numpy() == 2
+
+
+def test_on_two_devices_a_bad_label_names_the_device_whose_part_holds_it():
+    """Each device's kernel sees its half of the batch, so the position it finds is within that half."""
+    flow.config.cpu_device_num(2)
+    train = define_train()
+    x = np.ones((4, 3), np.float32)
+    train(x, np.array([0, 1, 2, 3], np.int32))
+    before = {name: v.numpy() for name, v in flow.get_all_variables().items()}
+    with pytest.raises(flow.ExecutionError) as info:
+        train(x, np.array([0, 1, 2, 10], np.int32))  # row 3: row 1 of device 1's rows 2-3
+    assert "on device 1 of 2 (positions within its part): label 10 at position [1] is outside [0, 10)" in str(info.value)
+    assert info.value.location.file == __file__ and info.value.location.line == LOSS_LINE
+    for name, value in flow.get_all_variables().items():
+        np.testing.assert_array_equal(value.numpy(), before[name], err_msg=name)
