@@ -196,17 +196,25 @@ def ones_like(like: Blob, dtype: dtypes.DType | None = None, name: str | None = 
     return constant_like(like, 1.0, dtype, name)
 
 
+def _axis(axis: object, rank: int, what: str) -> int:
+    """`axis` as an index in [0, rank): an int in [-rank, rank), else a TraceError (a modulo would wrap it)."""
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -rank <= axis < rank:
+        fail(f"{what}: axis must be an int in [{-rank}, {rank}), got {axis!r}")
+    return int(axis) % rank
+
+
 def expand_dims(input: Blob, axis: int, name: str | None = None) -> Blob:  # noqa: A002
-    rank = input.ndim + 1
-    if not -rank <= axis < rank:
-        fail(f"flow.expand_dims: axis {axis} is out of range for a result of rank {rank}")
-    axis %= rank
+    axis = _axis(axis, input.ndim + 1, "flow.expand_dims")
     return reshape(input, input.shape[:axis] + (1,) + input.shape[axis:], name)
 
 
-def squeeze(input: Blob, axis: Sequence[int] | None = None, name: str | None = None) -> Blob:  # noqa: A002
+def squeeze(input: Blob, axis: int | Sequence[int] | None = None, name: str | None = None) -> Blob:  # noqa: A002
+    """Drop the size-1 axes `axis` (an int or a list; negative counts from the end), or every size-1 axis."""
     shape = input.shape
-    axes = [i for i, d in enumerate(shape) if d == 1] if axis is None else [a % max(len(shape), 1) for a in axis]
+    if axis is None:
+        axes = [i for i, d in enumerate(shape) if d == 1]
+    else:
+        axes = [_axis(a, len(shape), "flow.squeeze") for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
     for a in axes:
         if shape[a] != 1:
             fail(f"flow.squeeze: axis {a} of {shape} has size {shape[a]}, not 1")

@@ -153,6 +153,24 @@ def test_shape_ops(dtype):
     )
 
 
+def test_squeeze_takes_an_int_axis_and_negative_axes():
+    a = rand((3, 1, 1), flow.float32)
+    np.testing.assert_array_equal(run(lambda x: flow.squeeze(x, axis=1), [a]), np.squeeze(a, 1))
+    np.testing.assert_array_equal(run(lambda x: flow.squeeze(x, axis=[-1]), [a]), np.squeeze(a, -1))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [lambda x: flow.squeeze(x, axis=[4]), lambda x: flow.squeeze(x, axis=[-4]), lambda x: flow.expand_dims(x, 4),
+     lambda x: flow.expand_dims(x, 1.0)],
+)
+def test_squeeze_and_expand_dims_refuse_axes_out_of_range(body):
+    """axis 4 of a rank-3 Blob once wrapped around to axis 1 and squeezed it; now a TraceError at the user's line."""
+    with pytest.raises(flow.TraceError, match=r"axis must be an int in \[-\d, \d\)") as err:
+        run(body, [rand((3, 1, 1), flow.float32)])
+    assert err.value.location.file == __file__
+
+
 @pytest.mark.parametrize(
     "begin, size, expected",
     [
