@@ -9,6 +9,7 @@ dtype, as OneFlow's scalar ops do.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from xdsl.ir import SSAValue
@@ -46,6 +47,15 @@ class Blob:
         if not self.shape:
             raise TypeError("len() of a rank-0 Blob")
         return self.shape[0]
+
+    def __iter__(self) -> Iterator[Blob]:
+        """`a, b = blob` and `for row in blob`: a slice per index of axis 0, as numpy iterates.
+
+        Without it Python iterates through `__getitem__` until an IndexError, and
+        the index past the end is a TraceError instead, so every loop failed at its end.
+        """
+        for i in range(len(self)):
+            yield self[i]
 
     def __bool__(self) -> bool:
         fail(f"the truth value of Blob '{self.name}' is unknown while a job is defined; use flow.math ops instead")

@@ -401,3 +401,15 @@ def test_conv2d_layer():
 def test_blob_indexing(index):
     a = rand((2, 3, 4), flow.float32)
     np.testing.assert_array_equal(run(lambda x: x[index] * 1, [a]), a[index])
+
+
+def test_blob_unpacks_and_iterates_along_axis_0():
+    """Python iterated through __getitem__ until an IndexError; the index past the end raised a TraceError instead."""
+    a = rand((3, 4), flow.float32)
+    np.testing.assert_array_equal(run(lambda x: flow.math.add_n(list(x)), [a]), a.sum(0))
+
+    def unpack(x):
+        first, second, third = x
+        return first * second - third
+
+    np.testing.assert_array_equal(run(unpack, [a]), a[0] * a[1] - a[2])
