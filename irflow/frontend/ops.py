@@ -122,10 +122,12 @@ def slice(x: Blob, begin: Sequence[int | None], size: Sequence[int | None], name
 def static_slice(x: Blob, index: Any, reshape_fn: Any) -> Blob:
     """x[index] for ints, slices with a positive step and one Ellipsis."""
     items = list(index) if isinstance(index, tuple) else [index]
-    if items.count(Ellipsis) > 1:
+    # by identity: `==` on a Blob index (x[y]) would trace flow.math.equal(y, Ellipsis) and fail there
+    ellipses = [i for i, item in enumerate(items) if item is Ellipsis]
+    if len(ellipses) > 1:
         fail("a Blob index may hold one Ellipsis")
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
+    if ellipses:
+        at = ellipses[0]
         items[at : at + 1] = [builtins.slice(None)] * (x.ndim - len(items) + 1)
     if len(items) > x.ndim:
         fail(f"too many indices ({len(items)}) for a Blob of shape {x.shape}")

@@ -413,3 +413,10 @@ def test_blob_unpacks_and_iterates_along_axis_0():
         return first * second - third
 
     np.testing.assert_array_equal(run(unpack, [a]), a[0] * a[1] - a[2])
+
+
+def test_a_blob_as_an_index_is_refused_by_name():
+    """Looking for Ellipsis with == traced flow.math.equal(index, Ellipsis) and failed with that op's message."""
+    with pytest.raises(flow.TraceError, match=r"a Blob index takes ints and slices, got Blob\(name='x0'") as err:
+        run(lambda x: x[x], [rand((3, 4), flow.float32)])
+    assert err.value.location.file == __file__
