@@ -18,7 +18,7 @@ from irflow import typing as tp
 from irflow.dialects import job
 from irflow.frontend.blob import Blob
 from irflow.frontend.locations import fail
-from irflow.frontend.tracing import build, current, own_value
+from irflow.frontend.tracing import Trace, build, current, own_value
 
 
 def watch(blob_watched: Blob, handler_or_prompt: Callable[[Any], Any] | str | None = None) -> None:
@@ -26,14 +26,19 @@ def watch(blob_watched: Blob, handler_or_prompt: Callable[[Any], Any] | str | No
     what = "flow.watch"
     trace = current(what)
     own_value(trace, blob_watched, what)
+    _register(trace, blob_watched, handler_or_prompt, what)
+
+
+def _register(trace: Trace, blob: Blob, handler_or_prompt: Callable[[Any], Any] | str | None, what: str) -> None:
+    """Add `blob` to the job's hidden outputs with its handler; `what` is the API the user called, for messages."""
     if handler_or_prompt is None or isinstance(handler_or_prompt, str):
-        prompt = handler_or_prompt or blob_watched.name
-        trace.watches.append((blob_watched, lambda value: print(prompt, value), "numpy"))
+        prompt = handler_or_prompt or blob.name
+        trace.watches.append((blob, lambda value: print(prompt, value), "numpy"))
         return
     handler = handler_or_prompt
     if not callable(handler):
         fail(f"{what}: the handler must be callable, got {handler!r}")
-    trace.watches.append((blob_watched, handler, _kind(handler, what)))
+    trace.watches.append((blob, handler, _kind(handler, what)))
 
 
 def watch_diff(blob_watched: Blob, handler_or_prompt: Callable[[Any], Any] | str | None = None) -> None:
@@ -46,7 +51,7 @@ def watch_diff(blob_watched: Blob, handler_or_prompt: Callable[[Any], Any] | str
     if not blob_watched.dtype.is_floating_point:
         fail(f"{what}: Blob '{blob_watched.name}' is {blob_watched.dtype.name} and has no gradient")
     diff = build(job.DiffOp, [blob_watched], None, f"{blob_watched.name}_diff", what)
-    watch(diff, handler_or_prompt)
+    _register(trace, diff, handler_or_prompt, what)
 
 
 def _kind(handler: Callable[..., Any], what: str) -> str:

@@ -53,3 +53,16 @@ def test_watch_diff_needs_a_train_job():
         def f(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
             flow.watch_diff(x, lambda d: None)
             return x
+
+
+def test_a_bad_handler_is_named_as_watch_diffs():
+    """watch_diff handed its handler to flow.watch, whose messages then named flow.watch."""
+    with pytest.raises(flow.TraceError, match=r"^.*: error: flow\.watch_diff: annotate the handler's argument"):
+
+        @flow.global_function(type="train")
+        def f(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+            w = flow.get_variable("w", shape=(2,))
+            flow.watch_diff(x * w, lambda d: None)
+            loss = flow.math.reduce_sum(x * w)
+            flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+            return loss
