@@ -71,7 +71,7 @@ class LrScheduler:
 
 
 class PiecewiseConstantScheduler(LrScheduler):
-    """values[i] while step < boundaries[i]; values[-1] after the last boundary."""
+    """values[i] for the first i with step <= boundaries[i] (docs/training.md); values[-1] after the last boundary."""
 
     def __init__(self, boundaries: Sequence[int], values: Sequence[float], warmup: Warmup | None = None):
         boundaries, values = list(boundaries), list(values)
