@@ -40,15 +40,16 @@ class PlaceholderDef:
 
 def _placeholder(kind: str, label: str, shape: Sequence[int], dtype: object) -> type[PlaceholderDef]:
     """Checked where it is written: a bad shape or dtype is an error at the annotation, not at the first call."""
-    if not isinstance(shape, (tuple, list)) or not all(type(d) is int and d > 0 for d in shape):
+    sizes = dtypes.positive_sizes(shape)
+    if sizes is None:
         raise TraceError(f"{label}: shape must be a tuple of positive ints, got {shape!r}", user_location())
     try:
         dtype = dtypes.as_dtype(dtype, f"{label} dtype")
     except TypeError as err:
         raise TraceError(str(err), user_location()) from None
-    if math.prod(shape) * dtype.np_dtype.itemsize >= 1 << 63:
-        raise TraceError(f"{label}: shape {tuple(shape)} of {dtype.name} is larger than any memory", user_location())
-    return type(label, (PlaceholderDef,), {"shape": tuple(shape), "dtype": dtype, "kind": kind})
+    if math.prod(sizes) * dtype.np_dtype.itemsize >= 1 << 63:
+        raise TraceError(f"{label}: shape {sizes} of {dtype.name} is larger than any memory", user_location())
+    return type(label, (PlaceholderDef,), {"shape": sizes, "dtype": dtype, "kind": kind})
 
 
 class Numpy:

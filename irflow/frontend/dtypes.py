@@ -65,3 +65,15 @@ def as_dtype(value: object, what: str = "dtype") -> DType:
         names = ", ".join(f"flow.{d.name}" for d in ALL)
         raise TypeError(f"{what} must be one of {names}, got {value!r}")
     return found
+
+
+def positive_sizes(shape: object) -> tuple[int, ...] | None:
+    """`shape` as a tuple of Python ints if it is a list or tuple of positive integers, else None.
+
+    numpy's integers count (a size computed with np.prod is an np.int64); bools do not.
+    """
+    if not isinstance(shape, (list, tuple)):
+        return None
+    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0 for d in shape):
+        return None
+    return tuple(int(d) for d in shape)

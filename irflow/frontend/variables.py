@@ -46,12 +46,13 @@ def get_variable(
         fail(f"{what}: name must be a non-empty string, got {name!r}")
     if shape is None:
         fail(f"{what}('{name}'): shape is required")
-    if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and d > 0 for d in shape):
+    sizes = dtypes.positive_sizes(shape)
+    if sizes is None:
         fail(f"{what}('{name}'): shape must be a list or tuple of positive ints, got {shape!r}")
     if regularizer is not None and not isinstance(regularizer, Regularizer):
         fail(f"{what}('{name}'): regularizer must come from flow.regularizers.l1/l2/l1_l2, got {regularizer!r}")
     name = "".join(f"{n}-" for n in tracing.namespaces) + name
-    shape = tuple(shape)
+    shape = sizes
     dtype = dtypes.as_dtype(dtype) if dtype is not None else trace.config.data_type
     if initializer is not None and (not isinstance(initializer, dict) or initializer.get("kind") not in _KINDS):
         fail(f"{what}('{name}'): initializer must come from flow.*_initializer(), got {initializer!r}")

@@ -38,6 +38,18 @@ def test_bad_placeholders_fail_where_written(kind, shape, dtype, match):
     assert err.value.location.file == HERE and err.value.location.line == line_of("# the placeholder line")
 
 
+def test_numpy_integer_sizes_are_sizes():
+    """A size computed by numpy (np.prod) is an np.int64: placeholders and get_variable refused it as not an int."""
+    features = np.prod((2, 3))
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((2, features))) -> tp.Numpy:
+        return x + flow.get_variable("b", shape=(np.int32(features),), initializer=flow.ones_initializer())
+
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    np.testing.assert_array_equal(f(x), x + 1)
+
+
 def test_a_job_too_big_for_memory_fails_at_compile_time_naming_its_buffers():
     @flow.global_function()
     def huge(x: tp.Numpy.Placeholder((10**6, 10**6))) -> tp.Numpy:
