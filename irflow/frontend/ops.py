@@ -62,8 +62,21 @@ def reshape(x: Blob, shape: Sequence[int], name: str | None = None) -> Blob:
     return build(job.ReshapeOp, [x], job.tensor(dims, x.dtype.element_type), name, "flow.reshape")
 
 
-def transpose(a: Blob, perm: Sequence[int] | None = None, name: str | None = None, **_ignored: Any) -> Blob:
-    """flow.transpose; `perm` defaults to reversing the axes. Negative axes count from the end."""
+def transpose(
+    a: Blob,
+    perm: Sequence[int] | None = None,
+    conjugate: bool = False,
+    batch_axis_non_change: bool = False,
+    name: str | None = None,
+) -> Blob:
+    """flow.transpose; `perm` defaults to reversing the axes. Negative axes count from the end.
+
+    OneFlow's `conjugate` has no meaning without complex dtypes and `batch_axis_non_change`
+    none without batch axes; they are named (not swallowed by **kwargs) so that a
+    misspelt `perm` is a TypeError rather than the default reversal.
+    """
+    if conjugate:
+        fail("flow.transpose: conjugate=True needs complex dtypes, which irflow does not have")
     if perm is None:
         perm = list(reversed(range(a.ndim)))
     perm = [int(p) + a.ndim if int(p) < 0 else int(p) for p in perm]

@@ -420,3 +420,14 @@ def test_a_blob_as_an_index_is_refused_by_name():
     with pytest.raises(flow.TraceError, match=r"a Blob index takes ints and slices, got Blob\(name='x0'") as err:
         run(lambda x: x[x], [rand((3, 4), flow.float32)])
     assert err.value.location.file == __file__
+
+
+def test_transpose_takes_oneflows_arguments_and_no_others():
+    """**kwargs swallowed a misspelt perm, and flow.transpose(x, perms=[0, 2, 1]) reversed every axis instead."""
+    a = rand((2, 3, 4), flow.float32)
+    out = run(lambda x: flow.transpose(x, [0, 2, 1], conjugate=False, batch_axis_non_change=True, name="t"), [a])
+    np.testing.assert_array_equal(out, a.transpose(0, 2, 1))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'perms'"):
+        run(lambda x: flow.transpose(x, perms=[0, 2, 1]), [a])
+    with pytest.raises(flow.TraceError, match="conjugate=True needs complex dtypes"):
+        run(lambda x: flow.transpose(x, [0, 2, 1], conjugate=True), [a])
