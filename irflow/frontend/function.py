@@ -293,10 +293,7 @@ class JobFunction:
         outputs = exe(inputs)
         if self.devices > 1:  # mirrored: each output is this process's devices' (padded) pieces of its split(0) value
             kinds = signature.leaf_kinds(self._out, self.output_count) + [kind for _, kind in self._watchers]
-            outputs = [
-                exe.executor.logical(i, pieces) if kind in signature.WHOLE else exe.executor.local_part(i, pieces)
-                for i, (pieces, kind) in enumerate(zip(outputs, kinds))
-            ]
+            outputs = [_mirrored_output(exe, i, pieces, kind) for i, (pieces, kind) in enumerate(zip(outputs, kinds))]
         # An output with the rows of a tensor-list input comes back as that input's instances (each device's).
         instances = [signature.instance_rows(inputs[i]) if i is not None else None for i in exe.row_sources]
         for (handler, kind), array, rows in zip(self._watchers, outputs[self.output_count :], instances[self.output_count :]):
@@ -364,6 +361,16 @@ class JobFunction:
 
     def __repr__(self) -> str:
         return f"<irflow job function '{self.job_name}' ({self.job_type})>"
+
+
+def _mirrored_output(exe: Any, index: int, pieces: list[Any], kind: str) -> Any:
+    """A mirrored job's output `index` as its leaf kind shows it: whole, each device's part, or (OneFlow's
+    older LocalBlob) whole with each device's part for `.numpy_list()`."""
+    if kind == "local_blob":
+        return signature.local_blob(exe.executor.logical(index, pieces), exe.executor.local_part(index, pieces))
+    if kind in signature.WHOLE:
+        return exe.executor.logical(index, pieces)
+    return exe.executor.local_part(index, pieces)
 
 
 def dump_directory() -> Path | None:

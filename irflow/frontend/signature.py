@@ -289,7 +289,7 @@ def leaf_value(kind: str, array: np.ndarray | list[np.ndarray], rows: Sequence[A
     elif kind == "numpy":
         return array
     elif kind == "local_blob":
-        return array.view(LocalBlob)
+        return array if isinstance(array, LocalBlob) else local_blob(array)
     else:
         pieces = [array]
     if kind == "list_numpy":
@@ -310,13 +310,28 @@ def instance_rows(value: Any) -> Any:
 
 
 class LocalBlob(np.ndarray):
-    """A result of OneFlow's older API: an ndarray that also answers `.ndarray()` and `.numpy()`."""
+    """A result of OneFlow's older API: an ndarray that also answers `.ndarray()`, `.numpy()` and, per device,
+    `.numpy_list()` (one array on one device or in the consistent view; each device's rows in the mirrored view)."""
+
+    parts: list[np.ndarray] | None = None  # the mirrored view's per-device arrays, when there are several
 
     def ndarray(self) -> np.ndarray:
         return self.view(np.ndarray)
 
     def numpy(self) -> np.ndarray:
         return self.view(np.ndarray)
+
+    def numpy_list(self) -> list[np.ndarray]:
+        return list(self.parts) if self.parts is not None else [self.numpy()]
+
+    ndarray_list = numpy_list
+
+
+def local_blob(whole: np.ndarray, parts: list[np.ndarray] | None = None) -> LocalBlob:
+    """`whole` as a LocalBlob that knows the per-device `parts` of a mirrored job's output."""
+    blob = whole.view(LocalBlob)
+    blob.parts = parts
+    return blob
 
 
 class Future:

@@ -146,3 +146,27 @@ def test_get_raises_the_calls_own_error_once():
     with pytest.raises(ZeroDivisionError):
         future.get()
     flow.sync_default_session()  # already reported: not raised again
+
+
+@pytest.mark.parametrize("devices", [1, 3])
+def test_numpy_list_gives_each_devices_array(devices):
+    """OneFlow's older programs read a mirrored job's result with .get().numpy_list(); LocalBlob had no such method."""
+    flow.config.cpu_device_num(devices)
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=config)
+    def mirrored(x: tp.ListNumpy.Placeholder((4, 2))):
+        return x * 2
+
+    @flow.global_function()
+    def consistent(x: tp.Numpy.Placeholder((4, 2))):
+        return x + 1
+
+    data = [np.full((d + 1, 2), d, np.float32) for d in range(devices)]
+    got = mirrored(data).get()
+    assert len(got.numpy_list()) == devices
+    for part, x in zip(got.ndarray_list(), data):
+        np.testing.assert_array_equal(part, x * 2)
+    (whole,) = consistent(np.zeros((4, 2), np.float32)).get().numpy_list()
+    np.testing.assert_array_equal(whole, np.ones((4, 2), np.float32))
