@@ -431,3 +431,16 @@ def test_transpose_takes_oneflows_arguments_and_no_others():
         run(lambda x: flow.transpose(x, perms=[0, 2, 1]), [a])
     with pytest.raises(flow.TraceError, match="conjugate=True needs complex dtypes"):
         run(lambda x: flow.transpose(x, [0, 2, 1], conjugate=True), [a])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_division_rounds_toward_zero_as_oneflow_does(dtype):
+    """OneFlow's kernels divide integers with C's `/`: -7 / 2 is -3 (numpy's // gives -4)."""
+    a = np.array([-7, 7, -7, 7, -6, 6, 0, -1, 1, 9], dtype)
+    b = np.array([2, 2, -2, -2, 3, -3, 5, 2, -2, 10], dtype)
+    truncated = np.trunc(a.astype(np.float64) / b).astype(dtype)  # exact: the values are small
+    np.testing.assert_array_equal(run(lambda x, y: x / y, [a, b]), truncated)
+    np.testing.assert_array_equal(run(lambda x: x / 2, [a]), np.trunc(a / 2).astype(dtype))
+    # The quotient written over its dividend's buffer (an in-place partner after x + 1): the correction is
+    # found before the quotient overwrites it.
+    np.testing.assert_array_equal(run(lambda x, y: (x + 1) / y, [a, b]), np.trunc((a + 1.0) / b).astype(dtype))

@@ -50,12 +50,20 @@ _UNARY = {
 def _ufunc_kernel(ufunc: str) -> KernelFactory:
     def build(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
         (y,) = outs
-        name = ufunc
-        if name == "divide" and np.dtype(y.dtype).kind in "iu":
-            name = "floor_divide"  # integer div rounds down, as Python's // (true division cannot land in ints)
-        return partial(getattr(xp, name), *ins, out=y)
+        if ufunc == "divide" and np.dtype(y.dtype).kind in "iu":
+            return partial(_truncating_divide, xp, *ins, y)
+        return partial(getattr(xp, ufunc), *ins, out=y)
 
     return build
+
+
+def _truncating_divide(xp: ModuleType, a: Array, b: Array, out: Array) -> None:
+    """Integer division rounding toward zero, as OneFlow's kernels divide (C's `/`), where numpy's // rounds
+    down: -7 / 2 is -3. The correction is found before `out`, which may be `a` or `b` (an in-place partner)."""
+    inexact = xp.not_equal(xp.remainder(a, b), 0)
+    inexact &= xp.less(a, 0) != xp.less(b, 0)
+    xp.floor_divide(a, b, out=out)
+    xp.add(out, inexact, out=out, casting="unsafe")
 
 
 for _name, _ufunc in {**_BINARY, **_UNARY}.items():
