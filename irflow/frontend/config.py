@@ -23,6 +23,81 @@ from irflow.frontend.session import ResourceConfig, default_session
 from irflow.runtime import threads
 
 
+# ----------------------------------------------------------------- checks of setting values
+
+
+def _count(least: int) -> Callable[[str, object], int]:
+    def check(name: str, value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} expects an int >= {least}, got {value!r}")
+        return value
+
+    return check
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, (bool, int)):
+        raise ValueError(f"{name} expects True or False, got {value!r}")
+    return bool(value)
+
+
+def _number(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"{name} expects a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _choice(*choices: str) -> Callable[[str, object], str]:
+    def check(name: str, value: object) -> str:
+        if value not in choices:
+            raise ValueError(f"{name} expects one of {', '.join(map(repr, choices))}, got {value!r}")
+        return str(value)
+
+    return check
+
+
+def _text(name: str, value: object) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"{name} expects a string, got {value!r}")
+    return os.fspath(value)
+
+
+class Settings:
+    """A namespace of OneFlow setters (`flow.config.use_rdma(False)`): each checks its value and records it.
+
+    `RECORDED` maps the names that mean nothing to irflow to the check of their
+    value; a subclass adds the settings irflow acts on as methods.
+    """
+
+    PREFIX = ""
+    RECORDED: dict[str, tuple[Callable[[str, object], Any], Any]] = {}  # name -> (check, value when called bare)
+
+    def __init__(self) -> None:
+        self.recorded: dict[str, Any] = {}
+
+    def _known(self) -> list[str]:
+        own = [n for n in dir(type(self)) if not n.startswith("_") and n not in ("PREFIX", "RECORDED")]
+        groups = [n for n, v in vars(self).items() if isinstance(v, Settings)]
+        return sorted({*own, *groups, *self.RECORDED})
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in self.RECORDED:
+            if name.startswith("__"):
+                raise AttributeError(name)
+            raise AttributeError(f"{self.PREFIX} has no setting {name!r}; irflow knows {', '.join(self._known())}")
+        check, bare = self.RECORDED[name]
+
+        def setter(value: object = bare) -> None:
+            self.recorded[name] = check(f"{self.PREFIX}.{name}", value)
+
+        setter.__name__ = name
+        setter.__doc__ = f"OneFlow's {self.PREFIX}.{name}: accepted and recorded; irflow has nothing it tunes."
+        return setter
+
+    def __dir__(self) -> list[str]:
+        return self._known()
+
+
 # ----------------------------------------------------------------- flow.function_config()
 
 
@@ -80,19 +155,42 @@ class TrainConfig:
         raise AttributeError(f"function_config.train has no option {name!r}; irflow knows {', '.join(self.OPTIONS)}")
 
 
-class FunctionConfig:
-    """OneFlow's FunctionConfig: `config.default_data_type(flow.float)` and friends."""
+class FunctionConfig(Settings):
+    """OneFlow's FunctionConfig: `config.default_data_type(flow.float)` and friends.
 
-    OPTIONS = (
-        "cudnn_conv_heuristic_search_algo",
-        "default_data_type",
-        "default_logical_view",
-        "default_placement_scope",
-        "detect_anomaly",
-        "train",
-    )
+    OneFlow's tuning flags (kernel fusions, memory reuse, cuDNN and NCCL knobs, XLA and TensorRT) change
+    how fast a job runs, not what it computes: they are checked and recorded. Those that change what it
+    computes, mixed precision and quantization-aware training, are refused when turned on.
+    """
+
+    PREFIX = "function_config"
+    RECORDED = {
+        **{name: (_flag, True) for name in (
+            "all_reduce_fp16", "disable_all_reduce_sequence", "do_parallel_cast_before_widening_type_cast",
+            "enable_all_reduce_group", "enable_cudnn", "enable_cudnn_conv_pseudo_half",
+            "enable_cudnn_fused_normalization_add_relu", "enable_float_compute_for_half_gemm",
+            "enable_fuse_add_to_output", "enable_fuse_cast_scale", "enable_fuse_model_update_ops",
+            "enable_gradients_stats_aggregation", "enable_inplace", "enable_inplace_in_reduce_struct",
+            "enable_keep_header_only", "enable_nccl", "enable_non_distributed_optimizer", "enable_reused_mem",
+            "cudnn_conv_enable_pseudo_half", "cudnn_conv_enable_true_half", "cudnn_conv_use_deterministic_algo_only",
+            "enable_true_half_config_when_conv", "prune_cast_to_static_shape_ops", "prune_parallel_cast_ops",
+            "use_boxing_v2", "use_memory_allocation_algorithm_v2", "use_nccl_inter_node_communication",
+            "use_tensorrt", "use_xla_jit",
+        )},
+        **{name: (_count(0), None) for name in (
+            "cudnn_buf_limit_mbyte", "cudnn_conv_force_bwd_data_algo", "cudnn_conv_force_bwd_filter_algo",
+            "cudnn_conv_force_fwd_algo", "optimizer_placement_optimization_threshold",
+        )},
+        **{name: (_count(1), None) for name in ("all_reduce_group_num", "concurrency_width")},
+        **{name: (_number, None) for name in (
+            "all_reduce_group_min_mbyte", "all_reduce_group_size_warmup", "all_reduce_lazy_ratio",
+            "non_distributed_optimizer_group_size_mbyte",
+        )},
+        "optimizer_placement_optimization_mode": (_choice("non_distributed", "distributed_split"), None),
+    }
 
     def __init__(self) -> None:
+        super().__init__()
         self.data_type: dtypes.DType = dtypes.float32
         self.logical_view: LogicalView | None = None
         self.placement_scope: PlacementScope | None = None
@@ -137,82 +235,25 @@ class FunctionConfig:
             raise TypeError(f"detect_anomaly expects True or False, got {value!r}")
         self.check_finite = value
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise AttributeError(
-            f"function_config has no option {name!r}; irflow knows {', '.join(self.OPTIONS)}"
-        )
+    def enable_auto_mixed_precision(self, value: bool = True) -> None:
+        """Off only: irflow computes every op in the job's own dtypes, and float16 compute would change results."""
+        _off("function_config.enable_auto_mixed_precision", value, "irflow has no float16 compute")
+
+    def enable_quantization_aware_training(self, value: bool = True) -> None:
+        """Off only: irflow has no fake-quantization ops to insert."""
+        _off("function_config.enable_quantization_aware_training", value, "irflow has no fake-quantization ops")
+
+    enable_qat = enable_quantization_aware_training
+
+
+def _off(name: str, value: object, why: str) -> None:
+    """A flag that would change what a job computes: False is what irflow does, True an error saying why not."""
+    if _flag(name, value):
+        raise ValueError(f"{name}(True) is not supported: {why}")
 
 
 def function_config() -> FunctionConfig:
     return FunctionConfig()
-
-
-# ----------------------------------------------------------------- checks of setting values
-
-
-def _count(least: int) -> Callable[[str, object], int]:
-    def check(name: str, value: object) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name} expects an int >= {least}, got {value!r}")
-        return value
-
-    return check
-
-
-def _flag(name: str, value: object) -> bool:
-    if not isinstance(value, (bool, int)):
-        raise ValueError(f"{name} expects True or False, got {value!r}")
-    return bool(value)
-
-
-def _number(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"{name} expects a non-negative number, got {value!r}")
-    return float(value)
-
-
-def _text(name: str, value: object) -> str:
-    if not isinstance(value, (str, os.PathLike)):
-        raise ValueError(f"{name} expects a string, got {value!r}")
-    return os.fspath(value)
-
-
-class Settings:
-    """A namespace of OneFlow setters (`flow.config.use_rdma(False)`): each checks its value and records it.
-
-    `RECORDED` maps the names that mean nothing to irflow to the check of their
-    value; a subclass adds the settings irflow acts on as methods.
-    """
-
-    PREFIX = ""
-    RECORDED: dict[str, tuple[Callable[[str, object], Any], Any]] = {}  # name -> (check, value when called bare)
-
-    def __init__(self) -> None:
-        self.recorded: dict[str, Any] = {}
-
-    def _known(self) -> list[str]:
-        own = [n for n in dir(type(self)) if not n.startswith("_") and n not in ("PREFIX", "RECORDED")]
-        groups = [n for n, v in vars(self).items() if isinstance(v, Settings)]
-        return sorted({*own, *groups, *self.RECORDED})
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name not in self.RECORDED:
-            if name.startswith("__"):
-                raise AttributeError(name)
-            raise AttributeError(f"{self.PREFIX} has no setting {name!r}; irflow knows {', '.join(self._known())}")
-        check, bare = self.RECORDED[name]
-
-        def setter(value: object = bare) -> None:
-            self.recorded[name] = check(f"{self.PREFIX}.{name}", value)
-
-        setter.__name__ = name
-        setter.__doc__ = f"OneFlow's {self.PREFIX}.{name}: accepted and recorded; irflow has nothing it tunes."
-        return setter
-
-    def __dir__(self) -> list[str]:
-        return self._known()
 
 
 class CollectiveBoxing(Settings):

@@ -157,9 +157,30 @@ def test_positional_function_config_is_deprecated_but_works():
 
 def test_function_config_rejects_unknown_options():
     config = flow.function_config()
-    with pytest.raises(AttributeError, match="default_data_type, default_logical_view, default_placement_scope"):
-        config.enable_inplace(True)
+    with pytest.raises(AttributeError, match="no setting 'enable_inplce'.*default_data_type, default_logical_view"):
+        config.enable_inplce(True)
     config.default_logical_view(flow.scope.consistent_view())
+
+
+def test_function_config_records_oneflow_tuning_flags_and_refuses_what_changes_results():
+    config = flow.function_config()
+    config.enable_inplace(True)
+    config.prune_parallel_cast_ops()  # bare: True, as OneFlow's setters
+    config.cudnn_buf_limit_mbyte(1024)
+    config.optimizer_placement_optimization_mode("distributed_split")
+    config.enable_auto_mixed_precision(False)
+    assert config.recorded == {
+        "enable_inplace": True, "prune_parallel_cast_ops": True, "cudnn_buf_limit_mbyte": 1024,
+        "optimizer_placement_optimization_mode": "distributed_split",
+    }
+    with pytest.raises(ValueError, match=r"enable_auto_mixed_precision\(True\) is not supported"):
+        config.enable_auto_mixed_precision(True)
+    with pytest.raises(ValueError, match=r"enable_quantization_aware_training\(True\) is not supported"):
+        config.enable_qat()
+    with pytest.raises(ValueError, match="concurrency_width expects an int >= 1, got 0"):
+        config.concurrency_width(0)
+    with pytest.raises(ValueError, match="expects True or False"):
+        config.enable_fuse_add_to_output("yes")
 
 
 def test_bad_job_type():
