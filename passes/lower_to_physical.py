@@ -177,6 +177,8 @@ class _Physical:
             self.partial_source(op, sbp)
             return
         self.retype(op.results[0], sbp, op)
+        if isinstance(op, (job.SliceOp, job.SliceGradOp)):
+            self.slice_whole_pieces(op, sbp)
         try:
             op.verify_()
         except VerifyException as e:
@@ -233,6 +235,21 @@ class _Physical:
                         source_location(op),
                     )
                 size //= p
+
+    def slice_whole_pieces(self, op: job.SliceOp | job.SliceGradOp, sbp: NdSbpAttr) -> None:
+        """A slice keeps its split axes whole (check_exact): on each device they end at the piece's end.
+
+        The frontend wrote the logical extent as `stop`; a piece is shorter, so
+        the per-device slice would be out of range.
+        """
+        if isinstance(op, job.SliceOp):
+            cut, split = op.operands[0], _split_axes(*self.sbp_in(op)[0].components)
+        else:
+            cut, split = op.results[0], _split_axes(*sbp.components)
+        stop = list(job.ints(op.properties, "stop"))
+        for axis in split:
+            stop[axis] = job.shape_of(cut.type)[axis]
+        op.properties["stop"] = job.i64_array(stop)
 
     def reduced_axes(self, op: job.JobOp) -> set[int]:
         """Operand 0's axes that `op` sums or compares over (where padding would leak into the result)."""

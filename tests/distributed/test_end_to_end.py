@@ -155,3 +155,27 @@ def test_a_mirrored_view_scope_around_the_definition_makes_a_mirrored_job():
 
     got = f([np.ones((2, 3)), np.full((2, 3), 3.0)])
     assert [g.tolist() for g in got] == [[[2.0] * 3] * 2, [[6.0] * 3] * 2]
+
+
+def test_a_slice_keeps_a_split_axis_whole_on_every_device():
+    """7 rows over 3 devices: the columns slice cuts each device's rows, forward and in its gradient."""
+    flow.config.cpu_device_num(3)
+    rng = np.random.default_rng(3)
+    x, w0 = rng.standard_normal((7, 5)), rng.standard_normal((7, 5))
+
+    @flow.global_function(type="train")
+    def f(x: tp.Numpy.Placeholder((7, 5), dtype=flow.float64)) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(7, 5), dtype=flow.float64, initializer=flow.zeros_initializer(),
+                              distribute=flow.distribute.split(0))  # fmt: skip
+        cols = flow.slice(x * w, [0, 1], [7, 2])  # begin, size: columns 1-2
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(
+            flow.math.reduce_sum(cols * cols)
+        )
+        return cols
+
+    flow.load_variables({"w": w0})
+    np.testing.assert_allclose(f(x), (x * w0)[:, 1:3], rtol=1e-12)
+    grad = np.zeros_like(w0)
+    grad[:, 1:3] = 2 * (x * w0)[:, 1:3] * x[:, 1:3]
+    lr = float(np.float32(0.1))  # the schedule's rates are float32
+    np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w0 - lr * grad, rtol=1e-12)
