@@ -219,9 +219,9 @@ class _Physical:
                         f"'{op.name}' of {shapes[0]} to {out}: {c_in} does not map to {c_out}, the pieces would differ",
                         source_location(op),
                     )
-        if isinstance(op, job.CrossEntropyOp | job.SoftmaxLikeOp) and len(shapes[0]) - 1 in split_in:
+        if isinstance(op, job.CrossEntropyOp | job.SoftmaxLikeOp) and self.normalized_axis(op) in split_in:
             raise CompileError(
-                f"'{op.name}' normalizes over axis {len(shapes[0]) - 1}, which is split: not supported on many devices",
+                f"'{op.name}' normalizes over axis {self.normalized_axis(op)}, which is split: not supported on many devices",
                 source_location(op),
             )
         for axis in self.reduced_axes(op) & split_in:
@@ -235,6 +235,13 @@ class _Physical:
                         source_location(op),
                     )
                 size //= p
+
+    def normalized_axis(self, op: job.CrossEntropyOp | job.SoftmaxLikeOp) -> int:
+        """The axis a softmax (its `axis`) or a cross-entropy (the classes, last) normalizes over: other axes may split."""
+        rank = len(self.logical_in[op][0])
+        if isinstance(op, job.SoftmaxLikeOp):
+            return job.normalize_axis(job.integer(op.properties, "axis", -1), rank, "softmax axis")
+        return rank - 1
 
     def slice_whole_pieces(self, op: job.SliceOp | job.SliceGradOp, sbp: NdSbpAttr) -> None:
         """A slice keeps its split axes whole (check_exact): on each device they end at the piece's end.

@@ -179,3 +179,16 @@ def test_a_slice_keeps_a_split_axis_whole_on_every_device():
     grad[:, 1:3] = 2 * (x * w0)[:, 1:3] * x[:, 1:3]
     lr = float(np.float32(0.1))  # the schedule's rates are float32
     np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w0 - lr * grad, rtol=1e-12)
+
+
+def test_a_softmax_over_axis_0_runs_on_column_pieces():
+    """Columns split over 2 devices; softmax over the rows needs no communication (compared with numpy)."""
+    flow.config.cpu_device_num(2)
+    x = np.random.default_rng(4).standard_normal((3, 4, 6))
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((3, 4, 6), dtype=flow.float64)) -> tp.Numpy:
+        return flow.nn.softmax(flow.math.tanh(x).with_split_distribute(2), axis=1)
+
+    e = np.exp(np.tanh(x))
+    np.testing.assert_allclose(f(x), e / e.sum(axis=1, keepdims=True), rtol=1e-12)
