@@ -306,7 +306,9 @@ class _Lowering:
             out = self.alloc(op.results[0], op)
             if isinstance(op, job.UnpinSizeOp):  # `like` gave the sizes only: its buffer need not live on
                 ins = ins[:1]
-            self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], params), op)
+            kernel = self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], params), op)
+            if "logical_shape" in op.attributes and op.sbp is not None:  # a piece that ends in padding
+                kernel.attributes.update(logical_shape=op.attributes["logical_shape"], sbp=op.sbp)
         else:
             raise CompileError(f"convert-job-to-buffer cannot lower '{op.name}'", source_location(op))
 

@@ -68,6 +68,17 @@ def _split_axes(*parts: SbpAttr) -> set[int]:
     return {c.axis.data for c in parts if c.kind.data == "split"}
 
 
+def _padded(shape: Sequence[int], sbp: NdSbpAttr, mesh: Sequence[int]) -> bool:
+    """Whether a device's piece of `shape` laid out as `sbp` ends in padding (a split that does not divide)."""
+    sizes = list(shape)
+    for c, p in zip(sbp.components, mesh):
+        if c.kind.data == "split":
+            if sizes[c.axis.data] % p:
+                return True
+            sizes[c.axis.data] //= p
+    return False
+
+
 @dataclass
 class _Physical:
     """Rewrites one job.func into its per-device form."""
@@ -176,7 +187,10 @@ class _Physical:
         if isinstance(op, job.NullaryOp) and any(c.kind.data == "partial_sum" for c in sbp.components):
             self.partial_source(op, sbp)
             return
+        logical = job.shape_of(op.results[0].type)
         self.retype(op.results[0], sbp, op)
+        if _padded(logical, sbp, self.mesh):
+            op.attributes["logical_shape"] = job.i64_array(logical)  # detect_anomaly's check skips the padding
         if isinstance(op, (job.SliceOp, job.SliceGradOp)):
             self.slice_whole_pieces(op, sbp)
         try:

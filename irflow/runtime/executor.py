@@ -34,8 +34,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from irflow.dialects import buffer
-from irflow.dialects.mesh import mesh_group
-from irflow.dialects.sbp import PlacementAttr, hierarchy_of
+from irflow.dialects.mesh import local_region, mesh_group
+from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, hierarchy_of
 from irflow.errors import CompileError, ExecutionError, source_location
 from irflow.runtime import interrupts, kernels, threads
 from irflow.runtime.kernels import algorithms
@@ -244,7 +244,7 @@ class Executor:
         outs = [views[v] for v in op.outs]
         run = factory(xp, attrs, ins, outs)
         run = _located(run, op, comm) if op.kernel.data in kernels.CHECKS_DATA else run
-        return finite_checked(run, op, outs, self.xp) if self.check_finite else run
+        return finite_checked(run, op, without_padding(op, outs, comm), self.xp) if self.check_finite else run
 
     # ------------------------------------------------------------- dynamic sizes
 
@@ -531,6 +531,16 @@ class _ScratchModule:
         out[...] = values
         return out
 
+
+
+def without_padding(op: buffer.KernelOp, outs: list[Any], comm: Communicator | None) -> list[Any]:
+    """The entries of `outs` that hold the value: the piece of an uneven split ends in padding, computed from
+    zeros, where log or rsqrt give inf that no logical entry holds."""
+    shape, sbp = op.attributes.get("logical_shape"), op.attributes.get("sbp")
+    if shape is None or not isinstance(sbp, NdSbpAttr) or comm is None:
+        return outs
+    region = local_region(python_value(shape), sbp, comm.mesh, comm.coords)
+    return [out[tuple(slice(0, n) for n in region.valid)] for out in outs]
 
 
 def finite_checked(step: Callable[[], None], op: buffer.KernelOp, outs: list[Any], xp: ModuleType) -> Callable[[], None]:

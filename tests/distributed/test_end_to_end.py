@@ -192,3 +192,22 @@ def test_a_softmax_over_axis_0_runs_on_column_pieces():
 
     e = np.exp(np.tanh(x))
     np.testing.assert_allclose(f(x), e / e.sum(axis=1, keepdims=True), rtol=1e-12)
+
+
+def test_detect_anomaly_ignores_the_padding_of_uneven_pieces():
+    """7 rows over 2 devices: the second piece's padding row is log(0) = -inf, which is no entry of the value."""
+    flow.config.cpu_device_num(2)
+    config = flow.function_config()
+    config.detect_anomaly(True)
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.Numpy.Placeholder((7, 3), dtype=flow.float64)) -> tp.Numpy:
+        return flow.math.log(x)  # MARK-log
+
+    x = np.random.default_rng(5).uniform(1.0, 2.0, (7, 3))
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(f(x), np.log(x), rtol=1e-12)
+        x[6, 2] = 0.0  # the last row: the second device's, just before its padding
+        with pytest.raises(flow.ExecutionError, match="'log' produced inf") as err:
+            f(x)
+    assert err.value.location.line == line_of("MARK-log")
