@@ -53,10 +53,11 @@ def test_binary_integers(kernel, rng, name) -> None:
     np.testing.assert_array_equal(y, elementwise(BINARY[name], a, b, dtype=np.int32))
 
 
-def test_integer_div_rounds_down(kernel) -> None:
-    a, b = np.array([7, -7, 6], np.int64), np.array([2, 2, -4], np.int64)
-    (y,) = kernel("div", [a, b], [((3,), np.int64)])
-    np.testing.assert_array_equal(y, [3, -4, -2])
+def test_integer_div_rounds_toward_zero(kernel) -> None:
+    """As OneFlow's kernels divide (C's `/`), not as numpy's // (which gives -4 and -2 here)."""
+    a, b = np.array([7, -7, 6, -6, 5], np.int64), np.array([2, 2, -4, -4, 5], np.int64)
+    (y,) = kernel("div", [a, b], [((5,), np.int64)])
+    np.testing.assert_array_equal(y, [3, -3, -1, 1, 1])
 
 
 @pytest.mark.parametrize("name", COMPARE)
