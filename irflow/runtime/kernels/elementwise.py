@@ -59,11 +59,11 @@ def _ufunc_kernel(ufunc: str) -> KernelFactory:
 
 def _truncating_divide(xp: ModuleType, a: Array, b: Array, out: Array) -> None:
     """Integer division rounding toward zero, as OneFlow's kernels divide (C's `/`), where numpy's // rounds
-    down: -7 / 2 is -3. The correction is found before `out`, which may be `a` or `b` (an in-place partner)."""
-    inexact = xp.not_equal(xp.remainder(a, b), 0)
+    down: -7 / 2 is -3. `out` is written last: it may be `a` or `b` (an in-place partner)."""
+    quotient = xp.floor_divide(a, b)
+    inexact = xp.not_equal(xp.multiply(quotient, b), a)
     inexact &= xp.less(a, 0) != xp.less(b, 0)
-    xp.floor_divide(a, b, out=out)
-    xp.add(out, inexact, out=out, casting="unsafe")
+    xp.add(quotient, inexact, out=out, casting="unsafe")
 
 
 for _name, _ufunc in {**_BINARY, **_UNARY}.items():
