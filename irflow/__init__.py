@@ -40,6 +40,7 @@ from irflow.frontend.initializers import (
     xavier_uniform_initializer,
     zeros_initializer,
 )
+from irflow.frontend.math import clip_by_value
 from irflow.frontend.ops import (
     cast,
     concat,
@@ -67,6 +68,7 @@ from irflow.frontend.watch import watch, watch_diff
 from irflow.runtime.mpi import prepare_rank as _prepare_rank
 
 train = _types.SimpleNamespace(CheckPoint=_CheckPoint)  # OneFlow's older checkpoint API
+clip = clamp = clip_by_scalar = clip_by_value  # OneFlow's other names for flow.math.clip_by_value
 FixedTensorDef = _tensor_def("numpy", "FixedTensorDef")  # deprecated: tp.Numpy.Placeholder
 MirroredTensorDef = _tensor_def("list_numpy", "MirroredTensorDef")  # deprecated: tp.ListNumpy.Placeholder
 
@@ -75,11 +77,12 @@ _prepare_rank()  # under mpiexec only rank 0 warns, and MPICH yields the core wh
 __all__ = [
     "Blob", "CheckpointError", "CompileError", "ExecutionError", "FixedTensorDef", "FunctionConfig", "IrflowError",
     "MirroredTensorDef", "TraceError",
-    "cast", "char", "checkpoint", "clear_default_session", "concat", "config", "constant", "constant_initializer",
-    "constant_like", "data", "distribute", "double", "env", "expand_dims", "float", "float16", "float32", "float64",
+    "cast", "char", "checkpoint", "clamp", "clear_default_session", "clip", "clip_by_scalar", "clip_by_value",
+    "concat", "config", "constant", "constant_initializer", "constant_like", "data", "distribute", "double", "env",
+    "expand_dims", "float", "float16", "float32", "float64",
     "function_config", "get_all_variables", "get_variable", "global_function", "glorot_normal_initializer",
-    "glorot_uniform_initializer", "int8", "int32", "int64", "kaiming_initializer", "layers", "load_variables", "losses",
-    "math", "matmul", "nn", "ones_initializer", "ones_like", "optimizer", "parallel_cast", "random",
+    "glorot_uniform_initializer", "int8", "int32", "int64", "kaiming_initializer", "layers",
+    "load_variables", "losses", "math", "matmul", "nn", "ones_initializer", "ones_like", "optimizer", "parallel_cast", "random",
     "random_normal_initializer", "random_uniform_initializer", "regularizers", "reshape", "scope", "slice", "squeeze",
     "sync_default_session", "train", "transpose",
     "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "variance_scaling_initializer",

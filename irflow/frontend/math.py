@@ -1,13 +1,20 @@
-"""flow.math: elementwise arithmetic, activations and reductions."""
+"""flow.math: elementwise arithmetic, activations and reductions.
+
+Some functions are compositions of the job dialect's ops (softplus, clip_by_value,
+reduce_variance, ...), so autodiff, SBP inference and every backend take them as
+they are. Where a composition must pick a branch per element, a comparison cast to
+0/1 (`_mask`) selects: comparisons carry no gradient, so the selector does not either.
+"""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
 from irflow.dialects import job
 from irflow.frontend.blob import Blob
-from irflow.frontend.ops import operands
+from irflow.frontend.ops import cast, operands
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, published
 
@@ -60,6 +67,67 @@ def reciprocal(x: Blob, name: str | None = None) -> Blob:
     return divide(1.0, x, name)
 
 
+def squared_difference(x: Any, y: Any, name: str | None = None) -> Blob:
+    """(x - y)**2, elementwise with numpy broadcasting."""
+    return square(subtract(x, y), name)
+
+
+def clip_by_value(
+    values: Blob, min_value: float | None = None, max_value: float | None = None, name: str | None = None
+) -> Blob:
+    """min(max(values, min_value), max_value); also flow.clip_by_value, flow.clip, flow.clamp, flow.clip_by_scalar.
+
+    The bounds are numbers, as OneFlow's. The gradient passes where min_value <= values <=
+    max_value, bounds included (maximum and minimum give a tie to their first operand),
+    as OneFlow's clip_by_scalar and PyTorch's clamp have it.
+    """
+    what = "flow.math.clip_by_value"
+    if min_value is None and max_value is None:
+        fail(f"{what}: min_value and max_value cannot both be None")
+    for bound in (min_value, max_value):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, numbers.Real)):
+            fail(f"{what}: min_value and max_value must be numbers, got {bound!r}")
+    if min_value is not None:
+        values = maximum(values, min_value, name if max_value is None else None)
+    if max_value is not None:
+        values = minimum(values, max_value, name)
+    return values
+
+
+def softplus(x: Blob, name: str | None = None) -> Blob:
+    """log(1 + e**x), as relu(x) + log(1 + e**-|x|): no e**x overflows, and very negative x give e**x itself."""
+    return add(relu(x), _softplus_tail(x), name)
+
+
+def _softplus_tail(x: Blob) -> Blob:
+    """log(1 + e**-|x|), what softplus adds to relu(x) (and the sigmoid cross entropy to its linear part).
+
+    -|x| is minimum(x, -x), whose tie at 0 gives x the gradient: at 0 the tail's gradient
+    is log1p'(1) * e**0 = 1/2 and relu's is 0, so softplus' is sigmoid(0) (abs would give 0).
+    """
+    return _log1p(exp(minimum(x, negative(x))))
+
+
+def _log1p(u: Blob) -> Blob:
+    """log(1 + u) for u in [0, 1], accurate to a few ulps where 1 + u rounds.
+
+    With w = 1 + u rounded, log(w) * u / (w - 1) undoes w's rounding (w - 1 is exact for w
+    in [1, 2]). Where w rounds to 1 that is 0 / 0: there the divisor gets 1, which makes
+    the term 0, and u itself is added, which log(1 + u) equals to within rounding. Both
+    terms stay finite, so no inf * 0 reaches the gradient. Not exported: it would be
+    wrong for u = inf (inf / inf).
+    """
+    w = add(u, 1.0)
+    above = subtract(w, 1.0)
+    at_one = _mask(equal(above, 0.0), u)
+    return add(multiply(log(w), divide(u, add(above, at_one))), multiply(u, at_one))
+
+
+def _mask(condition: Blob, like: Blob) -> Blob:
+    """A comparison's int8 0/1 as `like`'s dtype: a selector that carries no gradient."""
+    return cast(condition, like.dtype)
+
+
 def add_n(inputs: Sequence[Blob], name: str | None = None) -> Blob:
     if not inputs:
         fail("flow.math.add_n needs at least one Blob")
@@ -102,6 +170,35 @@ def reduce_min(
 ) -> Blob:
     """min as -max(-x): the job dialect has one max reduction."""
     return negative(reduce_max(negative(input_tensor), axis, keepdims), name)
+
+
+def reduce_variance(
+    input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False, name: str | None = None
+) -> Blob:
+    """The population variance mean((x - mean(x))**2) over `axis` (None: every axis; []: zeros).
+
+    OneFlow composes mean(x**2) - mean(x)**2, which loses every digit when the mean is
+    large against the spread, and can go negative; the two passes here do neither.
+    """
+    return _variance(input_tensor, axis, keepdims, name, "flow.math.reduce_variance")
+
+
+def reduce_std(
+    input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False, name: str | None = None
+) -> Blob:
+    """sqrt(reduce_variance(...)). Where the variance is 0 (a constant slice) the gradient is 0, as PyTorch's.
+
+    sqrt's gradient there is 1 / 0, and times the variance's 0 it would be NaN: the square
+    root is taken of 1 in those places and its result multiplied by 0.
+    """
+    variance = _variance(input_tensor, axis, keepdims, None, "flow.math.reduce_std")
+    constant = _mask(equal(variance, 0.0), variance)
+    return multiply(sqrt(add(variance, constant)), subtract(1.0, constant), name)
+
+
+def _variance(x: Blob, axis: int | Sequence[int] | None, keepdims: bool, name: str | None, what: str) -> Blob:
+    axes = _axes(x, axis, what)
+    return reduce_mean(square(subtract(x, reduce_mean(x, axes, keepdims=True))), axes, keepdims, name)
 
 
 def argmax(input: Blob, axis: int = -1, name: str | None = None) -> Blob:  # noqa: A002

@@ -1,0 +1,193 @@
+"""The API functions composed of existing job ops, against PyTorch.
+
+Each is checked forward and backward: a train job watches the gradient of
+sum(output * cotangent) with respect to its inputs (flow.watch_diff), and
+PyTorch's autograd computes the same vector-Jacobian product.
+"""
+
+from typing import Tuple
+
+import numpy as np
+import pytest
+
+import irflow as flow
+import irflow.typing as tp
+from irflow.frontend.dtypes import from_numpy
+
+torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
+
+FLOATS = [flow.float32, flow.float64]
+TORCH_DTYPES = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64}
+rng = np.random.default_rng(7)
+
+
+def tol(dtype, atol=None):
+    if dtype is flow.float32:
+        return dict(rtol=1e-5, atol=1e-6 if atol is None else atol)
+    return dict(rtol=1e-11, atol=1e-12 if atol is None else atol)
+
+
+def torch_vjp(theirs, inputs, cotangents, oracle_dtype=None):
+    """PyTorch's outputs and gradients of sum(out * cotangent) for the float inputs (None for the others)."""
+
+    def tensor(a):
+        t = torch.tensor(a)
+        if a.dtype.kind != "f":
+            return t
+        return t.to(oracle_dtype or TORCH_DTYPES[a.dtype]).requires_grad_(True)
+
+    tensors = [tensor(a) for a in inputs]
+    outs = theirs(*tensors)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    sum((o * torch.tensor(c).to(o.dtype)).sum() for o, c in zip(outs, cotangents)).backward()
+    grads = [t.grad.numpy() if t.dtype.is_floating_point else None for t in tensors]
+    return [o.detach().numpy() for o in outs], grads
+
+
+def irflow_vjp(ours, inputs, cotangents):
+    """Our outputs and gradients of sum(out * cotangent), from one call of a train job.
+
+    Each float input gets a trainable zero added, so that the loss depends on a variable;
+    the watched gradient is the loss's with respect to that sum, i.e. to the input.
+    """
+    grads = [None] * len(inputs)
+
+    def recorder(i):
+        def record(diff: tp.Numpy):
+            grads[i] = diff
+
+        return record
+
+    def job(xs, cots):
+        shifted = []
+        for i, x in enumerate(xs):
+            if x.dtype.is_floating_point:
+                zero = flow.get_variable(f"shift{i}", shape=x.shape, dtype=x.dtype)
+                x = x + zero
+                flow.watch_diff(x, recorder(i))
+            shifted.append(x)
+        outs = ours(*shifted)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        loss = flow.math.add_n([flow.math.reduce_sum(o * c) for o, c in zip(outs, cots)])
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return outs
+
+    def placeholders(arrays):
+        return Tuple[tuple(tp.Numpy.Placeholder(a.shape, dtype=from_numpy(a.dtype)) for a in arrays)]
+
+    job.__annotations__ = {"xs": placeholders(inputs), "cots": placeholders(cotangents), "return": Tuple[tp.Numpy, ...]}
+    outs = flow.global_function(type="train")(job)(tuple(inputs), tuple(cotangents))
+    return list(outs), grads
+
+
+def check(ours, theirs, inputs, dtype, atol=None, oracle_dtype=None, grad_atol="atol"):
+    """Outputs and input gradients of `ours` (irflow) and `theirs` (PyTorch) agree within `dtype`'s tolerance.
+
+    `atol` replaces the dtype's absolute tolerance for the outputs, and for the gradients
+    too unless `grad_atol` is given (None: the dtype's).
+    """
+    grad_atol = atol if grad_atol == "atol" else grad_atol
+    shapes = [o.shape for o in torch_vjp(theirs, inputs, [np.float64(0)] * 8, oracle_dtype)[0]]
+    cotangents = [rng.normal(size=s).astype(dtype.np_dtype) for s in shapes]
+    want, want_grads = torch_vjp(theirs, inputs, cotangents, oracle_dtype)
+    got, got_grads = irflow_vjp(ours, inputs, cotangents)
+    for g, w in zip(got, want):
+        assert g.dtype == dtype.np_dtype or g.dtype.kind != "f"
+        np.testing.assert_allclose(g, w, **tol(dtype, atol))
+    for g, w in zip(got_grads, want_grads):
+        if w is not None:
+            np.testing.assert_allclose(g, w, **tol(dtype, grad_atol))
+    return got, got_grads
+
+
+def values(dtype, *edges, shape=(4, 5), scale=3.0):
+    """Random values of `shape` with `edges` (the points where a function bends) in its first entries."""
+    a = (rng.normal(size=shape) * scale).astype(dtype.np_dtype)
+    a.reshape(-1)[: len(edges)] = edges
+    return a
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("bounds", [(-1.0, 1.0), (-1.0, None), (None, 1.0), (2, 2)])
+def test_clip_by_value_passes_the_gradient_at_its_bounds(dtype, bounds):
+    low, high = bounds
+    x = values(dtype, -1.0, 1.0, 2.0, -3.0, 3.0, 0.5)
+    out, (grad,) = check(lambda b: flow.math.clip_by_value(b, low, high), lambda t: torch.clamp(t, low, high),
+                         [x], dtype)  # fmt: skip
+    on_a_bound = np.isin(x, [b for b in bounds if b is not None])
+    assert on_a_bound.any() and (grad[on_a_bound] != 0).all()
+
+
+def test_clip_by_values_other_names_and_integers():
+    assert flow.clip_by_value is flow.math.clip_by_value is flow.clip is flow.clamp is flow.clip_by_scalar
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((3,), dtype=flow.int32)) -> tp.Numpy:
+        return flow.clip(x, min_value=-2, max_value=3)
+
+    np.testing.assert_array_equal(f(np.array([-5, 0, 5], np.int32)), np.array([-2, 0, 3], np.int32))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_softplus_is_stable_and_keeps_its_tail(dtype):
+    """Against PyTorch in float64: x = 100 must not overflow, x = -100 gives e**-100, not 0; sigmoid(0) at 0."""
+    x = values(dtype, 0.0, 100.0, -100.0, 30.0, -30.0, 15.0, -15.0, 1e-4, -1e-4, -700.0)
+    tiny = 1e-43 if dtype is flow.float32 else 0.0  # float32's e**-100 is subnormal: a few of its units apart
+    (out,), (grad,) = check(flow.math.softplus, torch.nn.functional.softplus, [x], dtype, atol=tiny,
+                            oracle_dtype=torch.float64)  # fmt: skip
+    assert np.isfinite(out).all() and out.flat[1] == 100.0
+    assert out.flat[2] > 0 and grad.flat[2] != 0
+    assert grad.flat[0] != 0
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 5))])
+def test_squared_difference(dtype, shapes):
+    x, y = values(dtype, shape=shapes[0]), values(dtype, shape=shapes[1])
+    check(flow.math.squared_difference, lambda a, b: (a - b) ** 2, [x, y], dtype)
+
+
+AXES = [[0], [1], [0, 2], -1, None, []]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("axes", AXES[:-1])  # PyTorch reads [] as every axis
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reduce_variance_and_std(dtype, axes, keepdims):
+    x = values(dtype, shape=(3, 4, 5))
+    dims = list(range(3)) if axes is None else axes
+    check(lambda b: (flow.math.reduce_variance(b, axes, keepdims), flow.math.reduce_std(b, axes, keepdims)),
+          lambda t: (t.var(dims, correction=0, keepdim=keepdims), t.std(dims, correction=0, keepdim=keepdims)),
+          [x], dtype)  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_reduce_std_of_a_constant_row_has_gradient_zero(dtype):
+    """sqrt's gradient at 0 is infinite; PyTorch gives 0 there, and so must we, not NaN."""
+    x = values(dtype, shape=(3, 4))
+    x[1] = 2.0
+    _, (grad,) = check(lambda b: flow.math.reduce_std(b, 1), lambda t: t.std(1, correction=0), [x], dtype)
+    np.testing.assert_array_equal(grad[1], np.zeros(4))
+
+
+def test_reduce_variance_keeps_its_digits_with_a_large_mean():
+    """mean(x**2) - mean(x)**2 (OneFlow's composition) loses it all here: float32's unit at x**2 = 1e8 is 8."""
+    x = (np.array([[1.0, 2.0, 3.0, 4.0]]) + 1e4).astype(np.float32)
+    out, _ = check(lambda b: flow.math.reduce_variance(b, 1), lambda t: t.var(1, correction=0), [x], flow.float32)
+    np.testing.assert_allclose(out[0], [1.25], rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (lambda x, i: flow.math.clip_by_value(x), "min_value and max_value cannot both be None"),
+        (lambda x, i: flow.math.clip_by_value(x, x), "must be numbers"),
+        (lambda x, i: flow.math.reduce_variance(x, 5), "reduce_variance: axis 5 is out of range"),
+    ],
+)
+def test_bad_arguments_are_trace_errors(body, message):
+    with pytest.raises(flow.TraceError, match=message):
+
+        @flow.global_function()
+        def f(x: tp.Numpy.Placeholder((2, 3)), i: tp.Numpy.Placeholder((2, 3), dtype=flow.int32)) -> tp.Numpy:
+            return body(x, i)
