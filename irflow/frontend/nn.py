@@ -9,13 +9,16 @@ pads must be 0). SAME is resolved here to explicit pads, so the IR only knows
 
 from __future__ import annotations
 
+import numbers
 import zlib
 from collections.abc import Sequence
 from typing import Any
 
 from irflow.dialects import job
 from irflow.frontend.blob import Blob
-from irflow.frontend.math import multiply, relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
+from irflow.frontend import math
+from irflow.frontend.math import _mask, _softplus_tail, multiply
+from irflow.frontend.math import relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
 from irflow.frontend.ops import transpose
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, current, published
@@ -40,6 +43,45 @@ def sparse_softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: s
 def softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | None = None) -> Blob:
     """Per-sample cross entropy of label distributions against logits, both (batch, classes)."""
     return build(job.SoftmaxCrossEntropyOp, [logits, labels], None, name, "flow.nn.softmax_cross_entropy_with_logits")
+
+
+def leaky_relu(x: Blob, alpha: float = 0.2, name: str | None = None) -> Blob:
+    """x where x > 0, alpha * x elsewhere; the gradient at 0 is alpha, as OneFlow's and PyTorch's kernels have it.
+
+    x times a factor of 1 or alpha picked by x > 0: exact on both sides for any alpha, and
+    the factor is the gradient.
+    """
+    what = "flow.nn.leaky_relu"
+    if not isinstance(x, Blob) or not x.dtype.is_floating_point:
+        fail(f"{what}: x must be a floating-point Blob, got {x!r}")
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+        fail(f"{what}: alpha must be a number, got {alpha!r}")
+    positive = _mask(math.greater(x, 0.0), x)
+    return multiply(x, positive + (1.0 - positive) * float(alpha), name)
+
+
+def sigmoid_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | None = None) -> Blob:
+    """Elementwise cross entropy of probabilities `labels` against sigmoid(`logits`), both of one shape.
+
+    As relu(z) * (1 - l) + (relu(z) - z) * l + log(1 + e**-|z|): no e**z overflows, and for
+    labels in [0, 1] neither linear term subtracts nearly equal numbers, so a loss near 0
+    keeps its digits (relu(z) - z * l would not). The gradient is sigmoid(z) - l for the
+    logits, at 0 too (see flow.math.softplus), and -z for the labels.
+    """
+    what = "flow.nn.sigmoid_cross_entropy_with_logits"
+    blobs = isinstance(labels, Blob) and isinstance(logits, Blob)
+    if not blobs or (labels.shape, labels.dtype) != (logits.shape, logits.dtype):
+        fail(f"{what}: labels and logits must be Blobs of one shape and dtype, got {labels!r} and {logits!r}")
+    positive = relu(logits)
+    linear = positive * (1.0 - labels) + (positive - logits) * labels
+    return math.add(linear, _softplus_tail(logits), name)
+
+
+def moments(
+    x: Blob, axes: int | Sequence[int] | None, keepdims: bool = False, name: str | None = None
+) -> tuple[Blob, Blob]:
+    """(mean, variance) of `x` over `axes`: flow.math.reduce_mean and flow.math.reduce_variance."""
+    return math.reduce_mean(x, axes, keepdims), math.reduce_variance(x, axes, keepdims)
 
 
 def bias_add(value: Blob, bias: Blob, data_format: str | None = None, name: str | None = None) -> Blob:

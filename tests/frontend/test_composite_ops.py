@@ -177,11 +177,79 @@ def test_reduce_variance_keeps_its_digits_with_a_large_mean():
     np.testing.assert_allclose(out[0], [1.25], rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("alpha", [0.2, 1.5, -0.1])
+def test_leaky_relu_is_alpha_at_and_below_zero(dtype, alpha):
+    x = values(dtype, 0.0, -0.0, 1e-30, -1e-30, np.inf, 5.0, -5.0)
+    _, (grad,) = check(lambda b: flow.nn.leaky_relu(b, alpha), lambda t: torch.nn.functional.leaky_relu(t, alpha),
+                       [x], dtype)  # fmt: skip
+    assert grad[0, 0] != 0  # the kink: PyTorch and OneFlow give alpha's share there, not 0 or 1
+
+
+def test_leaky_relu_default_alpha_is_oneflows():
+    out, _ = check(flow.nn.leaky_relu, lambda t: torch.nn.functional.leaky_relu(t, 0.2),
+                   [np.array([-1.0, 2.0], np.float32)], flow.float32)  # fmt: skip
+    np.testing.assert_array_equal(out[0], np.array([-0.2, 2.0], np.float32))
+
+
+def bce_oracle(labels, logits):
+    """l * softplus(-z) + (1 - l) * softplus(z) in float64: two terms >= 0, so nothing cancels.
+
+    PyTorch's binary_cross_entropy_with_logits is not the oracle at the edges: in float64
+    it gives 0 for e**-100 (logits -100, labels 0), and in float32 it loses digits to
+    cancellation (logits -100, labels 0.001).
+    """
+
+    def softplus(t):
+        return torch.nn.functional.softplus(t, threshold=1000)  # log1p(exp(t)) throughout: exact enough in float64
+
+    return labels * softplus(-logits) + (1 - labels) * softplus(logits)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_sigmoid_cross_entropy_is_stable_for_large_logits(dtype):
+    logits = values(dtype, 0.0, 100.0, -100.0, 100.0, -100.0, 100.0, -100.0, 30.0, -30.0, 0.0)
+    labels = rng.uniform(0, 1, size=logits.shape).astype(dtype.np_dtype)
+    # at logits +-100, labels 1 - 1e-5 and 1e-5 give a loss of 1e-3: relu(z) - z * l would lose 3 of its digits
+    labels.reshape(-1)[:10] = [0.3, 0.0, 1.0, 1.0, 0.0, 1 - 1e-5, 1e-5, 0.5, 0.5, 1.0]
+    tiny = 1e-43 if dtype is flow.float32 else 0.0  # float32's e**-100 is subnormal: a few of its units apart
+    # the gradient sigmoid(z) - l: at z = 100, l = 1 it is -e**-100, and the rounding of
+    # 1 - 1 swamps that (as in PyTorch's own sigmoid(z) - l): absolute tolerance there
+    (loss,), _ = check(flow.nn.sigmoid_cross_entropy_with_logits, bce_oracle, [labels, logits], dtype, atol=tiny,
+                       oracle_dtype=torch.float64, grad_atol=None)  # fmt: skip
+    assert np.isfinite(loss).all() and (loss >= 0).all()
+    assert loss.flat[4] > 0  # e**-100, not 0
+
+
+def test_sigmoid_cross_entropy_matches_pytorchs_loss_away_from_the_edges():
+    logits, labels = values(flow.float64), rng.uniform(0, 1, size=(4, 5))
+    check(flow.nn.sigmoid_cross_entropy_with_logits,
+          lambda l, z: torch.nn.functional.binary_cross_entropy_with_logits(z, l, reduction="none"),
+          [labels, logits], flow.float64)  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("axes", AXES)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_moments(dtype, axes, keepdims):
+    x = values(dtype, shape=(3, 4, 5)) + 10.0
+    dims = list(range(3)) if axes is None else axes
+
+    def theirs(t):
+        if dims == []:
+            return t * 1, t * 0
+        return t.mean(dims, keepdim=keepdims), t.var(dims, correction=0, keepdim=keepdims)
+
+    check(lambda b: flow.nn.moments(b, axes, keepdims), theirs, [x], dtype)
+
+
 @pytest.mark.parametrize(
     "body, message",
     [
         (lambda x, i: flow.math.clip_by_value(x), "min_value and max_value cannot both be None"),
         (lambda x, i: flow.math.clip_by_value(x, x), "must be numbers"),
+        (lambda x, i: flow.nn.leaky_relu(i), "must be a floating-point Blob"),
+        (lambda x, i: flow.nn.sigmoid_cross_entropy_with_logits(x[0], x), "one shape and dtype"),
         (lambda x, i: flow.math.reduce_variance(x, 5), "reduce_variance: axis 5 is out of range"),
     ],
 )
