@@ -1,8 +1,12 @@
-"""Array ops at the top of the `flow` namespace: reshape, transpose, matmul, concat, slice, cast, constant."""
+"""Array ops at the top of the `flow` namespace.
+
+reshape, flatten, transpose, matmul, concat, slice, cast, identity, constant, one_hot, ...
+"""
 
 from __future__ import annotations
 
 import builtins
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +38,11 @@ def operands(x: Any, y: Any, what: str) -> tuple[Blob, Blob]:
     if isinstance(y, Blob):
         return as_blob(x, y, what), y
     fail(f"{what} needs at least one Blob operand, got {x!r} and {y!r}")
+
+
+def _binary(op: type[job.JobOp], x: Any, y: Any, what: str, name: str | None = None) -> Blob:
+    """An elementwise binary op here, where flow.math (which imports this module) is out of reach."""
+    return build(op, list(operands(x, y, what)), None, name, what)
 
 
 def fill(shape: Sequence[int], value: float, dtype: dtypes.DType, what: str = "flow.constant") -> Blob:
@@ -96,8 +105,71 @@ def matmul(
         job.MatmulOp, [a, b], None, name, "flow.matmul", transpose_a=bool(transpose_a), transpose_b=bool(transpose_b)
     )
     if alpha != 1.0:
-        out = build(job.MulOp, list(operands(out, alpha, "flow.matmul")), None, None, "flow.matmul")
+        out = _binary(job.MulOp, out, alpha, "flow.matmul")
     return out
+
+
+def flatten(input: Blob, start_dim: int = 0, end_dim: int = -1, name: str | None = None) -> Blob:  # noqa: A002
+    """Merge the axes start_dim..end_dim (both included; negative count from the end) into one."""
+    what = "flow.flatten"
+    if not isinstance(input, Blob):
+        fail(f"{what} expects a Blob, got {type(input).__name__}")
+    rank = max(input.ndim, 1)  # a rank-0 Blob flattens to (1,), as its one axis
+    start, end = _axis(start_dim, rank, f"{what}: start_dim"), _axis(end_dim, rank, f"{what}: end_dim")
+    if start > end:
+        fail(f"{what}: start_dim {start_dim} comes after end_dim {end_dim} for a Blob of shape {input.shape}")
+    shape = input.shape
+    merged = int(np.prod(shape[start : end + 1], dtype=np.int64))
+    return reshape(input, shape[:start] + (merged,) + shape[end + 1 :], name)
+
+
+def identity(x: Blob, name: str | None = None) -> Blob:
+    """A copy of `x` as a value of its own (a job.cast to x's own type), as OneFlow's identity op is.
+
+    Being its own value, it takes its own distribute hint (`flow.identity(x).with_distribute(...)`)
+    and the placement scope it is made in, and leaves x's as they are.
+    """
+    if not isinstance(x, Blob):
+        fail(f"flow.identity expects a Blob, got {type(x).__name__}")
+    return build(job.CastOp, [x], job.tensor(x.shape, x.dtype.element_type), name, "flow.identity")
+
+
+def one_hot(
+    indices: Blob,
+    depth: int,
+    on_value: float = 1,
+    off_value: float = 0,
+    axis: int = -1,
+    dtype: dtypes.DType | None = None,
+    name: str | None = None,
+) -> Blob:
+    """A new axis `axis` of size `depth`: on_value where its position equals the index, off_value elsewhere.
+
+    `indices` are int32 or int64. `dtype` defaults to the job's default_data_type (flow.float
+    unless configured). The positions are a constant 0..depth-1 compared with the indices,
+    so an index outside [0, depth) gives all off_value, as TensorFlow's one_hot does, where
+    OneFlow's CPU kernel stops on a failed check.
+    """
+    what = "flow.one_hot"
+    trace = current(what)
+    if not isinstance(indices, Blob) or indices.dtype not in (dtypes.int32, dtypes.int64):
+        fail(f"{what}: indices must be an int32 or int64 Blob, got {indices!r}")
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+        fail(f"{what}: depth must be a positive int, got {depth!r}")
+    for value in (on_value, off_value):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            fail(f"{what}: on_value and off_value must be numbers, got {value!r}")
+    at = _axis(axis, indices.ndim + 1, what)
+    dtype = dtypes.as_dtype(dtype) if dtype is not None else trace.config.data_type
+    column = reshape(indices, indices.shape[:at] + (1,) + indices.shape[at:])
+    positions = np.arange(int(depth)).reshape((int(depth),) + (1,) * (indices.ndim - at))
+    hits = build(job.EqualOp, [column, constant(positions, indices.dtype)], None, None, what)
+    if (on_value, off_value) == (1, 0):
+        return cast(hits, dtype, name)
+    hot = cast(hits, dtype)
+    # two products, not off + (on - off) * hot, so that each value comes out exactly as given
+    off = _binary(job.MulOp, _binary(job.SubOp, 1.0, hot, what), off_value, what)
+    return _binary(job.AddOp, _binary(job.MulOp, hot, on_value, what), off, what, name)
 
 
 def concat(inputs: Sequence[Blob], axis: int = 0, max_dim_size: int | None = None, name: str | None = None) -> Blob:

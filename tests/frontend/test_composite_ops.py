@@ -243,6 +243,71 @@ def test_moments(dtype, axes, keepdims):
     check(lambda b: flow.nn.moments(b, axes, keepdims), theirs, [x], dtype)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dims", [(0, -1), (1, -1), (1, 2), (-2, -1), (2, 2)])
+def test_flatten(dtype, dims):
+    x = values(dtype, shape=(2, 3, 4, 5))
+    (out,), _ = check(lambda b: flow.flatten(b, *dims), lambda t: torch.flatten(t, *dims), [x], dtype)
+    assert out.shape == torch.flatten(torch.tensor(x), *dims).shape
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_identity(dtype):
+    check(lambda b: flow.identity(b) * 3, lambda t: t * 3, [values(dtype)], dtype)
+
+
+def test_identity_is_a_value_of_its_own():
+    """OneFlow's identity is an op: its result takes a hint of its own while x keeps split(0)."""
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+        x = x.with_distribute(flow.distribute.split(0))
+        return flow.identity(x).with_distribute(flow.distribute.split(1)) * 2
+
+    x = rng.normal(size=(4, 6)).astype(np.float32)
+    np.testing.assert_array_equal(f(x), x * 2)
+
+
+@pytest.mark.parametrize("dtype", [flow.float32, flow.float64, flow.int32])
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+@pytest.mark.parametrize("on_off", [(1, 0), (0.9, 0.1), (-2, 3)])
+def test_one_hot(dtype, axis, on_off):
+    indices = np.array([[0, 3, 1], [2, 2, 4]], np.int64)
+    on, off = on_off
+    want = torch.nn.functional.one_hot(torch.tensor(indices), 5).numpy()
+    want = np.moveaxis(np.where(want == 1, on, off), -1, axis).astype(dtype.np_dtype)
+
+    @flow.global_function()
+    def f(i: tp.Numpy.Placeholder((2, 3), dtype=flow.int64)) -> tp.Numpy:
+        return flow.one_hot(i, 5, on_value=on, off_value=off, axis=axis, dtype=dtype)
+
+    out = f(indices)
+    assert out.dtype == dtype.np_dtype
+    np.testing.assert_array_equal(out, want)
+
+
+def test_one_hot_defaults_and_indices_out_of_range():
+    """int32 indices, a float result; an index outside [0, depth) is a row of off_value (documented)."""
+
+    @flow.global_function()
+    def f(i: tp.Numpy.Placeholder((4,), dtype=flow.int32)) -> tp.Numpy:
+        return flow.one_hot(i, 3)
+
+    out = f(np.array([2, 0, 3, -1], np.int32))
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, [[0, 0, 1], [1, 0, 0], [0, 0, 0], [0, 0, 0]])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_one_hot_in_a_loss(dtype):
+    """Gradients flow through the on/off values it multiplies; the indices have none."""
+    indices = np.array([1, 0, 3], np.int32)
+    check(lambda x, i: x * flow.one_hot(i, 4, 0.8, 0.05, dtype=dtype),
+          lambda x, i: x * torch.nn.functional.one_hot(i.long(), 4).to(x.dtype).mul(0.75).add(0.05),
+          [values(dtype, shape=(3, 4)), indices], dtype)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "body, message",
     [
@@ -250,6 +315,11 @@ def test_moments(dtype, axes, keepdims):
         (lambda x, i: flow.math.clip_by_value(x, x), "must be numbers"),
         (lambda x, i: flow.nn.leaky_relu(i), "must be a floating-point Blob"),
         (lambda x, i: flow.nn.sigmoid_cross_entropy_with_logits(x[0], x), "one shape and dtype"),
+        (lambda x, i: flow.flatten(x, 1, 0), "start_dim 1 comes after end_dim 0"),
+        (lambda x, i: flow.flatten(x, 2), "start_dim: axis must be an int in"),
+        (lambda x, i: flow.one_hot(x, 3), "indices must be an int32 or int64 Blob"),
+        (lambda x, i: flow.one_hot(i, 0), "depth must be a positive int"),
+        (lambda x, i: flow.one_hot(i, 3, axis=3), "axis must be an int in \\[-3, 3\\)"),
         (lambda x, i: flow.math.reduce_variance(x, 5), "reduce_variance: axis 5 is out of range"),
     ],
 )
