@@ -1,4 +1,4 @@
-"""flow.layers: dense, conv2d and batch_normalization, built from get_variable and flow ops as OneFlow builds them.
+"""flow.layers: dense, conv2d, batch_normalization, layer_norm: get_variable and flow ops, as OneFlow builds them.
 
 Variables are named `<name>-weight` and `<name>-bias`; without a `name`, a
 layer is called "Dense_<i>" / "Conv2d_<i>" by its order in the job, so a train
@@ -15,7 +15,7 @@ from irflow.dialects import job
 from irflow.frontend import initializers, math
 from irflow.frontend.blob import Blob
 from irflow.frontend.distribute import Distribute, split
-from irflow.frontend.nn import bias_add, conv2d as nn_conv2d, pair
+from irflow.frontend.nn import bias_add, conv2d as nn_conv2d, moments, pair
 from irflow.frontend.ops import matmul, reshape
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import append_op, current
@@ -213,6 +213,46 @@ def batch_normalization(
         out = out * variable("gamma", gamma_initializer, 1.0, trainable, gamma_regularizer)
     if center:
         out = out + variable("beta", beta_initializer, 0.0, trainable, beta_regularizer)
+    return out
+
+
+def layer_norm(
+    inputs: Blob,
+    center: bool = True,
+    scale: bool = True,
+    trainable: bool = True,
+    begin_norm_axis: int = 1,
+    begin_params_axis: int = -1,
+    epsilon: float = 1e-5,
+    name: str | None = None,
+) -> Blob:
+    """Normalize each sample over the axes from `begin_norm_axis` on, then scale and shift per element.
+
+    (x - mean) / sqrt(variance + epsilon) with the population variance, as OneFlow's CPU
+    path composes it from flow.nn.moments; then times `<name>-gamma` (ones) and plus
+    `<name>-beta` (zeros), both of `inputs.shape[begin_params_axis:]` and broadcast over
+    the leading axes. Without a `name`, the layer is "LayerNorm_<i>" by its order in the job.
+    """
+    what = "flow.layers.layer_norm"
+    trace = current(what)
+    for arg, axis in (("begin_norm_axis", begin_norm_axis), ("begin_params_axis", begin_params_axis)):
+        if isinstance(axis, bool) or not isinstance(axis, int) or not -inputs.ndim <= axis < inputs.ndim:
+            fail(f"{what}: {arg} {axis!r} is out of range for a Blob of shape {inputs.shape}")
+    if not epsilon > 0:
+        fail(f"{what}: epsilon must be positive, got {epsilon!r}")
+    name = name or trace.unique_name("LayerNorm")
+    mean, variance = moments(inputs, list(range(begin_norm_axis % inputs.ndim, inputs.ndim)), keepdims=True)
+    out = (inputs - mean) * math.rsqrt(variance + epsilon)
+    params = inputs.shape[begin_params_axis:]
+
+    def variable(suffix: str, value: float) -> Blob:
+        return get_variable(f"{name}-{suffix}", shape=params, dtype=inputs.dtype, trainable=trainable,
+                            initializer=initializers.constant_initializer(value))
+
+    if scale:
+        out = out * variable("gamma", 1.0)
+    if center:
+        out = out + variable("beta", 0.0)
     return out
 
 

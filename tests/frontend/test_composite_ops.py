@@ -308,6 +308,62 @@ def test_one_hot_in_a_loss(dtype):
           [values(dtype, shape=(3, 4)), indices], dtype)  # fmt: skip
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("case", [((4, 6), 1, -1), ((2, 3, 4), 1, -1), ((2, 3, 4), -1, -1), ((2, 3, 4), 1, 1)])
+def test_layer_norm_forward_and_gradient(dtype, case):
+    shape, norm_axis, params_axis = case
+    x = values(dtype, shape=shape) + 5.0
+    normalized = shape[norm_axis % len(shape):]
+
+    def theirs(t):  # gamma = 1, beta = 0, of shape[params_axis:], as the layer initializes them
+        return torch.nn.functional.layer_norm(t, normalized, eps=1e-5)
+
+    kwargs = dict(begin_norm_axis=norm_axis, begin_params_axis=params_axis)
+    check(lambda b: flow.layers.layer_norm(b, **kwargs), theirs, [x], dtype)
+    names = set(flow.get_all_variables())
+    assert {"LayerNorm_0-gamma", "LayerNorm_0-beta"} <= names
+    assert flow.get_all_variables()["LayerNorm_0-gamma"].numpy().shape == shape[params_axis:]
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_layer_norm_trains_as_pytorchs(devices):
+    """Dense + layer_norm, 3 SGD steps with momentum, against torch.nn.Linear + LayerNorm; on 2 devices a split batch."""
+    if devices > 1:
+        flow.config.cpu_device_num(devices)
+    data = np.random.default_rng(3)
+    w0 = data.normal(size=(5, 4)).astype(np.float32)
+
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((6, 4)), target: tp.Numpy.Placeholder((6, 5))) -> tp.Numpy:
+        x = x.with_distribute(flow.distribute.split(0))
+        hidden = flow.layers.dense(x, 5, name="fc")
+        y = flow.layers.layer_norm(hidden, name="ln")
+        loss = flow.math.reduce_mean(flow.math.square(y * flow.math.sigmoid(y) - target))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
+        return y
+
+    flow.load_variables({"fc-weight": w0})
+    fc, ln = torch.nn.Linear(4, 5), torch.nn.LayerNorm(5, eps=1e-5)
+    with torch.no_grad():
+        fc.weight.copy_(torch.tensor(w0))
+        fc.bias.zero_()
+    opt = torch.optim.SGD([*fc.parameters(), *ln.parameters()], lr=0.1, momentum=0.9)
+    for _ in range(3):
+        x = data.normal(size=(6, 4)).astype(np.float32)
+        target = data.normal(size=(6, 5)).astype(np.float32)
+        y = train(x, target)
+        opt.zero_grad()
+        expected = ln(fc(torch.tensor(x)))
+        ((expected * torch.sigmoid(expected) - torch.tensor(target)) ** 2).mean().backward()
+        opt.step()
+        np.testing.assert_allclose(y, expected.detach().numpy(), rtol=1e-5, atol=1e-5)
+    got = {name: v.numpy() for name, v in flow.get_all_variables().items()}
+    for name, param in [("ln-gamma", ln.weight), ("ln-beta", ln.bias), ("fc-weight", fc.weight), ("fc-bias", fc.bias)]:
+        np.testing.assert_allclose(got[name], param.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got["ln-gamma"], 1.0) and not np.allclose(got["ln-beta"], 0.0)
+    assert "ln-gamma-momentum" in got
+
+
 @pytest.mark.parametrize(
     "body, message",
     [
@@ -320,6 +376,7 @@ def test_one_hot_in_a_loss(dtype):
         (lambda x, i: flow.one_hot(x, 3), "indices must be an int32 or int64 Blob"),
         (lambda x, i: flow.one_hot(i, 0), "depth must be a positive int"),
         (lambda x, i: flow.one_hot(i, 3, axis=3), "axis must be an int in \\[-3, 3\\)"),
+        (lambda x, i: flow.layers.layer_norm(x, begin_norm_axis=2), "begin_norm_axis 2 is out of range"),
         (lambda x, i: flow.math.reduce_variance(x, 5), "reduce_variance: axis 5 is out of range"),
     ],
 )
