@@ -82,9 +82,7 @@ class BuilderBase(Transformer):
             line, col = where.line or 1, (where.column or 1) + offset
         else:
             line, col = where
-        lines = self.text.splitlines()
-        source = lines[line - 1] if 0 < line <= len(lines) else None
-        return IRParseError(message, SourceLocation(self.filename, line, col), source)
+        return IRParseError(message, SourceLocation(self.filename, line, col), source_line(self.text, line))
 
     def _xdsl_attribute(
         self, tok: Token, what: str, parse: Callable[[AttrParser], Attribute | None], text: str | None = None
@@ -137,6 +135,23 @@ def nth_value(tok: Token, index: int) -> tuple[tuple[int, int]]:
     lines = before.count("\n")
     col = start - before.rfind("\n") if lines else (tok.column or 1) + start
     return (((tok.line or 1) + lines, col),)
+
+
+def source_lines(text: str) -> list[str]:
+    r"""`text`'s lines as the lexer numbers them: only `\n` ends a line, as in MLIR.
+
+    `str.splitlines` also breaks at `\r`, `\f`, `\x1c`-`\x1e`, `\x85`,
+    `\u2028` and `\u2029`, which may stand in comments, strings and
+    whitespace; breaking there would show, and at the end of the input
+    number, the wrong line.  A CRLF line's `\r` is not part of it.
+    """
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+def source_line(text: str, line: int) -> str | None:
+    """Line `line` (1-based) of `text`, numbered as `source_lines` numbers them."""
+    lines = source_lines(text)
+    return lines[line - 1] if 0 < line <= len(lines) else None
 
 
 def clip(text: str) -> str:

@@ -37,7 +37,7 @@ from irflow.errors import IRParseError, SourceLocation
 from irflow.textir.lexer import TextIRLexer, TokenError
 from irflow.textir.verification import first_verify_failure
 from irflow.textir.attributes import AttributeBuilder
-from irflow.textir.builder import clip
+from irflow.textir.builder import clip, source_lines
 from irflow.textir.formats import FormatPlan, format_grammar, format_plan
 from irflow.textir.ops import OpBuilder, op_info
 from irflow.textir.regions import RegionBuilder
@@ -258,7 +258,8 @@ def grammar_text(plans: list[FormatPlan] | None = None) -> str:
 
 
 def _end_position(text: str) -> tuple[int, int]:
-    lines = text.splitlines() or [""]
+    """Where the input ends: after its last line, not on the empty one a final newline starts."""
+    lines = source_lines(text.removesuffix("\n"))
     return len(lines), len(lines[-1]) + 1
 
 

@@ -212,3 +212,19 @@ def test_an_attribute_may_not_share_a_property_name() -> None:
     kernel.attributes["params"] = DictionaryAttr({})
     op, e = first_verify_failure(ModuleOp([alloc, kernel]))
     assert op is kernel and "attribute 'params' has the name of a property" in str(e)
+
+
+@pytest.mark.parametrize("brk", ["\u2028", "\x0c", "\x85", "\x1e", "\r"], ids=["u2028", "ff", "nel", "rs", "cr"])
+def test_only_a_newline_ends_a_line(brk: str) -> None:
+    """Python's other line breaks, in a comment, neither number nor show another line (MLIR counts `\\n`)."""
+    unknown = error_of(f"// a{brk}b\n%a = job.frob\n")
+    assert str(unknown).split("\n") == ["in.mlir:2:6: error: unknown operation 'job.frob'", "%a = job.frob", "     ^"]
+    at_end = error_of(f"// a{brk}b\n%a = job.fill {{value = 1.0 : f32}} : \n")
+    assert (at_end.location.line, at_end.location.col) == (2, 37)
+    assert str(at_end).split("\n")[1] == "%a = job.fill {value = 1.0 : f32} : "
+
+
+def test_a_crlf_line_is_shown_without_its_carriage_return() -> None:
+    e = error_of(FILL.replace("\n", "\r\n") + "%b = job.relu %c : (tensor<4xf32>) -> tensor<4xf32>\r\n")
+    assert (e.location.line, e.location.col) == (2, 15)
+    assert str(e).split("\n")[1:] == ["%b = job.relu %c : (tensor<4xf32>) -> tensor<4xf32>", "              ^"]
