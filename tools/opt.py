@@ -555,6 +555,22 @@ def _read_input(path: str) -> tuple[bytes, str]:
         return f.read(), path
 
 
+def write_output(path: str | None, text: str) -> bool:
+    """Write `text` to the file `path` (stdout if None); False, with the error on stderr, if it cannot be opened."""
+    try:
+        out = open(path, "w") if path else sys.stdout
+    except OSError as e:
+        sys.stderr.write(f"irflow-opt: error: {e}\n")
+        return False
+    try:
+        out.write(text)
+    finally:
+        out.flush()
+        if out is not sys.stdout:
+            out.close()
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     marker = SPLIT_MARKER
@@ -610,17 +626,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 sys.stderr.write(d.render(input_name) + "\n")
             failed |= bool(produced)
 
-    try:
-        out = open(args.output_file, "w") if args.output_file else sys.stdout
-    except OSError as e:
-        sys.stderr.write(f"irflow-opt: error: {e}\n")
+    # As mlir-opt keeps its output file only when the run succeeds, a failure leaves an existing one as it was.
+    if not (failed and args.output_file) and not write_output(args.output_file, f"{SPLIT_MARKER}\n".join(outputs)):
         return 1
-    try:
-        out.write(f"{SPLIT_MARKER}\n".join(outputs))
-    finally:
-        out.flush()
-        if out is not sys.stdout:
-            out.close()
     if args.time_passes:
         sys.stderr.write(driver.timer.report())
     return 1 if failed else 0
