@@ -571,10 +571,15 @@ class _Physical:
 
 @dataclass(frozen=True)
 class LowerToPhysicalPass(ModulePass):
-    """Rewrite each distributed job.func into the one per-device program every device of its placement runs."""
+    """Rewrite each distributed job.func into the one per-device program every device of its placement runs.
+
+    A func that has `mesh` is per-device already and is left as it is: lowering
+    it again would split its pieces once more (and record them as its logical
+    shapes), so running the pass twice changes nothing.
+    """
 
     name = "lower-to-physical"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for func in [o for o in op.body.block.ops if isinstance(o, job.FuncOp)]:
+        for func in [o for o in op.body.block.ops if isinstance(o, job.FuncOp) and "mesh" not in o.attributes]:
             _Physical(func).run()

@@ -1,4 +1,8 @@
 // RUN: irflow-opt %s -p lower-to-physical --split-input-file | filecheck %s
+// RUN: irflow-opt %s -p lower-to-physical,lower-to-physical --split-input-file | filecheck %s
+
+// Run twice, it changes nothing the second time: a func with `mesh` is per-device
+// already (lowering it again would split its pieces once more).
 
 // Data parallel: the weight gradient of a batch-split matmul is partial on
 // 4 devices; the boxing to broadcast becomes one all_reduce. Every type is
