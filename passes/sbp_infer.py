@@ -488,7 +488,9 @@ class SbpInferPass(ModulePass):
     every op, and `arg_sbp` and `placement` on the function.  Ops without a
     placement take the function's (default: one CPU device).  `compute-cost` is
     the price of one floating-point operation per device in bytes moved;
-    `max-states` bounds the exact search.
+    `max-states` bounds the exact search.  A func that has `mesh` is per-device
+    already (`lower-to-physical` made it): its SBP were decided on the logical
+    job, and its collectives have no rules, so it is left as it is.
     """
 
     name = "sbp-infer"
@@ -498,7 +500,7 @@ class SbpInferPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for func in op.walk():
-            if isinstance(func, job.FuncOp):
+            if isinstance(func, job.FuncOp) and "mesh" not in func.attributes:
                 builder = build_graph(func, self.compute_cost)
                 plan, _ = solve(builder.graph, self.max_states)
                 builder.check(plan)
