@@ -94,7 +94,11 @@ class Liveness:
 
 @dataclass(frozen=True)
 class PlanMemoryPass(ModulePass):
-    """Replace every buffer.alloc with a view at a planned offset of one arena per program."""
+    """Replace every buffer.alloc with a view at a planned offset of one arena per program.
+
+    A program that has its arena is planned already and left as it is: planning
+    it again would add a second, empty arena.
+    """
 
     name = "plan-memory"
 
@@ -117,7 +121,8 @@ class PlanMemoryPass(ModulePass):
         if not programs:
             raise CompileError("plan-memory found no buffer.program to plan: run convert-job-to-buffer first")
         for program in programs:
-            self.plan_program(program)
+            if not any(isinstance(o, buffer.ArenaOp) for o in program.body.block.ops):
+                self.plan_program(program)
 
     def plan_program(self, program: buffer.ProgramOp) -> None:
         if self.reorder:

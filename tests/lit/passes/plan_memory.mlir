@@ -1,10 +1,12 @@
 // RUN: irflow-opt %s -p plan-memory | filecheck %s
 // RUN: irflow-opt %s -p 'plan-memory{in-place=false}' | filecheck %s --check-prefix=NOINPLACE
+// RUN: irflow-opt %s -p plan-memory,plan-memory | filecheck %s
 
 // %x dies at exp, so exp writes %a in place (same offset); %c is read again
 // after sigmoid, so %d needs bytes of its own, but can take the bytes of %x/%a,
 // dead by then; add writes %e over %c, which dies there. Lifetimes are
 // inclusive spans of schedule indices, merged across in-place partners.
+// Run twice, the pass leaves the planned program (it has its arena) as it is.
 
 buffer.program @chain on "cpu" {
   %x = buffer.alloc : memref<16x16xf32>
