@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
+from typing import get_type_hints
 from io import StringIO
 
 from xdsl.context import Context
@@ -243,6 +244,7 @@ def _instantiate(cls: type[ModulePass], arg_spec: ArgSpec, spec: str) -> ModuleP
         if key.replace("_", "-") not in known:
             options = f"its options are {', '.join(sorted(known))}" if known else "it takes no options"
             raise ToolError(f"invalid pass pipeline '{spec}': unknown option '{key}' of pass '{arg_spec.name}' ({options})")
+    arg_spec = _integers_as_floats(cls, arg_spec)
     try:
         return cls.from_pass_spec(arg_spec)
     except (ValueError, TypeError) as e:
@@ -254,6 +256,21 @@ def _instantiate(cls: type[ModulePass], arg_spec: ArgSpec, spec: str) -> ModuleP
                     f"invalid pass pipeline '{spec}': option '{key}' of pass '{arg_spec.name}': {single}"
                 ) from None
         raise ToolError(f"invalid pass pipeline '{spec}': pass '{arg_spec.name}': {e}") from None
+
+
+def _integers_as_floats(cls: type[ModulePass], arg_spec: ArgSpec) -> ArgSpec:
+    """`arg_spec` with an integer given to a float option as that float (`effort=1`), as mlir-opt reads
+    a double option; xDSL's type check refuses an int where the field says float."""
+    hints = get_type_hints(cls)
+    parameters = {
+        key: tuple(
+            float(v) if type(v) is int and v.bit_length() <= 1024 else v for v in values  # larger: refused as an int
+        )
+        if hints.get(key.replace("-", "_")) is float
+        else values
+        for key, values in arg_spec.parameters.items()
+    }
+    return ArgSpec(arg_spec.name, parameters)
 
 
 def _loader(name: str, factory: Callable[[], type[ModulePass]]) -> Callable[[], type[ModulePass]]:
