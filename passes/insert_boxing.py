@@ -17,10 +17,20 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects import job
 from irflow.dialects.job import BoxingOp
-from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, hierarchy_of, nd_attr, nd_codes, nd_text, transition
+from irflow.dialects.sbp import (
+    NdSbpAttr,
+    PlacementAttr,
+    check_fits,
+    hierarchy_of,
+    nd_attr,
+    nd_codes,
+    nd_text,
+    transition,
+)
 from irflow.errors import CompileError, source_location
 from irflow.passes.sbp_infer import func_placement, return_needs
 from irflow.passes.sbp_rules import moved_bytes, nbytes, placement_bytes
@@ -39,7 +49,16 @@ def _made(value: SSAValue, func: job.FuncOp) -> Form:
     if not isinstance(given, ArrayAttr):
         raise CompileError(f"job '{func.sym_name.data}' has no arg_sbp: run sbp-infer first")
     index = func.body.block.args.index(value)  # type: ignore[arg-type]
-    return given.data[index], func_placement(func)  # type: ignore[return-value]
+    what = f"arg_sbp #{index} of job '{func.sym_name.data}'"
+    home = func_placement(func)
+    sbp = given.data[index] if index < len(given.data) else None
+    if not isinstance(sbp, NdSbpAttr):
+        raise CompileError(f"{what} is missing or not a #job.nd_sbp: run sbp-infer first")
+    try:  # arg_sbp may come from a hand-written func, which no verifier checks against its placement
+        check_fits(sbp, len(job.shape_of(value.type)), hierarchy_of(home), what)
+    except VerifyException as e:
+        raise CompileError(str(e)) from None
+    return sbp, home
 
 
 def _needed(op: Operation, func: job.FuncOp) -> list[Form] | None:
