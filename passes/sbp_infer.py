@@ -322,6 +322,11 @@ class _Builder:
             needs = tuple(return_needs(func, v) for v in op.operands)
             self.add(op, None, [Signature(needs, (), 0.0)], "rule", op.operands, home, [home] * len(needs))
             return
+        if type(op) in job.PHYSICAL_OPS:  # hand-written, or a func whose `mesh` was dropped: it has no SBP rules
+            raise CompileError(
+                f"'{op.name}' is a per-device op (lower-to-physical writes it): sbp-infer runs on the logical job",
+                source_location(op),
+            )
         place = self.place(op_placement(op, func))
         hierarchy = self.graph.hierarchies[place]
         value = op.results[0] if op.results else None
