@@ -5,7 +5,10 @@ The optimizer dictionary that job.minimize carries (docs/training.md):
     {kind = "sgd" | "adam" | "adamw",
      momentum, beta1, beta2, epsilon, do_bias_correction, weight_decay,
      clip_norm,                                   (optional)
-     lr = {kind = "piecewise_constant", boundaries, values} | {kind = "cosine", base_lr, steps, alpha},
+     lr = {kind = "piecewise_constant", boundaries, values} | {kind = "piecewise_scaling", base_lr, boundaries, scales}
+        | {kind = "cosine", base_lr, steps, alpha} | {kind = "linear_cosine", base_lr, steps, num_periods, alpha, beta}
+        | {kind = "polynomial", base_lr, steps, end_learning_rate, power, cycle}
+        | {kind = "exponential" | "inverse_time" | "natural_exp", base_lr, steps, decay_rate, staircase},
      warmup = {kind = "linear" | "constant", steps, multiplier}}   (optional)
 """
 
@@ -16,6 +19,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
+    BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     DictionaryAttr,
@@ -48,9 +52,16 @@ _OPTIMIZER_KEYS: dict[str, dict[str, object]] = {
     "adamw": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "do_bias_correction": True, "weight_decay": 0.0},
 }
 _COMMON_KEYS = ("kind", "lr", "warmup", "clip_norm")
+_DECAY_RATE: dict[str, object] = {"base_lr": None, "steps": None, "decay_rate": None, "staircase": False}
 _SCHEDULE_KEYS: dict[str, dict[str, object]] = {
     "piecewise_constant": {"boundaries": None, "values": None},
+    "piecewise_scaling": {"base_lr": None, "boundaries": None, "scales": None},
     "cosine": {"base_lr": None, "steps": None, "alpha": 0.0},
+    "linear_cosine": {"base_lr": None, "steps": None, "num_periods": 0.5, "alpha": 0.0, "beta": 0.001},
+    "polynomial": {"base_lr": None, "steps": None, "end_learning_rate": 0.0001, "power": 1.0, "cycle": False},
+    "exponential": _DECAY_RATE,
+    "inverse_time": _DECAY_RATE,
+    "natural_exp": _DECAY_RATE,
 }
 _WARMUP_KEYS: dict[str, dict[str, object]] = {
     "linear": {"steps": None, "multiplier": 0.0},
@@ -169,23 +180,7 @@ def parse_optimizer(attr: Attribute, location: SourceLocation | None) -> Optimiz
     lr = _Reader(top.data["lr"], "optimizer.lr", location)
     lr_kind = lr.kind(_SCHEDULE_KEYS)
     lr.only(["kind", *_SCHEDULE_KEYS[lr_kind]])
-    schedule: dict[str, Attribute] = {"kind": StringAttr(lr_kind)}
-    if lr_kind == "piecewise_constant":
-        boundaries, values = lr.value("boundaries"), lr.value("values")
-        if not isinstance(boundaries, list) or not isinstance(values, list):
-            lr.fail("optimizer.lr.boundaries and values must be arrays")
-        if len(values) != len(boundaries) + 1:  # type: ignore[arg-type]
-            lr.fail(f"piecewise_constant needs one more value than boundaries, got {len(boundaries)} "  # type: ignore[arg-type]
-                    f"boundaries and {len(values)} values")  # type: ignore[arg-type]
-        if any(b >= a for a, b in zip(boundaries[1:], boundaries)):  # type: ignore[index]
-            lr.fail(f"piecewise_constant boundaries must increase, got {boundaries}")
-        schedule["boundaries"] = job.i64_array([int(b) for b in boundaries])  # type: ignore[union-attr]
-        schedule["values"] = job.f64_array([float(v) for v in values])  # type: ignore[union-attr]
-    else:
-        schedule["base_lr"] = FloatAttr(lr.number("base_lr", lo=0.0), job.f64)
-        schedule["steps"] = IntegerAttr(int(lr.number("steps", lo=1.0)), i64)
-        schedule["alpha"] = FloatAttr(lr.number("alpha", 0.0, lo=0.0, hi=1.0), job.f64)
-
+    schedule = _parse_schedule(lr, lr_kind)
     if "warmup" in top.data:
         warm = _Reader(top.data["warmup"], "optimizer.warmup", location)
         warm_kind = warm.kind(_WARMUP_KEYS)
@@ -199,6 +194,40 @@ def parse_optimizer(attr: Attribute, location: SourceLocation | None) -> Optimiz
             "multiplier": FloatAttr(multiplier, job.f64),
         })
     return OptimizerConfig(kind, params, DictionaryAttr(schedule), clip_norm)
+
+
+def _parse_schedule(lr: _Reader, kind: str) -> dict[str, Attribute]:
+    """The `lr` dictionary of `kind` with its defaults filled in, each value checked."""
+    schedule: dict[str, Attribute] = {"kind": StringAttr(kind)}
+    boundaries: list[int] = []
+    for key, default in _SCHEDULE_KEYS[kind].items():
+        if key == "boundaries":
+            boundaries = [int(b) for b in _array(lr, key)]
+            if any(b >= a for a, b in zip(boundaries[1:], boundaries)):
+                lr.fail(f"{kind} boundaries must increase, got {boundaries}")
+            schedule[key] = job.i64_array(boundaries)
+        elif key in ("values", "scales"):
+            values = [float(v) for v in _array(lr, key)]
+            wanted = len(boundaries) + (key == "values")
+            if len(values) != wanted:
+                lr.fail(f"{kind} needs {'one more value than' if key == 'values' else 'as many scales as'} "
+                        f"boundaries, got {len(boundaries)} boundaries and {len(values)} {key}")
+            schedule[key] = job.f64_array(values)
+        elif key == "steps":
+            schedule[key] = IntegerAttr(int(lr.number(key, lo=1.0)), i64)
+        elif isinstance(default, bool):
+            schedule[key] = BoolAttr.from_bool(bool(lr.value(key, default)))
+        else:
+            hi = 1.0 if (kind, key) == ("cosine", "alpha") else None
+            schedule[key] = FloatAttr(lr.number(key, default, lo=0.0, hi=hi), job.f64)
+    return schedule
+
+
+def _array(reader: _Reader, key: str) -> list[float]:
+    values = reader.value(key)
+    if not isinstance(values, list):
+        reader.fail(f"{reader.path}.{key} must be an array, got {values}")
+    return values  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------- lowering

@@ -6,7 +6,11 @@ and optimizer passes turn it into gradients and update ops. The dictionary:
     {kind = "sgd" | "adam" | "adamw", momentum, beta1, beta2, epsilon,
      do_bias_correction, weight_decay, clip_norm (only when clipping),
      lr = {kind = "piecewise_constant", boundaries = [ints], values = [floats]}
-        | {kind = "cosine", base_lr, steps, alpha},
+        | {kind = "piecewise_scaling", base_lr, boundaries = [ints], scales = [floats]}
+        | {kind = "cosine", base_lr, steps, alpha}
+        | {kind = "linear_cosine", base_lr, steps, num_periods, alpha, beta}
+        | {kind = "polynomial", base_lr, steps, end_learning_rate, power, cycle}
+        | {kind = "exponential" | "inverse_time" | "natural_exp", base_lr, steps, decay_rate, staircase},
      warmup = {kind = "linear" | "constant", steps, multiplier} (only with a warmup)}
 
 Every key is always present (but the optional two), so a pass reads the same
@@ -70,6 +74,16 @@ class LrScheduler:
         self.warmup = warmup
 
 
+def _check_steps(scheduler: str, steps: int) -> None:
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"{scheduler}: steps must be a positive int, got {steps!r}")
+
+
+def _check_boundaries(scheduler: str, boundaries: list[int]) -> None:
+    if any(not isinstance(b, int) for b in boundaries) or boundaries != sorted(boundaries):
+        raise ValueError(f"{scheduler}: boundaries must be increasing ints, got {boundaries}")
+
+
 class PiecewiseConstantScheduler(LrScheduler):
     """values[i] for the first i with step <= boundaries[i] (docs/training.md); values[-1] after the last boundary."""
 
@@ -80,9 +94,28 @@ class PiecewiseConstantScheduler(LrScheduler):
                 f"PiecewiseConstantScheduler needs one more value than boundaries: "
                 f"{len(boundaries)} boundaries {boundaries} and {len(values)} values {values}"
             )
-        if any(not isinstance(b, int) for b in boundaries) or boundaries != sorted(boundaries):
-            raise ValueError(f"PiecewiseConstantScheduler: boundaries must be increasing ints, got {boundaries}")
+        _check_boundaries("PiecewiseConstantScheduler", boundaries)
         spec = {"kind": "piecewise_constant", "boundaries": boundaries, "values": [float(v) for v in values]}
+        super().__init__(spec, warmup)
+
+
+class PiecewiseScalingScheduler(LrScheduler):
+    """base_lr * ([1] + scale)[i] for the first i with step <= boundaries[i]; a single float is the scale
+    after every boundary (scales multiply base_lr, they do not compound).  OneFlow's kernel keeps the old rate at the boundary step itself, so this is
+    torch.optim.lr_scheduler.MultiStepLR with milestones one step later."""
+
+    def __init__(self, base_lr: float, boundaries: Sequence[int], scale: float | Sequence[float],
+                 warmup: Warmup | None = None):
+        boundaries = list(boundaries)
+        scales = [scale] * len(boundaries) if isinstance(scale, (int, float)) else list(scale)
+        if len(scales) != len(boundaries):
+            raise ValueError(
+                f"PiecewiseScalingScheduler needs a scale per boundary: "
+                f"{len(boundaries)} boundaries {boundaries} and {len(scales)} scales {scales}"
+            )
+        _check_boundaries("PiecewiseScalingScheduler", boundaries)
+        spec = {"kind": "piecewise_scaling", "base_lr": float(base_lr), "boundaries": boundaries,
+                "scales": [float(s) for s in scales]}
         super().__init__(spec, warmup)
 
 
@@ -90,9 +123,74 @@ class CosineScheduler(LrScheduler):
     """base_lr * ((1 - alpha) * (1 + cos(pi * min(step, steps) / steps)) / 2 + alpha)."""
 
     def __init__(self, base_lr: float, steps: int, alpha: float = 0.0, warmup: Warmup | None = None):
-        if not isinstance(steps, int) or steps < 1:
-            raise ValueError(f"CosineScheduler: steps must be a positive int, got {steps!r}")
+        _check_steps("CosineScheduler", steps)
         super().__init__({"kind": "cosine", "base_lr": float(base_lr), "steps": steps, "alpha": float(alpha)}, warmup)
+
+
+class LinearCosineScheduler(LrScheduler):
+    """base_lr * ((alpha + (steps - s) / steps) * (1 + cos(2 pi num_periods s / steps)) / 2 + beta),
+    s = min(step, steps): tf.compat.v1.train.linear_cosine_decay."""
+
+    def __init__(self, base_lr: float, steps: int, num_periods: float = 0.5, alpha: float = 0.0, beta: float = 0.001,
+                 warmup: Warmup | None = None):
+        _check_steps("LinearCosineScheduler", steps)
+        spec = {"kind": "linear_cosine", "base_lr": float(base_lr), "steps": steps, "num_periods": float(num_periods),
+                "alpha": float(alpha), "beta": float(beta)}
+        super().__init__(spec, warmup)
+
+
+class PolynomialScheduler(LrScheduler):
+    """(base_lr - end_learning_rate) * (1 - s / length) ** power + end_learning_rate.
+
+    Without cycle s = min(step, steps) and length = steps
+    (torch.optim.lr_scheduler.PolynomialLR when end_learning_rate is 0).  With
+    cycle s = step and length is the first multiple of steps from s on,
+    step 0 counting as step 1 (OneFlow's kernel), so unlike tf's
+    polynomial_decay the cycled rate at step 0 is already one step down.
+    """
+
+    def __init__(self, base_lr: float, steps: int, end_learning_rate: float = 0.0001, power: float = 1.0,
+                 cycle: bool = False, warmup: Warmup | None = None):
+        _check_steps("PolynomialScheduler", steps)
+        spec = {"kind": "polynomial", "base_lr": float(base_lr), "steps": steps,
+                "end_learning_rate": float(end_learning_rate), "power": float(power), "cycle": bool(cycle)}
+        super().__init__(spec, warmup)
+
+
+class _DecayRateScheduler(LrScheduler):
+    """The schedules of p = step / steps (floored when staircase) and a decay_rate."""
+
+    KIND = ""
+
+    def __init__(self, base_lr: float, steps: int, decay_rate: float, staircase: bool = False,
+                 warmup: Warmup | None = None):
+        _check_steps(type(self).__name__, steps)
+        spec = {"kind": self.KIND, "base_lr": float(base_lr), "steps": steps, "decay_rate": float(decay_rate),
+                "staircase": bool(staircase)}
+        super().__init__(spec, warmup)
+
+
+class ExponentialScheduler(_DecayRateScheduler):
+    """base_lr * decay_rate ** p, p = step / steps, floored when staircase
+    (torch.optim.lr_scheduler.StepLR with staircase, ExponentialLR with gamma = decay_rate ** (1 / steps) without)."""
+
+    KIND = "exponential"
+
+
+class InverseTimeScheduler(_DecayRateScheduler):
+    """base_lr / (1 + decay_rate * p), p = step / steps, floored when staircase.
+
+    OneFlow's docstring floors decay_rate * p; its kernel, which irflow
+    follows, floors p alone (as tf's inverse_time_decay).
+    """
+
+    KIND = "inverse_time"
+
+
+class NaturalExpScheduler(_DecayRateScheduler):
+    """base_lr * exp(-decay_rate * p), p = step / steps, floored when staircase."""
+
+    KIND = "natural_exp"
 
 
 class Optimizer:

@@ -18,6 +18,7 @@ from irflow.dialects.sbp import PlacementAttr
 from irflow.errors import CompileError
 from irflow.passes.autodiff import AutodiffPass
 from irflow.passes.optimizer import TRAIN_STEP, OptimizerPass
+from irflow.runtime.attributes import python_value
 from irflow.runtime.kernels.schedule import learning_rate, make_schedule
 
 PIECEWISE_1 = 'lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 1.0>}'
@@ -134,9 +135,29 @@ def test_schedule_is_written_on_learning_rate():
     assert schedule["warmup"].data["multiplier"].value.data == 0.25
 
 
+def test_schedule_defaults_are_filled_in_oneflows():
+    module = lowered('kind = "sgd", lr = {kind = "linear_cosine", base_lr = 0.1, steps = 10}')
+    (lr,) = ops_of(module, job.LearningRateOp)
+    assert {k: python_value(v) for k, v in lr.schedule.data.items()} == {
+        "kind": "linear_cosine", "base_lr": 0.1, "steps": 10, "num_periods": 0.5, "alpha": 0.0, "beta": 0.001}
+    module = lowered('kind = "sgd", lr = {kind = "natural_exp", base_lr = 0.1, steps = 10, decay_rate = 0.5}')
+    (lr,) = ops_of(module, job.LearningRateOp)
+    assert python_value(lr.schedule.data["staircase"]) is False
+
+
 @pytest.mark.parametrize(
     ("optimizer", "message"),
     [
+        ('kind = "sgd", lr = {kind = "piecewise_scaling", base_lr = 0.1, boundaries = array<i64: 5, 10>, '
+         'scales = array<f64: 0.1>}', "piecewise_scaling needs as many scales as boundaries, got 2 boundaries and 1"),
+        ('kind = "sgd", lr = {kind = "polynomial", steps = 10}', "optimizer.lr needs 'base_lr'"),
+        ('kind = "sgd", lr = {kind = "exponential", base_lr = 0.1, steps = 10, decay_rate = 0.5, staircase = 1.5}',
+         "optimizer.lr.staircase has the wrong kind of value"),
+        ('kind = "sgd", lr = {kind = "inverse_time", base_lr = 0.1, steps = 0, decay_rate = 0.5}',
+         "optimizer.lr.steps must be in [1.0, inf]"),
+        ('kind = "sgd", lr = {kind = "polynomial", base_lr = 0.1, steps = 10, power = -1.0}',
+         "optimizer.lr.power must be in [0.0, inf]"),
+        ('kind = "sgd", lr = {kind = "step", base_lr = 0.1}', "optimizer.lr.kind must be one of 'piecewise_constant'"),
         (f'kind = "rmsprop", {PIECEWISE_1}', "optimizer.kind must be one of 'sgd', 'adam', 'adamw'"),
         ('kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64: 5, 10>, '
          'values = array<f64: 1.0, 0.1>}', "one more value than boundaries, got 2 boundaries and 2 values"),

@@ -96,3 +96,30 @@ job.func @clip(%g1: tensor<2x3xf32>, %g2: tensor<3xf32>) attributes {job_type = 
 // CHECK-NEXT:    %[[C2:.*]] = job.mul %g2, %clip_factor : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
 // CHECK-NEXT:    job.sgd_update %w1, %[[C1]], %lr
 // CHECK-NEXT:    job.sgd_update %w2, %[[C2]], %lr
+
+// -----
+
+// The decay schedules (OneFlow's polynomial, exponential, ...) are job.learning_rate
+// like the others, with the keys a program leaves out filled in with OneFlow's
+// defaults: a polynomial decay ends at 1e-4, with power 1 and no cycle.
+
+job.func @polynomial(%g: tensor<3xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "sgd", momentum = 0.0, lr = {kind = "polynomial", base_lr = 0.1, steps = 100}, warmup = {kind = "constant", steps = 10, multiplier = 0.5}}} : tensor<3xf32>, tensor<3xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @polynomial
+// CHECK:         %lr = job.learning_rate %train_step {schedule = {base_lr = 1.000000e-01 : f64, cycle = false, end_learning_rate = 1.000000e-04 : f64, kind = "polynomial", power = 1.000000e+00 : f64, steps = 100 : i64, warmup = {kind = "constant", multiplier = 5.000000e-01 : f64, steps = 10 : i64}}} : (tensor<i64>) -> tensor<f32>
+// CHECK:         job.sgd_update %w, %g, %lr
+
+// -----
+
+job.func @exponential(%g: tensor<3xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "sgd", momentum = 0.0, lr = {kind = "exponential", base_lr = 0.1, steps = 10, decay_rate = 0.5, staircase = true}}} : tensor<3xf32>, tensor<3xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @exponential
+// CHECK:         %lr = job.learning_rate %train_step {schedule = {base_lr = 1.000000e-01 : f64, decay_rate = 5.000000e-01 : f64, kind = "exponential", staircase = true, steps = 10 : i64}} : (tensor<i64>) -> tensor<f32>
