@@ -1691,6 +1691,37 @@ class AdamUpdateOp(UpdateOp):
 
 
 @irdl_op_definition
+class RmsPropUpdateOp(UpdateOp):
+    """OneFlow's RMSProp: ms = d*ms + (1-d)*g*g; w -= lr * g / sqrt(ms + epsilon) (epsilon inside the root)."""
+
+    name = "job.rmsprop_update"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    mean_square = operand_def(TensorType)
+    lr = operand_def(TensorType)
+    decay_rate = prop_def(FloatAttr)
+    epsilon = prop_def(FloatAttr)
+    STATE_COUNT: ClassVar[int] = 2
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 2)
+
+
+@irdl_op_definition
+class CenteredRmsPropUpdateOp(UpdateOp):
+    """Centered RMSProp (OneFlow's): also mg = d*mg + (1-d)*g, and the root is of ms - mg*mg + epsilon."""
+
+    name = "job.centered_rmsprop_update"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    mean_square = operand_def(TensorType)
+    mean_gradient = operand_def(TensorType)
+    lr = operand_def(TensorType)
+    decay_rate = prop_def(FloatAttr)
+    epsilon = prop_def(FloatAttr)
+    STATE_COUNT: ClassVar[int] = 3
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 2, 3)
+
+
+@irdl_op_definition
 class MinimizeOp(EffectOp):
     """Marks the loss of a train job and carries the optimizer; `autodiff` consumes it.
 
@@ -2191,7 +2222,8 @@ COMPUTE_OPS: list[type[Operation]] = [
     SparseSoftmaxCrossEntropyGradOp, SoftmaxCrossEntropyGradOp,
     Conv2DOp, Conv2DGradInputOp, Conv2DGradFilterOp,
     MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp,
-    BoxingOp, LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp, MinimizeOp, ApplyGradientsOp, DiffOp,
+    BoxingOp, LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp, RmsPropUpdateOp,
+    CenteredRmsPropUpdateOp, MinimizeOp, ApplyGradientsOp, DiffOp,
 ]  # fmt: skip
 
 Job = Dialect("job", [FuncOp, ReturnOp, *COMPUTE_OPS, *PHYSICAL_OPS], [SbpAttr, NdSbpAttr, PlacementAttr, BoundedAttr, TensorBufferAttr])

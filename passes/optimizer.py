@@ -2,8 +2,8 @@
 
 The optimizer dictionary that job.minimize carries (docs/training.md):
 
-    {kind = "sgd" | "adam" | "adamw",
-     momentum, beta1, beta2, epsilon, do_bias_correction, weight_decay,
+    {kind = "sgd" | "adam" | "adamw" | "rmsprop",
+     momentum, beta1, beta2, epsilon, do_bias_correction, weight_decay, decay_rate, centered,
      clip_norm,                                   (optional)
      lr = {kind = "piecewise_constant", boundaries, values} | {kind = "piecewise_scaling", base_lr, boundaries, scales}
         | {kind = "cosine", base_lr, steps, alpha} | {kind = "linear_cosine", base_lr, steps, num_periods, alpha, beta}
@@ -14,8 +14,9 @@ The optimizer dictionary that job.minimize carries (docs/training.md):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
@@ -50,6 +51,7 @@ _OPTIMIZER_KEYS: dict[str, dict[str, object]] = {
     "sgd": {"momentum": 0.9, "weight_decay": 0.0},
     "adam": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "do_bias_correction": True, "weight_decay": 0.0},
     "adamw": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "do_bias_correction": True, "weight_decay": 0.0},
+    "rmsprop": {"decay_rate": 0.99, "epsilon": 1e-8, "centered": False},
 }
 _COMMON_KEYS = ("kind", "lr", "warmup", "clip_norm")
 _DECAY_RATE: dict[str, object] = {"base_lr": None, "steps": None, "decay_rate": None, "staircase": False}
@@ -169,7 +171,7 @@ def parse_optimizer(attr: Attribute, location: SourceLocation | None) -> Optimiz
     for key, default in defaults.items():
         if isinstance(default, bool):
             params[key] = bool(top.value(key, default))
-        elif key in ("beta1", "beta2", "momentum"):
+        elif key in ("beta1", "beta2", "momentum", "decay_rate"):
             params[key] = top.number(key, default, lo=0.0, hi=1.0, hi_open=True)
         else:
             params[key] = top.number(key, default, lo=0.0)
@@ -307,29 +309,11 @@ def lower_apply_gradients(apply: job.ApplyGradientsOp) -> None:
     if config.clip_norm is not None and grads:
         grads = _clip_by_global_norm(b, grads, config.clip_norm)
 
-    p, shared = config.params, b.placement
+    shared = b.placement
     for (var, _), grad in zip(pairs, grads):
         assert isinstance(var.owner, job.VariableOp)
-        name = var.owner.var_name.data
         b.placement = var.owner.placement or shared  # a variable's state and update live on its devices
-        if config.kind == "sgd":
-            if p["momentum"] == 0.0:
-                _update(b, job.SgdUpdateOp, [var, grad, lr], weight_decay=p["weight_decay"])
-            else:
-                m = _variable(declared, b, f"{name}-momentum", var.type)
-                _update(b, job.MomentumUpdateOp, [var, grad, m, lr], beta=p["momentum"],
-                        weight_decay=p["weight_decay"])
-            continue
-        decay = p["weight_decay"]
-        if config.kind == "adam" and decay:
-            # Adam's weight decay is L2 regularization folded into the gradient (torch.optim.Adam);
-            # adam_update's own weight_decay is AdamW's decoupled decay.
-            grad = b.emit(job.AddOp, [grad, b.emit(job.MulOp, [var, b.scalar(float(decay), var)])])
-            decay = 0.0
-        m = _variable(declared, b, f"{name}-m", var.type)
-        v = _variable(declared, b, f"{name}-v", var.type)
-        _update(b, job.AdamUpdateOp, [var, grad, m, v, lr, next_step], beta1=p["beta1"], beta2=p["beta2"],
-                epsilon=p["epsilon"], weight_decay=decay, do_bias_correction=p["do_bias_correction"])
+        _UPDATES[config.kind](_Target(b, declared, var, var.owner.var_name.data), grad, lr, next_step, config.params)
 
     b.placement = shared
     _update(b, job.AssignOp, [step, next_step])
@@ -338,3 +322,57 @@ def lower_apply_gradients(apply: job.ApplyGradientsOp) -> None:
 
 def _update(b: GradientBuilder, cls: type[job.UpdateOp], operands: Sequence[SSAValue], **props: object) -> None:
     b.place(cls.make(operands, **props))
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The variable one update op writes, and where its optimizer state comes from."""
+
+    b: GradientBuilder
+    declared: Mapping[str, job.VariableOp]
+    var: SSAValue
+    name: str
+
+    def state(self, suffix: str) -> SSAValue:
+        """The variable's zero-initialized state `<var>-<suffix>` (OneFlow's names), of the variable's type."""
+        return _variable(self.declared, self.b, f"{self.name}-{suffix}", self.var.type)
+
+
+Params = Mapping[str, float | bool]
+
+
+def _sgd(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -> None:
+    if p["momentum"] == 0.0:
+        _update(t.b, job.SgdUpdateOp, [t.var, grad, lr], weight_decay=p["weight_decay"])
+    else:
+        _update(t.b, job.MomentumUpdateOp, [t.var, grad, t.state("momentum"), lr], beta=p["momentum"],
+                weight_decay=p["weight_decay"])
+
+
+def _adam(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params, *, decoupled: bool) -> None:
+    decay = p["weight_decay"]
+    if not decoupled and decay:
+        # Adam's weight decay is L2 regularization folded into the gradient (torch.optim.Adam);
+        # adam_update's own weight_decay is AdamW's decoupled decay.
+        grad = t.b.emit(job.AddOp, [grad, t.b.emit(job.MulOp, [t.var, t.b.scalar(float(decay), t.var)])])
+        decay = 0.0
+    _update(t.b, job.AdamUpdateOp, [t.var, grad, t.state("m"), t.state("v"), lr, step], beta1=p["beta1"],
+            beta2=p["beta2"], epsilon=p["epsilon"], weight_decay=decay, do_bias_correction=p["do_bias_correction"])
+
+
+def _rmsprop(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -> None:
+    mean_square = t.state("mean_square")
+    if p["centered"]:
+        _update(t.b, job.CenteredRmsPropUpdateOp, [t.var, grad, mean_square, t.state("mean_gradient"), lr],
+                decay_rate=p["decay_rate"], epsilon=p["epsilon"])
+    else:
+        _update(t.b, job.RmsPropUpdateOp, [t.var, grad, mean_square, lr], decay_rate=p["decay_rate"],
+                epsilon=p["epsilon"])
+
+
+_UPDATES: dict[str, Callable[[_Target, SSAValue, SSAValue, SSAValue, Params], None]] = {
+    "sgd": _sgd,
+    "adam": partial(_adam, decoupled=False),
+    "adamw": partial(_adam, decoupled=True),
+    "rmsprop": _rmsprop,
+}

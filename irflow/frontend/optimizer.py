@@ -3,8 +3,8 @@
 `minimize(loss)` appends `job.minimize %loss {optimizer = {...}}`; the autodiff
 and optimizer passes turn it into gradients and update ops. The dictionary:
 
-    {kind = "sgd" | "adam" | "adamw", momentum, beta1, beta2, epsilon,
-     do_bias_correction, weight_decay, clip_norm (only when clipping),
+    {kind = "sgd" | "adam" | "adamw" | "rmsprop", momentum, beta1, beta2, epsilon,
+     do_bias_correction, weight_decay, decay_rate, centered, clip_norm (only when clipping),
      lr = {kind = "piecewise_constant", boundaries = [ints], values = [floats]}
         | {kind = "piecewise_scaling", base_lr, boundaries = [ints], scales = [floats]}
         | {kind = "cosine", base_lr, steps, alpha}
@@ -206,6 +206,8 @@ class Optimizer:
         do_bias_correction: bool = True,
         weight_decay: float | None = None,
         grad_clipping: ClipGradient | None = None,
+        decay_rate: float = 0.99,
+        centered: bool = False,
     ):
         if not isinstance(lr_scheduler, LrScheduler):
             raise TypeError(
@@ -222,6 +224,8 @@ class Optimizer:
             "epsilon": float(epsilon),
             "do_bias_correction": bool(do_bias_correction),
             "weight_decay": float(weight_decay or 0.0),
+            "decay_rate": float(decay_rate),
+            "centered": bool(centered),
             "lr": dict(lr_scheduler.spec),
         }
         if grad_clipping is not None:
@@ -302,3 +306,26 @@ class AdamW(Optimizer):
         grad_clipping: ClipGradient | None = None,
     ):
         super().__init__(lr_scheduler, 0.0, beta1, beta2, epsilon, do_bias_correction, weight_decay, grad_clipping)
+
+
+class RMSProp(Optimizer):
+    """RMSProp as OneFlow computes it: w -= lr * g / sqrt(ms + epsilon), ms = decay_rate * ms + (1 - decay_rate) * g**2;
+    centered, the root is of ms - mg**2 + epsilon with mg the same average of g.
+
+    epsilon sits inside the square root (torch.optim.RMSprop adds it after); OneFlow's
+    loss_scale_factor, train_step_lbn, loss_scale_policy and variables are not taken.
+    """
+
+    KIND = "rmsprop"
+
+    def __init__(
+        self,
+        lr_scheduler: LrScheduler,
+        decay_rate: float = 0.99,
+        epsilon: float = 1e-8,
+        centered: bool = False,
+        grad_clipping: ClipGradient | None = None,
+    ):
+        super().__init__(lr_scheduler, epsilon=epsilon, grad_clipping=grad_clipping, decay_rate=decay_rate,
+                         centered=centered)
+

@@ -101,6 +101,20 @@ def test_adam_gets_m_v_and_the_one_based_step():
     assert (u1.beta1.value.data, u1.beta2.value.data, u1.epsilon.value.data) == (0.8, 0.99, 1e-6)
 
 
+@pytest.mark.parametrize("centered", [False, True])
+def test_rmsprop_keeps_oneflows_mean_square_and_centered_mean_gradient(centered: bool):
+    module = lowered(f'kind = "rmsprop", decay_rate = 0.8, epsilon = 1.0e-03, centered = {str(centered).lower()}, '
+                     f'{PIECEWISE_1}')
+    names = variables(module)
+    cls = job.CenteredRmsPropUpdateOp if centered else job.RmsPropUpdateOp
+    (u1, _) = ops_of(module, cls)
+    assert u1.mean_square is names["w1-mean_square"].results[0]
+    assert ("w1-mean_gradient" in names) == centered
+    if centered:
+        assert u1.mean_gradient is names["w1-mean_gradient"].results[0]
+    assert (u1.decay_rate.value.data, u1.epsilon.value.data) == (0.8, 1e-3)
+
+
 def test_keys_of_other_optimizers_are_ignored():
     """The frontend writes every key; only the kind's own ones matter."""
     module = lowered(f'kind = "adam", momentum = 0.0, beta1 = 0.5, {PIECEWISE_1}')
@@ -158,7 +172,7 @@ def test_schedule_defaults_are_filled_in_oneflows():
         ('kind = "sgd", lr = {kind = "polynomial", base_lr = 0.1, steps = 10, power = -1.0}',
          "optimizer.lr.power must be in [0.0, inf]"),
         ('kind = "sgd", lr = {kind = "step", base_lr = 0.1}', "optimizer.lr.kind must be one of 'piecewise_constant'"),
-        (f'kind = "rmsprop", {PIECEWISE_1}', "optimizer.kind must be one of 'sgd', 'adam', 'adamw'"),
+        (f'kind = "adagrad", {PIECEWISE_1}', "optimizer.kind must be one of 'sgd', 'adam', 'adamw'"),
         ('kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64: 5, 10>, '
          'values = array<f64: 1.0, 0.1>}', "one more value than boundaries, got 2 boundaries and 2 values"),
         ('kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64: 10, 5>, '
@@ -170,6 +184,7 @@ def test_schedule_defaults_are_filled_in_oneflows():
          "optimizer.warmup.multiplier must be in [0.0, 1.0)"),
         (f'kind = "sgd", {PIECEWISE_1}, warmup = {{kind = "exponential", steps = 3}}', "warmup.kind must be"),
         (f'kind = "adam", beta1 = 1.0, {PIECEWISE_1}', "optimizer.beta1 must be in [0.0, 1.0)"),
+        (f'kind = "rmsprop", decay_rate = 1.0, {PIECEWISE_1}', "optimizer.decay_rate must be in [0.0, 1.0)"),
         (f'kind = "sgd", clip_norm = 0.0, {PIECEWISE_1}', "optimizer.clip_norm must be in (0.0, inf]"),
         (f'kind = "sgd", momentum = "high", {PIECEWISE_1}', "optimizer.momentum has the wrong kind of value"),
     ],

@@ -83,6 +83,12 @@ def momentum_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     return _elementwise(xp, [w, g, m, w_out, m_out, xp.empty(w.shape, w.dtype)], steps)
 
 
+def _bias_correction(xp: ModuleType, beta: float, step: Array, out: Array) -> None:
+    """out = 1 - beta**step, in out's dtype (float64: a float32 step would round beta**step)."""
+    xp.power(beta, step, out=out, dtype=out.dtype)
+    xp.subtract(1.0, out, out=out)
+
+
 @register("adam_update")
 def adam_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """torch.optim.Adam, or AdamW when weight_decay > 0 (decoupled: w *= 1 - lr * weight_decay first).
@@ -107,11 +113,9 @@ def adam_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
 
     def run() -> None:
         if bias_correction:
-            xp.power(beta1, step, out=step_size, dtype=np.float64)  # a float32 step would round beta**step
-            xp.subtract(1.0, step_size, out=step_size)
+            _bias_correction(xp, beta1, step, step_size)
             xp.divide(lr, step_size, out=step_size)
-            xp.power(beta2, step, out=root_correction, dtype=np.float64)
-            xp.subtract(1.0, root_correction, out=root_correction)
+            _bias_correction(xp, beta2, step, root_correction)
             xp.sqrt(root_correction, out=root_correction)
         else:
             xp.copyto(step_size, lr)
@@ -136,3 +140,46 @@ def adam_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
         xp.subtract(decayed, t, out=w_out)
 
     return run
+
+
+@register("rmsprop_update", "centered_rmsprop_update")
+def rmsprop_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """OneFlow's RMSProp: ms = d * ms + (1 - d) * g * g, centered (a mean_gradient in and out) also
+    mg = d * mg + (1 - d) * g; w -= lr * g / sqrt(ms [- mg * mg] + epsilon).
+
+    torch.optim.RMSprop adds epsilon after the square root instead.
+    """
+    w, g, ms, *centered, lr = ins
+    decay, epsilon = float(attrs["decay_rate"]), float(attrs["epsilon"])
+
+    def steps(arrays: list[Array]) -> list[Run]:
+        w, g, ms, w_out, ms_out, t, *centering = arrays
+        runs = [
+            partial(xp.multiply, ms, decay, out=ms_out),
+            partial(xp.square, g, out=t),
+            partial(xp.multiply, t, 1.0 - decay, out=t),
+            partial(xp.add, ms_out, t, out=ms_out),
+        ]
+        if centering:
+            mg, mg_out = centering
+            runs += [
+                partial(xp.multiply, mg, decay, out=mg_out),
+                partial(xp.multiply, g, 1.0 - decay, out=t),
+                partial(xp.add, mg_out, t, out=mg_out),
+                partial(xp.square, mg_out, out=t),
+                partial(xp.subtract, ms_out, t, out=t),
+                partial(xp.add, t, epsilon, out=t),
+            ]
+        else:
+            runs.append(partial(xp.add, ms_out, epsilon, out=t))
+        return [
+            *runs,
+            partial(xp.sqrt, t, out=t),
+            partial(xp.divide, g, t, out=t),
+            partial(xp.multiply, t, lr, out=t),
+            partial(xp.subtract, w, t, out=w_out),
+        ]
+
+    w_out, ms_out, *mg_out = outs
+    return _elementwise(xp, [w, g, ms, w_out, ms_out, xp.empty(w.shape, w.dtype), *centered, *mg_out], steps)
+

@@ -123,3 +123,31 @@ job.func @exponential(%g: tensor<3xf32>) attributes {job_type = "train"} {
 
 // CHECK-LABEL: job.func @exponential
 // CHECK:         %lr = job.learning_rate %train_step {schedule = {base_lr = 1.000000e-01 : f64, decay_rate = 5.000000e-01 : f64, kind = "exponential", staircase = true, steps = 10 : i64}} : (tensor<i64>) -> tensor<f32>
+
+// -----
+
+// RMSProp keeps OneFlow's <var>-mean_square; centered, also <var>-mean_gradient
+// and job.centered_rmsprop_update.
+
+job.func @rmsprop(%g: tensor<3xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "rmsprop", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<3xf32>, tensor<3xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @rmsprop
+// CHECK:         %w-mean_square = job.variable {initializer = {kind = "constant", value = 0.000000e+00 : f64}, name = "w-mean_square", trainable = false} : tensor<3xf32>
+// CHECK-NEXT:    job.rmsprop_update %w, %g, %w-mean_square, %lr {decay_rate = 9.900000e-01 : f64, epsilon = 1.000000e-08 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
+
+// -----
+
+job.func @centered_rmsprop(%g: tensor<3xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "rmsprop", decay_rate = 0.9, epsilon = 1.0e-06, centered = true, lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<3xf32>, tensor<3xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @centered_rmsprop
+// CHECK:         %w-mean_square = job.variable
+// CHECK-NEXT:    %w-mean_gradient = job.variable {initializer = {kind = "constant", value = 0.000000e+00 : f64}, name = "w-mean_gradient", trainable = false} : tensor<3xf32>
+// CHECK-NEXT:    job.centered_rmsprop_update %w, %g, %w-mean_square, %w-mean_gradient, %lr {decay_rate = 9.000000e-01 : f64, epsilon = 1.000000e-06 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>

@@ -130,3 +130,53 @@ def test_a_large_variable_is_updated_in_slices_per_thread(build_kernel, rng, nam
     np.testing.assert_allclose(w, ref_w, rtol=1e-13)
     if name == "momentum_update":
         np.testing.assert_allclose(m, ref_m, rtol=1e-13)
+
+
+def rmsprop_reference(w, g, ms, mg, lr, decay_rate, epsilon):
+    """OneFlow's RMSProp element by element: epsilon under the square root; centered when mg is given."""
+    w, ms = w.copy(), ms.copy()
+    mg = None if mg is None else mg.copy()
+    for i in np.ndindex(*w.shape):
+        ms[i] = decay_rate * ms[i] + (1 - decay_rate) * g[i] ** 2
+        denominator = ms[i]
+        if mg is not None:
+            mg[i] = decay_rate * mg[i] + (1 - decay_rate) * g[i]
+            denominator -= mg[i] ** 2
+        w[i] -= lr * g[i] / math.sqrt(denominator + epsilon)
+    return w, ms, mg
+
+
+@pytest.mark.parametrize("centered", [False, True])
+def test_rmsprop_follows_oneflow(build_kernel, rng, centered) -> None:
+    w, g, ms, mg = rng.standard_normal(SHAPE), np.zeros(SHAPE), np.zeros(SHAPE), np.zeros(SHAPE)
+    lr = scalar(0.01, np.float64)
+    state = [ms, mg] if centered else [ms]
+    name = "centered_rmsprop_update" if centered else "rmsprop_update"
+    step, _ = build_kernel(name, [w, g, *state, lr], [w, *state], decay_rate=0.9, epsilon=0.05)
+    ref = (w.copy(), ms.copy(), mg.copy() if centered else None)
+    for _ in range(4):
+        g[...] = rng.standard_normal(SHAPE)
+        ref = rmsprop_reference(ref[0], g, ref[1], ref[2], 0.01, 0.9, 0.05)
+        step()
+        for got, want in zip((w, ms, mg), ref):
+            if want is not None:
+                np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+@pytest.mark.parametrize("centered", [False, True])
+def test_rmsprop_matches_torch_when_epsilon_is_zero(build_kernel, rng, centered) -> None:
+    """torch.optim.RMSprop divides by sqrt(.) + eps, OneFlow by sqrt(. + eps): the same update at eps = 0."""
+    torch = pytest.importorskip("torch")
+    w0 = rng.standard_normal((5, 7)).astype(np.float32)
+    param = torch.nn.Parameter(torch.tensor(w0))
+    opt = torch.optim.RMSprop([param], lr=0.01, alpha=0.9, eps=0.0, centered=centered)
+    w, g = w0.copy(), np.zeros_like(w0)
+    state = [np.zeros_like(w0) for _ in range(1 + centered)]
+    name = "centered_rmsprop_update" if centered else "rmsprop_update"
+    step, _ = build_kernel(name, [w, g, *state, scalar(0.01)], [w, *state], decay_rate=0.9, epsilon=0.0)
+    for grad in rng.standard_normal((6, 5, 7)).astype(np.float32):
+        param.grad = torch.tensor(grad)
+        opt.step()
+        g[...] = grad
+        step()
+        np.testing.assert_allclose(w, param.detach().numpy(), rtol=1e-5, atol=1e-6)
