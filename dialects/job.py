@@ -1626,6 +1626,8 @@ class UpdateOp(EffectOp):
                 raise VerifyException(f"{self.name}: operand #{i} must come from job.variable")
 
     WRITTEN_OPERANDS: ClassVar[tuple[int, ...]]
+    WHOLE_VARIABLE: ClassVar[bool] = False
+    """The update reads a norm of the whole variable (LAMB, LARS): each device must hold all of it."""
 
 
 @irdl_op_definition
@@ -1719,6 +1721,28 @@ class CenteredRmsPropUpdateOp(UpdateOp):
     epsilon = prop_def(FloatAttr)
     STATE_COUNT: ClassVar[int] = 3
     WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 2, 3)
+
+
+@irdl_op_definition
+class LambUpdateOp(UpdateOp):
+    """OneFlow's LAMB: bias-corrected Adam direction u = m_hat / sqrt(v_hat + epsilon), scaled by |w| / |u|.
+
+    The norms are of the whole variable, so sbp-infer refuses a split one.
+    """
+
+    name = "job.lamb_update"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    m = operand_def(TensorType)
+    v = operand_def(TensorType)
+    lr = operand_def(TensorType)
+    step = operand_def(TensorType)
+    beta1 = prop_def(FloatAttr)
+    beta2 = prop_def(FloatAttr)
+    epsilon = prop_def(FloatAttr)
+    STATE_COUNT: ClassVar[int] = 3
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 2, 3)
+    WHOLE_VARIABLE: ClassVar[bool] = True
 
 
 @irdl_op_definition
@@ -2223,7 +2247,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     Conv2DOp, Conv2DGradInputOp, Conv2DGradFilterOp,
     MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp,
     BoxingOp, LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp, RmsPropUpdateOp,
-    CenteredRmsPropUpdateOp, MinimizeOp, ApplyGradientsOp, DiffOp,
+    CenteredRmsPropUpdateOp, LambUpdateOp, MinimizeOp, ApplyGradientsOp, DiffOp,
 ]  # fmt: skip
 
 Job = Dialect("job", [FuncOp, ReturnOp, *COMPUTE_OPS, *PHYSICAL_OPS], [SbpAttr, NdSbpAttr, PlacementAttr, BoundedAttr, TensorBufferAttr])

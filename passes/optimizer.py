@@ -2,7 +2,7 @@
 
 The optimizer dictionary that job.minimize carries (docs/training.md):
 
-    {kind = "sgd" | "adam" | "adamw" | "rmsprop",
+    {kind = "sgd" | "adam" | "adamw" | "rmsprop" | "lamb",
      momentum, beta1, beta2, epsilon, do_bias_correction, weight_decay, decay_rate, centered,
      clip_norm,                                   (optional)
      lr = {kind = "piecewise_constant", boundaries, values} | {kind = "piecewise_scaling", base_lr, boundaries, scales}
@@ -52,6 +52,7 @@ _OPTIMIZER_KEYS: dict[str, dict[str, object]] = {
     "adam": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "do_bias_correction": True, "weight_decay": 0.0},
     "adamw": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "do_bias_correction": True, "weight_decay": 0.0},
     "rmsprop": {"decay_rate": 0.99, "epsilon": 1e-8, "centered": False},
+    "lamb": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-6},
 }
 _COMMON_KEYS = ("kind", "lr", "warmup", "clip_norm")
 _DECAY_RATE: dict[str, object] = {"base_lr": None, "steps": None, "decay_rate": None, "staircase": False}
@@ -370,9 +371,15 @@ def _rmsprop(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params
                 epsilon=p["epsilon"])
 
 
+def _lamb(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -> None:
+    _update(t.b, job.LambUpdateOp, [t.var, grad, t.state("m"), t.state("v"), lr, step], beta1=p["beta1"],
+            beta2=p["beta2"], epsilon=p["epsilon"])
+
+
 _UPDATES: dict[str, Callable[[_Target, SSAValue, SSAValue, SSAValue, Params], None]] = {
     "sgd": _sgd,
     "adam": partial(_adam, decoupled=False),
     "adamw": partial(_adam, decoupled=True),
     "rmsprop": _rmsprop,
+    "lamb": _lamb,
 }

@@ -3,7 +3,7 @@
 `minimize(loss)` appends `job.minimize %loss {optimizer = {...}}`; the autodiff
 and optimizer passes turn it into gradients and update ops. The dictionary:
 
-    {kind = "sgd" | "adam" | "adamw" | "rmsprop", momentum, beta1, beta2, epsilon,
+    {kind = "sgd" | "adam" | "adamw" | "rmsprop" | "lamb", momentum, beta1, beta2, epsilon,
      do_bias_correction, weight_decay, decay_rate, centered, clip_norm (only when clipping),
      lr = {kind = "piecewise_constant", boundaries = [ints], values = [floats]}
         | {kind = "piecewise_scaling", base_lr, boundaries = [ints], scales = [floats]}
@@ -329,3 +329,25 @@ class RMSProp(Optimizer):
         super().__init__(lr_scheduler, epsilon=epsilon, grad_clipping=grad_clipping, decay_rate=decay_rate,
                          centered=centered)
 
+
+class LAMB(Optimizer):
+    """LAMB as OneFlow computes it: bias-corrected Adam moments, u = m_hat / sqrt(v_hat + epsilon),
+    w -= lr * (|w| / |u|) * u per variable (the ratio 1 when either norm is 0).
+
+    Epsilon is under the square root (the LAMB paper adds it after); OneFlow's
+    loss_scale_factor, train_step_lbn, loss_scale_policy and variables are not
+    taken, and, as OneFlow 0.x's LAMB, there is no weight decay.  Each device
+    must hold a whole variable (the norms are of all of it).
+    """
+
+    KIND = "lamb"
+
+    def __init__(
+        self,
+        lr_scheduler: LrScheduler,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-6,
+        grad_clipping: ClipGradient | None = None,
+    ):
+        super().__init__(lr_scheduler, beta1=beta1, beta2=beta2, epsilon=epsilon, grad_clipping=grad_clipping)

@@ -218,11 +218,56 @@ def test_rmsprop_puts_epsilon_under_the_root_as_oneflow(centered: bool):
     assert state <= set(ours) and ("h-weight-mean_gradient" in ours) == centered
 
 
+def oneflow_lamb(lr: float, beta1: float, beta2: float, epsilon: float):
+    """OneFlow's LAMB: epsilon under the root, the trust ratio |w| / |u| of each whole variable."""
+
+    def update(name, w, g, state, step):
+        m = state["m"] = beta1 * state.get("m", 0.0) + (1 - beta1) * g
+        v = state["v"] = beta2 * state.get("v", 0.0) + (1 - beta2) * g * g
+        u = (m / (1 - beta1**step)) / np.sqrt(v / (1 - beta2**step) + epsilon)
+        w_norm, u_norm = np.linalg.norm(w), np.linalg.norm(u)
+        w -= lr * (w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0) * u
+
+    return update
+
+
+def lamb() -> flow.optimizer.LAMB:
+    return flow.optimizer.LAMB(flow.optimizer.PiecewiseConstantScheduler([], [LR]), beta2=0.99, epsilon=1e-4)
+
+
+def test_lamb_matches_numpy_of_oneflows_formula():
+    model, data = torch_model(), batches()
+    ours = train_ours(lamb(), model, data)
+    assert_weights(ours, train_reference(model, data, oneflow_lamb(LR, 0.9, 0.99, 1e-4)))
+    assert {"h-weight-m", "h-weight-v"} <= set(ours)
+
+
+def test_lamb_on_a_split_variable_is_a_located_compile_error():
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(6, 3), distribute=flow.distribute.split(0))
+        loss = flow.math.reduce_mean(flow.matmul(x, w))
+        flow.optimizer.LAMB(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)  # MARK-lamb
+        return loss
+
+    with pytest.raises(flow.CompileError, match=r"job.lamb_update takes norms of the whole variable, but 'w' is") as err:
+        train(np.ones((4, 6), np.float32))
+    assert err.value.location.line == line_of("MARK-lamb")
+
+
+def line_of(mark: str) -> int:
+    with open(__file__) as f:
+        return next(i for i, line in enumerate(f, start=1) if line.rstrip().endswith(f"# {mark}"))
+
+
 # ----------------------------------------------------------------- state, checkpoints, devices
 
 OPTIMIZERS = {
     "rmsprop": (lambda: rmsprop(False, 1e-8), ["mean_square"]),
     "rmsprop-centered": (lambda: rmsprop(True, 1e-8), ["mean_square", "mean_gradient"]),
+    "lamb": (lamb, ["m", "v"]),
 }
 
 

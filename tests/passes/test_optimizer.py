@@ -115,6 +115,15 @@ def test_rmsprop_keeps_oneflows_mean_square_and_centered_mean_gradient(centered:
     assert (u1.decay_rate.value.data, u1.epsilon.value.data) == (0.8, 1e-3)
 
 
+def test_lamb_gets_m_v_the_one_based_step_and_oneflows_epsilon():
+    module = lowered(f'kind = "lamb", {PIECEWISE_1}')
+    names = variables(module)
+    (u1, _) = ops_of(module, job.LambUpdateOp)
+    assert u1.m is names["w1-m"].results[0] and u1.v is names["w1-v"].results[0]
+    assert isinstance(u1.step.owner, job.AddOp) and u1.step.owner.lhs is names[TRAIN_STEP].results[0]
+    assert (u1.beta1.value.data, u1.beta2.value.data, u1.epsilon.value.data) == (0.9, 0.999, 1e-6)
+
+
 def test_keys_of_other_optimizers_are_ignored():
     """The frontend writes every key; only the kind's own ones matter."""
     module = lowered(f'kind = "adam", momentum = 0.0, beta1 = 0.5, {PIECEWISE_1}')

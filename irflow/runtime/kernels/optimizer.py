@@ -183,3 +183,62 @@ def rmsprop_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array
     w_out, ms_out, *mg_out = outs
     return _elementwise(xp, [w, g, ms, w_out, ms_out, xp.empty(w.shape, w.dtype), *centered, *mg_out], steps)
 
+
+def _norms(xp: ModuleType, a: Array, b: Array, scratch: Array, out: Array) -> None:
+    """out[0], out[1] = the 2-norms of a and b (whole arrays: a split variable would give its piece's)."""
+    for i, x in enumerate((a, b)):
+        xp.square(x, out=scratch)
+        xp.sum(scratch, out=out[i, ...])
+    xp.sqrt(out, out=out)
+
+
+def _trust_ratio(xp: ModuleType, norms: Array, numerator: Array, denominator: Array, out: Array,
+                 positive: Array) -> None:
+    """out = numerator / denominator where both norms are positive, else 1 (LAMB's and LARS's guard)."""
+    xp.greater(norms, 0.0, out=positive)
+    xp.logical_and(positive[0, ...], positive[1, ...], out=positive[0, ...])
+    xp.copyto(denominator, 1.0, where=xp.logical_not(positive[0, ...]))  # no 0 / 0 where the ratio is 1
+    xp.divide(numerator, denominator, out=out)
+    xp.copyto(out, 1.0, where=xp.logical_not(positive[0, ...]))
+
+
+@register("lamb_update")
+def lamb_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """OneFlow's LAMB: Adam's moments with bias correction, u = m_hat / sqrt(v_hat + epsilon) (epsilon
+    under the root, as OneFlow), then w -= lr * (|w| / |u|) * u, the ratio 1 when either norm is 0.
+
+    `step` is the 1-based count of this update, as adam_update's.
+    """
+    (w, g, m, v, lr, step), (w_out, m_out, v_out) = ins, outs
+    beta1, beta2, epsilon = float(attrs["beta1"]), float(attrs["beta2"]), float(attrs["epsilon"])
+    u, t = xp.empty(w.shape, w.dtype), xp.empty(w.shape, w.dtype)
+    corrections = xp.empty((2,), np.float64)
+    applied = xp.empty((2,), w.dtype)
+    norms, scalars = xp.empty((2,), w.dtype), xp.empty((2,), w.dtype)
+    positive = xp.empty((2,), bool)
+    ratio, denominator = scalars[0, ...], scalars[1, ...]
+
+    def run() -> None:
+        _bias_correction(xp, beta1, step, corrections[0, ...])
+        _bias_correction(xp, beta2, step, corrections[1, ...])
+        xp.copyto(applied, corrections)
+        xp.multiply(m, beta1, out=m_out)
+        xp.multiply(g, 1.0 - beta1, out=t)
+        xp.add(m_out, t, out=m_out)
+        xp.multiply(v, beta2, out=v_out)
+        xp.square(g, out=t)
+        xp.multiply(t, 1.0 - beta2, out=t)
+        xp.add(v_out, t, out=v_out)
+        xp.divide(v_out, applied[1, ...], out=t)
+        xp.add(t, epsilon, out=t)
+        xp.sqrt(t, out=t)
+        xp.divide(m_out, applied[0, ...], out=u)
+        xp.divide(u, t, out=u)
+        _norms(xp, w, u, t, norms)
+        xp.copyto(denominator, norms[1, ...])
+        _trust_ratio(xp, norms, norms[0, ...], denominator, ratio, positive)
+        xp.multiply(ratio, lr, out=ratio)
+        xp.multiply(u, ratio, out=u)
+        xp.subtract(w, u, out=w_out)
+
+    return run

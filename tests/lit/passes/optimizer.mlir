@@ -151,3 +151,19 @@ job.func @centered_rmsprop(%g: tensor<3xf32>) attributes {job_type = "train"} {
 // CHECK:         %w-mean_square = job.variable
 // CHECK-NEXT:    %w-mean_gradient = job.variable {initializer = {kind = "constant", value = 0.000000e+00 : f64}, name = "w-mean_gradient", trainable = false} : tensor<3xf32>
 // CHECK-NEXT:    job.centered_rmsprop_update %w, %g, %w-mean_square, %w-mean_gradient, %lr {decay_rate = 9.000000e-01 : f64, epsilon = 1.000000e-06 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
+
+// -----
+
+// LAMB: Adam's <var>-m and <var>-v and the 1-based step; OneFlow's epsilon 1e-6.
+
+job.func @lamb(%g: tensor<3xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "lamb", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<3xf32>, tensor<3xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @lamb
+// CHECK:         %w-m = job.variable
+// CHECK-NEXT:    %w-v = job.variable
+// CHECK-NEXT:    job.lamb_update %w, %g, %w-m, %w-v, %lr, %next_step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-06 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+// CHECK-NEXT:    job.assign %train_step, %next_step

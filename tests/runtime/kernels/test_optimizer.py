@@ -132,6 +132,32 @@ def test_a_large_variable_is_updated_in_slices_per_thread(build_kernel, rng, nam
         np.testing.assert_allclose(m, ref_m, rtol=1e-13)
 
 
+def lamb_reference(w, g, m, v, lr, step, beta1, beta2, epsilon):
+    """OneFlow's LAMB in float64 scalars: the trust ratio of the whole variable."""
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g * g
+    u = (m / (1 - beta1**step)) / np.sqrt(v / (1 - beta2**step) + epsilon)
+    w_norm, u_norm = math.sqrt(float(np.sum(w * w))), math.sqrt(float(np.sum(u * u)))
+    ratio = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
+    return w - lr * ratio * u, m, v
+
+
+@pytest.mark.parametrize("zero_weight", [False, True])
+def test_lamb_follows_oneflow(build_kernel, rng, zero_weight) -> None:
+    """A zero variable has no norm to trust: the ratio is 1 and the step is the plain Adam direction."""
+    w = np.zeros(SHAPE) if zero_weight else rng.standard_normal(SHAPE)
+    g, m, v = np.zeros(SHAPE), np.zeros(SHAPE), np.zeros(SHAPE)
+    lr, count = scalar(0.01, np.float64), np.array(0, np.int64)
+    step, _ = build_kernel("lamb_update", [w, g, m, v, lr, count], [w, m, v], beta1=0.9, beta2=0.99, epsilon=1e-3)
+    ref = (w.copy(), m.copy(), v.copy())
+    for k in range(1, 5):
+        g[...], count[...] = rng.standard_normal(SHAPE), k
+        ref = lamb_reference(ref[0], g, ref[1], ref[2], 0.01, k, 0.9, 0.99, 1e-3)
+        step()
+        for got, want in zip((w, m, v), ref):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
 def rmsprop_reference(w, g, ms, mg, lr, decay_rate, epsilon):
     """OneFlow's RMSProp element by element: epsilon under the square root; centered when mg is given."""
     w, ms = w.copy(), ms.copy()
