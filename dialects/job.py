@@ -527,6 +527,38 @@ GreaterOp = _define("greater", "a > b as int8", CompareOp)
 GreaterEqualOp = _define("greater_equal", "a >= b as int8", CompareOp)
 
 
+@irdl_op_definition
+class WhereOp(JobOp):
+    """x where `condition` is nonzero, else y, the three broadcast numpy-style (OneFlow's flow.where).
+
+    A select, not arithmetic: the branch not taken never reaches the result, so an inf
+    or NaN there gives neither a NaN result nor (through its gradient, two selects) a
+    NaN gradient, as a mask multiplied in would (inf * 0).
+    """
+
+    name = "job.where"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((1, 2),)
+    condition = operand_def(TensorType)
+    x = operand_def(TensorType)
+    y = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        if dtype_of(types[0]) not in INT_TYPES:
+            raise VerifyException(
+                f"where's condition must be an integer tensor (nonzero selects x), got {fmt(types[0])}"
+            )
+        dtype = same_dtype(types[1:], "where's x and y")
+        shape = broadcast_shapes(broadcast_shapes(shape_of(types[0]), shape_of(types[1])), shape_of(types[2]))
+        return tensor(shape, dtype)
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        return aligned_groups(types)
+
+
 
 
 ReluGradOp = _define("relu_grad", "dy * (y > 0)", GradOp)
@@ -2235,7 +2267,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     VariableOp, ConstantOp, FillOp, DropoutMaskOp,
     NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SquareOp, ReluOp, SigmoidOp, TanhOp, GeluOp, AbsOp,
     AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp,
-    EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp,
+    EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp,
     ReluGradOp, SigmoidGradOp, TanhGradOp, GeluGradOp,
     CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, UnpinSizeOp,
     ConcatOp,

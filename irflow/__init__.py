@@ -56,6 +56,7 @@ from irflow.frontend.ops import (
     slice,
     squeeze,
     transpose,
+    where,
     zeros_like,
 )
 from irflow.frontend.session import clear_default_session, sync_default_session
@@ -87,7 +88,7 @@ __all__ = [
     "glorot_uniform_initializer", "identity", "int8", "int32", "int64", "kaiming_initializer", "layers",
     "load_variables", "losses", "math", "matmul", "nn", "one_hot", "ones_initializer", "ones_like", "optimizer", "parallel_cast", "random",
     "random_normal_initializer", "random_uniform_initializer", "regularizers", "reshape", "scope", "slice", "squeeze",
-    "sync_default_session", "train", "transpose",
+    "sync_default_session", "train", "transpose", "where",
     "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "variance_scaling_initializer",
     "watch", "watch_diff", "xavier_normal_initializer", "xavier_uniform_initializer", "zeros_initializer", "zeros_like",
     "gen_tensor_buffer", "tensor_buffer_to_list_of_tensors", "tensor_buffer_to_tensor", "tensor_to_tensor_buffer",

@@ -277,6 +277,18 @@ gradient(job.MaximumOp)(_select(job.GreaterEqualOp, job.LessOp))
 gradient(job.MinimumOp)(_select(job.LessEqualOp, job.GreaterOp))
 
 
+@gradient(job.WhereOp)
+def _where(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # Selects again, never dy * mask: dy reaches x where the condition held and y elsewhere.
+    condition, x, y = _operands(op)
+    zero = b.scalar(0.0, dy)
+    return [
+        None,
+        b.unbroadcast(b.emit(job.WhereOp, [condition, dy, zero]), x.type) if needs[1] else None,
+        b.unbroadcast(b.emit(job.WhereOp, [condition, zero, dy]), y.type) if needs[2] else None,
+    ]
+
+
 @gradient(job.PowOp)
 def _pow(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
     # z = x ** y: dx = dy * y * x ** (y - 1), dy_ = dy * z * log(x)

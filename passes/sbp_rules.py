@@ -91,6 +91,7 @@ def _elementwise_except(op: Operation, p: int, excluded: set[int]) -> list[Sig1]
         if issubclass(c, (job.UnaryOp, job.BinaryOp, job.GradOp)) and not issubclass(c, job.SoftmaxLikeGradOp)
     ),
     job.CastOp,
+    job.WhereOp,
     job.BroadcastToOp,
     job.PinSizeOp,
     job.UnpinSizeOp,

@@ -1,6 +1,6 @@
 """Array ops at the top of the `flow` namespace.
 
-reshape, flatten, transpose, matmul, concat, slice, cast, identity, constant, one_hot, ...
+reshape, flatten, transpose, matmul, concat, slice, where, cast, identity, constant, one_hot, ...
 """
 
 from __future__ import annotations
@@ -243,6 +243,22 @@ def cast(x: Blob, dtype: dtypes.DType, name: str | None = None) -> Blob:
     if dtype is x.dtype:
         return x
     return build(job.CastOp, [x], job.tensor(x.shape, dtype.element_type), name, "flow.cast")
+
+
+def where(condition: Blob, x: Any = None, y: Any = None, name: str | None = None) -> Blob:
+    """flow.where: x where `condition` (an integer Blob) is nonzero, else y, the three broadcast.
+
+    One of x and y may be a Python number, taking the other's dtype. OneFlow's form with
+    the condition alone returns the indices of its nonzero entries, a result whose size
+    depends on the data: irflow does not have it.
+    """
+    if x is None or y is None:
+        fail("flow.where with only a condition (the indices of its nonzero entries) is not supported; "
+             "give both x and y to select between them")
+    if not isinstance(condition, Blob):
+        fail(f"flow.where: condition must be a Blob, got {type(condition).__name__} {condition!r}")
+    a, b = operands(x, y, "flow.where")
+    return build(job.WhereOp, [condition, a, b], None, name, "flow.where")
 
 
 def constant(

@@ -48,6 +48,7 @@ SAMPLES: list[tuple[str, Operation]] = [
     ("maximum", make(job.MaximumOp, [t(4, 6), t(4, 6)])),
     ("less", make(job.LessOp, [t(4, 6), t(4, 6)])),
     ("cast", make(job.CastOp, [t(4, 6)], tensor((4, 6), job.f32))),
+    ("where", make(job.WhereOp, [tensor((4, 1), job.i8), t(4, 6), t(6)])),
     ("relu_grad", make(job.ReluGradOp, [t(4, 6), t(4, 6)])),
     ("bias_add", make(job.BiasAddOp, [t(4, 6, 3), t(6)], axis=1)),
     ("reshape-split", make(job.ReshapeOp, [t(6, 4)], t(6, 2, 2))),
@@ -108,6 +109,8 @@ def logical_inputs(op: Operation, rng: np.random.Generator) -> list[np.ndarray]:
         if str(v.type.element_type) == "i32":  # type: ignore[attr-defined]
             classes = next(o.type.get_shape()[-1] for o in op.operands if len(o.type.get_shape()) == 2)  # type: ignore[attr-defined]
             arrays.append(rng.integers(0, classes, shape).astype(np.int32))
+        elif isinstance(op, job.WhereOp) and i == 0:  # a condition that picks both branches
+            arrays.append(rng.integers(0, 2, shape).astype(np.int8))
         elif isinstance(op, job.ReduceMaxGradOp) and i == 2:  # y must be the max of x for the kernel's ties
             arrays.append(arrays[1].max(axis=0))
         else:

@@ -1,4 +1,4 @@
-"""Elementwise kernels: broadcasting binaries, comparisons, unary math, erf, cast, bias_add.
+"""Elementwise kernels: broadcasting binaries, comparisons, where, unary math, erf, cast, bias_add.
 
 Most are a single ufunc call with `out=`, which numpy and cupy both make safe
 when the memory planner gives the output the same memory as an input; the
@@ -77,6 +77,24 @@ def rsqrt(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: 
     def run() -> None:
         xp.sqrt(x, out=y)
         xp.reciprocal(y, out=y)
+
+    return run
+
+
+@register("where")
+def where(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """out = x where condition is nonzero, else y, all three broadcast: two copies, the second masked.
+
+    No arithmetic touches the branch not taken, so its inf or NaN stays out of the result.
+    Not in place: out is filled from y before x is read.
+    """
+    (condition, x, y), (out,) = ins, outs
+    chosen = xp.empty(condition.shape, bool)
+
+    def run() -> None:
+        xp.not_equal(condition, 0, out=chosen)
+        xp.copyto(out, y)
+        xp.copyto(out, x, where=chosen)
 
     return run
 

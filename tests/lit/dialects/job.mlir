@@ -443,3 +443,17 @@ job.func @run_time_tensor_buffer(%x: tensor<3x5xf32, #job.bounded<[0, 1]>>) -> (
 // CHECK-NEXT:    %t = job.tensor_buffer_to_tensor %b {instance_shape = array<i64: 5>} : (tensor<3x5xf32, #job.tensor_buffer<[5] dynamic [0, 1]>>) -> tensor<3x5xf32, #job.bounded<[0]>>
 // CHECK-NEXT:    job.return %e, %t : tensor<5xf32, #job.bounded<[0]>>, tensor<3x5xf32, #job.bounded<[0]>>
 // CHECK-NEXT:  }
+
+// -----
+
+// Selection and indexing: where broadcasts its condition and both branches.
+
+job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x8xf32>, %y: tensor<8xf32>) -> tensor<4x8xf32> {
+  %w = job.where %c, %x, %y : (tensor<4x1xi8>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  job.return %w : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x8xf32>, %y: tensor<8xf32>) -> tensor<4x8xf32> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %w = job.where %c, %x, %y : (tensor<4x1xi8>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    job.return %w : tensor<4x8xf32>
+// CHECK-NEXT:  }

@@ -700,3 +700,21 @@ job.func @f(%x: tensor<6x2xf32>) {
   %m = job.class_split_max %x {mesh = array<i64: 4>, mesh_axis = 0 : i64, classes = 10 : i64} : (tensor<6x2xf32>) -> tensor<6xf32>
   job.return
 }
+
+// -----
+
+// where selects by an integer condition, between branches of one element type.
+
+job.func @f(%c: tensor<4xf32>, %x: tensor<4xf32>, %y: tensor<4xf64>) {
+  // expected-error@+1 {{'job.where' op where's condition must be an integer tensor (nonzero selects x), got tensor<4xf32>}}
+  %r = job.where %c, %x, %x : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  job.return
+}
+
+// -----
+
+job.func @f(%c: tensor<4xi8>, %x: tensor<4xf32>, %y: tensor<4xf64>) {
+  // expected-error@+1 {{'job.where' op where's x and y must share one element type, got tensor<4xf32>, tensor<4xf64>}}
+  %r = job.where %c, %x, %y : (tensor<4xi8>, tensor<4xf32>, tensor<4xf64>) -> tensor<4xf32>
+  job.return
+}

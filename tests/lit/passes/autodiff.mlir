@@ -170,3 +170,26 @@ job.func @watched(%x: tensor<4x3xf32>) -> (tensor<f32>, tensor<4x2xf32>, tensor<
 // CHECK-NEXT:    job.apply_gradients %w, %w_grad
 // CHECK-NEXT:    job.return %l, %y_grad, %[[ZEROS]] : tensor<f32>, tensor<4x2xf32>, tensor<4x3xf32>
 // CHECK-NOT:     job.diff
+
+// -----
+
+// where: the gradient is selected, never multiplied by a mask (an inf in the
+// branch not taken would give inf * 0 = NaN); y's is summed over the axes it
+// was broadcast along.
+
+job.func @select(%c: tensor<4x1xi8>) -> tensor<f32> attributes {job_type = "train"} {
+  %a = job.variable {name = "a", initializer = {kind = "constant", value = 0.0}} : tensor<4x3xf32>
+  %b = job.variable {name = "b", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
+  %w = job.where %c, %a, %b : (tensor<4x1xi8>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %l = job.reduce_sum %w {axes = array<i64: 0, 1>} : (tensor<4x3xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @select
+// CHECK:         %[[ZERO:.*]] = job.fill {value = 0.000000e+00 : f64} : tensor<f32>
+// CHECK-NEXT:    %a_grad = job.where %c, %w_grad, %[[ZERO]] : (tensor<4x1xi8>, tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %[[TO_B:.*]] = job.where %c, %[[ZERO]], %w_grad : (tensor<4x1xi8>, tensor<f32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %b_grad = job.reduce_sum %[[TO_B]] {axes = array<i64: 0>} : (tensor<4x3xf32>) -> tensor<3xf32>
+// CHECK-NEXT:    job.apply_gradients %a, %a_grad, %b, %b_grad
+// CHECK-NOT:     job.mul

@@ -89,3 +89,17 @@ job.func @model_parallel(%x: tensor<3x4xf32>) -> tensor<5x2xf32> attributes {job
 // CHECK-NEXT:    buffer.all_reduce %y, %r {mesh = array<i64: 2>, mesh_axis = 0 : i64, reduction = "sum"} : memref<5x2xf32>, memref<5x2xf32>
 // CHECK-NEXT:    buffer.output %r {index = 0 : i64, logical_shape = array<i64: 5, 2>, sbp = #job.nd_sbp<[broadcast]>} : memref<5x2xf32>
 // CHECK-NEXT:  }
+
+// -----
+
+// Selection and indexing lower to kernels of the same names.
+
+job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x3xf32>, %y: tensor<3xf32>) -> tensor<4x3xf32> attributes {job_type = "predict"} {
+  %w = job.where %c, %x, %y : (tensor<4x1xi8>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  job.return %w : tensor<4x3xf32>
+}
+
+// CHECK-LABEL: buffer.program @select
+// CHECK:         %w = buffer.alloc : memref<4x3xf32>
+// CHECK-NEXT:    buffer.kernel "where" ins(%c, %x, %y : memref<4x1xi8>, memref<4x3xf32>, memref<3xf32>) outs(%w : memref<4x3xf32>)
+// CHECK-NEXT:    buffer.output %w {index = 0 : i64} : memref<4x3xf32>

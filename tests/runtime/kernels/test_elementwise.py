@@ -191,3 +191,26 @@ def test_every_kernel_plan_memory_runs_in_place_is_alias_tested() -> None:
     from irflow.passes.plan_memory import ELEMENTWISE_KERNELS
 
     assert ELEMENTWISE_KERNELS <= {name for name, _, _ in ALIASABLE} | {"bias_add", "bias_add_relu"}
+
+
+WHERE_SHAPES = [((3, 1), (3, 4), (4,)), ((), (2, 3), (2, 3)), ((2, 3), (1,), ()), ((2, 1, 3), (4, 1), (2, 4, 3))]
+
+
+@pytest.mark.parametrize("dtype", [*FLOATS, np.int32])
+@pytest.mark.parametrize("shapes", WHERE_SHAPES)
+def test_where_selects_with_broadcasting(kernel, rng, dtype, shapes) -> None:
+    c_shape, x_shape, y_shape = shapes
+    condition = rng.integers(-1, 2, c_shape).astype(np.int8)  # any nonzero selects x
+    x = (rng.standard_normal(x_shape) * 10).astype(dtype)
+    y = (rng.standard_normal(y_shape) * 10).astype(dtype)
+    out_shape = np.broadcast_shapes(c_shape, x_shape, y_shape)
+    (out,) = kernel("where", [condition, x, y], [(out_shape, dtype)])
+    np.testing.assert_array_equal(out, elementwise(lambda c, a, b: a if c != 0 else b, condition, x, y, dtype=dtype))
+
+
+def test_where_keeps_inf_and_nan_of_the_branch_not_taken_out(kernel) -> None:
+    condition = np.array([1, 0, 1, 0], np.int8)
+    x = np.array([1.0, np.inf, -np.inf, np.nan])
+    y = np.array([np.nan, 2.0, np.inf, -3.0])
+    (out,) = kernel("where", [condition, x, y], [((4,), np.float64)])
+    np.testing.assert_array_equal(out, [1.0, 2.0, -np.inf, -3.0])

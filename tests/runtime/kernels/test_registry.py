@@ -3,7 +3,7 @@ import pytest
 from irflow.runtime.kernels import KERNELS, get_kernel, register
 
 EXPECTED = """
-add sub mul div maximum minimum pow equal not_equal less less_equal greater greater_equal
+add sub mul div maximum minimum pow equal not_equal less less_equal greater greater_equal where
 neg exp log sqrt rsqrt square relu sigmoid tanh gelu abs identity cast erf
 reduce_sum reduce_mean reduce_max argmax softmax log_softmax
 sparse_softmax_cross_entropy softmax_cross_entropy bias_add matmul conv2d max_pool2d avg_pool2d

@@ -1,0 +1,188 @@
+"""flow.where against PyTorch: forward and gradient in float32 and float64, SGD steps of a train job whose
+loss goes through the op, and the same job on 2 and 3 simulated devices against one device."""
+
+import re  # no `from __future__ import annotations`: the jobs' annotations name their dtype argument
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import irflow as flow
+import irflow.typing as tp
+
+torch = pytest.importorskip("torch")
+
+LR, STEPS = 0.125, 3  # a learning rate float32 holds exactly: irflow keeps it in float32
+DTYPES = ["float32", "float64"]
+
+
+def tol(dtype: str) -> dict[str, float]:
+    return dict(rtol=1e-5, atol=1e-6) if dtype == "float32" else dict(rtol=1e-11, atol=1e-12)
+
+
+def config_of(dtype: str) -> flow.FunctionConfig:
+    config = flow.FunctionConfig()
+    config.default_data_type(getattr(flow, dtype))
+    return config
+
+
+def sgd() -> flow.optimizer.SGD:
+    return flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [LR]), momentum=0.0)
+
+
+def variable(name: str, shape: tuple[int, ...], distribute: object = None) -> flow.Blob:
+    """A variable the test loads its values into; `distribute` hints its SBP on several devices."""
+    return flow.get_variable(name, shape, initializer=flow.zeros_initializer(), distribute=distribute)
+
+
+def torch_steps(
+    initial: dict[str, np.ndarray], loss_of: Callable[[dict[str, "torch.Tensor"]], "torch.Tensor"], dtype: str
+) -> tuple[list[float], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """PyTorch's SGD on the same loss: each step's loss, the variables after STEPS, the first step's gradients."""
+    params = {k: torch.tensor(v.astype(dtype), requires_grad=True) for k, v in initial.items()}
+    opt = torch.optim.SGD(params.values(), lr=LR)
+    losses, first = [], {}
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss = loss_of(params)
+        loss.backward()
+        if step == 0:
+            first = {k: p.grad.numpy().copy() for k, p in params.items()}
+        opt.step()
+        losses.append(loss.item())
+    return losses, {k: p.detach().numpy() for k, p in params.items()}, first
+
+
+def our_steps(
+    train: Callable[..., np.ndarray], initial: dict[str, np.ndarray], feed: list[np.ndarray], dtype: str
+) -> tuple[list[float], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The train job's steps from `initial`: as torch_steps, the gradient read off SGD's first update."""
+    flow.load_variables({k: v.astype(dtype) for k, v in initial.items()})
+    losses, first = [], {}
+    for step in range(STEPS):
+        losses.append(float(np.mean(train(*feed))))
+        if step == 0:
+            now = flow.get_all_variables()
+            first = {k: (v.astype(dtype) - now[k].numpy()) / np.asarray(LR, dtype) for k, v in initial.items()}
+    now = flow.get_all_variables()
+    return losses, {k: now[k].numpy() for k in initial}, first
+
+
+def assert_same_steps(ours: tuple, theirs: tuple, dtype: str) -> None:
+    (our_losses, our_vars, our_grads), (losses, variables, grads) = ours, theirs
+    np.testing.assert_allclose(our_losses, losses, **tol(dtype), err_msg="losses")
+    for name in variables:
+        scale = 100 if dtype == "float32" else 1  # a gradient read off an update loses float32 digits
+        np.testing.assert_allclose(our_grads[name], grads[name], rtol=tol(dtype)["rtol"] * scale,
+                                   atol=tol(dtype)["atol"] * scale, err_msg=f"first gradient of {name}")
+        np.testing.assert_allclose(our_vars[name], variables[name], **tol(dtype), err_msg=f"{name} after the steps")
+
+
+def on_devices(devices: int, define: Callable[[], Callable[..., np.ndarray]], op: str,
+               initial: dict[str, np.ndarray], feed: list[np.ndarray], dtype: str) -> tuple:
+    """The train job's steps on `devices` simulated devices; on several, `op` must have run split somewhere."""
+    flow.clear_default_session()
+    flow.config.cpu_device_num(devices)
+    train = define()
+    result = our_steps(train, initial, feed, dtype)
+    if devices > 1:
+        sbps = re.findall(rf"= job\.{op} .*sbp = #job\.nd_sbp<\[(\w+)", train.ir("sbp-infer"))
+        assert "split" in sbps or "partial_sum" in sbps, f"every job.{op} ran broadcast: {sbps}"
+    return result
+
+
+rng = np.random.default_rng(7)
+
+
+# ----------------------------------------------------------------- flow.where
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_where_forward_matches_torch(dtype):
+    cond = rng.integers(0, 2, (4, 1, 3)).astype(np.int8)
+    x, y = rng.standard_normal((5, 3)).astype(dtype), rng.standard_normal((5, 1)).astype(dtype)
+
+    @flow.global_function(function_config=config_of(dtype))
+    def select(c: tp.Numpy.Placeholder((4, 1, 3), dtype=flow.int8),
+               a: tp.Numpy.Placeholder((5, 3), dtype=getattr(flow, dtype)),
+               b: tp.Numpy.Placeholder((5, 1), dtype=getattr(flow, dtype))) -> tp.Numpy:
+        return flow.where(c, a, b)
+
+    expected = torch.where(torch.from_numpy(cond).bool(), torch.from_numpy(x), torch.from_numpy(y)).numpy()
+    got = select(cond, x, y)
+    assert got.dtype == np.dtype(dtype) and got.shape == (4, 5, 3)
+    np.testing.assert_array_equal(got, expected)
+
+
+WHERE_COND = rng.integers(0, 2, (6, 1)).astype(np.int8)
+WHERE_INITIAL = {"wx": rng.standard_normal((6, 4)), "wy": rng.standard_normal((4,))}
+
+
+def define_where_train(dtype: str) -> Callable[..., np.ndarray]:
+    @flow.global_function(type="train", function_config=config_of(dtype))
+    def train(c: tp.Numpy.Placeholder((6, 1), dtype=flow.int8)) -> tp.Numpy:
+        selected = flow.where(c, variable("wx", (6, 4), flow.distribute.split(0)), variable("wy", (4,)))
+        loss = flow.math.reduce_mean(flow.math.square(selected - 0.5) * flow.math.exp(selected))
+        sgd().minimize(loss)
+        return loss
+
+    return train
+
+
+def where_loss(p: dict[str, "torch.Tensor"]) -> "torch.Tensor":
+    selected = torch.where(torch.from_numpy(WHERE_COND).bool(), p["wx"], p["wy"])
+    return torch.mean(torch.square(selected - 0.5) * torch.exp(selected))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_where_train_steps_match_torch(dtype):
+    ours = our_steps(define_where_train(dtype), WHERE_INITIAL, [WHERE_COND], dtype)
+    assert_same_steps(ours, torch_steps(WHERE_INITIAL, where_loss, dtype), dtype)
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_where_on_several_devices_matches_one(devices):
+    one = on_devices(1, lambda: define_where_train("float64"), "where", WHERE_INITIAL, [WHERE_COND], "float64")
+    many = on_devices(devices, lambda: define_where_train("float64"), "where", WHERE_INITIAL, [WHERE_COND], "float64")
+    assert_same_steps(many, one, "float64")
+    assert_same_steps(many, torch_steps(WHERE_INITIAL, where_loss, "float64"), "float64")
+
+
+def test_where_with_inf_in_the_branch_not_taken_gives_finite_values_and_gradients():
+    """inf and -inf in whichever branch is not taken (a masking value, as before a softmax) reach neither
+    the result nor the variable's gradient: selected, never multiplied by a 0/1 mask (inf * 0 = NaN)."""
+    cond = np.array([1, 1, 0, 0], np.int8)
+    high = np.array([np.inf, np.inf, 1.0, 2.0])  # inf where cond holds: never read
+    low = np.array([-1.0, 0.5, -np.inf, -np.inf])  # -inf where it does not
+    initial = {"w": np.array([0.3, 2.0, -1.0, 3.0])}
+
+    @flow.global_function(type="train", function_config=config_of("float64"))
+    def train(c: tp.Numpy.Placeholder((4,), dtype=flow.int8), hi: tp.Numpy.Placeholder((4,), dtype=flow.float64),
+              lo: tp.Numpy.Placeholder((4,), dtype=flow.float64)) -> tp.Numpy:
+        w = variable("w", (4,))
+        loss = flow.math.reduce_sum(flow.math.square(flow.where(c, w, hi)) + flow.where(c, lo, w) * w)
+        sgd().minimize(loss)
+        return loss
+
+    def loss_of(p):
+        mask = torch.from_numpy(cond).bool()
+        squared = torch.where(mask, p["w"], torch.from_numpy(high)) ** 2
+        return torch.sum(squared + torch.where(mask, torch.from_numpy(low), p["w"]) * p["w"])
+
+    ours = our_steps(train, initial, [cond, high, low], "float64")
+    assert np.isfinite(ours[0]).all() and np.isfinite(ours[2]["w"]).all()
+    assert_same_steps(ours, torch_steps(initial, loss_of, "float64"), "float64")
+
+
+def test_where_needs_both_branches_and_an_integer_condition():
+    with pytest.raises(flow.TraceError, match=r"flow.where with only a condition .* is not supported") as info:
+        @flow.global_function()
+        def indices(c: tp.Numpy.Placeholder((4,), dtype=flow.int8)) -> tp.Numpy:
+            return flow.where(c)  # the where line
+
+    assert info.value.location.file == __file__
+    assert open(__file__).read().splitlines()[info.value.location.line - 1].endswith("# the where line")
+    with pytest.raises(flow.TraceError, match=r"condition must be an integer tensor"):
+        @flow.global_function()
+        def float_condition(c: tp.Numpy.Placeholder((4,))) -> tp.Numpy:
+            return flow.where(c, c, 0.0)
