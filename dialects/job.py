@@ -1095,6 +1095,59 @@ class SliceGradOp(JobOp):
         return [(a, ((0, a),)) for a in dynamic_axes(types[0])]
 
 
+def gather_shape(params: Attribute, indices: Attribute, props: Props) -> Shape:
+    """params' shape with its axis `axis` replaced by the shape of int32/int64 `indices`."""
+    shape = shape_of(params)
+    if not shape:
+        raise VerifyException(f"gather needs params of rank 1 or more, got {fmt(params)}")
+    if dtype_of(indices) not in (i32, i64):
+        raise VerifyException(f"gather indices must be int32/int64, got {fmt(indices)}")
+    axis = normalize_axis(integer(props, "axis"), len(shape), "gather axis")
+    return shape[:axis] + shape_of(indices) + shape[axis + 1 :]
+
+
+@irdl_op_definition
+class GatherOp(JobOp):
+    """The slices of params along `axis` at `indices` (OneFlow's flow.gather with batch_dims 0).
+
+    The kernel checks every index against the axis at run time, as the sparse
+    cross-entropy checks its labels.
+    """
+
+    name = "job.gather"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
+    params = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    res = result_def(TensorType)
+    axis = prop_def(IntegerAttr, default_value=IntegerAttr(0, i64))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        return tensor(gather_shape(types[0], types[1], props), dtype_of(types[0]))
+
+
+@irdl_op_definition
+class GatherGradOp(JobOp):
+    """dparams of job.gather from (dy, indices): zeros of params' type (the result) with every slice of dy
+    added at its index along `axis`, so that a repeated index gathers the sum of its slices' gradients."""
+
+    name = "job.gather_grad"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
+    dy = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    res = result_def(TensorType)
+    axis = prop_def(IntegerAttr, default_value=IntegerAttr(0, i64))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        if gather_shape(result, types[1], props) != shape_of(types[0]) or dtype_of(types[0]) != dtype_of(result):
+            raise VerifyException(
+                f"gather of {fmt(result)} at indices {fmt(types[1])} does not have the gradient's type {fmt(types[0])}"
+            )
+
+
 # ----------------------------------------------------------------- linear algebra
 
 
@@ -2272,6 +2325,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, UnpinSizeOp,
     ConcatOp,
     TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
+    GatherOp, GatherGradOp,
     MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ArgmaxOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
     SparseSoftmaxCrossEntropyOp, SoftmaxCrossEntropyOp,

@@ -197,6 +197,41 @@ def _slice_grad(op: Operation, p: int) -> list[Sig1]:
     return [((i,), i) for i in _whole_dims(out, op) if out[i] >= p]
 
 
+def _gathered(op: Operation) -> tuple[int, int]:
+    """A gather's (or its gradient's) params axis it indexes, and the rank of its indices."""
+    params = _out(op) if isinstance(op, job.GatherGradOp) else shape_of(op.operands[0].type)
+    return integer(op.properties, "axis") % len(params), len(shape_of(op.operands[1].type))
+
+
+def _params_axes(params: tuple[int, ...], op: Operation, p: int) -> list[tuple[int, int]]:
+    """(params axis, result axis) of each axis besides the indexed one that can split: it passes through."""
+    axis, rank = _gathered(op)
+    return [(i, i if i < axis else i + rank - 1) for i, d in enumerate(params) if i != axis and d >= p]
+
+
+@rule(job.GatherOp)
+def _gather(op: Operation, p: int) -> list[Sig1]:
+    """params split off the indexed axis with the indices whole, or the indices split with params whole.
+
+    The indices split only evenly: the padding of an uneven piece would be read as indices.
+    OneFlow also splits params along the indexed axis into partial sums: not offered.
+    """
+    params, indices = _shapes(op)
+    axis, _ = _gathered(op)
+    sigs: list[Sig1] = [((i, BROADCAST), j) for i, j in _params_axes(params, op, p)]
+    return sigs + [((BROADCAST, k), axis + k) for k, d in enumerate(indices) if d >= p and d % p == 0]
+
+
+@rule(job.GatherGradOp)
+def _gather_grad(op: Operation, p: int) -> list[Sig1]:
+    """dy split off the indexed axis gives dparams split alike; dy and the indices split together give partial
+    sums (each device adds its own slices), evenly only, so that no padding is added in."""
+    indices = shape_of(op.operands[1].type)
+    axis, _ = _gathered(op)
+    sigs: list[Sig1] = [((j, BROADCAST), i) for i, j in _params_axes(_out(op), op, p)]
+    return sigs + [((axis + k, k), PARTIAL) for k, d in enumerate(indices) if d >= p and d % p == 0]
+
+
 # ----------------------------------------------------------------- linear algebra and reductions
 
 

@@ -1,6 +1,6 @@
 """Array ops at the top of the `flow` namespace.
 
-reshape, flatten, transpose, matmul, concat, slice, where, cast, identity, constant, one_hot, ...
+reshape, flatten, transpose, matmul, concat, slice, where, gather, cast, identity, constant, one_hot, ...
 """
 
 from __future__ import annotations
@@ -259,6 +259,29 @@ def where(condition: Blob, x: Any = None, y: Any = None, name: str | None = None
         fail(f"flow.where: condition must be a Blob, got {type(condition).__name__} {condition!r}")
     a, b = operands(x, y, "flow.where")
     return build(job.WhereOp, [condition, a, b], None, name, "flow.where")
+
+
+def gather(
+    params: Blob,
+    indices: Blob,
+    validate_indices: object = None,
+    axis: int | None = None,
+    batch_dims: int = 0,
+    name: str | None = None,
+) -> Blob:
+    """flow.gather: the slices of `params` along `axis` (0 when None) at the int32/int64 `indices`, shaped as
+    params with that axis replaced by the indices' shape.
+
+    An index outside the axis stops the step with an ExecutionError at this line, naming it and its
+    position, whatever `validate_indices` says (OneFlow ignores that argument too). `batch_dims`
+    other than 0 (OneFlow's batch_gather) is not supported.
+    """
+    if batch_dims != 0:
+        fail(f"flow.gather: batch_dims={batch_dims!r} (a gather per batch entry) is not supported; only 0 is")
+    if not isinstance(params, Blob):
+        fail(f"flow.gather: params must be a Blob, got {type(params).__name__} {params!r}")
+    axis = 0 if axis is None else _axis(axis, params.ndim, "flow.gather")
+    return build(job.GatherOp, [params, indices], None, name, "flow.gather", axis=axis)
 
 
 def constant(

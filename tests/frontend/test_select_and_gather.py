@@ -1,5 +1,5 @@
-"""flow.where against PyTorch: forward and gradient in float32 and float64, SGD steps of a train job whose
-loss goes through the op, and the same job on 2 and 3 simulated devices against one device."""
+"""flow.where and flow.gather against PyTorch: forward and gradient in float32 and float64, SGD steps of a
+train job whose loss goes through the op, and the same job on 2 and 3 simulated devices against one device."""
 
 import re  # no `from __future__ import annotations`: the jobs' annotations name their dtype argument
 from collections.abc import Callable
@@ -86,7 +86,7 @@ def on_devices(devices: int, define: Callable[[], Callable[..., np.ndarray]], op
     train = define()
     result = our_steps(train, initial, feed, dtype)
     if devices > 1:
-        sbps = re.findall(rf"= job\.{op} .*sbp = #job\.nd_sbp<\[(\w+)", train.ir("sbp-infer"))
+        sbps = re.findall(rf"= job\.{op}(?:_grad)? .*sbp = #job\.nd_sbp<\[(\w+)", train.ir("sbp-infer"))
         assert "split" in sbps or "partial_sum" in sbps, f"every job.{op} ran broadcast: {sbps}"
     return result
 
@@ -186,3 +186,126 @@ def test_where_needs_both_branches_and_an_integer_condition():
         @flow.global_function()
         def float_condition(c: tp.Numpy.Placeholder((4,))) -> tp.Numpy:
             return flow.where(c, c, 0.0)
+
+
+# ----------------------------------------------------------------- flow.gather
+
+
+def torch_gather(params: "torch.Tensor", indices: np.ndarray, axis: int) -> "torch.Tensor":
+    """flow.gather's meaning in PyTorch: index_select on the flattened indices, reshaped to their shape."""
+    axis %= params.dim()
+    picked = torch.index_select(params, axis, torch.from_numpy(indices.reshape(-1)).long())
+    return picked.reshape(params.shape[:axis] + indices.shape + params.shape[axis + 1 :])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, indices, axis", [
+    ((5, 4), np.array([4, 0, 0, 2], np.int32), None),
+    ((3, 6, 2), np.array([[5, 1, 1], [0, 5, 3]], np.int64), 1),
+    ((3, 6, 2), np.array([1, 1]), -1),
+])  # fmt: skip
+def test_gather_forward_matches_torch(dtype, shape, indices, axis):
+    params = rng.standard_normal(shape).astype(dtype)
+
+    @flow.global_function(function_config=config_of(dtype))
+    def pick(p: tp.Numpy.Placeholder(shape, dtype=getattr(flow, dtype)),
+             i: tp.Numpy.Placeholder(indices.shape, dtype=flow.int64 if indices.dtype == np.int64 else flow.int32)
+             ) -> tp.Numpy:
+        return flow.gather(p, i, axis=axis)
+
+    expected = torch_gather(torch.from_numpy(params), indices, 0 if axis is None else axis).numpy()
+    np.testing.assert_array_equal(pick(params, indices.astype(np.int64 if indices.dtype == np.int64 else np.int32)),
+                                  expected)
+
+
+GATHER_IDS = np.array([3, 0, 6, 3, 3, 1, 0, 5, 6, 2, 3, 1], np.int32)  # repeated ids: their gradients add up
+GATHER_INITIAL = {"table": rng.standard_normal((7, 6)), "scale": rng.standard_normal((6,))}
+
+
+def define_gather_train(dtype: str) -> Callable[..., np.ndarray]:
+    """An embedding lookup: on several devices the table is split along its features (not the indexed axis),
+    and so are the rows looked up until the loss sums them."""
+
+    @flow.global_function(type="train", function_config=config_of(dtype))
+    def train(ids: tp.Numpy.Placeholder((12,), dtype=flow.int32)) -> tp.Numpy:
+        table = variable("table", (7, 6), flow.distribute.split(1))
+        rows = flow.gather(table, ids)
+        loss = flow.math.reduce_sum(flow.math.square(flow.math.tanh(rows) * variable("scale", (6,)) - 0.5)) / 72.0
+        sgd().minimize(loss)
+        return loss
+
+    return train
+
+
+def gather_loss(p: dict[str, "torch.Tensor"]) -> "torch.Tensor":
+    rows = torch_gather(p["table"], GATHER_IDS, 0)
+    return torch.sum(torch.square(torch.tanh(rows) * p["scale"] - 0.5)) / 72.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gather_train_steps_match_torch(dtype):
+    ours = our_steps(define_gather_train(dtype), GATHER_INITIAL, [GATHER_IDS], dtype)
+    assert_same_steps(ours, torch_steps(GATHER_INITIAL, gather_loss, dtype), dtype)
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_gather_on_several_devices_matches_one(devices):
+    one = on_devices(1, lambda: define_gather_train("float64"), "gather", GATHER_INITIAL, [GATHER_IDS], "float64")
+    many = on_devices(devices, lambda: define_gather_train("float64"), "gather", GATHER_INITIAL, [GATHER_IDS],
+                      "float64")
+    assert_same_steps(many, one, "float64")
+    assert_same_steps(many, torch_steps(GATHER_INITIAL, gather_loss, "float64"), "float64")
+
+
+MANY_IDS = rng.integers(0, 4, 48).astype(np.int32)
+SMALL_TABLE = {"small": rng.standard_normal((4, 3))}
+
+
+def define_data_parallel_gather() -> Callable[..., np.ndarray]:
+    """Many ids, a small table: data parallel, the ids split and the table's gradient a partial sum."""
+
+    @flow.global_function(type="train", function_config=config_of("float64"))
+    def train(ids: tp.Numpy.Placeholder((48,), dtype=flow.int32)) -> tp.Numpy:
+        rows = flow.gather(variable("small", (4, 3)), ids)
+        loss = flow.math.reduce_mean(flow.math.square(flow.math.sigmoid(rows) - 0.25))
+        sgd().minimize(loss)
+        return loss
+
+    return train
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_gather_with_split_indices_on_several_devices_matches_one(devices):
+    def loss_of(p):
+        return torch.mean(torch.square(torch.sigmoid(torch_gather(p["small"], MANY_IDS, 0)) - 0.25))
+
+    one = on_devices(1, define_data_parallel_gather, "gather", SMALL_TABLE, [MANY_IDS], "float64")
+    many = on_devices(devices, define_data_parallel_gather, "gather", SMALL_TABLE, [MANY_IDS], "float64")
+    assert_same_steps(many, one, "float64")
+    assert_same_steps(many, torch_steps(SMALL_TABLE, loss_of, "float64"), "float64")
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+@pytest.mark.parametrize("bad, position", [(7, 2), (-1, 0)])
+def test_gather_index_out_of_range_is_named_at_the_users_line_and_changes_nothing(devices, bad, position):
+    flow.config.cpu_device_num(devices)
+    train = define_gather_train("float64")
+    flow.load_variables({k: v.copy() for k, v in GATHER_INITIAL.items()})
+    train(GATHER_IDS)  # a good step first
+    before = {name: v.numpy().copy() for name, v in flow.get_all_variables().items()}
+    ids = GATHER_IDS.copy()
+    ids[position] = bad
+    with pytest.raises(flow.ExecutionError, match=rf"gather.*: index {bad} at position \[{position}\] is outside "
+                                                  r"\[0, 7\) \(axis 0 of params has 7 entries\)") as info:
+        train(ids)
+    lookup = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1) if "rows = flow.gather(" in text)
+    assert info.value.location.file == __file__ and info.value.location.line == lookup
+    for name, value in flow.get_all_variables().items():
+        np.testing.assert_array_equal(value.numpy(), before[name], err_msg=name)
+
+
+def test_gather_takes_batch_dims_zero_only():
+    with pytest.raises(flow.TraceError, match=r"flow.gather: batch_dims=1 .* is not supported; only 0 is"):
+        @flow.global_function()
+        def batched(p: tp.Numpy.Placeholder((2, 5)), i: tp.Numpy.Placeholder((2, 3), dtype=flow.int32)) -> tp.Numpy:
+            return flow.gather(p, i, axis=1, batch_dims=1)

@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import TensorType, f64, i32
 from xdsl.ir import Attribute, Block, Operation
 
 from irflow.dialects import job
-from irflow.dialects.job import tensor
+from irflow.dialects.job import shape_of, tensor
 from irflow.dialects.sbp import BROADCAST, PARTIAL, code_text
 from irflow.passes.sbp_rules import RULES, axis_signatures, moved_bytes, signatures, splits_classes, transfer_cost
 from irflow.passes.sbp_infer import SPECIAL_OPS
@@ -59,6 +59,10 @@ SAMPLES: list[tuple[str, Operation]] = [
     ("concat", make(job.ConcatOp, [t(4, 6), t(4, 2)], axis=1)),
     ("slice", make(job.SliceOp, [t(4, 6)], start=[0, 1], stop=[4, 5], step=[1, 2])),
     ("slice_grad", make(job.SliceGradOp, [t(4, 2)], t(4, 6), start=[0, 1], stop=[4, 5], step=[1, 2])),
+    ("gather", make(job.GatherOp, [t(4, 6, 5), tensor((6, 2), i32)], axis=1)),
+    ("gather-uneven", make(job.GatherOp, [t(5, 4), tensor((7,), i32)])),
+    ("gather_grad", make(job.GatherGradOp, [t(4, 6, 2, 5), tensor((6, 2), i32)], t(4, 6, 5), axis=1)),
+    ("gather_grad-uneven", make(job.GatherGradOp, [t(7, 4), tensor((7,), i32)], t(5, 4))),
     ("matmul", make(job.MatmulOp, [t(6, 4), t(4, 6)])),
     ("matmul-ta", make(job.MatmulOp, [t(4, 6), t(4, 3)], transpose_a=True)),
     ("matmul-tb", make(job.MatmulOp, [t(6, 4), t(3, 4)], transpose_b=True)),
@@ -106,7 +110,12 @@ def logical_inputs(op: Operation, rng: np.random.Generator) -> list[np.ndarray]:
     arrays = []
     for i, v in enumerate(op.operands):
         shape = tuple(v.type.get_shape())  # type: ignore[attr-defined]
-        if str(v.type.element_type) == "i32":  # type: ignore[attr-defined]
+        if isinstance(op, (job.GatherOp, job.GatherGradOp)) and i == 1:  # in range, and repeated
+            size = shape_of((op.results[0] if isinstance(op, job.GatherGradOp) else op.operands[0]).type)[
+                job.integer(op.properties, "axis")
+            ]
+            arrays.append(rng.integers(0, size, shape).astype(np.int32))
+        elif str(v.type.element_type) == "i32":  # type: ignore[attr-defined]
             classes = next(o.type.get_shape()[-1] for o in op.operands if len(o.type.get_shape()) == 2)  # type: ignore[attr-defined]
             arrays.append(rng.integers(0, classes, shape).astype(np.int32))
         elif isinstance(op, job.WhereOp) and i == 0:  # a condition that picks both branches

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import DTypeLike
 
-from .registry import Array, DataError, Run, register
+from .registry import Array, Run, check_indices, register
 from .shapes import kept_shape, normalize_axes
 
 
@@ -122,10 +122,7 @@ class _LabelPicker:
 
 def check_labels(xp: ModuleType, labels: Array, classes: int) -> None:
     """A DataError naming the first label outside [0, classes) and its position."""
-    if labels.size and (int(labels.min()) < 0 or int(labels.max()) >= classes):
-        position = int(xp.flatnonzero((labels < 0) | (labels >= classes))[0])
-        raise DataError(f"label {int(labels[position])} at position [{position}] is outside [0, {classes}) "
-                        f"(the logits have {classes} classes)")
+    check_indices(xp, labels, classes, "label", f"the logits have {classes} classes")
 
 
 @register("sparse_softmax_cross_entropy", checks_data=True)

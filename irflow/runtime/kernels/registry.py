@@ -10,7 +10,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
+from types import ModuleType
 from typing import Any
+
+import numpy as np
 
 Array = Any
 """A numpy or cupy ndarray (kernels see only the API both share)."""
@@ -25,6 +28,16 @@ CHECKS_DATA: set[str] = set()
 
 class DataError(ValueError):
     """A kernel met values it cannot compute with (a label outside its classes); raised before any output is written."""
+
+
+def check_indices(xp: ModuleType, values: Array, size: int, what: str, why: str) -> None:
+    """A DataError naming the first of `values` outside [0, size) (`what`: "label", "index") and its position,
+    row-major; `why` says what the range is. Kernels call it before they write anything."""
+    if values.size and (int(values.min()) < 0 or int(values.max()) >= size):
+        flat = values.reshape(-1)
+        first = int(xp.argmax(xp.logical_or(xp.less(flat, 0), xp.greater_equal(flat, size))))
+        position = ", ".join(str(int(i)) for i in np.unravel_index(first, values.shape))
+        raise DataError(f"{what} {int(flat[first])} at position [{position}] is outside [0, {size}) ({why})")
 
 
 def register(*names: str, checks_data: bool = False) -> Callable[[KernelFactory], KernelFactory]:

@@ -1,4 +1,4 @@
-"""Data movement: reshape, transpose, concat, slice (+ its gradient), broadcast_to, fill.
+"""Data movement: reshape, transpose, concat, slice and gather (+ their gradients), broadcast_to, fill.
 
 Views of ins and outs are taken once at build time: a view of an arena view
 keeps reading and writing the arena, so each step is just `copyto`.
@@ -11,7 +11,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
-from .registry import Array, Run, register, sequence
+from .registry import Array, Run, check_indices, register, sequence
 from .shapes import expect_shape, normalize_axes
 
 
@@ -86,5 +86,49 @@ def slice_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
     def run() -> None:
         dx.fill(0)
         xp.copyto(view, dy)
+
+    return run
+
+
+
+def _gathered(
+    xp: ModuleType, kernel: str, attrs: Mapping[str, Any], params: Array, indices: Array, out: Array
+) -> tuple[int, Run]:
+    """The axis of `params` that `indices` index (`out` is gathered from params), and their run-time check."""
+    (axis,) = normalize_axes(attrs.get("axis", 0), params.ndim)
+    size = params.shape[axis]
+    gathered = params.shape[:axis] + indices.shape + params.shape[axis + 1 :]
+    expect_shape(kernel, "the gathered value", out.shape, gathered)
+    return axis, partial(check_indices, xp, indices, size, "index", f"axis {axis} of params has {size} entries")
+
+
+@register("gather", checks_data=True)
+def gather(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """out = the slices of params along `axis` at indices; an index outside the axis is a DataError."""
+    (params, indices), (out,) = ins, outs
+    axis, check = _gathered(xp, "gather", attrs, params, indices, out)
+
+    def run() -> None:
+        check()
+        xp.take(params, indices, axis=axis, out=out)
+
+    return run
+
+
+@register("gather_grad", checks_data=True)
+def gather_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """dparams = zeros with each slice of dy added at its index along `axis`.
+
+    `add.at` adds unbuffered, so a repeated index gets the sum of its slices (a plain
+    `dparams[index] += dy` would keep only one of them).
+    """
+    (dy, indices), (dparams,) = ins, outs
+    axis, check = _gathered(xp, "gather_grad", attrs, dparams, indices, dy)
+    lead = (slice(None),) * axis
+
+    def run() -> None:
+        check()
+        dparams.fill(0)
+        xp.add.at(dparams, (*lead, indices), dy)
 
     return run

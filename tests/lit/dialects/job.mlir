@@ -446,14 +446,23 @@ job.func @run_time_tensor_buffer(%x: tensor<3x5xf32, #job.bounded<[0, 1]>>) -> (
 
 // -----
 
-// Selection and indexing: where broadcasts its condition and both branches.
+// Selection and indexing: where broadcasts its condition and both branches;
+// gather replaces the indexed axis by the indices' shape (axis 0 by default),
+// and its gradient scatters back into params' shape.
 
-job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x8xf32>, %y: tensor<8xf32>) -> tensor<4x8xf32> {
+job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x8xf32>, %y: tensor<8xf32>, %i: tensor<2x3xi32>) -> tensor<4x8xf32> {
   %w = job.where %c, %x, %y : (tensor<4x1xi8>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-  job.return %w : tensor<4x8xf32>
+  %rows = job.gather %w, %i : (tensor<4x8xf32>, tensor<2x3xi32>) -> tensor<2x3x8xf32>
+  %cols = job.gather %w, %i {axis = 1 : i64} : (tensor<4x8xf32>, tensor<2x3xi32>) -> tensor<4x2x3xf32>
+  %back = job.gather_grad %cols, %i {axis = -1 : i64} : (tensor<4x2x3xf32>, tensor<2x3xi32>) -> tensor<4x8xf32>
+  job.return %back : tensor<4x8xf32>
 }
 
-// CHECK-LABEL: job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x8xf32>, %y: tensor<8xf32>) -> tensor<4x8xf32> attributes {job_type = "predict"} {
+// CHECK-LABEL: job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x8xf32>, %y: tensor<8xf32>, %i: tensor<2x3xi32>) -> tensor<4x8xf32> attributes {job_type = "predict"} {
 // CHECK-NEXT:    %w = job.where %c, %x, %y : (tensor<4x1xi8>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-// CHECK-NEXT:    job.return %w : tensor<4x8xf32>
+// CHECK-NEXT:    %rows = job.gather %w, %i : (tensor<4x8xf32>, tensor<2x3xi32>) -> tensor<2x3x8xf32>
+// CHECK-NEXT:    %cols = job.gather %w, %i {axis = 1 : i64} : (tensor<4x8xf32>, tensor<2x3xi32>) -> tensor<4x2x3xf32>
+// CHECK-NEXT:    %back = job.gather_grad %cols, %i {axis = -1 : i64} : (tensor<4x2x3xf32>, tensor<2x3xi32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    job.return %back : tensor<4x8xf32>
 // CHECK-NEXT:  }
+// CHECK-GENERIC: "job.gather"(%w, %i) <{axis = 0 : i64}> : (tensor<4x8xf32>, tensor<2x3xi32>) -> tensor<2x3x8xf32>

@@ -718,3 +718,21 @@ job.func @f(%c: tensor<4xi8>, %x: tensor<4xf32>, %y: tensor<4xf64>) {
   %r = job.where %c, %x, %y : (tensor<4xi8>, tensor<4xf32>, tensor<4xf64>) -> tensor<4xf32>
   job.return
 }
+
+// -----
+
+// gather indexes with int32/int64 only, and its gradient has the type of params.
+
+job.func @f(%x: tensor<4x8xf32>, %i: tensor<3xi8>) {
+  // expected-error@+1 {{'job.gather' op gather indices must be int32/int64, got tensor<3xi8>}}
+  %r = job.gather %x, %i : (tensor<4x8xf32>, tensor<3xi8>) -> tensor<3x8xf32>
+  job.return
+}
+
+// -----
+
+job.func @f(%dy: tensor<3x8xf32>, %i: tensor<3xi32>) {
+  // expected-error@+1 {{'job.gather_grad' op gather of tensor<4x8xf32> at indices tensor<3xi32> does not have the gradient's type tensor<3x8xf32>}}
+  %r = job.gather_grad %dy, %i {axis = 1 : i64} : (tensor<3x8xf32>, tensor<3xi32>) -> tensor<4x8xf32>
+  job.return
+}

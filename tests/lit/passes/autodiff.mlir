@@ -193,3 +193,20 @@ job.func @select(%c: tensor<4x1xi8>) -> tensor<f32> attributes {job_type = "trai
 // CHECK-NEXT:    %b_grad = job.reduce_sum %[[TO_B]] {axes = array<i64: 0>} : (tensor<4x3xf32>) -> tensor<3xf32>
 // CHECK-NEXT:    job.apply_gradients %a, %a_grad, %b, %b_grad
 // CHECK-NOT:     job.mul
+
+// -----
+
+// gather: the gradient into params is gather_grad, a scatter-add of dy at the
+// indices (which get none).
+
+job.func @embed(%i: tensor<2x3xi32>) -> tensor<f32> attributes {job_type = "train"} {
+  %e = job.variable {name = "e", initializer = {kind = "constant", value = 0.0}} : tensor<5x4xf32>
+  %g = job.gather %e, %i : (tensor<5x4xf32>, tensor<2x3xi32>) -> tensor<2x3x4xf32>
+  %l = job.reduce_sum %g {axes = array<i64: 0, 1, 2>} : (tensor<2x3x4xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @embed
+// CHECK:         %e_grad = job.gather_grad %g_grad, %i : (tensor<2x3x4xf32>, tensor<2x3xi32>) -> tensor<5x4xf32>
+// CHECK-NEXT:    job.apply_gradients %e, %e_grad

@@ -94,12 +94,18 @@ job.func @model_parallel(%x: tensor<3x4xf32>) -> tensor<5x2xf32> attributes {job
 
 // Selection and indexing lower to kernels of the same names.
 
-job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x3xf32>, %y: tensor<3xf32>) -> tensor<4x3xf32> attributes {job_type = "predict"} {
+job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x3xf32>, %y: tensor<3xf32>, %i: tensor<2xi64>) -> tensor<4x3xf32> attributes {job_type = "predict"} {
   %w = job.where %c, %x, %y : (tensor<4x1xi8>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
-  job.return %w : tensor<4x3xf32>
+  %g = job.gather %w, %i {axis = 1 : i64} : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<4x2xf32>
+  %s = job.gather_grad %g, %i {axis = 1 : i64} : (tensor<4x2xf32>, tensor<2xi64>) -> tensor<4x3xf32>
+  job.return %s : tensor<4x3xf32>
 }
 
 // CHECK-LABEL: buffer.program @select
 // CHECK:         %w = buffer.alloc : memref<4x3xf32>
 // CHECK-NEXT:    buffer.kernel "where" ins(%c, %x, %y : memref<4x1xi8>, memref<4x3xf32>, memref<3xf32>) outs(%w : memref<4x3xf32>)
-// CHECK-NEXT:    buffer.output %w {index = 0 : i64} : memref<4x3xf32>
+// CHECK-NEXT:    %g = buffer.alloc : memref<4x2xf32>
+// CHECK-NEXT:    buffer.kernel "gather" ins(%w, %i : memref<4x3xf32>, memref<2xi64>) outs(%g : memref<4x2xf32>) {axis = 1 : i64}
+// CHECK-NEXT:    %s = buffer.alloc : memref<4x3xf32>
+// CHECK-NEXT:    buffer.kernel "gather_grad" ins(%g, %i : memref<4x2xf32>, memref<2xi64>) outs(%s : memref<4x3xf32>) {axis = 1 : i64}
+// CHECK-NEXT:    buffer.output %s {index = 0 : i64} : memref<4x3xf32>

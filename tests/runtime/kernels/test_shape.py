@@ -1,6 +1,8 @@
 import numpy as np
 import pytest
 
+from irflow.runtime.kernels import CHECKS_DATA, DataError
+
 DTYPES = [np.float32, np.float64, np.int32]
 
 
@@ -79,3 +81,57 @@ def test_fill_refills_every_run(build_kernel, dtype, value) -> None:
     y[...] = 0
     step()
     np.testing.assert_array_equal(y, np.full((2, 3), value, dtype))
+
+
+GATHERS = [((5, 3), (4,), 0), ((5, 3), (2, 3), 1), ((2, 6, 3), (2, 2), 1), ((4,), (3,), -1), ((3, 4, 2), (), 2)]
+
+
+def gathered_by_hand(params: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
+    """out[a..., i..., b...] = params[a..., indices[i...], b...], element by element."""
+    axis %= params.ndim
+    out = np.empty(params.shape[:axis] + indices.shape + params.shape[axis + 1 :], params.dtype)
+    for where in np.ndindex(*out.shape):
+        lead, picked, rest = where[:axis], where[axis : axis + indices.ndim], where[axis + indices.ndim :]
+        out[where] = params[(*lead, int(indices[picked]), *rest)]
+    return out
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("params_shape, indices_shape, axis", GATHERS)
+def test_gather(kernel, rng, dtype, index_dtype, params_shape, indices_shape, axis) -> None:
+    params = (rng.standard_normal(params_shape) * 10).astype(dtype)
+    indices = rng.integers(0, params_shape[axis], indices_shape).astype(index_dtype)
+    expected = gathered_by_hand(params, indices, axis)
+    (out,) = kernel("gather", [params, indices], [(expected.shape, dtype)], axis=axis)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("params_shape, indices_shape, axis", GATHERS)
+def test_gather_grad_adds_the_slices_of_repeated_indices(kernel, rng, params_shape, indices_shape, axis) -> None:
+    """The adjoint of gather: <gather(p), dy> = <p, gather_grad(dy)> for every p, checked on unit vectors,
+    with indices drawn from few values so that they repeat."""
+    indices = rng.integers(0, min(2, params_shape[axis]), indices_shape)
+    dy = rng.standard_normal(gathered_by_hand(np.zeros(params_shape), indices, axis).shape)
+    (dparams,) = kernel("gather_grad", [dy, indices], [(params_shape, np.float64)], axis=axis)
+    for where in np.ndindex(*params_shape):
+        unit = np.zeros(params_shape)
+        unit[where] = 1.0
+        assert dparams[where] == pytest.approx(np.sum(gathered_by_hand(unit, indices, axis) * dy), abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["gather", "gather_grad"])
+@pytest.mark.parametrize("bad, position", [(5, (1, 0)), (-1, (0, 2)), (99, (1, 2))])
+def test_gather_refuses_indices_outside_the_axis_before_writing(build_kernel, name, bad, position) -> None:
+    indices = np.array([[0, 1, 2], [3, 4, 0]], np.int32)
+    indices[position] = bad
+    params, dy = np.ones((5, 2)), np.ones((2, 3, 2))
+    ins, out = [params, indices], (dy.shape, np.float64)
+    if name == "gather_grad":
+        ins, out = [dy, indices], (params.shape, np.float64)
+    run, (result,) = build_kernel(name, ins, [out])
+    with pytest.raises(DataError, match=rf"index {bad} at position \[{position[0]}, {position[1]}\] is outside "
+                                        r"\[0, 5\) \(axis 0 of params has 5 entries\)"):
+        run()
+    assert np.isnan(result).all()  # nothing written
+    assert name in CHECKS_DATA
