@@ -1275,6 +1275,43 @@ class ReduceMaxGradOp(JobOp):
 
 
 @irdl_op_definition
+class ReduceProdOp(ReduceOp):
+    name = "job.reduce_prod"
+
+
+@irdl_op_definition
+class ReduceProdGradOp(JobOp):
+    """dx of reduce_prod from (dy, x): dy times the product of the other entries of each entry's group.
+
+    Never the product divided by the entry, which a zero would make 0/0: with one zero in a
+    group that entry gets the product of the rest and the others 0; with two, all get 0.
+    """
+
+    name = "job.reduce_prod_grad"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
+    dy = operand_def(TensorType)
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    axes = prop_def(DenseArrayBase)
+    keepdims = prop_def(BoolAttr, default_value=BoolAttr.from_bool(False))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        reduced = reduced_shape(shape_of(types[1]), ints(props, "axes"), flag(props, "keepdims"))
+        if shape_of(types[0]) != reduced or dtype_of(types[0]) != dtype_of(types[1]):
+            expected = fmt(tensor(reduced, dtype_of(types[1])))
+            raise VerifyException(f"reduce_prod_grad: dy must be {expected}, got {fmt(types[0])}")
+        return types[1]
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """dx has x's sizes; a kept axis of x is dy's too."""
+        kept = reduction_groups(len(shape_of(types[1])), ints(props, "axes"), flag(props, "keepdims"))
+        return [(a, ((1, a), *(((0, r),) if r is not None else ()))) for a, (r, _) in enumerate(kept)]
+
+
+@irdl_op_definition
 class ArgmaxOp(JobOp):
     name = "job.argmax"
     x = operand_def(TensorType)
@@ -2326,7 +2363,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     ConcatOp,
     TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
     GatherOp, GatherGradOp,
-    MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ArgmaxOp,
+    MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ReduceProdOp, ReduceProdGradOp, ArgmaxOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
     SparseSoftmaxCrossEntropyOp, SoftmaxCrossEntropyOp,
     SparseSoftmaxCrossEntropyGradOp, SoftmaxCrossEntropyGradOp,

@@ -449,6 +449,11 @@ def _reduce_max(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -
     return [b.emit(job.ReduceMaxGradOp, [dy, x, _result(op)], **_props(op, "axes", "keepdims"))]
 
 
+@gradient(job.ReduceProdOp)
+def _reduce_prod(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.ReduceProdGradOp, [dy, op.operands[0]], **_props(op, "axes", "keepdims"))]
+
+
 # ----------------------------------------------------------------- nn
 
 

@@ -267,7 +267,7 @@ def _reduced_axes(op: Operation, x: tuple[int, ...]) -> set[int]:
     return {a % len(x) for a in ints(op.properties, "axes")} if x else set()
 
 
-@rule(job.ReduceSumOp, job.ReduceMeanOp, job.ReduceMaxOp)
+@rule(job.ReduceSumOp, job.ReduceMeanOp, job.ReduceMaxOp, job.ReduceProdOp)
 def _reduce(op: Operation, p: int) -> list[Sig1]:
     x = shape_of(op.operands[0].type)
     axes = _reduced_axes(op, x)
@@ -282,11 +282,12 @@ def _reduce(op: Operation, p: int) -> list[Sig1]:
     return sigs
 
 
-@rule(job.ReduceMaxGradOp)
-def _reduce_max_grad(op: Operation, p: int) -> list[Sig1]:
+@rule(job.ReduceMaxGradOp, job.ReduceProdGradOp)
+def _reduction_grad(op: Operation, p: int) -> list[Sig1]:
+    """(dy, x[, y]): split along a kept axis, dy (and reduce_max's y) on its result axis, dx as x."""
     x = shape_of(op.operands[1].type)
     kept = _kept(x, _reduced_axes(op, x), flag(op.properties, "keepdims"))
-    return [((j, i, j), i) for i, j in kept.items() if x[i] >= p]
+    return [((j, i, *(j for _ in op.operands[2:])), i) for i, j in kept.items() if x[i] >= p]
 
 
 @rule(job.ArgmaxOp)

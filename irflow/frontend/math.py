@@ -163,6 +163,7 @@ def _reduce(op: type[job.JobOp], what: str) -> Any:
 reduce_sum = _reduce(job.ReduceSumOp, "flow.math.reduce_sum")
 reduce_mean = _reduce(job.ReduceMeanOp, "flow.math.reduce_mean")
 reduce_max = _reduce(job.ReduceMaxOp, "flow.math.reduce_max")
+reduce_prod = _reduce(job.ReduceProdOp, "flow.math.reduce_prod")
 
 
 def reduce_min(

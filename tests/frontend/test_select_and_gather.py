@@ -1,5 +1,6 @@
-"""flow.where and flow.gather against PyTorch: forward and gradient in float32 and float64, SGD steps of a
-train job whose loss goes through the op, and the same job on 2 and 3 simulated devices against one device."""
+"""flow.where, flow.gather and flow.math.reduce_prod against PyTorch: forward and gradient in float32 and
+float64, SGD steps of a train job whose loss goes through the op, and the same job on 2 and 3 simulated
+devices against one device."""
 
 import re  # no `from __future__ import annotations`: the jobs' annotations name their dtype argument
 from collections.abc import Callable
@@ -309,3 +310,84 @@ def test_gather_takes_batch_dims_zero_only():
         @flow.global_function()
         def batched(p: tp.Numpy.Placeholder((2, 5)), i: tp.Numpy.Placeholder((2, 3), dtype=flow.int32)) -> tp.Numpy:
             return flow.gather(p, i, axis=1, batch_dims=1)
+
+
+# ----------------------------------------------------------------- flow.math.reduce_prod
+
+
+def with_zeros(shape: tuple[int, ...]) -> np.ndarray:
+    """Entries of magnitude 0.5 to 1.5, and zeros: groups along axis 1 with none, one and two of them."""
+    x = rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
+    x[0, 1, 0] = 0.0
+    x[1, 0, 1] = x[1, 2, 1] = 0.0
+    x[2, 3, 0] = 0.0
+    return x
+
+
+def torch_prod(x: "torch.Tensor", axis: object, keepdims: bool) -> "torch.Tensor":
+    """torch.prod over each of `axis` (all when None) in turn, from the last: it takes one dim at a time."""
+    axes = range(x.dim()) if axis is None else [axis] if isinstance(axis, int) else axis
+    for a in sorted((a % x.dim() for a in axes), reverse=True):
+        x = torch.prod(x, a, keepdim=keepdims)
+    return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (1, False), ([0, 2], True), (-1, True)])
+def test_reduce_prod_forward_and_gradient_with_zeros_match_torch(dtype, axis, keepdims):
+    """The gradient where a group holds one zero is the product of the others; with two, zero everywhere."""
+    initial = {"w": with_zeros((3, 4, 2))}
+    out_shape = torch_prod(torch.zeros(3, 4, 2), axis, keepdims).shape
+    weights = rng.standard_normal(tuple(out_shape))
+
+    @flow.global_function(type="train", function_config=config_of(dtype))
+    def train(r: tp.Numpy.Placeholder(weights.shape, dtype=getattr(flow, dtype))) -> tp.Numpy:
+        product = flow.math.reduce_prod(variable("w", (3, 4, 2)), axis=axis, keepdims=keepdims)
+        sgd().minimize(flow.math.reduce_sum(product * r))
+        return product
+
+    flow.load_variables({"w": initial["w"].astype(dtype)})
+    product = train(weights.astype(dtype))
+    w = torch.tensor(initial["w"].astype(dtype), requires_grad=True)
+    expected = torch_prod(w, axis, keepdims)
+    (expected * torch.from_numpy(weights.astype(dtype))).sum().backward()
+    np.testing.assert_allclose(product, expected.detach().numpy(), **tol(dtype))
+    grad = (initial["w"].astype(dtype) - flow.get_all_variables()["w"].numpy()) / np.asarray(LR, dtype)
+    assert np.isfinite(grad).all()
+    np.testing.assert_allclose(grad, w.grad.numpy(), rtol=tol(dtype)["rtol"] * 100, atol=tol(dtype)["atol"] * 100)
+
+
+PROD_INITIAL = {"w": with_zeros((3, 4, 2))}
+
+
+def define_prod_train(dtype: str) -> Callable[..., np.ndarray]:
+    @flow.global_function(type="train", function_config=config_of(dtype))
+    def train(target: tp.Numpy.Placeholder((3, 2), dtype=getattr(flow, dtype))) -> tp.Numpy:
+        product = flow.math.reduce_prod(variable("w", (3, 4, 2), flow.distribute.split(2)), axis=1)
+        loss = flow.math.reduce_mean(flow.math.square(product - target))
+        sgd().minimize(loss)
+        return loss
+
+    return train
+
+
+PROD_TARGET = rng.uniform(-0.5, 0.5, (3, 2))
+
+
+def prod_loss(p: dict[str, "torch.Tensor"]) -> "torch.Tensor":
+    return torch.mean(torch.square(torch.prod(p["w"], 1) - torch.from_numpy(PROD_TARGET).to(p["w"].dtype)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reduce_prod_train_steps_match_torch(dtype):
+    ours = our_steps(define_prod_train(dtype), PROD_INITIAL, [PROD_TARGET.astype(dtype)], dtype)
+    assert_same_steps(ours, torch_steps(PROD_INITIAL, prod_loss, dtype), dtype)
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_reduce_prod_on_several_devices_matches_one(devices):
+    one = on_devices(1, lambda: define_prod_train("float64"), "reduce_prod", PROD_INITIAL, [PROD_TARGET], "float64")
+    many = on_devices(devices, lambda: define_prod_train("float64"), "reduce_prod", PROD_INITIAL, [PROD_TARGET],
+                      "float64")
+    assert_same_steps(many, one, "float64")
+    assert_same_steps(many, torch_steps(PROD_INITIAL, prod_loss, "float64"), "float64")

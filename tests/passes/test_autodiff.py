@@ -211,10 +211,10 @@ job.func @predict(%x: tensor<2xf32>) -> tensor<2xf32> attributes {job_type = "pr
 
 
 def test_every_op_is_classified():
-    """Each op is differentiable, gradient-free, or without a rule: the two max backward ops and the
-    TensorBuffer conversions (none in OneFlow either)."""
-    without_rule = {job.ReduceMaxGradOp, job.MaxPool2DGradOp, job.TensorToTensorBufferOp, job.TensorBufferToTensorOp,
-                    job.TensorBufferGetOp}
+    """Each op is differentiable, gradient-free, or without a rule: the two max backward ops, reduce_prod's
+    and the TensorBuffer conversions (none in OneFlow either)."""
+    without_rule = {job.ReduceMaxGradOp, job.ReduceProdGradOp, job.MaxPool2DGradOp, job.TensorToTensorBufferOp,
+                    job.TensorBufferToTensorOp, job.TensorBufferGetOp}
     effects = {job.AssignOp, job.SgdUpdateOp, job.MomentumUpdateOp, job.AdamUpdateOp, job.RmsPropUpdateOp,
                job.CenteredRmsPropUpdateOp, job.LambUpdateOp, job.MinimizeOp, job.ApplyGradientsOp}
     for cls in job.COMPUTE_OPS:
@@ -347,6 +347,12 @@ CASES = [
          lambda e, v: e(job.ReduceSumOp, [v["a"]], axes=[0, -1], keepdims=True)),
     Case("reduce_mean", job.ReduceMeanOp, {"a": (2, 3, 4)}, lambda e, v: e(job.ReduceMeanOp, [v["a"]], axes=[0, 2])),
     Case("reduce_max", job.ReduceMaxOp, {"a": (3, 4)}, lambda e, v: e(job.ReduceMaxOp, [v["a"]], axes=[1])),
+    Case("reduce_prod", job.ReduceProdOp, {"a": (2, 3, 4)},
+         lambda e, v: e(job.ReduceProdOp, [v["a"]], axes=[0, 2], keepdims=True)),
+    # x (<=3, 4) fed with 2 rows: the product and its gradient take the actual rows only
+    Case("reduce_prod-dynamic", job.ReduceProdOp, {"a": (1, 4)},
+         lambda e, v: e(job.ReduceProdOp, [e(job.MulOp, [v["x"], v["a"]])], axes=[0]),
+         inputs={"x": DYNAMIC_X}, bounds={"x": ((3, 4), (0,))}),
     Case("softmax", job.SoftmaxOp, {"a": (3, 4)}, lambda e, v: e(job.SoftmaxOp, [v["a"]])),
     Case("log_softmax", job.LogSoftmaxOp, {"a": (3, 4)}, lambda e, v: e(job.LogSoftmaxOp, [v["a"]], axis=0)),
     Case("sparse_softmax_cross_entropy", job.SparseSoftmaxCrossEntropyOp, {"logits": (3, 4)},

@@ -73,6 +73,8 @@ SAMPLES: list[tuple[str, Operation]] = [
     ("reduce_mean", make(job.ReduceMeanOp, [t(4, 6)], axes=[1])),
     ("reduce_max", make(job.ReduceMaxOp, [t(4, 6)], axes=[0])),
     ("reduce_max_grad", make(job.ReduceMaxGradOp, [t(6), t(4, 6), t(6)], axes=[0])),
+    ("reduce_prod", make(job.ReduceProdOp, [t(4, 6, 5)], axes=[1], keepdims=True)),
+    ("reduce_prod_grad", make(job.ReduceProdGradOp, [t(4, 5), t(4, 6, 5)], axes=[1])),
     ("argmax", make(job.ArgmaxOp, [t(4, 6)], axis=1)),
     ("softmax", make(job.SoftmaxOp, [t(4, 6)], axis=1)),
     ("log_softmax", make(job.LogSoftmaxOp, [t(4, 6)], axis=0)),

@@ -1,4 +1,4 @@
-"""Reductions over a set of axes (sum, mean, max), argmax, and reduce_max's gradient."""
+"""Reductions over a set of axes (sum, mean, max, prod), argmax, and the gradients of max and prod."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _reduction(name: str, fn: str) -> KernelFactory:
     return build
 
 
-for _name, _fn in {"reduce_sum": "sum", "reduce_mean": "mean", "reduce_max": "max"}.items():
+for _name, _fn in {"reduce_sum": "sum", "reduce_mean": "mean", "reduce_max": "max", "reduce_prod": "prod"}.items():
     register(_name)(_reduction(_name, _fn))
 
 
@@ -50,5 +50,39 @@ def reduce_max_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
         xp.sum(is_max, axis=axes, keepdims=True, out=share)
         xp.divide(dy.reshape(kept), share, out=share)
         xp.multiply(is_max, share, out=dx)
+
+    return run
+
+
+@register("reduce_prod_grad")
+def reduce_prod_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """dx = dy * the product of the other entries of each entry's group, without dividing by a zero.
+
+    The product of a group's nonzero entries p (zeros counted as 1) and its number of zeros z give
+    it: p / x for every entry when z = 0; p for the zero and 0 for the rest when z = 1; 0 when z > 1.
+    """
+    (dy, x), (dx,) = ins, outs
+    axes = normalize_axes(attrs["axes"], x.ndim)
+    kept = kept_shape(x.shape, axes)
+    zero, silent = xp.empty(x.shape, bool), xp.empty(x.shape, bool)
+    nonzero = xp.empty(x.shape, dx.dtype)
+    count, product = xp.empty(kept, dx.dtype), xp.empty(kept, dx.dtype)
+    some, many = xp.empty(kept, bool), xp.empty(kept, bool)
+
+    def run() -> None:
+        xp.equal(x, 0, out=zero)
+        xp.sum(zero, axis=axes, keepdims=True, out=count)
+        xp.copyto(nonzero, x)
+        xp.copyto(nonzero, 1, where=zero)
+        xp.prod(nonzero, axis=axes, keepdims=True, out=product)
+        xp.greater(count, 0, out=some)
+        xp.greater(count, 1, out=many)
+        # silent: in a group with a zero, every entry but a lone zero
+        xp.logical_not(zero, out=silent)
+        xp.logical_or(silent, many, out=silent)
+        xp.logical_and(silent, some, out=silent)
+        xp.divide(product, nonzero, out=dx)
+        xp.multiply(dx, dy.reshape(kept), out=dx)
+        xp.copyto(dx, 0, where=silent)
 
     return run

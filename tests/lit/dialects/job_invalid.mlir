@@ -736,3 +736,13 @@ job.func @f(%dy: tensor<3x8xf32>, %i: tensor<3xi32>) {
   %r = job.gather_grad %dy, %i {axis = 1 : i64} : (tensor<3x8xf32>, tensor<3xi32>) -> tensor<4x8xf32>
   job.return
 }
+
+// -----
+
+// reduce_prod's gradient takes dy of the reduced shape.
+
+job.func @f(%x: tensor<4x8xf32>) {
+  // expected-error@+1 {{'job.reduce_prod_grad' op reduce_prod_grad: dy must be tensor<4xf32>, got tensor<4x8xf32>}}
+  %r = job.reduce_prod_grad %x, %x {axes = array<i64: 1>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  job.return
+}

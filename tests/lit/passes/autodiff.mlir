@@ -210,3 +210,20 @@ job.func @embed(%i: tensor<2x3xi32>) -> tensor<f32> attributes {job_type = "trai
 // CHECK-LABEL: job.func @embed
 // CHECK:         %e_grad = job.gather_grad %g_grad, %i : (tensor<2x3x4xf32>, tensor<2x3xi32>) -> tensor<5x4xf32>
 // CHECK-NEXT:    job.apply_gradients %e, %e_grad
+
+// -----
+
+// reduce_prod: its gradient op takes x, not the product, so that zeros need no
+// division (the kernel multiplies the other entries).
+
+job.func @product() -> tensor<f32> attributes {job_type = "train"} {
+  %a = job.variable {name = "a", initializer = {kind = "constant", value = 0.0}} : tensor<2x3xf32>
+  %p = job.reduce_prod %a {axes = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<f32>
+  job.minimize %p {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %p : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @product
+// CHECK:         %p_grad = job.fill {value = 1.000000e+00 : f64} : tensor<f32>
+// CHECK-NEXT:    %a_grad = job.reduce_prod_grad %p_grad, %a {axes = array<i64: 0, 1>} : (tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    job.apply_gradients %a, %a_grad

@@ -92,13 +92,15 @@ job.func @model_parallel(%x: tensor<3x4xf32>) -> tensor<5x2xf32> attributes {job
 
 // -----
 
-// Selection and indexing lower to kernels of the same names.
+// Selection, indexing and products lower to kernels of the same names.
 
 job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x3xf32>, %y: tensor<3xf32>, %i: tensor<2xi64>) -> tensor<4x3xf32> attributes {job_type = "predict"} {
   %w = job.where %c, %x, %y : (tensor<4x1xi8>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
   %g = job.gather %w, %i {axis = 1 : i64} : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<4x2xf32>
   %s = job.gather_grad %g, %i {axis = 1 : i64} : (tensor<4x2xf32>, tensor<2xi64>) -> tensor<4x3xf32>
-  job.return %s : tensor<4x3xf32>
+  %p = job.reduce_prod %s {axes = array<i64: 0>, keepdims = true} : (tensor<4x3xf32>) -> tensor<1x3xf32>
+  %pg = job.reduce_prod_grad %p, %s {axes = array<i64: 0>, keepdims = true} : (tensor<1x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  job.return %pg : tensor<4x3xf32>
 }
 
 // CHECK-LABEL: buffer.program @select
@@ -108,4 +110,8 @@ job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x3xf32>, %y: tensor<3xf32>, %i:
 // CHECK-NEXT:    buffer.kernel "gather" ins(%w, %i : memref<4x3xf32>, memref<2xi64>) outs(%g : memref<4x2xf32>) {axis = 1 : i64}
 // CHECK-NEXT:    %s = buffer.alloc : memref<4x3xf32>
 // CHECK-NEXT:    buffer.kernel "gather_grad" ins(%g, %i : memref<4x2xf32>, memref<2xi64>) outs(%s : memref<4x3xf32>) {axis = 1 : i64}
-// CHECK-NEXT:    buffer.output %s {index = 0 : i64} : memref<4x3xf32>
+// CHECK-NEXT:    %p = buffer.alloc : memref<1x3xf32>
+// CHECK-NEXT:    buffer.kernel "reduce_prod" ins(%s : memref<4x3xf32>) outs(%p : memref<1x3xf32>) {axes = array<i64: 0>, keepdims = true}
+// CHECK-NEXT:    %pg = buffer.alloc : memref<4x3xf32>
+// CHECK-NEXT:    buffer.kernel "reduce_prod_grad" ins(%p, %s : memref<1x3xf32>, memref<4x3xf32>) outs(%pg : memref<4x3xf32>) {axes = array<i64: 0>, keepdims = true}
+// CHECK-NEXT:    buffer.output %pg {index = 0 : i64} : memref<4x3xf32>

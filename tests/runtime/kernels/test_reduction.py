@@ -3,7 +3,12 @@ import math
 import numpy as np
 import pytest
 
-REFERENCE = {"reduce_sum": math.fsum, "reduce_mean": lambda v: math.fsum(v) / len(v), "reduce_max": max}
+REFERENCE = {
+    "reduce_sum": math.fsum,
+    "reduce_mean": lambda v: math.fsum(v) / len(v),
+    "reduce_max": max,
+    "reduce_prod": math.prod,
+}
 AXES = [
     ((2, 3, 4), (1,)),
     ((2, 3, 4), (0, 2)),
@@ -86,3 +91,36 @@ def test_reduce_max_grad_matches_torch_amax(kernel, rng) -> None:
     (y,) = kernel("reduce_max", [x], [((3, 1, 5), np.float64)], axes=(1,), keepdims=True)
     (dx,) = kernel("reduce_max_grad", [dy, x, y], [(x.shape, np.float64)], axes=(1,), keepdims=True)
     np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-14)
+
+
+def others_product(row: list[float]) -> list[float]:
+    """Reference: for each entry, the product of the other entries of its row (no division)."""
+    return [math.prod(row[:i] + row[i + 1 :]) for i in range(len(row))]
+
+
+@pytest.mark.parametrize("zeros", [0, 1, 2])
+@pytest.mark.parametrize("shape, axes", AXES)
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reduce_prod_grad_with_zeros(kernel, rng, shape, axes, keepdims, dtype, zeros) -> None:
+    """dx = dy * the product of the other entries: exact where a group holds one or two zeros."""
+    norm = tuple(a % len(shape) for a in axes)
+    rest = [a for a in range(len(shape)) if a not in norm]
+    groups = rng.uniform(0.5, 1.5, (math.prod(shape[a] for a in rest), math.prod(shape[a] for a in norm)))
+    groups *= rng.choice([-1.0, 1.0], groups.shape)
+    for g, row in enumerate(groups):
+        row[rng.permutation(row.size)[: min((zeros + g) % 3, row.size)]] = 0.0  # groups with 0, 1 and 2 zeros
+    moved = groups.reshape([shape[a] for a in rest] + [shape[a] for a in norm])
+    x = np.moveaxis(moved, list(range(len(shape))), rest + list(norm)).astype(dtype)
+    assert (x == 0).sum() == (groups == 0).sum()
+    kept = reduce_rows(max, x, axes, keepdims).shape
+    dy = rng.standard_normal(kept).astype(dtype)
+    (dx,) = kernel("reduce_prod_grad", [dy, x], [(x.shape, dtype)], axes=axes, keepdims=keepdims)
+    ref = np.empty(x.shape)
+    for index in np.ndindex(*x.shape):
+        group = x[tuple(index[a] if a in rest else slice(None) for a in range(x.ndim))].reshape(-1)
+        position = np.ravel_multi_index([index[a] for a in norm], [x.shape[a] for a in norm])
+        own = tuple(0 if a in norm else index[a] for a in range(x.ndim)) if keepdims else tuple(index[a] for a in rest)
+        ref[index] = float(dy[own]) * others_product([float(v) for v in group])[position]
+    tol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(dx, ref, rtol=tol, atol=tol / 10)
