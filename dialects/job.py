@@ -559,8 +559,6 @@ class WhereOp(JobOp):
         return aligned_groups(types)
 
 
-
-
 ReluGradOp = _define("relu_grad", "dy * (y > 0)", GradOp)
 SigmoidGradOp = _define("sigmoid_grad", "dy * y * (1 - y)", GradOp)
 TanhGradOp = _define("tanh_grad", "dy * (1 - y*y)", GradOp)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
-from types import ModuleType
 from typing import Any
 
 import numpy as np

@@ -90,7 +90,6 @@ def slice_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
     return run
 
 
-
 def _gathered(
     xp: ModuleType, kernel: str, attrs: Mapping[str, Any], params: Array, indices: Array, out: Array
 ) -> tuple[int, Run]:

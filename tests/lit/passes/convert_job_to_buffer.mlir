@@ -58,6 +58,32 @@ job.func @returns_variable(%g: tensor<3xf32>) -> tensor<3xf32> attributes {job_t
 
 // -----
 
+// Selection, indexing and products lower to kernels of the same names.
+
+job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x3xf32>, %y: tensor<3xf32>, %i: tensor<2xi64>) -> tensor<4x3xf32> attributes {job_type = "predict"} {
+  %w = job.where %c, %x, %y : (tensor<4x1xi8>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %g = job.gather %w, %i {axis = 1 : i64} : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<4x2xf32>
+  %s = job.gather_grad %g, %i {axis = 1 : i64} : (tensor<4x2xf32>, tensor<2xi64>) -> tensor<4x3xf32>
+  %p = job.reduce_prod %s {axes = array<i64: 0>, keepdims = true} : (tensor<4x3xf32>) -> tensor<1x3xf32>
+  %pg = job.reduce_prod_grad %p, %s {axes = array<i64: 0>, keepdims = true} : (tensor<1x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  job.return %pg : tensor<4x3xf32>
+}
+
+// CHECK-LABEL: buffer.program @select
+// CHECK:         %w = buffer.alloc : memref<4x3xf32>
+// CHECK-NEXT:    buffer.kernel "where" ins(%c, %x, %y : memref<4x1xi8>, memref<4x3xf32>, memref<3xf32>) outs(%w : memref<4x3xf32>)
+// CHECK-NEXT:    %g = buffer.alloc : memref<4x2xf32>
+// CHECK-NEXT:    buffer.kernel "gather" ins(%w, %i : memref<4x3xf32>, memref<2xi64>) outs(%g : memref<4x2xf32>) {axis = 1 : i64}
+// CHECK-NEXT:    %s = buffer.alloc : memref<4x3xf32>
+// CHECK-NEXT:    buffer.kernel "gather_grad" ins(%g, %i : memref<4x2xf32>, memref<2xi64>) outs(%s : memref<4x3xf32>) {axis = 1 : i64}
+// CHECK-NEXT:    %p = buffer.alloc : memref<1x3xf32>
+// CHECK-NEXT:    buffer.kernel "reduce_prod" ins(%s : memref<4x3xf32>) outs(%p : memref<1x3xf32>) {axes = array<i64: 0>, keepdims = true}
+// CHECK-NEXT:    %pg = buffer.alloc : memref<4x3xf32>
+// CHECK-NEXT:    buffer.kernel "reduce_prod_grad" ins(%p, %s : memref<1x3xf32>, memref<4x3xf32>) outs(%pg : memref<4x3xf32>) {axes = array<i64: 0>, keepdims = true}
+// CHECK-NEXT:    buffer.output %pg {index = 0 : i64} : memref<4x3xf32>
+
+// -----
+
 // A per-device job (after lower-to-physical): collectives become buffer
 // collectives over the same mesh axis, rank-dependent ops become kernels that
 // read the device's coordinate, and the program, its inputs, outputs and
@@ -89,29 +115,3 @@ job.func @model_parallel(%x: tensor<3x4xf32>) -> tensor<5x2xf32> attributes {job
 // CHECK-NEXT:    buffer.all_reduce %y, %r {mesh = array<i64: 2>, mesh_axis = 0 : i64, reduction = "sum"} : memref<5x2xf32>, memref<5x2xf32>
 // CHECK-NEXT:    buffer.output %r {index = 0 : i64, logical_shape = array<i64: 5, 2>, sbp = #job.nd_sbp<[broadcast]>} : memref<5x2xf32>
 // CHECK-NEXT:  }
-
-// -----
-
-// Selection, indexing and products lower to kernels of the same names.
-
-job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x3xf32>, %y: tensor<3xf32>, %i: tensor<2xi64>) -> tensor<4x3xf32> attributes {job_type = "predict"} {
-  %w = job.where %c, %x, %y : (tensor<4x1xi8>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
-  %g = job.gather %w, %i {axis = 1 : i64} : (tensor<4x3xf32>, tensor<2xi64>) -> tensor<4x2xf32>
-  %s = job.gather_grad %g, %i {axis = 1 : i64} : (tensor<4x2xf32>, tensor<2xi64>) -> tensor<4x3xf32>
-  %p = job.reduce_prod %s {axes = array<i64: 0>, keepdims = true} : (tensor<4x3xf32>) -> tensor<1x3xf32>
-  %pg = job.reduce_prod_grad %p, %s {axes = array<i64: 0>, keepdims = true} : (tensor<1x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
-  job.return %pg : tensor<4x3xf32>
-}
-
-// CHECK-LABEL: buffer.program @select
-// CHECK:         %w = buffer.alloc : memref<4x3xf32>
-// CHECK-NEXT:    buffer.kernel "where" ins(%c, %x, %y : memref<4x1xi8>, memref<4x3xf32>, memref<3xf32>) outs(%w : memref<4x3xf32>)
-// CHECK-NEXT:    %g = buffer.alloc : memref<4x2xf32>
-// CHECK-NEXT:    buffer.kernel "gather" ins(%w, %i : memref<4x3xf32>, memref<2xi64>) outs(%g : memref<4x2xf32>) {axis = 1 : i64}
-// CHECK-NEXT:    %s = buffer.alloc : memref<4x3xf32>
-// CHECK-NEXT:    buffer.kernel "gather_grad" ins(%g, %i : memref<4x2xf32>, memref<2xi64>) outs(%s : memref<4x3xf32>) {axis = 1 : i64}
-// CHECK-NEXT:    %p = buffer.alloc : memref<1x3xf32>
-// CHECK-NEXT:    buffer.kernel "reduce_prod" ins(%s : memref<4x3xf32>) outs(%p : memref<1x3xf32>) {axes = array<i64: 0>, keepdims = true}
-// CHECK-NEXT:    %pg = buffer.alloc : memref<4x3xf32>
-// CHECK-NEXT:    buffer.kernel "reduce_prod_grad" ins(%p, %s : memref<1x3xf32>, memref<4x3xf32>) outs(%pg : memref<4x3xf32>) {axes = array<i64: 0>, keepdims = true}
-// CHECK-NEXT:    buffer.output %pg {index = 0 : i64} : memref<4x3xf32>

@@ -100,3 +100,23 @@ job.func @mirrored(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placement
 
 // CHECK-LABEL: job.func @mirrored
 // CHECK-NEXT:    %r = job.relu %x {{{.*}}, sbp = #job.nd_sbp<[split(0)]>, sbp_in = [#job.nd_sbp<[split(0)]>],
+
+// -----
+
+// A lookup in a table hinted split over its features: gather keeps the split
+// (params split off the indexed axis, the ids whole). The returned scatter-add
+// must be whole: gathering its 6x8 operand moves less than gathering the 10x8
+// table it fills, so it runs broadcast.
+
+job.func @embedding(%ids: tensor<6xi32>) -> tensor<10x8xf32> attributes {placement = #job.placement<cpu, ["0:0-1"]>} {
+  %table = job.variable {name = "table", initializer = {kind = "zeros"}, sbp = #job.nd_sbp<[split(1)]>, sbp_origin = "hint"} : tensor<10x8xf32>
+  %rows = job.gather %table, %ids : (tensor<10x8xf32>, tensor<6xi32>) -> tensor<6x8xf32>
+  %t = job.tanh %rows : (tensor<6x8xf32>) -> tensor<6x8xf32>
+  %back = job.gather_grad %t, %ids : (tensor<6x8xf32>, tensor<6xi32>) -> tensor<10x8xf32>
+  job.return %back : tensor<10x8xf32>
+}
+
+// CHECK-LABEL: job.func @embedding
+// CHECK:         %rows = job.gather %table, %ids {{{.*}}, sbp = #job.nd_sbp<[split(1)]>, sbp_in = [#job.nd_sbp<[split(1)]>, #job.nd_sbp<[broadcast]>], sbp_origin = "cost",
+// CHECK-NEXT:    %t = job.tanh %rows {{{.*}}, sbp = #job.nd_sbp<[split(1)]>,
+// CHECK-NEXT:    %back = job.gather_grad %t, %ids {{{.*}}, sbp = #job.nd_sbp<[broadcast]>, sbp_in = [#job.nd_sbp<[broadcast]>, #job.nd_sbp<[broadcast]>], sbp_origin = "cost",
