@@ -504,6 +504,16 @@ SigmoidOp = _define("sigmoid", "1/(1+e**-x)", UnaryOp)
 TanhOp = _define("tanh", "hyperbolic tangent", UnaryOp)
 GeluOp = _define("gelu", "x*Phi(x), the exact erf form", UnaryOp)
 AbsOp = _define("abs", "|x|", UnaryOp)
+SinOp = _define("sin", "sine", UnaryOp)
+CosOp = _define("cos", "cosine", UnaryOp)
+FloorOp = _define("floor", "the largest integer <= x", UnaryOp)
+CeilOp = _define("ceil", "the smallest integer >= x", UnaryOp)
+RoundOp = _define("round", "the nearest integer, halves to even (C's nearbyint, as OneFlow's round and rint)", UnaryOp)
+SignOp = _define("sign", "-1, 0 or 1 as x is negative, zero or positive; NaN stays NaN (OneFlow's and PyTorch's kernels give 0)", UnaryOp)
+Log1pOp = _define("log1p", "log(1 + x), accurate for small x", UnaryOp)
+Expm1Op = _define("expm1", "e**x - 1, accurate for small x", UnaryOp)
+ErfOp = _define("erf", "the error function", UnaryOp)
+ErfcOp = _define("erfc", "1 - erf(x), accurate where erf(x) is near 1", UnaryOp)
 
 
 class CompareOp(BinaryOp):
@@ -2354,6 +2364,7 @@ def variable_of(value: SSAValue) -> VariableOp | None:
 COMPUTE_OPS: list[type[Operation]] = [
     VariableOp, ConstantOp, FillOp, DropoutMaskOp,
     NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SquareOp, ReluOp, SigmoidOp, TanhOp, GeluOp, AbsOp,
+    SinOp, CosOp, FloorOp, CeilOp, RoundOp, SignOp, Log1pOp, Expm1Op, ErfOp, ErfcOp,
     AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp,
     EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp,
     ReluGradOp, SigmoidGradOp, TanhGradOp, GeluGradOp,

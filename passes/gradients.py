@@ -46,6 +46,10 @@ NO_GRADIENT: frozenset[type[Operation]] = frozenset(
         job.GreaterOp,
         job.GreaterEqualOp,
         job.LearningRateOp,
+        job.FloorOp,  # piecewise constant: OneFlow's and PyTorch's gradient is 0
+        job.CeilOp,
+        job.RoundOp,
+        job.SignOp,
     }
 )
 """Ops whose results carry no gradient: sources, integer-valued and piecewise-constant ops."""
@@ -197,6 +201,43 @@ def _abs(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads
     zero = b.scalar(0.0, x)
     sign = b.emit(job.SubOp, [b.mask(job.GreaterOp, x, zero, x), b.mask(job.LessOp, x, zero, x)])
     return [b.emit(job.MulOp, [dy, sign])]
+
+
+@gradient(job.SinOp)
+def _sin(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.MulOp, [dy, b.emit(job.CosOp, [op.operands[0]])])]
+
+
+@gradient(job.CosOp)
+def _cos(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.NegOp, [b.emit(job.MulOp, [dy, b.emit(job.SinOp, [op.operands[0]])])])]
+
+
+@gradient(job.Log1pOp)
+def _log1p(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    x = op.operands[0]
+    return [b.emit(job.DivOp, [dy, b.emit(job.AddOp, [x, b.scalar(1.0, x)])])]
+
+
+@gradient(job.Expm1Op)
+def _expm1(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # e**x, not y + 1 (PyTorch's): y + 1 keeps no digit of e**x where y rounds to -1
+    return [b.emit(job.MulOp, [dy, b.emit(job.ExpOp, [op.operands[0]])])]
+
+
+def _gaussian(factor: float) -> Rule:
+    """erf and erfc: the derivative is factor * e**(-x*x), factor = 2/sqrt(pi) or its negative."""
+
+    def rule(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+        x = op.operands[0]
+        density = b.emit(job.ExpOp, [b.emit(job.NegOp, [b.emit(job.SquareOp, [x])])])
+        return [b.scale(b.emit(job.MulOp, [dy, density]), factor)]
+
+    return rule
+
+
+gradient(job.ErfOp)(_gaussian(2.0 / math.sqrt(math.pi)))
+gradient(job.ErfcOp)(_gaussian(-2.0 / math.sqrt(math.pi)))
 
 
 def _activation(grad_op: type[job.JobOp], saves_input: bool) -> Rule:

@@ -61,6 +61,17 @@ sigmoid = _unary(job.SigmoidOp, "flow.math.sigmoid")
 tanh = _unary(job.TanhOp, "flow.math.tanh")
 gelu = _unary(job.GeluOp, "flow.math.gelu")
 abs = _unary(job.AbsOp, "flow.math.abs")  # noqa: A001
+sin = _unary(job.SinOp, "flow.math.sin")
+cos = _unary(job.CosOp, "flow.math.cos")
+floor = _unary(job.FloorOp, "flow.math.floor")
+ceil = _unary(job.CeilOp, "flow.math.ceil")
+round = _unary(job.RoundOp, "flow.math.round")  # noqa: A001
+rint = _unary(job.RoundOp, "flow.math.rint")  # OneFlow's rint and round both round halves to even
+sign = _unary(job.SignOp, "flow.math.sign")
+log1p = _unary(job.Log1pOp, "flow.math.log1p")
+expm1 = _unary(job.Expm1Op, "flow.math.expm1")
+erf = _unary(job.ErfOp, "flow.math.erf")
+erfc = _unary(job.ErfcOp, "flow.math.erfc")
 
 
 def reciprocal(x: Blob, name: str | None = None) -> Blob:

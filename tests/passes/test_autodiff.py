@@ -288,8 +288,8 @@ DYNAMIC_X = np.array([[0.5, -1.0, 2.0, 1.5], [-0.3, 0.8, -1.2, 0.1]])
 
 CASES = [
     *(_unary(c) for c in (job.NegOp, job.ExpOp, job.SquareOp, job.ReluOp, job.SigmoidOp, job.TanhOp,
-                          job.GeluOp, job.AbsOp)),
-    *(_unary(c, positive=True) for c in (job.LogOp, job.SqrtOp, job.RsqrtOp)),
+                          job.GeluOp, job.AbsOp, job.SinOp, job.CosOp, job.Expm1Op, job.ErfOp, job.ErfcOp)),
+    *(_unary(c, positive=True) for c in (job.LogOp, job.SqrtOp, job.RsqrtOp, job.Log1pOp)),
     _binary(job.AddOp, (2, 3)),
     _binary(job.AddOp, (3,)),
     _binary(job.SubOp, (2, 1)),

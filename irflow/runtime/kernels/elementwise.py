@@ -1,4 +1,4 @@
-"""Elementwise kernels: broadcasting binaries, comparisons, where, unary math, erf, cast, bias_add.
+"""Elementwise kernels: broadcasting binaries, comparisons, where, unary math, erf and erfc, cast, bias_add.
 
 Most are a single ufunc call with `out=`, which numpy and cupy both make safe
 when the memory planner gives the output the same memory as an input; the
@@ -44,6 +44,14 @@ _UNARY = {
     "square": "square",
     "abs": "absolute",
     "tanh": "tanh",
+    "sin": "sin",
+    "cos": "cos",
+    "floor": "floor",
+    "ceil": "ceil",
+    "round": "rint",  # halves to even, as OneFlow's round (nearbyint) and rint
+    "sign": "sign",
+    "log1p": "log1p",
+    "expm1": "expm1",
 }
 
 
@@ -107,10 +115,18 @@ def cast(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: S
     return partial(xp.copyto, y, x, casting="unsafe")
 
 
-@register("erf")
-def erf(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    (x,), (y,) = ins, outs
-    return partial(ErrorFunction(xp, y.shape, y.dtype).erf, x, y)
+def _error_function_kernel(method: str) -> KernelFactory:
+    """erf or erfc: `ErrorFunction`'s method of that name, with its scratch made at build time."""
+
+    def build(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+        (x,), (y,) = ins, outs
+        return partial(getattr(ErrorFunction(xp, y.shape, y.dtype), method), x, y)
+
+    return build
+
+
+for _name in ("erf", "erfc"):
+    register(_name)(_error_function_kernel(_name))
 
 
 def bias_column(kernel: str, attrs: Mapping[str, Any], x: Array, bias: Array) -> Array:

@@ -94,6 +94,38 @@ job.func @elementwise(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32>
 
 // -----
 
+// The unary math of OneFlow's flow.math: sin ... erfc.
+
+job.func @unary_math(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %sin = job.sin %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %cos = job.cos %sin : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %floor = job.floor %cos : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %ceil = job.ceil %floor : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %round = job.round %ceil : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %sign = job.sign %round : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %log1p = job.log1p %sign : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %expm1 = job.expm1 %log1p : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %erf = job.erf %expm1 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %erfc = job.erfc %erf : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  job.return %erfc : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: job.func @unary_math(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %sin = job.sin %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %cos = job.cos %sin : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %floor = job.floor %cos : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %ceil = job.ceil %floor : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %round = job.round %ceil : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %sign = job.sign %round : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %log1p = job.log1p %sign : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %expm1 = job.expm1 %log1p : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %erf = job.erf %expm1 : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %erfc = job.erfc %erf : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    job.return %erfc : tensor<4x8xf32>
+// CHECK-NEXT:  }
+
+// -----
+
 // Casts and shape ops.
 
 job.func @shapes(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {

@@ -227,3 +227,29 @@ job.func @product() -> tensor<f32> attributes {job_type = "train"} {
 // CHECK:         %p_grad = job.fill {value = 1.000000e+00 : f64} : tensor<f32>
 // CHECK-NEXT:    %a_grad = job.reduce_prod_grad %p_grad, %a {axes = array<i64: 0, 1>} : (tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
 // CHECK-NEXT:    job.apply_gradients %a, %a_grad
+
+// -----
+
+// Unary math: sin's gradient multiplies by cos of its input; floor is piecewise
+// constant and passes no gradient, so only sin's reaches w.
+
+job.func @sine(%x: tensor<4x3xf32>) -> tensor<f32> attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<4x3xf32>
+  %s = job.sin %w : (tensor<4x3xf32>) -> tensor<4x3xf32> loc("model.py":3:8)
+  %f = job.floor %w : (tensor<4x3xf32>) -> tensor<4x3xf32> loc("model.py":4:8)
+  %a = job.add %s, %f : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %l = job.reduce_sum %a {axes = array<i64: 0, 1>} : (tensor<4x3xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @sine
+// CHECK:         %a_grad = job.broadcast_to
+// CHECK-NEXT:    %[[COS:.*]] = job.cos %w : (tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %w_grad = job.mul %a_grad, %[[COS]] : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    job.apply_gradients %w, %w_grad
+// CHECK-NOT:     job.floor
+
+// LOC-LABEL: job.func @sine
+// LOC:         job.cos {{.*}} loc("model.py":3:8)
+// LOC-NEXT:    %w_grad = job.mul {{.*}} loc("model.py":3:8)

@@ -88,6 +88,15 @@ UNARY = {
     "sigmoid": (_sigmoid, (-750, 750)),
     "gelu": (lambda v: v * 0.5 * math.erfc(-v / math.sqrt(2)), (-8, 8)),
     "erf": (math.erf, (-5, 5)),
+    "erfc": (math.erfc, (-5, 5)),
+    "sin": (math.sin, (-10, 10)),
+    "cos": (math.cos, (-10, 10)),
+    "floor": (math.floor, (-5, 5)),
+    "ceil": (math.ceil, (-5, 5)),
+    "round": (round, (-5, 5)),  # Python's round takes halves to even, as OneFlow's
+    "sign": (lambda v: (v > 0) - (v < 0), (-3, 3)),
+    "log1p": (math.log1p, (-0.99, 10)),
+    "expm1": (math.expm1, (-5, 5)),
 }
 
 
@@ -108,6 +117,27 @@ def test_sigmoid_saturates_without_overflow(kernel) -> None:
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         (y,) = kernel("sigmoid", [x], [((5,), np.float64)])
     np.testing.assert_allclose(y, [0.0, _sigmoid(-40.0), 0.5, 1.0, 1.0], rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_round_takes_halves_to_even(kernel, dtype) -> None:
+    x = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49999997], dtype)
+    (y,) = kernel("round", [x], [((8,), dtype)])
+    np.testing.assert_array_equal(y, np.array([-2, -2, 0, 0, 2, 2, 4, 0], dtype))
+
+
+def test_sign_of_zeros_is_zero(kernel) -> None:
+    x = np.array([-0.0, 0.0, -1e-300, 1e-300])
+    (y,) = kernel("sign", [x], [((4,), np.float64)])
+    np.testing.assert_array_equal(y, [0.0, 0.0, -1.0, 1.0])
+
+
+@pytest.mark.parametrize("name, fn", [("log1p", math.log1p), ("expm1", math.expm1)])
+def test_log1p_and_expm1_keep_relative_accuracy_near_zero(kernel, name, fn) -> None:
+    """Where 1 + x rounds to 1 (log(1 + x) and exp(x) - 1 would give 0 or lose every digit)."""
+    x = np.array([1e-20, -1e-20, 1e-10, -3e-9, 1e-5])
+    (y,) = kernel(name, [x], [((5,), np.float64)])
+    np.testing.assert_allclose(y, [fn(v) for v in x], rtol=1e-15)
 
 
 def test_gelu_negative_tail_keeps_relative_accuracy(kernel) -> None:
@@ -172,7 +202,7 @@ ALIASABLE = [(name, 1, 0) for name in UNARY] + [
 @pytest.mark.parametrize("name, arity, alias", ALIASABLE)
 def test_output_may_share_memory_with_an_input(kernel, rng, name, arity, alias) -> None:
     ins = [rng.uniform(0.2, 1.5, (4, 33)) * rng.choice([-1, 1], (4, 33)) for _ in range(arity)]
-    if name in ("pow", "log", "sqrt", "rsqrt"):
+    if name in ("pow", "log", "sqrt", "rsqrt", "log1p"):
         ins[0] = np.abs(ins[0])
     (expected,) = kernel(name, [a.copy() for a in ins], [((4, 33), np.float64)])
     (got,) = kernel(name, ins, [ins[alias]])
