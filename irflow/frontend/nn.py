@@ -52,12 +52,83 @@ def leaky_relu(x: Blob, alpha: float = 0.2, name: str | None = None) -> Blob:
     the factor is the gradient.
     """
     what = "flow.nn.leaky_relu"
+    _require_float(x, what)
+    alpha = _require_number(alpha, "alpha", what)
+    positive = _mask(math.greater(x, 0.0), x)
+    return multiply(x, positive + (1.0 - positive) * alpha, name)
+
+
+def _require_float(x: Blob, what: str) -> None:
     if not isinstance(x, Blob) or not x.dtype.is_floating_point:
         fail(f"{what}: x must be a floating-point Blob, got {x!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        fail(f"{what}: alpha must be a number, got {alpha!r}")
-    positive = _mask(math.greater(x, 0.0), x)
-    return multiply(x, positive + (1.0 - positive) * float(alpha), name)
+
+
+def _require_number(value: object, label: str, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        fail(f"{what}: {label} must be a number, got {value!r}")
+    return float(value)
+
+
+def hardtanh(x: Blob, min_val: float = -1.0, max_val: float = 1.0, name: str | None = None) -> Blob:
+    """min_val below min_val, max_val above max_val, x between; the gradient is 0 at both bounds.
+
+    As maximum(min_val, x) then minimum(max_val, .): the bounds come first, and a tie gives the
+    gradient to the first operand, so x's is 0 where it equals a bound (OneFlow's and PyTorch's
+    choice; flow.math.clip_by_value passes it there).
+    """
+    return _hardtanh(x, min_val, max_val, name, "flow.nn.hardtanh")
+
+
+def _hardtanh(x: Blob, min_val: object, max_val: object, name: str | None, what: str) -> Blob:
+    _require_float(x, what)
+    low, high = _require_number(min_val, "min_val", what), _require_number(max_val, "max_val", what)
+    if not low < high:
+        fail(f"{what}: min_val must be below max_val, got {low} and {high}")
+    return math.minimum(high, math.maximum(low, x), name)
+
+
+def relu6(x: Blob, name: str | None = None) -> Blob:
+    """hardtanh(x, 0, 6), as OneFlow defines it: the gradient is 0 at 0 and at 6."""
+    return _hardtanh(x, 0.0, 6.0, name, "flow.nn.relu6")
+
+
+def hardsigmoid(x: Blob, name: str | None = None) -> Blob:
+    """relu6(x + 3) / 6: 0 up to -3, 1 from 3, linear between; the gradient is 0 at -3 and 3 (OneFlow's, PyTorch's)."""
+    what = "flow.nn.hardsigmoid"
+    _require_float(x, what)
+    return math.divide(_hardtanh(x + 3.0, 0.0, 6.0, None, what), 6.0, name)
+
+
+def hardswish(x: Blob, name: str | None = None) -> Blob:
+    """x * relu6(x + 3) / 6, PyTorch's formula; the gradient is 0 at -3 and 1 at 3 (OneFlow's, PyTorch's)."""
+    what = "flow.nn.hardswish"
+    _require_float(x, what)
+    return math.divide(x * _hardtanh(x + 3.0, 0.0, 6.0, None, what), 6.0, name)
+
+
+def swish(x: Blob, beta: float = 1.0, name: str | None = None) -> Blob:
+    """x * sigmoid(beta * x) (PyTorch's silu for beta = 1)."""
+    what = "flow.nn.swish"
+    _require_float(x, what)
+    return multiply(x, math.sigmoid(x * _require_number(beta, "beta", what)), name)
+
+
+def mish(x: Blob, name: str | None = None) -> Blob:
+    """x * tanh(softplus(x)); flow.math.softplus neither overflows nor loses its tail for large |x|."""
+    _require_float(x, "flow.nn.mish")
+    return multiply(x, math.tanh(math.softplus(x)), name)
+
+
+def elu(x: Blob, alpha: float = 1.0, name: str | None = None) -> Blob:
+    """x where x > 0, alpha * (e**x - 1) elsewhere; the gradient at 0 is alpha (OneFlow's and PyTorch's).
+
+    As relu(x) + alpha * expm1(minimum(x, 0)): no e**x overflows for large x, expm1 keeps the
+    digits near 0 that OneFlow's exp(x) - 1 loses, and minimum's tie gives x the gradient at 0.
+    """
+    what = "flow.nn.elu"
+    _require_float(x, what)
+    alpha = _require_number(alpha, "alpha", what)
+    return math.add(relu(x), math.expm1(math.minimum(x, 0.0)) * alpha, name)
 
 
 def sigmoid_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | None = None) -> Blob:

@@ -378,6 +378,10 @@ def test_layer_norm_trains_as_pytorchs(devices):
         (lambda x, i: flow.one_hot(i, 3, axis=3), "axis must be an int in \\[-3, 3\\)"),
         (lambda x, i: flow.layers.layer_norm(x, begin_norm_axis=2), "begin_norm_axis 2 is out of range"),
         (lambda x, i: flow.math.reduce_variance(x, 5), "reduce_variance: axis 5 is out of range"),
+        (lambda x, i: flow.nn.hardtanh(x, 1.0, -1.0), "min_val must be below max_val, got 1.0 and -1.0"),
+        (lambda x, i: flow.nn.hardswish(i), "hardswish: x must be a floating-point Blob"),
+        (lambda x, i: flow.nn.elu(x, alpha=x), "elu: alpha must be a number"),
+        (lambda x, i: flow.nn.swish(x, beta="2"), "swish: beta must be a number"),
     ],
 )
 def test_bad_arguments_are_trace_errors(body, message):
@@ -386,3 +390,90 @@ def test_bad_arguments_are_trace_errors(body, message):
         @flow.global_function()
         def f(x: tp.Numpy.Placeholder((2, 3)), i: tp.Numpy.Placeholder((2, 3), dtype=flow.int32)) -> tp.Numpy:
             return body(x, i)
+
+
+F = torch.nn.functional
+LARGE = (1e30, -1e30, 80.0, -80.0)
+# name -> (ours, PyTorch's, the points where it bends)
+ACTIVATIONS = {
+    "hardtanh": (lambda b: flow.nn.hardtanh(b, -1.5, 2.0), lambda t: F.hardtanh(t, -1.5, 2.0), (-1.5, 2.0)),
+    "relu6": (flow.nn.relu6, F.relu6, (0.0, -0.0, 6.0)),
+    # F.hardsigmoid's float64 backward scales by float32's 1/6 (3e-8 off): its own formula through relu6 instead
+    "hardsigmoid": (flow.nn.hardsigmoid, lambda t: F.relu6(t + 3) / 6, (-3.0, 3.0)),
+    "hardswish": (flow.nn.hardswish, F.hardswish, (-3.0, 3.0, 0.0)),
+    "swish": (flow.nn.swish, F.silu, (0.0,)),
+    "swish-beta": (lambda b: flow.nn.swish(b, beta=1.7), lambda t: t * torch.sigmoid(1.7 * t), (0.0,)),
+    "mish": (flow.nn.mish, F.mish, (0.0, 20.0, -20.0)),
+    "elu": (flow.nn.elu, F.elu, (0.0, -0.0, 1e-8, -1e-8)),
+    "elu-alpha": (lambda b: flow.nn.elu(b, alpha=0.3), lambda t: F.elu(t, 0.3), (0.0, -1e-8)),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_activations_match_pytorch_at_their_kinks_and_far_out(dtype, name):
+    """Forward and gradient at the kinks (OneFlow's and PyTorch's choice there) and at large |x| (finite)."""
+    ours, theirs, kinks = ACTIVATIONS[name]
+    x = values(dtype, *kinks, *LARGE)
+    (out,), (grad,) = check(ours, theirs, [x], dtype)
+    assert np.isfinite(out).all() and np.isfinite(grad).all()
+
+
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("hardswish", [0.0, 1.0, 0.5, 1.0]),  # 0 at -3, 1 at 3
+        ("hardsigmoid", [0.0, 0.0, 1 / 6, 0.0]),  # 0 at both bounds
+        ("relu6", [0.0, 1.0, 0.0, 0.0]),  # 0 at 0 and at 6
+        ("elu-alpha", [0.3 * np.exp(-3.0), 1.0, 0.3, 1.0]),  # alpha at 0
+    ],
+)
+def test_activation_derivatives_at_the_kinks(name, want):
+    """The derivatives PyTorch's autograd (and OneFlow's kernels) give at x = -3, 3, 0, 6, spelled out."""
+    ours, theirs, _ = ACTIVATIONS[name]
+    x = np.array([-3.0, 3.0, 0.0, 6.0])
+    _, (grad,) = irflow_vjp(ours, [x], [np.ones(4)])
+    _, (torch_grad,) = torch_vjp(theirs, [x], [np.ones(4)])
+    np.testing.assert_allclose(grad, want, rtol=1e-15)
+    np.testing.assert_allclose(torch_grad, want, rtol=1e-15)
+
+
+def test_elu_keeps_its_digits_near_zero():
+    """alpha * expm1(x): e**x - 1 in float32 gives 0 for x = -1e-8 (OneFlow's formula); PyTorch's expm1 does not."""
+    (out,), _ = check(flow.nn.elu, F.elu, [np.array([-1e-8, -1e-30], np.float32)], flow.float32, atol=0)
+    assert (out < 0).all()
+
+
+def test_activations_train_as_pytorchs():
+    """Dense + hardswish + elu + mish in the loss, 3 SGD steps with momentum, against torch.nn.Linear."""
+    data = np.random.default_rng(5)
+    w0 = data.normal(size=(5, 4)).astype(np.float32)
+
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((6, 4)), target: tp.Numpy.Placeholder((6, 5))) -> tp.Numpy:
+        h = flow.layers.dense(x, 5, name="fc")
+        y = flow.nn.hardswish(h) + flow.nn.elu(h, 0.7) + flow.nn.mish(h) + flow.nn.relu6(h) + flow.nn.swish(h, 0.5)
+        loss = flow.math.reduce_mean(flow.math.square(y - target))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.05]), momentum=0.9).minimize(loss)
+        return y
+
+    flow.load_variables({"fc-weight": w0})
+    fc = torch.nn.Linear(4, 5)
+    with torch.no_grad():
+        fc.weight.copy_(torch.tensor(w0))
+        fc.bias.zero_()
+    opt = torch.optim.SGD(fc.parameters(), lr=0.05, momentum=0.9)
+    for _ in range(3):
+        x = (data.normal(size=(6, 4)) * 2).astype(np.float32)
+        target = data.normal(size=(6, 5)).astype(np.float32)
+        y = train(x, target)
+        opt.zero_grad()
+        h = fc(torch.tensor(x))
+        expected = F.hardswish(h) + F.elu(h, 0.7) + F.mish(h) + F.relu6(h) + h * torch.sigmoid(0.5 * h)
+        ((expected - torch.tensor(target)) ** 2).mean().backward()
+        opt.step()
+        np.testing.assert_allclose(y, expected.detach().numpy(), rtol=1e-5, atol=1e-5)
+    got = flow.get_all_variables()
+    np.testing.assert_allclose(got["fc-weight"].numpy(), fc.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["fc-bias"].numpy(), fc.bias.detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got["fc-weight"].numpy(), w0)
