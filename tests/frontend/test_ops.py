@@ -444,3 +444,12 @@ def test_integer_division_rounds_toward_zero_as_oneflow_does(dtype):
     # The quotient written over its dividend's buffer (an in-place partner after x + 1): the correction is
     # found before the quotient overwrites it.
     np.testing.assert_array_equal(run(lambda x, y: (x + 1) / y, [a, b]), np.trunc((a + 1.0) / b).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_division_by_zero_stops_the_step_at_the_line(dtype):
+    """x / 0 on integers has no value (OneFlow's CPU kernel traps, as C's `/`; torch raises): an ExecutionError
+    at the division naming the position, where it gave 1 for -7 / 0 and 0 for 7 / 0 without a word."""
+    a, b = np.array([-7, 7, 4], dtype), np.array([2, 0, 0], dtype)
+    with pytest.raises(flow.ExecutionError, match=r"test_ops\.py:\d+:\d+: .*divisor 0 at position \[1\]"):
+        run(lambda x, y: x / y, [a, b])

@@ -16,7 +16,7 @@ import numpy as np
 
 from .activation import relu_into
 from .erf import ErrorFunction
-from .registry import Array, KernelFactory, Run, register
+from .registry import Array, DataError, KernelFactory, Run, first_position, register
 from .shapes import expect_shape, normalize_axes
 
 _BINARY = {
@@ -67,7 +67,15 @@ def _ufunc_kernel(ufunc: str) -> KernelFactory:
 
 def _truncating_divide(xp: ModuleType, a: Array, b: Array, out: Array) -> None:
     """Integer division rounding toward zero, as OneFlow's kernels divide (C's `/`), where numpy's // rounds
-    down: -7 / 2 is -3. `out` is written last: it may be `a` or `b` (an in-place partner)."""
+    down: -7 / 2 is -3. `out` is written last: it may be `a` or `b` (an in-place partner).
+
+    A zero divisor is a DataError before anything is written: C's `/` has no value for it (OneFlow's CPU
+    kernel traps, torch raises), and numpy's 0 with the correction below made -7 / 0 come out as 1.
+    """
+    zero = xp.equal(b, 0)
+    if zero.any():
+        _, position = first_position(xp, zero)
+        raise DataError(f"integer division by zero: divisor 0 at position [{position}] of the divisor {tuple(b.shape)}")
     quotient = xp.floor_divide(a, b)
     inexact = xp.not_equal(xp.multiply(quotient, b), a)
     inexact &= xp.less(a, 0) != xp.less(b, 0)
@@ -75,7 +83,7 @@ def _truncating_divide(xp: ModuleType, a: Array, b: Array, out: Array) -> None:
 
 
 for _name, _ufunc in {**_BINARY, **_UNARY}.items():
-    register(_name)(_ufunc_kernel(_ufunc))
+    register(_name, checks_data=_name == "div")(_ufunc_kernel(_ufunc))  # div: an integer divisor of 0
 
 
 @register("rsqrt")

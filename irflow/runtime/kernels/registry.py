@@ -33,10 +33,15 @@ def check_indices(xp: ModuleType, values: Array, size: int, what: str, why: str)
     """A DataError naming the first of `values` outside [0, size) (`what`: "label", "index") and its position,
     row-major; `why` says what the range is. Kernels call it before they write anything."""
     if values.size and (int(values.min()) < 0 or int(values.max()) >= size):
-        flat = values.reshape(-1)
-        first = int(xp.argmax(xp.logical_or(xp.less(flat, 0), xp.greater_equal(flat, size))))
-        position = ", ".join(str(int(i)) for i in np.unravel_index(first, values.shape))
-        raise DataError(f"{what} {int(flat[first])} at position [{position}] is outside [0, {size}) ({why})")
+        outside = xp.logical_or(xp.less(values, 0), xp.greater_equal(values, size))
+        first, position = first_position(xp, outside)
+        raise DataError(f"{what} {int(values.reshape(-1)[first])} at position [{position}] is outside [0, {size}) ({why})")
+
+
+def first_position(xp: ModuleType, mask: Array) -> tuple[int, str]:
+    """The row-major flat index of `mask`'s first true entry and its position "i, j, ..." for a DataError."""
+    first = int(xp.argmax(mask.reshape(-1)))
+    return first, ", ".join(str(int(i)) for i in np.unravel_index(first, mask.shape))
 
 
 def register(*names: str, checks_data: bool = False) -> Callable[[KernelFactory], KernelFactory]:

@@ -4,6 +4,8 @@ import operator
 import numpy as np
 import pytest
 
+from irflow.runtime.kernels import CHECKS_DATA, DataError
+
 FLOATS = [np.float32, np.float64]
 TOL = {np.dtype(np.float16): 2e-3, np.dtype(np.float32): 2e-6, np.dtype(np.float64): 1e-13}
 
@@ -58,6 +60,19 @@ def test_integer_div_rounds_toward_zero(kernel) -> None:
     a, b = np.array([7, -7, 6, -6, 5], np.int64), np.array([2, 2, -4, -4, 5], np.int64)
     (y,) = kernel("div", [a, b], [((5,), np.int64)])
     np.testing.assert_array_equal(y, [3, -3, -1, 1, 1])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_div_by_zero_is_a_data_error(build_kernel, dtype) -> None:
+    """C's `/` has no value for x / 0 (OneFlow's CPU kernel traps, torch raises ZeroDivisionError); the floor
+    division and its correction gave 1 for -7 / 0 and 0 for 7 / 0, silently. Nothing is written."""
+    a, b = np.array([[7, -7], [3, 1]], dtype), np.array([[1, 2], [0, 5]], dtype)
+    run, (y,) = build_kernel("div", [a, b], [((2, 2), dtype)])
+    y[...] = 42
+    with pytest.raises(DataError, match=r"division by zero: divisor 0 at position \[1, 0\]"):
+        run()
+    assert (y == 42).all()
+    assert "div" in CHECKS_DATA
 
 
 @pytest.mark.parametrize("name", COMPARE)
