@@ -12,6 +12,8 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from irflow.dialects import job
 from irflow.frontend.blob import Blob
 from irflow.frontend.ops import cast, operands
@@ -149,14 +151,19 @@ def add_n(inputs: Sequence[Blob], name: str | None = None) -> Blob:
 
 
 def _axes(x: Blob, axis: int | Sequence[int] | None, what: str) -> list[int] | None:
-    """OneFlow's reduction axes: None reduces every axis, [] none at all."""
+    """OneFlow's reduction axes: None reduces every axis, [] none at all.
+
+    Numpy integers are axes as ints are; a bool is refused (True would be axis 1).
+    """
     if axis is None:
         return list(range(x.ndim))
-    axes = [axis] if isinstance(axis, int) else list(axis)
+    axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
     for a in axes:
-        if not isinstance(a, int) or not -x.ndim <= a < max(x.ndim, 1):
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+            fail(f"{what}: axis {a!r} is not an int")
+        if not -x.ndim <= a < max(x.ndim, 1):
             fail(f"{what}: axis {a!r} is out of range for a Blob of shape {x.shape}")
-    return [a % max(x.ndim, 1) for a in axes]
+    return [int(a) % max(x.ndim, 1) for a in axes]
 
 
 def _reduce(op: type[job.JobOp], what: str) -> Any:

@@ -453,3 +453,16 @@ def test_integer_division_by_zero_stops_the_step_at_the_line(dtype):
     a, b = np.array([-7, 7, 4], dtype), np.array([2, 0, 0], dtype)
     with pytest.raises(flow.ExecutionError, match=r"test_ops\.py:\d+:\d+: .*divisor 0 at position \[1\]"):
         run(lambda x, y: x / y, [a, b])
+
+
+@pytest.mark.parametrize("reduce", [flow.math.reduce_prod, flow.math.reduce_sum, flow.math.reduce_variance])
+def test_reduction_axes_take_numpy_ints_and_refuse_bools(reduce):
+    """np.int64 axes (what np.argmax or shape arithmetic gives) reduce as ints do: one alone was a TypeError
+    ('not iterable') outside any line, in a list 'out of range'. A bool is no axis: True reduced axis 1."""
+    a = rand((2, 3, 2), flow.float64)
+    expected = run(lambda x: reduce(x, axis=[0, 2]), [a])
+    np.testing.assert_array_equal(run(lambda x: reduce(x, axis=[np.int64(0), np.int32(-1)]), [a]), expected)
+    np.testing.assert_array_equal(run(lambda x: reduce(x, axis=np.int64(1)), [a]), run(lambda x: reduce(x, axis=1), [a]))
+    for axis in (True, [0, False]):
+        with pytest.raises(flow.TraceError, match=r"test_ops\.py:\d+:\d+: .*axis (True|False) is not an int"):
+            run(lambda x: reduce(x, axis=axis), [a])
