@@ -19,9 +19,12 @@ shape whatever the kind; the values a kind does not use keep their defaults.
 
 from __future__ import annotations
 
+import numbers
 import types
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import numpy as np
 
 from irflow.dialects import job
 from irflow.frontend import math
@@ -31,11 +34,16 @@ from irflow.frontend.locations import fail
 from irflow.frontend.tracing import append_op, current, own_value
 
 
+def _is_int(value: object) -> bool:
+    """An int or a numpy integer (what np.prod or an array's entries give), but not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 class Warmup:
     def __init__(self, kind: str, steps: int, multiplier: float):
-        if not isinstance(steps, int) or steps < 0:
+        if not _is_int(steps) or steps < 0:
             raise ValueError(f"warmup steps must be a non-negative int, got {steps!r}")
-        self.spec = {"kind": kind, "steps": steps, "multiplier": float(multiplier)}
+        self.spec = {"kind": kind, "steps": int(steps), "multiplier": float(multiplier)}
 
 
 def _linear(steps: int, start_multiplier: float) -> Warmup:
@@ -74,27 +82,31 @@ class LrScheduler:
         self.warmup = warmup
 
 
-def _check_steps(scheduler: str, steps: int) -> None:
-    if not isinstance(steps, int) or steps < 1:
+def _steps(scheduler: str, steps: int) -> int:
+    """`steps` as an int, checked positive."""
+    if not _is_int(steps) or steps < 1:
         raise ValueError(f"{scheduler}: steps must be a positive int, got {steps!r}")
+    return int(steps)
 
 
-def _check_boundaries(scheduler: str, boundaries: list[int]) -> None:
-    if any(not isinstance(b, int) for b in boundaries) or boundaries != sorted(boundaries):
+def _boundaries(scheduler: str, boundaries: Sequence[int]) -> list[int]:
+    """`boundaries` as a list of ints, checked increasing."""
+    boundaries = list(boundaries)
+    if not all(_is_int(b) for b in boundaries) or boundaries != sorted(boundaries):
         raise ValueError(f"{scheduler}: boundaries must be increasing ints, got {boundaries}")
+    return [int(b) for b in boundaries]
 
 
 class PiecewiseConstantScheduler(LrScheduler):
     """values[i] for the first i with step <= boundaries[i] (docs/training.md); values[-1] after the last boundary."""
 
     def __init__(self, boundaries: Sequence[int], values: Sequence[float], warmup: Warmup | None = None):
-        boundaries, values = list(boundaries), list(values)
+        boundaries, values = _boundaries("PiecewiseConstantScheduler", boundaries), list(values)
         if len(values) != len(boundaries) + 1:
             raise ValueError(
                 f"PiecewiseConstantScheduler needs one more value than boundaries: "
                 f"{len(boundaries)} boundaries {boundaries} and {len(values)} values {values}"
             )
-        _check_boundaries("PiecewiseConstantScheduler", boundaries)
         spec = {"kind": "piecewise_constant", "boundaries": boundaries, "values": [float(v) for v in values]}
         super().__init__(spec, warmup)
 
@@ -106,14 +118,13 @@ class PiecewiseScalingScheduler(LrScheduler):
 
     def __init__(self, base_lr: float, boundaries: Sequence[int], scale: float | Sequence[float],
                  warmup: Warmup | None = None):
-        boundaries = list(boundaries)
-        scales = [scale] * len(boundaries) if isinstance(scale, (int, float)) else list(scale)
+        boundaries = _boundaries("PiecewiseScalingScheduler", boundaries)
+        scales = [scale] * len(boundaries) if isinstance(scale, numbers.Real) else list(scale)
         if len(scales) != len(boundaries):
             raise ValueError(
                 f"PiecewiseScalingScheduler needs a scale per boundary: "
                 f"{len(boundaries)} boundaries {boundaries} and {len(scales)} scales {scales}"
             )
-        _check_boundaries("PiecewiseScalingScheduler", boundaries)
         spec = {"kind": "piecewise_scaling", "base_lr": float(base_lr), "boundaries": boundaries,
                 "scales": [float(s) for s in scales]}
         super().__init__(spec, warmup)
@@ -123,7 +134,7 @@ class CosineScheduler(LrScheduler):
     """base_lr * ((1 - alpha) * (1 + cos(pi * min(step, steps) / steps)) / 2 + alpha)."""
 
     def __init__(self, base_lr: float, steps: int, alpha: float = 0.0, warmup: Warmup | None = None):
-        _check_steps("CosineScheduler", steps)
+        steps = _steps("CosineScheduler", steps)
         super().__init__({"kind": "cosine", "base_lr": float(base_lr), "steps": steps, "alpha": float(alpha)}, warmup)
 
 
@@ -133,7 +144,7 @@ class LinearCosineScheduler(LrScheduler):
 
     def __init__(self, base_lr: float, steps: int, num_periods: float = 0.5, alpha: float = 0.0, beta: float = 0.001,
                  warmup: Warmup | None = None):
-        _check_steps("LinearCosineScheduler", steps)
+        steps = _steps("LinearCosineScheduler", steps)
         spec = {"kind": "linear_cosine", "base_lr": float(base_lr), "steps": steps, "num_periods": float(num_periods),
                 "alpha": float(alpha), "beta": float(beta)}
         super().__init__(spec, warmup)
@@ -151,7 +162,7 @@ class PolynomialScheduler(LrScheduler):
 
     def __init__(self, base_lr: float, steps: int, end_learning_rate: float = 0.0001, power: float = 1.0,
                  cycle: bool = False, warmup: Warmup | None = None):
-        _check_steps("PolynomialScheduler", steps)
+        steps = _steps("PolynomialScheduler", steps)
         spec = {"kind": "polynomial", "base_lr": float(base_lr), "steps": steps,
                 "end_learning_rate": float(end_learning_rate), "power": float(power), "cycle": bool(cycle)}
         super().__init__(spec, warmup)
@@ -164,7 +175,7 @@ class _DecayRateScheduler(LrScheduler):
 
     def __init__(self, base_lr: float, steps: int, decay_rate: float, staircase: bool = False,
                  warmup: Warmup | None = None):
-        _check_steps(type(self).__name__, steps)
+        steps = _steps(type(self).__name__, steps)
         spec = {"kind": self.KIND, "base_lr": float(base_lr), "steps": steps, "decay_rate": float(decay_rate),
                 "staircase": bool(staircase)}
         super().__init__(spec, warmup)

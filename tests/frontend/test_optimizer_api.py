@@ -104,6 +104,24 @@ def test_bad_scheduler_arguments(make, message: str):
         make()
 
 
+def test_schedulers_take_numpy_numbers_and_refuse_bool_steps():
+    """Steps, boundaries and scales computed with numpy (np.int64, np.float32) are numbers as Python's are:
+    they were refused ('steps must be a positive int, got np.int64(100)'; a scale 'not iterable'). A bool
+    is no step count: CosineScheduler(0.1, True) decayed over 1 step."""
+    cosine = flow.optimizer.CosineScheduler(0.1, np.int64(100), warmup=flow.optimizer.warmup.linear(np.int32(5), 0.1))
+    assert cosine.spec["steps"] == 100 and type(cosine.spec["steps"]) is int
+    assert cosine.warmup.spec["steps"] == 5 and type(cosine.warmup.spec["steps"]) is int
+    piecewise = flow.optimizer.PiecewiseConstantScheduler(np.array([2, 5]), [0.1, 0.01, 0.001])
+    assert piecewise.spec["boundaries"] == [2, 5] and all(type(b) is int for b in piecewise.spec["boundaries"])
+    scaling = flow.optimizer.PiecewiseScalingScheduler(0.1, [2, 4], np.float32(0.5))
+    assert scaling.spec["scales"] == [0.5, 0.5]
+    for make in (lambda: flow.optimizer.CosineScheduler(0.1, True),
+                 lambda: flow.optimizer.warmup.constant(True, 0.5),
+                 lambda: flow.optimizer.PiecewiseConstantScheduler([False], [0.1, 0.01])):
+        with pytest.raises(ValueError, match="True|False"):
+            make()
+
+
 # ----------------------------------------------------------------- optimizers on a small classifier
 
 BATCH, FEATURES, HIDDEN, CLASSES, TRAIN_STEPS = 8, 6, 5, 3, 5
