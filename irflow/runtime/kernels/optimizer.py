@@ -125,13 +125,7 @@ def adam_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
         xp.copyto(applied, exact)
         if weight_decay:
             xp.multiply(w, decay_w, out=w_out)
-        xp.subtract(g, m, out=t)  # m += (1 - beta1) * (g - m), torch's lerp
-        xp.multiply(t, 1.0 - beta1, out=t)
-        xp.add(m, t, out=m_out)
-        xp.multiply(v, beta2, out=v_out)
-        xp.square(g, out=t)
-        xp.multiply(t, 1.0 - beta2, out=t)
-        xp.add(v_out, t, out=v_out)
+        _moments(xp, g, m, v, m_out, v_out, t, beta1, beta2)
         xp.sqrt(v_out, out=t)
         xp.divide(t, root_correction_w, out=t)
         xp.add(t, epsilon, out=t)
@@ -140,6 +134,20 @@ def adam_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
         xp.subtract(decayed, t, out=w_out)
 
     return run
+
+
+def _moments(
+    xp: ModuleType, g: Array, m: Array, v: Array, m_out: Array, v_out: Array, t: Array, beta1: float, beta2: float
+) -> None:
+    """Adam's (and LAMB's) moments: m += (1 - beta1) * (g - m), torch's lerp; v = beta2 * v + (1 - beta2) * g**2.
+    `t` is scratch of g's shape."""
+    xp.subtract(g, m, out=t)
+    xp.multiply(t, 1.0 - beta1, out=t)
+    xp.add(m, t, out=m_out)
+    xp.multiply(v, beta2, out=v_out)
+    xp.square(g, out=t)
+    xp.multiply(t, 1.0 - beta2, out=t)
+    xp.add(v_out, t, out=v_out)
 
 
 @register("rmsprop_update", "centered_rmsprop_update")
@@ -222,13 +230,7 @@ def lamb_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
         _bias_correction(xp, beta1, step, corrections[0, ...])
         _bias_correction(xp, beta2, step, corrections[1, ...])
         xp.copyto(applied, corrections)
-        xp.multiply(m, beta1, out=m_out)
-        xp.multiply(g, 1.0 - beta1, out=t)
-        xp.add(m_out, t, out=m_out)
-        xp.multiply(v, beta2, out=v_out)
-        xp.square(g, out=t)
-        xp.multiply(t, 1.0 - beta2, out=t)
-        xp.add(v_out, t, out=v_out)
+        _moments(xp, g, m, v, m_out, v_out, t, beta1, beta2)
         xp.divide(v_out, applied[1, ...], out=t)
         xp.add(t, epsilon, out=t)
         xp.sqrt(t, out=t)
