@@ -1876,6 +1876,27 @@ class LambUpdateOp(UpdateOp):
 
 
 @irdl_op_definition
+class LarsUpdateOp(UpdateOp):
+    """OneFlow's LARS: momentum at a local rate lr * lars_coefficient * |w| / (epsilon + |g|).
+
+    m = momentum_beta * m - local_lr * g; w += m.  The norms are of the whole
+    variable, so sbp-infer refuses a split one.
+    """
+
+    name = "job.lars_update"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    momentum = operand_def(TensorType)
+    lr = operand_def(TensorType)
+    momentum_beta = prop_def(FloatAttr)
+    epsilon = prop_def(FloatAttr)
+    lars_coefficient = prop_def(FloatAttr)
+    STATE_COUNT: ClassVar[int] = 2
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 2)
+    WHOLE_VARIABLE: ClassVar[bool] = True
+
+
+@irdl_op_definition
 class MinimizeOp(EffectOp):
     """Marks the loss of a train job and carries the optimizer; `autodiff` consumes it.
 
@@ -2379,7 +2400,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     Conv2DOp, Conv2DGradInputOp, Conv2DGradFilterOp,
     MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp,
     BoxingOp, LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp, RmsPropUpdateOp,
-    CenteredRmsPropUpdateOp, LambUpdateOp, MinimizeOp, ApplyGradientsOp, DiffOp,
+    CenteredRmsPropUpdateOp, LambUpdateOp, LarsUpdateOp, MinimizeOp, ApplyGradientsOp, DiffOp,
 ]  # fmt: skip
 
 Job = Dialect("job", [FuncOp, ReturnOp, *COMPUTE_OPS, *PHYSICAL_OPS], [SbpAttr, NdSbpAttr, PlacementAttr, BoundedAttr, TensorBufferAttr])

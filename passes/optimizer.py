@@ -2,8 +2,8 @@
 
 The optimizer dictionary that job.minimize carries (docs/training.md):
 
-    {kind = "sgd" | "adam" | "adamw" | "rmsprop" | "lamb",
-     momentum, beta1, beta2, epsilon, do_bias_correction, weight_decay, decay_rate, centered,
+    {kind = "sgd" | "adam" | "adamw" | "rmsprop" | "lamb" | "lars",
+     momentum, beta1, beta2, epsilon, do_bias_correction, weight_decay, decay_rate, centered, lars_coefficient,
      clip_norm,                                   (optional)
      lr = {kind = "piecewise_constant", boundaries, values} | {kind = "piecewise_scaling", base_lr, boundaries, scales}
         | {kind = "cosine", base_lr, steps, alpha} | {kind = "linear_cosine", base_lr, steps, num_periods, alpha, beta}
@@ -53,6 +53,7 @@ _OPTIMIZER_KEYS: dict[str, dict[str, object]] = {
     "adamw": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "do_bias_correction": True, "weight_decay": 0.0},
     "rmsprop": {"decay_rate": 0.99, "epsilon": 1e-8, "centered": False},
     "lamb": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-6},
+    "lars": {"momentum": 0.9, "epsilon": 1e-9, "lars_coefficient": 0.0001},
 }
 _COMMON_KEYS = ("kind", "lr", "warmup", "clip_norm")
 _DECAY_RATE: dict[str, object] = {"base_lr": None, "steps": None, "decay_rate": None, "staircase": False}
@@ -376,10 +377,16 @@ def _lamb(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -
             beta2=p["beta2"], epsilon=p["epsilon"])
 
 
+def _lars(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -> None:
+    _update(t.b, job.LarsUpdateOp, [t.var, grad, t.state("momentum"), lr], momentum_beta=p["momentum"],
+            epsilon=p["epsilon"], lars_coefficient=p["lars_coefficient"])
+
+
 _UPDATES: dict[str, Callable[[_Target, SSAValue, SSAValue, SSAValue, Params], None]] = {
     "sgd": _sgd,
     "adam": partial(_adam, decoupled=False),
     "adamw": partial(_adam, decoupled=True),
     "rmsprop": _rmsprop,
     "lamb": _lamb,
+    "lars": _lars,
 }

@@ -3,8 +3,8 @@
 `minimize(loss)` appends `job.minimize %loss {optimizer = {...}}`; the autodiff
 and optimizer passes turn it into gradients and update ops. The dictionary:
 
-    {kind = "sgd" | "adam" | "adamw" | "rmsprop" | "lamb", momentum, beta1, beta2, epsilon,
-     do_bias_correction, weight_decay, decay_rate, centered, clip_norm (only when clipping),
+    {kind = "sgd" | "adam" | "adamw" | "rmsprop" | "lamb" | "lars", momentum, beta1, beta2, epsilon,
+     do_bias_correction, weight_decay, decay_rate, centered, lars_coefficient, clip_norm (only when clipping),
      lr = {kind = "piecewise_constant", boundaries = [ints], values = [floats]}
         | {kind = "piecewise_scaling", base_lr, boundaries = [ints], scales = [floats]}
         | {kind = "cosine", base_lr, steps, alpha}
@@ -219,6 +219,7 @@ class Optimizer:
         grad_clipping: ClipGradient | None = None,
         decay_rate: float = 0.99,
         centered: bool = False,
+        lars_coefficient: float = 0.0001,
     ):
         if not isinstance(lr_scheduler, LrScheduler):
             raise TypeError(
@@ -237,6 +238,7 @@ class Optimizer:
             "weight_decay": float(weight_decay or 0.0),
             "decay_rate": float(decay_rate),
             "centered": bool(centered),
+            "lars_coefficient": float(lars_coefficient),
             "lr": dict(lr_scheduler.spec),
         }
         if grad_clipping is not None:
@@ -362,3 +364,32 @@ class LAMB(Optimizer):
         grad_clipping: ClipGradient | None = None,
     ):
         super().__init__(lr_scheduler, beta1=beta1, beta2=beta2, epsilon=epsilon, grad_clipping=grad_clipping)
+
+
+class LARS(Optimizer):
+    """LARS as OneFlow's lars_update kernel computes it: per variable a local rate
+    local_lr = lr * lars_coefficient * |w| / (epsilon + |g|), then m = momentum_beta * m - local_lr * g; w += m.
+
+    Where OneFlow differs from the LARS paper (You et al., 2017), this follows
+    OneFlow: epsilon is added to the gradient's norm, the paper's weight-decay
+    term beta * |w| is absent from the denominator (the weight_decay arguments
+    of OneFlow's latest 0.x releases are not taken), and when |w| or |g| is 0
+    the local rate is the plain lr (the ratio 1, not lars_coefficient).  The
+    momentum `<var>-momentum` holds the negated step, as OneFlow's kernel keeps
+    it (the paper's v = m * v + local_lr * g; w -= v is the same update).
+    loss_scale_factor, train_step_lbn, loss_scale_policy and variables are not
+    taken.  Each device must hold a whole variable (the norms are of all of it).
+    """
+
+    KIND = "lars"
+
+    def __init__(
+        self,
+        lr_scheduler: LrScheduler,
+        momentum_beta: float = 0.9,
+        epsilon: float = 1e-9,
+        lars_coefficient: float = 0.0001,
+        grad_clipping: ClipGradient | None = None,
+    ):
+        super().__init__(lr_scheduler, momentum=momentum_beta, epsilon=epsilon, grad_clipping=grad_clipping,
+                         lars_coefficient=lars_coefficient)

@@ -275,6 +275,48 @@ def test_lamb_on_a_split_variable_is_a_located_compile_error():
     assert err.value.location.line == line_of("MARK-lamb")
 
 
+def oneflow_lars(lr: float, momentum_beta: float, epsilon: float, lars_coefficient: float):
+    """OneFlow's LARS: the rate lr * coefficient * |w| / (epsilon + |g|) per whole variable, lr if a norm is 0."""
+
+    def update(name, w, g, state, step):
+        w_norm, g_norm = np.linalg.norm(w), np.linalg.norm(g)
+        ratio = lars_coefficient * w_norm / (epsilon + g_norm) if w_norm > 0 and g_norm > 0 else 1.0
+        m = state["m"] = momentum_beta * state.get("m", 0.0) - lr * ratio * g
+        w += m
+
+    return update
+
+
+def lars() -> flow.optimizer.LARS:
+    return flow.optimizer.LARS(flow.optimizer.PiecewiseConstantScheduler([], [LR]), momentum_beta=0.8,
+                               epsilon=1e-3, lars_coefficient=0.5)
+
+
+def test_lars_matches_numpy_of_oneflows_formula():
+    """Large coefficient so each ratio matters; the zero-initialized bias takes the plain-lr branch on step 1."""
+    model, data = torch_model(), batches()
+    with torch.no_grad():
+        model[0].bias.zero_()
+    ours = train_ours(lars(), model, data)
+    assert_weights(ours, train_reference(model, data, oneflow_lars(LR, 0.8, 1e-3, 0.5)))
+    assert {"h-weight-momentum", "h-bias-momentum"} <= set(ours)
+
+
+def test_lars_on_a_split_variable_is_a_located_compile_error():
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(6, 3), distribute=flow.distribute.split(0))
+        loss = flow.math.reduce_mean(flow.matmul(x, w))
+        flow.optimizer.LARS(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)  # MARK-lars
+        return loss
+
+    with pytest.raises(flow.CompileError, match=r"job.lars_update takes norms of the whole variable, but 'w' is") as err:
+        train(np.ones((4, 6), np.float32))
+    assert err.value.location.line == line_of("MARK-lars")
+
+
 def line_of(mark: str) -> int:
     with open(__file__) as f:
         return next(i for i, line in enumerate(f, start=1) if line.rstrip().endswith(f"# {mark}"))
@@ -286,6 +328,7 @@ OPTIMIZERS = {
     "rmsprop": (lambda: rmsprop(False, 1e-8), ["mean_square"]),
     "rmsprop-centered": (lambda: rmsprop(True, 1e-8), ["mean_square", "mean_gradient"]),
     "lamb": (lamb, ["m", "v"]),
+    "lars": (lars, ["momentum"]),
 }
 
 

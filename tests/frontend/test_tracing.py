@@ -325,7 +325,7 @@ def test_optimizer_dictionary_schema():
     assert opt["kind"].data == "adamw"
     assert {k for k in opt} == {
         "kind", "momentum", "beta1", "beta2", "epsilon", "do_bias_correction", "weight_decay", "decay_rate", "centered",
-        "clip_norm", "lr", "warmup",
+        "lars_coefficient", "clip_norm", "lr", "warmup",
     }
     assert opt["weight_decay"].value.data == 0.01 and opt["clip_norm"].value.data == 1.0
     assert opt["lr"].data["kind"].data == "cosine" and opt["lr"].data["steps"].value.data == 100

@@ -124,6 +124,14 @@ def test_lamb_gets_m_v_the_one_based_step_and_oneflows_epsilon():
     assert (u1.beta1.value.data, u1.beta2.value.data, u1.epsilon.value.data) == (0.9, 0.999, 1e-6)
 
 
+def test_lars_gets_its_momentum_and_oneflows_defaults():
+    module = lowered(f'kind = "lars", {PIECEWISE_1}')
+    names = variables(module)
+    (u1, _) = ops_of(module, job.LarsUpdateOp)
+    assert u1.momentum is names["w1-momentum"].results[0]
+    assert (u1.momentum_beta.value.data, u1.epsilon.value.data, u1.lars_coefficient.value.data) == (0.9, 1e-9, 1e-4)
+
+
 def test_keys_of_other_optimizers_are_ignored():
     """The frontend writes every key; only the kind's own ones matter."""
     module = lowered(f'kind = "adam", momentum = 0.0, beta1 = 0.5, {PIECEWISE_1}')

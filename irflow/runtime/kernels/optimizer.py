@@ -244,3 +244,32 @@ def lamb_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
         xp.subtract(w, u, out=w_out)
 
     return run
+
+
+@register("lars_update")
+def lars_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """OneFlow's LARS: local_lr = lr * lars_coefficient * |w| / (epsilon + |g|), the ratio 1 (the plain lr)
+    when either norm is 0; m = momentum_beta * m - local_lr * g; w += m.
+
+    The paper puts no epsilon at |g| and has no such fallback; OneFlow's kernel does.
+    """
+    (w, g, m, lr), (w_out, m_out) = ins, outs
+    beta, epsilon = float(attrs["momentum_beta"]), float(attrs["epsilon"])
+    coefficient = float(attrs["lars_coefficient"])
+    t = xp.empty(w.shape, w.dtype)
+    norms, scalars = xp.empty((2,), w.dtype), xp.empty((3,), w.dtype)
+    positive = xp.empty((2,), bool)
+    ratio, numerator, denominator = (scalars[i, ...] for i in range(3))
+
+    def run() -> None:
+        _norms(xp, w, g, t, norms)
+        xp.multiply(norms[0, ...], coefficient, out=numerator)
+        xp.add(norms[1, ...], epsilon, out=denominator)
+        _trust_ratio(xp, norms, numerator, denominator, ratio, positive)
+        xp.multiply(ratio, lr, out=ratio)
+        xp.multiply(g, ratio, out=t)
+        xp.multiply(m, beta, out=m_out)
+        xp.subtract(m_out, t, out=m_out)
+        xp.add(w, m_out, out=w_out)
+
+    return run

@@ -251,6 +251,7 @@ job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>) attributes {job_type = "t
   job.rmsprop_update %w, %g, %m, %lr {decay_rate = 0.99 : f64, epsilon = 1.0e-08 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
   job.centered_rmsprop_update %w, %g, %m, %v, %lr {decay_rate = 0.9 : f64, epsilon = 1.0e-06 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
   job.lamb_update %w, %g, %m, %v, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-06 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+  job.lars_update %w, %g, %m, %lr {momentum_beta = 0.9 : f64, epsilon = 1.0e-09 : f64, lars_coefficient = 1.0e-04 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
   job.minimize %loss {optimizer = {kind = "sgd", lr = 0.1}} : tensor<f32>
   job.apply_gradients %w, %g {optimizer = {kind = "sgd", lr = 0.1}} : tensor<3xf32>, tensor<3xf32>
   job.return
@@ -271,6 +272,7 @@ job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>) attributes {job_type = "t
 // CHECK-NEXT:    job.rmsprop_update %w, %g, %m, %lr {decay_rate = 9.900000e-01 : f64, epsilon = 1.000000e-08 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
 // CHECK-NEXT:    job.centered_rmsprop_update %w, %g, %m, %v, %lr {decay_rate = 9.000000e-01 : f64, epsilon = 1.000000e-06 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
 // CHECK-NEXT:    job.lamb_update %w, %g, %m, %v, %lr, %step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-06 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+// CHECK-NEXT:    job.lars_update %w, %g, %m, %lr {epsilon = 1.000000e-09 : f64, lars_coefficient = 1.000000e-04 : f64, momentum_beta = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
 // CHECK-NEXT:    job.minimize %loss {optimizer = {kind = "sgd", lr = 1.000000e-01 : f64}} : tensor<f32>
 // CHECK-NEXT:    job.apply_gradients %w, %g {optimizer = {kind = "sgd", lr = 1.000000e-01 : f64}} : tensor<3xf32>, tensor<3xf32>
 // CHECK-NEXT:    job.return

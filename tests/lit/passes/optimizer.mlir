@@ -167,3 +167,18 @@ job.func @lamb(%g: tensor<3xf32>) attributes {job_type = "train"} {
 // CHECK-NEXT:    %w-v = job.variable
 // CHECK-NEXT:    job.lamb_update %w, %g, %w-m, %w-v, %lr, %next_step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-06 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
 // CHECK-NEXT:    job.assign %train_step, %next_step
+
+// -----
+
+// LARS: OneFlow's <var>-momentum and defaults (momentum_beta 0.9, epsilon 1e-9, lars_coefficient 1e-4); no step.
+
+job.func @lars(%g: tensor<3xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "lars", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<3xf32>, tensor<3xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @lars
+// CHECK:         %w-momentum = job.variable {initializer = {kind = "constant", value = 0.000000e+00 : f64}, name = "w-momentum", trainable = false} : tensor<3xf32>
+// CHECK-NEXT:    job.lars_update %w, %g, %w-momentum, %lr {epsilon = 1.000000e-09 : f64, lars_coefficient = 1.000000e-04 : f64, momentum_beta = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
+// CHECK-NEXT:    job.assign %train_step, %next_step

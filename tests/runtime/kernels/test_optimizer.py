@@ -158,6 +158,30 @@ def test_lamb_follows_oneflow(build_kernel, rng, zero_weight) -> None:
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
 
 
+def lars_reference(w, g, m, lr, momentum_beta, epsilon, lars_coefficient):
+    """OneFlow's LARS in float64 scalars: the local rate from the whole variable's norms, 1 when either is 0."""
+    w_norm, g_norm = math.sqrt(float(np.sum(w * w))), math.sqrt(float(np.sum(g * g)))
+    ratio = lars_coefficient * w_norm / (epsilon + g_norm) if w_norm > 0 and g_norm > 0 else 1.0
+    m = momentum_beta * m - lr * ratio * g
+    return w + m, m
+
+
+@pytest.mark.parametrize("zero_weight", [False, True])
+def test_lars_follows_oneflow(build_kernel, rng, zero_weight) -> None:
+    """A zero variable has no norm to trust: its first step is momentum SGD at the plain lr, not lr * coefficient."""
+    w = np.zeros(SHAPE) if zero_weight else rng.standard_normal(SHAPE)
+    g, m, lr = np.zeros(SHAPE), np.zeros(SHAPE), scalar(0.05, np.float64)
+    attrs = dict(momentum_beta=0.9, epsilon=1e-3, lars_coefficient=0.02)
+    step, _ = build_kernel("lars_update", [w, g, m, lr], [w, m], **attrs)
+    ref = (w.copy(), m.copy())
+    for _ in range(4):
+        g[...] = rng.standard_normal(SHAPE)
+        ref = lars_reference(ref[0], g, ref[1], 0.05, **attrs)
+        step()
+        for got, want in zip((w, m), ref):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
 def rmsprop_reference(w, g, ms, mg, lr, decay_rate, epsilon):
     """OneFlow's RMSProp element by element: epsilon under the square root; centered when mg is given."""
     w, ms = w.copy(), ms.copy()

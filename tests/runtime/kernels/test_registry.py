@@ -11,7 +11,7 @@ reshape transpose concat slice gather broadcast_to fill dropout_mask
 relu_grad sigmoid_grad tanh_grad gelu_grad softmax_grad log_softmax_grad
 sparse_softmax_cross_entropy_grad softmax_cross_entropy_grad conv2d_grad_input conv2d_grad_filter
 max_pool2d_grad avg_pool2d_grad slice_grad gather_grad reduce_max_grad reduce_prod_grad
-sgd_update momentum_update adam_update rmsprop_update centered_rmsprop_update lamb_update
+sgd_update momentum_update adam_update rmsprop_update centered_rmsprop_update lamb_update lars_update
 """.split()
 
 
