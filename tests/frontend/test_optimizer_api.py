@@ -260,21 +260,6 @@ def test_lamb_matches_numpy_of_oneflows_formula():
     assert {"h-weight-m", "h-weight-v"} <= set(ours)
 
 
-def test_lamb_on_a_split_variable_is_a_located_compile_error():
-    flow.config.cpu_device_num(2)
-
-    @flow.global_function(type="train")
-    def train(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
-        w = flow.get_variable("w", shape=(6, 3), distribute=flow.distribute.split(0))
-        loss = flow.math.reduce_mean(flow.matmul(x, w))
-        flow.optimizer.LAMB(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)  # MARK-lamb
-        return loss
-
-    with pytest.raises(flow.CompileError, match=r"job.lamb_update takes norms of the whole variable, but 'w' is") as err:
-        train(np.ones((4, 6), np.float32))
-    assert err.value.location.line == line_of("MARK-lamb")
-
-
 def oneflow_lars(lr: float, momentum_beta: float, epsilon: float, lars_coefficient: float):
     """OneFlow's LARS: the rate lr * coefficient * |w| / (epsilon + |g|) per whole variable, lr if a norm is 0."""
 
@@ -302,19 +287,20 @@ def test_lars_matches_numpy_of_oneflows_formula():
     assert {"h-weight-momentum", "h-bias-momentum"} <= set(ours)
 
 
-def test_lars_on_a_split_variable_is_a_located_compile_error():
+@pytest.mark.parametrize("optimizer, kind", [(flow.optimizer.LAMB, "lamb"), (flow.optimizer.LARS, "lars")])
+def test_whole_variable_norms_on_a_split_variable_are_a_located_compile_error(optimizer, kind):
     flow.config.cpu_device_num(2)
 
     @flow.global_function(type="train")
     def train(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
         w = flow.get_variable("w", shape=(6, 3), distribute=flow.distribute.split(0))
         loss = flow.math.reduce_mean(flow.matmul(x, w))
-        flow.optimizer.LARS(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)  # MARK-lars
+        optimizer(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)  # MARK-norms
         return loss
 
-    with pytest.raises(flow.CompileError, match=r"job.lars_update takes norms of the whole variable, but 'w' is") as err:
+    with pytest.raises(flow.CompileError, match=rf"job.{kind}_update takes norms of the whole variable, but 'w' is") as err:
         train(np.ones((4, 6), np.float32))
-    assert err.value.location.line == line_of("MARK-lars")
+    assert err.value.location.line == line_of("MARK-norms")
 
 
 def line_of(mark: str) -> int:
