@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,13 +68,20 @@ def as_dtype(value: object, what: str = "dtype") -> DType:
     return found
 
 
-def positive_sizes(shape: object) -> tuple[int, ...] | None:
-    """`shape` as a tuple of Python ints if it is a list or tuple of positive integers, else None.
+def is_int(value: object) -> bool:
+    """An int or a numpy integer (a size computed with np.prod is an np.int64), but not a bool (True is 1)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
-    numpy's integers count (a size computed with np.prod is an np.int64); bools do not.
-    """
+
+def is_number(value: object) -> bool:
+    """A real number, numpy's included, but not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def positive_sizes(shape: object) -> tuple[int, ...] | None:
+    """`shape` as a tuple of Python ints if it is a list or tuple of positive integers (`is_int`), else None."""
     if not isinstance(shape, (list, tuple)):
         return None
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0 for d in shape):
+    if not all(is_int(d) and d > 0 for d in shape):
         return None
     return tuple(int(d) for d in shape)

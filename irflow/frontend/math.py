@@ -8,13 +8,13 @@ they are. Where a composition must pick a branch per element, a comparison cast 
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from irflow.dialects import job
+from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
 from irflow.frontend.ops import cast, operands
 from irflow.frontend.locations import fail
@@ -98,7 +98,7 @@ def clip_by_value(
     if min_value is None and max_value is None:
         fail(f"{what}: min_value and max_value cannot both be None")
     for bound in (min_value, max_value):
-        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, numbers.Real)):
+        if bound is not None and not dtypes.is_number(bound):
             fail(f"{what}: min_value and max_value must be numbers, got {bound!r}")
     if min_value is not None:
         values = maximum(values, min_value, name if max_value is None else None)
@@ -159,7 +159,7 @@ def _axes(x: Blob, axis: int | Sequence[int] | None, what: str) -> list[int] | N
         return list(range(x.ndim))
     axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
     for a in axes:
-        if isinstance(a, bool) or not isinstance(a, (int, np.integer)):
+        if not dtypes.is_int(a):
             fail(f"{what}: axis {a!r} is not an int")
         if not -x.ndim <= a < max(x.ndim, 1):
             fail(f"{what}: axis {a!r} is out of range for a Blob of shape {x.shape}")

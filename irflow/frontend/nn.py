@@ -9,14 +9,13 @@ pads must be 0). SAME is resolved here to explicit pads, so the IR only knows
 
 from __future__ import annotations
 
-import numbers
 import zlib
 from collections.abc import Sequence
 from typing import Any
 
 from irflow.dialects import job
 from irflow.frontend.blob import Blob
-from irflow.frontend import math
+from irflow.frontend import dtypes, math
 from irflow.frontend.math import _mask, _softplus_tail, multiply
 from irflow.frontend.math import relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
 from irflow.frontend.ops import transpose
@@ -64,7 +63,7 @@ def _require_float(x: Blob, what: str) -> None:
 
 
 def _require_number(value: object, label: str, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if not dtypes.is_number(value):
         fail(f"{what}: {label} must be a number, got {value!r}")
     return float(value)
 

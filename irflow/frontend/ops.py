@@ -6,7 +6,6 @@ reshape, flatten, transpose, matmul, concat, slice, where, gather, cast, identit
 from __future__ import annotations
 
 import builtins
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -154,10 +153,10 @@ def one_hot(
     trace = current(what)
     if not isinstance(indices, Blob) or indices.dtype not in (dtypes.int32, dtypes.int64):
         fail(f"{what}: indices must be an int32 or int64 Blob, got {indices!r}")
-    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+    if not dtypes.is_int(depth) or depth < 1:
         fail(f"{what}: depth must be a positive int, got {depth!r}")
     for value in (on_value, off_value):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        if not dtypes.is_number(value):
             fail(f"{what}: on_value and off_value must be numbers, got {value!r}")
     at = _axis(axis, indices.ndim + 1, what)
     dtype = dtypes.as_dtype(dtype) if dtype is not None else trace.config.data_type
@@ -324,7 +323,7 @@ def ones_like(like: Blob, dtype: dtypes.DType | None = None, name: str | None = 
 
 def _axis(axis: object, rank: int, what: str) -> int:
     """`axis` as an index in [0, rank): an int in [-rank, rank), else a TraceError (a modulo would wrap it)."""
-    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or not -rank <= axis < rank:
+    if not dtypes.is_int(axis) or not -rank <= axis < rank:
         fail(f"{what}: axis must be an int in [{-rank}, {rank}), got {axis!r}")
     return int(axis) % rank
 

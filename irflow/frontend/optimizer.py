@@ -24,24 +24,17 @@ import types
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
 from irflow.dialects import job
-from irflow.frontend import math
+from irflow.frontend import dtypes, math
 from irflow.frontend.blob import Blob
 from irflow.frontend.regularizers import Regularizer
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import append_op, current, own_value
 
 
-def _is_int(value: object) -> bool:
-    """An int or a numpy integer (what np.prod or an array's entries give), but not a bool."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 class Warmup:
     def __init__(self, kind: str, steps: int, multiplier: float):
-        if not _is_int(steps) or steps < 0:
+        if not dtypes.is_int(steps) or steps < 0:
             raise ValueError(f"warmup steps must be a non-negative int, got {steps!r}")
         self.spec = {"kind": kind, "steps": int(steps), "multiplier": float(multiplier)}
 
@@ -84,7 +77,7 @@ class LrScheduler:
 
 def _steps(scheduler: str, steps: int) -> int:
     """`steps` as an int, checked positive."""
-    if not _is_int(steps) or steps < 1:
+    if not dtypes.is_int(steps) or steps < 1:
         raise ValueError(f"{scheduler}: steps must be a positive int, got {steps!r}")
     return int(steps)
 
@@ -92,7 +85,7 @@ def _steps(scheduler: str, steps: int) -> int:
 def _boundaries(scheduler: str, boundaries: Sequence[int]) -> list[int]:
     """`boundaries` as a list of ints, checked increasing."""
     boundaries = list(boundaries)
-    if not all(_is_int(b) for b in boundaries) or boundaries != sorted(boundaries):
+    if not all(dtypes.is_int(b) for b in boundaries) or boundaries != sorted(boundaries):
         raise ValueError(f"{scheduler}: boundaries must be increasing ints, got {boundaries}")
     return [int(b) for b in boundaries]
 
