@@ -118,22 +118,7 @@ def _softplus_tail(x: Blob) -> Blob:
     -|x| is minimum(x, -x), whose tie at 0 gives x the gradient: at 0 the tail's gradient
     is log1p'(1) * e**0 = 1/2 and relu's is 0, so softplus' is sigmoid(0) (abs would give 0).
     """
-    return _log1p(exp(minimum(x, negative(x))))
-
-
-def _log1p(u: Blob) -> Blob:
-    """log(1 + u) for u in [0, 1], accurate to a few ulps where 1 + u rounds.
-
-    With w = 1 + u rounded, log(w) * u / (w - 1) undoes w's rounding (w - 1 is exact for w
-    in [1, 2]). Where w rounds to 1 that is 0 / 0: there the divisor gets 1, which makes
-    the term 0, and u itself is added, which log(1 + u) equals to within rounding. Both
-    terms stay finite, so no inf * 0 reaches the gradient. Not exported: it would be
-    wrong for u = inf (inf / inf).
-    """
-    w = add(u, 1.0)
-    above = subtract(w, 1.0)
-    at_one = _mask(equal(above, 0.0), u)
-    return add(multiply(log(w), divide(u, add(above, at_one))), multiply(u, at_one))
+    return log1p(exp(minimum(x, negative(x))))
 
 
 def _mask(condition: Blob, like: Blob) -> Blob:
