@@ -430,18 +430,30 @@ class Executor:
 
     def __call__(self, inputs: Sequence[Any]) -> list[np.ndarray]:
         self.feed(inputs)
-        interrupts.deferring(self.run)
+        whole_step([self], self.run_steps)
         return self.results()
 
-    def run(self) -> None:
-        """One step over the fed inputs; where it fails, the variables `keep` copied aside go back."""
-        self.keep()
+    def run_steps(self) -> None:
+        """One step over the fed inputs."""
+        for step in self.steps:
+            step()
+
+
+def whole_step(executors: Sequence[Executor], run: Callable[[], None]) -> None:
+    """`run` (the executors' step) as a whole: Ctrl-C waits for its end, and where it fails every
+    executor puts back the variables its `keep` copied aside."""
+
+    def guarded() -> None:
+        for executor in executors:
+            executor.keep()
         try:
-            for step in self.steps:
-                step()
+            run()
         except BaseException:
-            self.restore()
+            for executor in executors:
+                executor.restore()
             raise
+
+    interrupts.deferring(guarded)
 
 
 def _writes(op: Operation) -> Sequence[SSAValue]:

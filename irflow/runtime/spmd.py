@@ -29,10 +29,9 @@ from irflow.dialects import buffer
 from irflow.dialects.mesh import local_region, mesh_coords
 from irflow.dialects.sbp import SbpAttr
 from irflow.errors import CompileError, ExecutionError, source_location
-from irflow.runtime import interrupts
 from irflow.runtime.attributes import python_value
 from irflow.runtime.communicator import Site
-from irflow.runtime.executor import Executor, shape_dtype
+from irflow.runtime.executor import Executor, shape_dtype, whole_step
 from irflow.runtime.inprocess import InProcessGroup
 from irflow.runtime.sharding import Layout
 from irflow.runtime.variables import LogicalVariables, VariableStore
@@ -120,27 +119,19 @@ class SpmdExecutor:
         sizes = self.every_size([[p[rank] for p in pieces] for rank in range(len(self.executors))])
         for rank, executor in enumerate(self.executors):
             executor.feed([p[rank] for p in pieces], sizes)
-        interrupts.deferring(self.run)
+        whole_step(self.executors, self.run_steps)
         results = [e.results() for e in self.executors]
         outputs = [[r[i] for r in results] for i in range(len(self.output_layouts))]
         if self.view == "mirrored":
             return outputs
         return [self.logical(i, pieces) for i, pieces in enumerate(outputs)]
 
-    def run(self) -> None:
-        """One step of every device over the fed inputs; where it fails, each puts back what `keep` copied aside."""
-        for executor in self.executors:
-            executor.keep()
-        try:
-            if self.group is not None:
-                self.group.run([e.steps for e in self.executors])
-            else:
-                for step in self.executors[0].steps:
-                    step()
-        except BaseException:
-            for executor in self.executors:
-                executor.restore()
-            raise
+    def run_steps(self) -> None:
+        """One step of every device over the fed inputs: in-process devices together, else this process's one."""
+        if self.group is not None:
+            self.group.run([e.steps for e in self.executors])
+        else:
+            self.executors[0].run_steps()
 
     def every_size(self, inputs: list[list[Any]]) -> tuple[int, ...] | None:
         """Every rank's input sizes, one after another, for a program that sums sizes over devices (an all_gather
