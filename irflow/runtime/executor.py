@@ -128,7 +128,7 @@ class Executor:
             writes = dict.fromkeys(v for v in _writes(op) if isinstance(v.owner, buffer.VariableOp))
             if self.check_finite:
                 written.update(writes)
-            if isinstance(op, buffer.KernelOp) and (self.check_finite or op.kernel.data in kernels.CHECKS_DATA):
+            if isinstance(op, buffer.KernelOp) and (self.check_finite or _checks_data(op)):
                 exposed.update(written)
             written.update(writes)
         return [self.views[v] for v in exposed]
@@ -243,7 +243,7 @@ class Executor:
         ins = [views[v] for v in op.ins]
         outs = [views[v] for v in op.outs]
         run = factory(xp, attrs, ins, outs)
-        run = _located(run, op, comm) if op.kernel.data in kernels.CHECKS_DATA else run
+        run = _located(run, op, comm) if _checks_data(op) else run
         return finite_checked(run, op, without_padding(op, outs, comm), self.xp) if self.check_finite else run
 
     # ------------------------------------------------------------- dynamic sizes
@@ -568,6 +568,11 @@ def finite_checked(step: Callable[[], None], op: buffer.KernelOp, outs: list[Any
                 raise ExecutionError(f"'{kernel}' produced {what} (flow.function_config().detect_anomaly is on)", where)
 
     return checked
+
+
+def _checks_data(op: buffer.KernelOp) -> bool:
+    """Whether `op`'s kernel may stop a step with a DataError, for the dtype it writes."""
+    return kernels.checks_data(op.kernel.data, shape_dtype(op.outs[0].type)[1] if op.outs else np.dtype(np.float32))
 
 
 def _located(run: Callable[[], None], op: buffer.KernelOp, comm: Communicator | None) -> Callable[[], None]:

@@ -109,3 +109,20 @@ def test_on_two_devices_a_bad_label_names_the_device_whose_part_holds_it():
     assert info.value.location.file == __file__ and info.value.location.line == LOSS_LINE
     for name, value in flow.get_all_variables().items():
         np.testing.assert_array_equal(value.numpy(), before[name], err_msg=name)
+
+
+@pytest.mark.parametrize("dtype, kept", [(flow.float32, False), (flow.int32, True)])
+def test_only_integer_division_makes_a_step_keep_the_variables_it_writes_before_it(dtype, kept):
+    """Integer division stops a step at a zero divisor, so batch norm's moving statistics, assigned before
+    it, are copied aside every step; a float division cannot stop it, and costs no copy."""
+
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((4, 3)), d: tp.Numpy.Placeholder((4, 3), dtype=dtype)) -> tp.Numpy:
+        normed = flow.layers.batch_normalization(x, axis=1, name="bn")
+        ratio = flow.cast(flow.math.divide(d, d), flow.float32)
+        loss = flow.math.reduce_mean(flow.layers.dense(normed * ratio, 1, name="fc"))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
+        return loss
+
+    train(np.ones((4, 3), np.float32), np.ones((4, 3), dtype.np_dtype))
+    assert bool(train._exe.executor.kept) is kept

@@ -7,9 +7,11 @@ kernel; each module holds one theme.
 from . import activation, conv, elementwise, linalg, mesh, nn, normalization, optimizer, pooling, random, reduction, schedule
 from . import shape
 from . import tensor_buffer
-from .registry import CHECKS_DATA, KERNELS, Array, DataError, KernelFactory, Run, get_kernel, register, sequence
+from .registry import CHECKS_DATA, KERNELS, Array, DataError, KernelFactory, Run, checks_data, get_kernel, register, sequence
 
-__all__ = ["CHECKS_DATA", "KERNELS", "Array", "DataError", "KernelFactory", "Run", "get_kernel", "register", "sequence"]
+__all__ = [
+    "CHECKS_DATA", "KERNELS", "Array", "DataError", "KernelFactory", "Run", "checks_data", "get_kernel", "register", "sequence"
+]
 del activation, conv, elementwise, linalg, mesh, nn, normalization, optimizer, pooling, random, reduction, schedule
 del shape
 del tensor_buffer

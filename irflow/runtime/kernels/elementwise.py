@@ -82,8 +82,13 @@ def _truncating_divide(xp: ModuleType, a: Array, b: Array, out: Array) -> None:
     xp.add(quotient, inexact, out=out, casting="unsafe")
 
 
+def _integer(dtype: np.dtype) -> bool:
+    """Only integer division checks its divisor for zeros; a float one gives inf or NaN."""
+    return dtype.kind in "iu"
+
+
 for _name, _ufunc in {**_BINARY, **_UNARY}.items():
-    register(_name, checks_data=_name == "div")(_ufunc_kernel(_ufunc))  # div: an integer divisor of 0
+    register(_name, checks_data=_integer if _name == "div" else False)(_ufunc_kernel(_ufunc))
 
 
 @register("rsqrt")

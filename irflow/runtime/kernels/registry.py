@@ -21,8 +21,11 @@ Run = Callable[[], None]
 KernelFactory = Callable[[ModuleType, Mapping[str, Any], Sequence[Array], Sequence[Array]], Run]
 
 KERNELS: dict[str, KernelFactory] = {}
-CHECKS_DATA: set[str] = set()
-"""Kernels that validate the values they index with; the executor locates their DataErrors at the op."""
+DataCheck = Callable[[np.dtype], bool]
+"""Whether a kernel checks its data when its first output has this dtype."""
+CHECKS_DATA: dict[str, DataCheck] = {}
+"""Kernels that validate the values they index or divide with; the executor locates their DataErrors at the op,
+and keeps the variables written before them so that a step they stop changes nothing."""
 
 
 class DataError(ValueError):
@@ -44,10 +47,11 @@ def first_position(xp: ModuleType, mask: Array) -> tuple[int, str]:
     return first, ", ".join(str(int(i)) for i in np.unravel_index(first, mask.shape))
 
 
-def register(*names: str, checks_data: bool = False) -> Callable[[KernelFactory], KernelFactory]:
+def register(*names: str, checks_data: bool | DataCheck = False) -> Callable[[KernelFactory], KernelFactory]:
     """Register a factory under one or more kernel names (a family shares one factory).
 
-    `checks_data`: the kernel may raise DataError, which the executor reports at the op's location.
+    `checks_data`: the kernel may raise DataError, which the executor reports at the op's location; a
+    function of the first output's dtype where only some dtypes check (integer division, not float).
     """
 
     def add(factory: KernelFactory) -> KernelFactory:
@@ -56,10 +60,20 @@ def register(*names: str, checks_data: bool = False) -> Callable[[KernelFactory]
                 raise ValueError(f"kernel {name!r} is registered twice")
             KERNELS[name] = factory
             if checks_data:
-                CHECKS_DATA.add(name)
+                CHECKS_DATA[name] = checks_data if callable(checks_data) else _always
         return factory
 
     return add
+
+
+def _always(dtype: np.dtype) -> bool:
+    return True
+
+
+def checks_data(name: str, dtype: np.dtype) -> bool:
+    """Whether kernel `name` with a first output of `dtype` may raise DataError."""
+    check = CHECKS_DATA.get(name)
+    return check is not None and check(dtype)
 
 
 def get_kernel(name: str) -> KernelFactory:
