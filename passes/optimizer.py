@@ -79,10 +79,12 @@ class OptimizerPass(ModulePass):
 
     The train-step counter `System-Train-TrainStep` (a non-trainable i64
     variable) feeds job.learning_rate; gradients are optionally clipped by
-    their global norm with ordinary job ops; each variable gets
-    job.sgd_update, job.momentum_update or job.adam_update, with optimizer
-    state kept in zero-initialized non-trainable variables named
-    `<var>-momentum`, `<var>-m`, `<var>-v`, so checkpoints save it.  The step
+    their global norm with ordinary job ops; each variable gets the update op
+    of its optimizer (job.sgd_update, momentum_update, adam_update,
+    rmsprop_update, centered_rmsprop_update, lamb_update or lars_update), with
+    optimizer state kept in zero-initialized non-trainable variables named
+    `<var>-momentum`, `<var>-m`, `<var>-v`, `<var>-mean_square`,
+    `<var>-mean_gradient`, so checkpoints save it.  The step
     counter is incremented with job.assign after the updates (OneFlow's
     model-update ops; MLIR has no counterpart).
     """
