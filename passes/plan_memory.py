@@ -112,8 +112,8 @@ class PlanMemoryPass(ModulePass):
     reorder: bool = False
 
     def __post_init__(self) -> None:
-        if self.alignment < 0 or self.alignment & (self.alignment - 1):
-            raise ValueError(f"must be 0 (the device's) or a power of two, got {self.alignment}")
+        if self.alignment <= 0 or self.alignment & (self.alignment - 1):
+            raise ValueError(f"must be a power of two, got {self.alignment}")
         if self.effort < 0:
             raise ValueError(f"must be a number of seconds >= 0, got {self.effort}")
 

@@ -351,8 +351,9 @@ def test_input_that_is_not_utf8_is_a_located_error(tmp_path, capsys) -> None:
         (["-p", "cse", "--pass-pipeline=builtin.module(dce)"], "give the pipeline with -p or with --pass-pipeline"),
         (
             ["-p", "plan-memory{alignment=100}"],
-            "option 'alignment' of pass 'plan-memory': must be 0 (the device's) or a power of two, got 100",
+            "option 'alignment' of pass 'plan-memory': must be a power of two, got 100",
         ),
+        (["-p", "plan-memory{alignment=0}"], "option 'alignment' of pass 'plan-memory': must be a power of two, got 0"),
         (["-p", "plan-memory{alignment=x}"], "option 'alignment' of pass 'plan-memory': Incompatible types"),
         (["-p", "cse{in-place=1}"], "unknown option 'in-place' of pass 'cse' (it takes no options)"),
     ],
