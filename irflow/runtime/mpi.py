@@ -18,6 +18,7 @@ source line, on every rank, never a hang.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import sys
 import threading
@@ -244,12 +245,15 @@ class MPICommunicator(Communicator):
 
         self.MPI = MPI
         self.world = comm if comm is not None else world()
-        super().__init__(self.world.Get_rank(), mesh)
-        if self.world.Get_size() != self.size:
+        # Checked before the base class places this rank on the mesh: a rank past its end (more processes
+        # than devices) must stop with this message too, not with the mesh's.
+        devices = math.prod(mesh)
+        if self.world.Get_size() != devices:
             raise ExecutionError(
-                f"mpiexec started {self.world.Get_size()} processes, but the job's placement has {self.size} devices "
-                f"(mesh {list(self.mesh)}): run one process per device"
+                f"mpiexec started {self.world.Get_size()} processes, but the job's placement has {devices} devices "
+                f"(mesh {list(mesh)}): run one process per device"
             )
+        super().__init__(self.world.Get_rank(), mesh)
         self.timeout = timeout if timeout is not None else timeout_s()
         # Every method here that calls MPI is watched, from the splitting below to each collective;
         # a subgroup's calls by its parent's watchdog.

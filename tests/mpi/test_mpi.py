@@ -93,10 +93,13 @@ def test_a_collective_that_waits_too_long_fails_with_its_op():
     assert "waited more than 2 s" in proc.stderr
 
 
-def test_world_size_must_match_the_placement(tmp_path):
-    proc = run(["train_mlp.py", "4", "data", "1", str(tmp_path / "x.npz")], 3, check=False)
+@pytest.mark.parametrize("devices, ranks", [(4, 3), (2, 3)])
+def test_world_size_must_match_the_placement(tmp_path, devices, ranks):
+    """Fewer processes than devices, or more (a rank past the mesh's end): every rank stops with docs/mpi.md's message."""
+    proc = run(["train_mlp.py", str(devices), "data", "1", str(tmp_path / "x.npz")], ranks, check=False)
     assert proc.returncode != 0
-    assert "mpiexec started 3 processes, but the job's placement has 4 devices" in proc.stderr
+    assert f"mpiexec started {ranks} processes, but the job's placement has {devices} devices" in proc.stderr
+    assert "is not on the mesh" not in proc.stderr
 
 
 def test_ranks_that_compiled_different_programs_stop_before_the_first_step():
