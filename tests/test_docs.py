@@ -13,7 +13,6 @@ import pathlib
 import re
 import runpy
 import shlex
-import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -34,7 +33,9 @@ def fenced(page: pathlib.Path) -> list[tuple[str, str]]:
 
 
 def commands() -> list[tuple[str, list[str], str | None]]:
-    """Every documented irflow-opt command line: (where, argv after irflow-opt, the output excerpt or None)."""
+    """Every documented irflow-opt command line: (where, argv after irflow-opt, the output excerpt or None).
+
+    A ```text block right after a ```sh block is the output of the block's last command."""
     found = []
     for page in PAGES:
         blocks = fenced(page)
@@ -42,11 +43,15 @@ def commands() -> list[tuple[str, list[str], str | None]]:
             if lang != "sh":
                 continue
             excerpt = blocks[i + 1][1] if i + 1 < len(blocks) and blocks[i + 1][0] == "text" else None
+            runs = []
             for line in body.replace("\\\n", " ").splitlines():
                 words = shlex.split(line, comments=True)
                 tool = next((k for k, w in enumerate(words) if w.endswith("irflow-opt")), None)
                 if tool is not None:
-                    found.append((f"{page.name}: {line.strip()[:60]}", words[tool + 1 :], excerpt))
+                    runs.append((f"{page.name}: {line.strip()[:60]}", words[tool + 1 :], None))
+            if runs:
+                runs[-1] = (*runs[-1][:2], excerpt)
+            found += runs
     return found
 
 
@@ -59,6 +64,7 @@ def assert_shows(excerpt: str, output: str) -> None:
 
 
 def run_quietly(program: Callable[[], object]) -> str:
+    """What `program` prints, kept out of the test's output."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         program()
