@@ -15,7 +15,7 @@ from irflow.dialects import job
 from irflow.frontend import initializers, math
 from irflow.frontend.blob import Blob
 from irflow.frontend.distribute import Distribute, split
-from irflow.frontend.nn import bias_add, conv2d as nn_conv2d, moments, pair
+from irflow.frontend.nn import bias_add, conv2d as nn_conv2d, layer_norm as nn_layer_norm, layer_norm_params, pair
 from irflow.frontend.ops import matmul, reshape
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import append_op, current
@@ -226,34 +226,23 @@ def layer_norm(
     epsilon: float = 1e-5,
     name: str | None = None,
 ) -> Blob:
-    """Normalize each sample over the axes from `begin_norm_axis` on, then scale and shift per element.
+    """flow.nn.layer_norm with `<name>-gamma` (ones) and `<name>-beta` (zeros) as its gamma and beta.
 
-    (x - mean) / sqrt(variance + epsilon) with the population variance, as OneFlow's CPU
-    path composes it from flow.nn.moments; then times `<name>-gamma` (ones) and plus
-    `<name>-beta` (zeros), both of `inputs.shape[begin_params_axis:]` and broadcast over
-    the leading axes. Without a `name`, the layer is "LayerNorm_<i>" by its order in the job.
+    Both have the shape `inputs.shape[begin_params_axis:]`. Without a `name`, the layer is
+    "LayerNorm_<i>" by its order in the job.
     """
     what = "flow.layers.layer_norm"
     trace = current(what)
-    for arg, axis in (("begin_norm_axis", begin_norm_axis), ("begin_params_axis", begin_params_axis)):
-        if isinstance(axis, bool) or not isinstance(axis, int) or not -inputs.ndim <= axis < inputs.ndim:
-            fail(f"{what}: {arg} {axis!r} is out of range for a Blob of shape {inputs.shape}")
-    if not epsilon > 0:
-        fail(f"{what}: epsilon must be positive, got {epsilon!r}")
+    params = layer_norm_params(inputs, begin_norm_axis, begin_params_axis, epsilon, what)
     name = name or trace.unique_name("LayerNorm")
-    mean, variance = moments(inputs, list(range(begin_norm_axis % inputs.ndim, inputs.ndim)), keepdims=True)
-    out = (inputs - mean) * math.rsqrt(variance + epsilon)
-    params = inputs.shape[begin_params_axis:]
 
     def variable(suffix: str, value: float) -> Blob:
         return get_variable(f"{name}-{suffix}", shape=params, dtype=inputs.dtype, trainable=trainable,
                             initializer=initializers.constant_initializer(value))
 
-    if scale:
-        out = out * variable("gamma", 1.0)
-    if center:
-        out = out + variable("beta", 0.0)
-    return out
+    gamma = variable("gamma", 1.0) if scale else None
+    beta = variable("beta", 0.0) if center else None
+    return nn_layer_norm(inputs, gamma, beta, begin_norm_axis, begin_params_axis, epsilon)
 
 
 def _assign(variable: str, value: Blob, what: str) -> None:

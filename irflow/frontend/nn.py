@@ -18,7 +18,7 @@ from irflow.frontend.blob import Blob
 from irflow.frontend import dtypes, math
 from irflow.frontend.math import _mask, _softplus_tail, multiply
 from irflow.frontend.math import relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
-from irflow.frontend.ops import transpose
+from irflow.frontend.ops import reshape, transpose
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, current, published
 
@@ -57,9 +57,9 @@ def leaky_relu(x: Blob, alpha: float = 0.2, name: str | None = None) -> Blob:
     return multiply(x, positive + (1.0 - positive) * alpha, name)
 
 
-def _require_float(x: Blob, what: str) -> None:
+def _require_float(x: Blob, what: str, label: str = "x") -> None:
     if not isinstance(x, Blob) or not x.dtype.is_floating_point:
-        fail(f"{what}: x must be a floating-point Blob, got {x!r}")
+        fail(f"{what}: {label} must be a floating-point Blob, got {x!r}")
 
 
 def _require_number(value: object, label: str, what: str) -> float:
@@ -152,6 +152,92 @@ def moments(
 ) -> tuple[Blob, Blob]:
     """(mean, variance) of `x` over `axes`: flow.math.reduce_mean and flow.math.reduce_variance."""
     return math.reduce_mean(x, axes, keepdims), math.reduce_variance(x, axes, keepdims)
+
+
+def batch_normalization(
+    x: Blob,
+    mean: Blob,
+    variance: Blob,
+    offset: Blob | None = None,
+    scale: Blob | None = None,
+    variance_epsilon: float = 1e-05,
+    axis: int = 1,
+    name: str | None = None,
+) -> Blob:
+    """(x - mean) / sqrt(variance + variance_epsilon) * scale + offset, with statistics given (no variables).
+
+    `mean`, `variance`, `offset` and `scale` are 1-D along `axis` of x (1 for NCHW), or of
+    x's rank and broadcast against it, as OneFlow's CPU path takes them. The gradient reaches
+    all five.
+    """
+    what = "flow.nn.batch_normalization"
+    _require_float(x, what)
+    epsilon = _require_number(variance_epsilon, "variance_epsilon", what)
+    if not dtypes.is_int(axis) or not -x.ndim <= axis < x.ndim:
+        fail(f"{what}: axis must be an int in [{-x.ndim}, {x.ndim}), got {axis!r}")
+    axis = int(axis) % x.ndim
+    stat_shape = tuple(x.shape[axis] if a == axis else 1 for a in range(x.ndim))
+
+    def along_axis(label: str, value: Blob) -> Blob:
+        if isinstance(value, Blob) and value.shape == (x.shape[axis],):
+            return reshape(value, stat_shape)
+        if isinstance(value, Blob) and value.ndim == x.ndim:
+            return value
+        fail(f"{what}: {label} must be a Blob of shape {(x.shape[axis],)} (axis {axis} of x {x.shape}) or of "
+             f"x's rank, got {value!r}")
+
+    inv_std = math.rsqrt(along_axis("variance", variance) + epsilon)
+    scale = None if scale is None else along_axis("scale", scale)
+    offset = None if offset is None else along_axis("offset", offset)
+    return _scale_shift(x - along_axis("mean", mean), inv_std, scale, offset, name)
+
+
+def layer_norm(
+    inputs: Blob,
+    gamma: Blob | None = None,
+    beta: Blob | None = None,
+    begin_norm_axis: int = 1,
+    begin_params_axis: int = -1,
+    epsilon: float = 1e-05,
+    name: str | None = None,
+) -> Blob:
+    """Normalize each sample over the axes from `begin_norm_axis` on, then times `gamma` and plus `beta`.
+
+    (x - mean) / sqrt(variance + epsilon) with the population variance, as OneFlow's CPU
+    path composes it from flow.nn.moments; `gamma` and `beta` (optional) have the shape
+    `inputs.shape[begin_params_axis:]` and broadcast over the leading axes.
+    flow.layers.layer_norm is this with variables for gamma and beta.
+    """
+    what = "flow.nn.layer_norm"
+    params = layer_norm_params(inputs, begin_norm_axis, begin_params_axis, epsilon, what)
+    for label, value in (("gamma", gamma), ("beta", beta)):
+        if value is not None and (not isinstance(value, Blob) or value.shape != params):
+            fail(f"{what}: {label} must be None or a Blob of shape {params} (inputs.shape[{begin_params_axis}:]), "
+                 f"got {value!r}")
+    mean, variance = moments(inputs, list(range(begin_norm_axis % inputs.ndim, inputs.ndim)), keepdims=True)
+    return _scale_shift(inputs - mean, math.rsqrt(variance + epsilon), gamma, beta, name)
+
+
+def _scale_shift(centered: Blob, inv_std: Blob, scale: Blob | None, offset: Blob | None, name: str | None) -> Blob:
+    """centered * inv_std * scale + offset (each optional), the user's name on the last op."""
+    if scale is not None:
+        inv_std = inv_std * scale
+    if offset is None:
+        return multiply(centered, inv_std, name)
+    return math.add(centered * inv_std, offset, name)
+
+
+def layer_norm_params(
+    inputs: Blob, begin_norm_axis: object, begin_params_axis: object, epsilon: object, what: str
+) -> tuple[int, ...]:
+    """The shape of layer norm's gamma and beta, `inputs.shape[begin_params_axis:]`, once the arguments are checked."""
+    _require_float(inputs, what, "inputs")
+    for arg, axis in (("begin_norm_axis", begin_norm_axis), ("begin_params_axis", begin_params_axis)):
+        if not dtypes.is_int(axis) or not -inputs.ndim <= axis < inputs.ndim:
+            fail(f"{what}: {arg} {axis!r} is out of range for a Blob of shape {inputs.shape}")
+    if not dtypes.is_number(epsilon) or not epsilon > 0:
+        fail(f"{what}: epsilon must be positive, got {epsilon!r}")
+    return inputs.shape[int(begin_params_axis):]
 
 
 def bias_add(value: Blob, bias: Blob, data_format: str | None = None, name: str | None = None) -> Blob:
