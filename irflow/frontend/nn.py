@@ -18,7 +18,7 @@ from irflow.frontend.blob import Blob
 from irflow.frontend import dtypes, math
 from irflow.frontend.math import _mask, _softplus_tail, multiply
 from irflow.frontend.math import relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
-from irflow.frontend.ops import reshape, transpose
+from irflow.frontend.ops import one_hot, reshape, transpose
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, current, published
 
@@ -34,9 +34,36 @@ def log_softmax(logits: Blob, axis: int | None = None, name: str | None = None) 
     return build(job.LogSoftmaxOp, [logits], None, name, "flow.nn.log_softmax", axis=-1 if axis is None else int(axis))
 
 
+logsoftmax = log_softmax  # OneFlow 0.x's name; log_softmax is its later one
+
+
 def sparse_softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | None = None) -> Blob:
     """Per-sample cross entropy of int labels (batch,) against logits (batch, classes)."""
     return build(job.SparseSoftmaxCrossEntropyOp, [logits, labels], None, name, "flow.nn.sparse_softmax_cross_entropy_with_logits")
+
+
+def distributed_sparse_softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | None = None) -> Blob:
+    """sparse_softmax_cross_entropy_with_logits for logits split over their classes (model parallelism).
+
+    OneFlow picks a classes-split kernel here; in irflow the compiler chooses the SBP
+    (docs/sbp.md), so this is the same op with the same result.
+    """
+    return sparse_softmax_cross_entropy_with_logits(labels, logits, name)
+
+
+def sparse_cross_entropy(labels: Blob, prediction: Blob, name: str | None = None) -> Blob:
+    """-log(prediction[i, labels[i]]) per sample, of probabilities (batch, classes) and int labels (batch,).
+
+    The label's probability is picked by a one-hot product, so a label outside [0, classes)
+    picks 0 and gives inf (OneFlow's kernel reads out of bounds there).
+    """
+    what = "flow.nn.sparse_cross_entropy"
+    _require_float(prediction, what, "prediction")
+    if not isinstance(labels, Blob) or labels.shape != prediction.shape[:-1]:
+        fail(f"{what}: labels must be a Blob of shape {prediction.shape[:-1]} (prediction's without its classes), "
+             f"got {labels!r}")
+    hot = one_hot(labels, prediction.shape[-1], dtype=prediction.dtype)
+    return math.negative(math.log(math.reduce_sum(hot * prediction, -1)), name)
 
 
 def softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | None = None) -> Blob:
@@ -252,6 +279,27 @@ def bias_add(value: Blob, bias: Blob, data_format: str | None = None, name: str 
     return build(job.BiasAddOp, [value, bias], None, name, "flow.nn.bias_add", axis=axis)
 
 
+def fused_bias_add_gelu(value: Blob, bias: Blob, data_format: str | None = None, name: str | None = None) -> Blob:
+    """flow.math.gelu(flow.nn.bias_add(value, bias, data_format)); OneFlow's one CUDA kernel for the pair.
+
+    irflow composes the two, so gradients and SBP are theirs.
+    """
+    return math.gelu(bias_add(value, bias, data_format), name)
+
+
+def fused_bias_add_dropout(
+    value: Blob,
+    bias: Blob,
+    data_format: str | None = None,
+    rate: float = 0.0,
+    noise_shape: Sequence[int] | None = None,
+    seed: int | None = None,
+    name: str | None = None,
+) -> Blob:
+    """flow.nn.dropout(flow.nn.bias_add(value, bias, data_format), rate, noise_shape, seed), composed."""
+    return dropout(bias_add(value, bias, data_format), rate, noise_shape, seed, name)
+
+
 def pair(value: int | Sequence[int], what: str, arg: str) -> tuple[int, int]:
     if isinstance(value, int):
         return value, value
@@ -368,19 +416,48 @@ def dropout(
 ) -> Blob:
     """Zero elements with probability `rate` and scale the rest by 1/(1-rate) in train jobs; identity in predict jobs.
 
-    Without a `seed`, the mask's seed is derived from the job and the op's name, so
-    that a program draws the same masks on every run.
+    Without a `seed`, the mask's seed is derived from the job and the op's name (`_keep_mask`).
     """
     what = "flow.nn.dropout"
     trace = current(what)
-    if noise_shape is not None:
-        fail(f"{what}: noise_shape is not supported (the mask always has the input's shape {x.shape})")
-    if not 0.0 <= rate < 1.0:
-        fail(f"{what}: rate must be in [0, 1), got {rate}")
+    _check_mask(x, rate, noise_shape, what)
     if trace.job_type != "train" or rate == 0.0:
         return x
     name = name or trace.unique_name("dropout")
+    return multiply(x, _keep_mask(x.value.type, rate, seed, name, what), name)
+
+
+def random_mask_like(
+    like: Blob, rate: float, seed: int | None = None, noise_shape: Sequence[int] | None = None, name: str | None = None
+) -> Blob:
+    """An int8 Blob of `like`'s shape: 0 with probability `rate`, else 1 (the mask dropout multiplies by), in any job.
+
+    Seeded as dropout's mask: without a `seed`, from the job and the op's name.
+    """
+    what = "flow.nn.random_mask_like"
+    trace = current(what)
+    if not isinstance(like, Blob):
+        fail(f"{what}: like must be a Blob, got {like!r}")
+    _check_mask(like, rate, noise_shape, what)
+    name = name or trace.unique_name("RandomMaskLike")
+    scaled = _keep_mask(job.tensor(like.shape, dtypes.float32.element_type), rate, seed, name, what)
+    return math.greater(scaled, 0.0, name)  # a comparison's int8 0/1
+
+
+def _check_mask(x: Blob, rate: object, noise_shape: Sequence[int] | None, what: str) -> None:
+    if noise_shape is not None:
+        fail(f"{what}: noise_shape is not supported (the mask always has the input's shape {x.shape})")
+    if not dtypes.is_number(rate) or not 0.0 <= rate < 1.0:
+        fail(f"{what}: rate must be in [0, 1), got {rate!r}")
+
+
+def _keep_mask(mask_type: Any, rate: float, seed: int | None, name: str, what: str) -> Blob:
+    """`<name>-mask`, a job.dropout_mask: 0 with probability `rate`, else 1/(1-rate).
+
+    Without a seed, the job's name and `name` make one, so that a program draws the same
+    masks on every run.
+    """
     if seed is None:
-        seed = zlib.crc32(f"{trace.name}/{name}".encode()) & 0x7FFFFFFF
-    mask = build(job.DropoutMaskOp, [], x.value.type, f"{name}-mask", what, rate=float(rate), seed=int(seed))
-    return multiply(x, mask, name)
+        seed = zlib.crc32(f"{current(what).name}/{name}".encode()) & 0x7FFFFFFF
+    return build(job.DropoutMaskOp, [], mask_type, f"{name}-mask", what, rate=float(rate), seed=int(seed))
+

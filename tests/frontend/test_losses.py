@@ -112,11 +112,64 @@ def test_layer_norm(dtype, case, affine):
     check(ours, theirs, [x, gamma, beta] if affine else [x], dtype, atol=1e-5 if dtype is flow.float32 else None)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_fused_bias_add_gelu_and_sparse_cross_entropy(dtype):
+    x, bias = values(dtype, shape=(4, 3, 2)), values(dtype, shape=(3,))
+    check(flow.nn.fused_bias_add_gelu, lambda a, b: F.gelu(a + b.reshape(3, 1)), [x, bias], dtype)
+    check(lambda a, b: flow.nn.fused_bias_add_gelu(a, b, "NHWC"), lambda a, b: F.gelu(a + b),
+          [values(dtype, shape=(4, 3)), bias], dtype)  # fmt: skip
+    labels = np.array([0, 2, 1, 2], np.int32)
+    check(lambda p, i: flow.nn.sparse_cross_entropy(i, p),
+          lambda p, i: F.nll_loss(torch.log(p), i.long(), reduction="none"),
+          [probabilities(dtype, shape=(4, 3)), labels], dtype)  # fmt: skip
+
+
+def test_logsoftmax_and_distributed_sparse_softmax_cross_entropy_are_oneflows_other_names():
+    logits = values(flow.float64, shape=(4, 5))
+    labels = np.array([0, 4, 2, 1], np.int64)
+    check(lambda z: flow.nn.logsoftmax(z, axis=0), lambda t: F.log_softmax(t, 0), [logits], flow.float64)
+    check(lambda z, i: flow.nn.distributed_sparse_softmax_cross_entropy_with_logits(i, z),
+          lambda z, i: F.cross_entropy(z, i, reduction="none"), [logits, labels], flow.float64)  # fmt: skip
+
+
+def test_random_mask_like_and_fused_bias_add_dropout():
+    """The mask is int8 0/1, seeded (the same twice) and about 1 - rate of ones; the fused dropout is
+    dropout(bias_add(...)): zero where its mask drops, (x + b) / (1 - rate) elsewhere."""
+
+    @flow.global_function(type="train")
+    def job(x: tp.Numpy.Placeholder((200, 50))) -> Tuple[tp.Numpy, tp.Numpy, tp.Numpy]:
+        w = flow.get_variable("w", shape=(50,), initializer=flow.constant_initializer(0.5))
+        out = flow.nn.fused_bias_add_dropout(x, w, data_format="NHWC", rate=0.25, seed=3)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(out)
+        return flow.nn.random_mask_like(x, 0.3, seed=5), flow.nn.random_mask_like(x, 0.3, seed=5), out
+
+    x = np.ones((200, 50), np.float32)
+    first, second, out = job(x)
+    assert first.dtype == np.int8 and set(np.unique(first)) == {0, 1}
+    np.testing.assert_array_equal(first, second)
+    assert abs(first.mean() - 0.7) < 0.02
+    kept = out != 0
+    assert abs(kept.mean() - 0.75) < 0.02
+    np.testing.assert_allclose(out[kept], 1.5 / 0.75)
+
+
+def test_random_mask_like_is_random_in_predict_jobs_too():
+    @flow.global_function()
+    def job(x: tp.Numpy.Placeholder((100, 10), dtype=flow.int32)) -> tp.Numpy:
+        return flow.nn.random_mask_like(x, 0.5)
+
+    mask = job(np.zeros((100, 10), np.int32))
+    assert mask.shape == (100, 10) and 0.4 < mask.mean() < 0.6
+
+
 BAD = [
     (lambda x, i: flow.nn.batch_normalization(x, x[:, 0], x[0]), r"mean must be a Blob of shape \(3,\) \(axis 1 of x"),
     (lambda x, i: flow.nn.batch_normalization(x, x[0], x[0], axis=2), r"axis must be an int in \[-2, 2\), got 2"),
     (lambda x, i: flow.nn.layer_norm(x, gamma=x), r"layer_norm: gamma must be None or a Blob of shape \(3,\)"),
     (lambda x, i: flow.nn.layer_norm(x, begin_norm_axis=2), "layer_norm: begin_norm_axis 2 is out of range"),
+    (lambda x, i: flow.nn.sparse_cross_entropy(i, x), r"sparse_cross_entropy: labels must be a Blob of shape \(2,\)"),
+    (lambda x, i: flow.nn.random_mask_like(x, 1.0), r"random_mask_like: rate must be in \[0, 1\), got 1.0"),
+    (lambda x, i: flow.nn.fused_bias_add_dropout(x, x[0], rate=-0.5), r"dropout: rate must be in \[0, 1\)"),
 ]
 
 
