@@ -13,12 +13,14 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from irflow.dialects import job
 from irflow.frontend.blob import Blob
 from irflow.frontend import dtypes, math
 from irflow.frontend.math import _mask, _softplus_tail, multiply
 from irflow.frontend.math import relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
-from irflow.frontend.ops import one_hot, reshape, transpose
+from irflow.frontend.ops import one_hot, reshape, transpose, where
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, current, published
 
@@ -461,3 +463,172 @@ def _keep_mask(mask_type: Any, rate: float, seed: int | None, name: str, what: s
         seed = zlib.crc32(f"{current(what).name}/{name}".encode()) & 0x7FFFFFFF
     return build(job.DropoutMaskOp, [], mask_type, f"{name}-mask", what, rate=float(rate), seed=int(seed))
 
+
+# ----------------------------------------------------------------- losses
+# OneFlow 0.x's flow.nn.L1Loss, MSELoss, ...: functions (not modules) of (input, target, ..., reduction, name).
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _loss_inputs(what: str, reduction: object, **blobs: Blob) -> None:
+    """Check a loss' arguments before it traces anything: a known reduction, float Blobs of one shape and dtype."""
+    if not isinstance(reduction, str) or reduction not in _REDUCTIONS:  # `in` would compare a Blob by tracing ==
+        fail(f"{what}: reduction must be one of 'none', 'mean', 'sum', got {reduction!r}")
+    (first, x), *others = blobs.items()
+    _require_float(x, what, first)
+    for label, other in others:
+        if not isinstance(other, Blob) or (other.shape, other.dtype) != (x.shape, x.dtype):
+            fail(f"{what}: {label} must be a Blob of {first}'s shape {x.shape} and dtype {x.dtype}, got {other!r}")
+
+
+def _reduce_loss(loss: Blob, reduction: str, name: str | None) -> Blob:
+    """'none': the elementwise loss; 'mean' / 'sum': over every element, to a scalar."""
+    if reduction == "mean":
+        return math.reduce_mean(loss, name=name)
+    if reduction == "sum":
+        return math.reduce_sum(loss, name=name)
+    return loss
+
+
+def L1Loss(input: Blob, target: Blob, reduction: str = "mean", name: str | None = None) -> Blob:  # noqa: A002, N802
+    """|target - input|, reduced; the gradient is 0 where they are equal (as OneFlow's and PyTorch's)."""
+    _loss_inputs("flow.nn.L1Loss", reduction, input=input, target=target)
+    return _reduce_loss(math.abs(target - input), reduction, name)
+
+
+def MSELoss(input: Blob, target: Blob, reduction: str = "mean", name: str | None = None) -> Blob:  # noqa: A002, N802
+    """(target - input)**2, reduced."""
+    _loss_inputs("flow.nn.MSELoss", reduction, input=input, target=target)
+    return _reduce_loss(math.squared_difference(target, input), reduction, name)
+
+
+def BCELoss(  # noqa: N802
+    input: Blob,  # noqa: A002
+    target: Blob,
+    weight: Blob | None = None,
+    reduction: str = "mean",
+    name: str | None = None,
+) -> Blob:
+    """-weight * (target * log(input) + (1 - target) * log(1 - input)), reduced; `input` holds probabilities.
+
+    Each log is clamped at -100, as PyTorch's: a probability of exactly 0 or 1 gives a
+    finite loss (OneFlow's gives NaN or inf). The log is taken of max(p, the dtype's
+    smallest subnormal), so that no 1/0 reaches the gradient: where a log is clamped its
+    gradient is 0, the derivative of the clamped loss (PyTorch's formula gives +-1e12 there).
+    """
+    what = "flow.nn.BCELoss"
+    _loss_inputs(what, reduction, input=input, target=target, **_optional(weight=weight))
+    loss = -(target * _clamped_log(input) + (1.0 - target) * _clamped_log(1.0 - input))
+    return _reduce_loss(loss if weight is None else weight * loss, reduction, name)
+
+
+def _clamped_log(p: Blob) -> Blob:
+    """max(log(p), -100); log(tiny) < -100 in float32 and float64, so that max picks -100 where p <= e**-100."""
+    tiny = float(np.finfo(p.dtype.np_dtype).smallest_subnormal)
+    return math.maximum(math.log(math.maximum(p, tiny)), -100.0)
+
+
+def _optional(**blobs: Blob | None) -> dict[str, Blob]:
+    return {label: blob for label, blob in blobs.items() if blob is not None}
+
+
+def BCEWithLogitsLoss(  # noqa: N802
+    input: Blob,  # noqa: A002
+    target: Blob,
+    weight: Blob | None = None,
+    pos_weight: Blob | None = None,
+    reduction: str = "mean",
+    name: str | None = None,
+) -> Blob:
+    """weight * (pos_weight * target * softplus(-input) + (1 - target) * softplus(input)), reduced; input: logits.
+
+    That is -weight * (pos_weight * t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x))),
+    written as two terms that are never negative for t in [0, 1]: nothing cancels, and
+    flow.math.softplus neither overflows nor loses e**x for large |x|. `pos_weight` has one
+    entry per class (input.shape[-1]) and broadcasts over the other axes.
+    """
+    what = "flow.nn.BCEWithLogitsLoss"
+    _loss_inputs(what, reduction, input=input, target=target, **_optional(weight=weight))
+    positive = target * math.softplus(-input)
+    if pos_weight is not None:
+        classes = input.shape[-1:]
+        if not isinstance(pos_weight, Blob) or (pos_weight.shape, pos_weight.dtype) != (classes, input.dtype):
+            fail(f"{what}: pos_weight must be a Blob of shape {classes} (one weight per class) and dtype "
+                 f"{input.dtype}, got {pos_weight!r}")
+        positive = positive * pos_weight
+    loss = positive + (1.0 - target) * math.softplus(input)
+    return _reduce_loss(loss if weight is None else weight * loss, reduction, name)
+
+
+def KLDivLoss(  # noqa: N802
+    input: Blob,  # noqa: A002
+    target: Blob,
+    log_target: bool = False,
+    reduction: str = "mean",
+    name: str | None = None,
+) -> Blob:
+    """target * (log(target) - input), reduced; `input` holds log-probabilities. 'mean' is over every element.
+
+    With `log_target`, the target holds log-probabilities too: e**target * (target - input).
+    Otherwise the loss is 0 where target <= 0, as OneFlow documents (PyTorch: 0 at 0, NaN
+    below); the log is taken of 1 there, so no 0 * log(0) reaches the value or a gradient.
+    """
+    what = "flow.nn.KLDivLoss"
+    _loss_inputs(what, reduction, input=input, target=target)
+    if log_target:
+        return _reduce_loss(math.exp(target) * (target - input), reduction, name)
+    positive = math.greater(target, 0.0)
+    loss = target * (math.log(where(positive, target, 1.0)) - input)
+    return _reduce_loss(where(positive, loss, 0.0), reduction, name)
+
+
+def MarginRankingLoss(  # noqa: N802
+    input1: Blob, input2: Blob, target: Blob, margin: float = 0.0, reduction: str = "mean", name: str | None = None
+) -> Blob:
+    """max(0, margin - target * (input1 - input2)), reduced; target (1 or -1) broadcasts against the inputs.
+
+    At the bound the gradient passes, as clip_by_value's (OneFlow's flow.clip and PyTorch's clamp_min).
+    """
+    what = "flow.nn.MarginRankingLoss"
+    _loss_inputs(what, reduction, input1=input1, input2=input2)
+    margin = _require_number(margin, "margin", what)
+    _require_float(target, what, "target")
+    return _reduce_loss(math.clip_by_value(margin - target * (input1 - input2), 0.0), reduction, name)
+
+
+def TripletMarginLoss(  # noqa: N802
+    anchor: Blob,
+    positive: Blob,
+    negative: Blob,
+    margin: float = 1.0,
+    p: float = 2.0,
+    eps: float = 1e-06,
+    swap: bool = False,
+    reduction: str = "mean",
+    name: str | None = None,
+) -> Blob:
+    """max(0, margin + d(anchor, positive) - d(anchor, negative)) per row of (batch, features), reduced.
+
+    d(a, b) is the p-norm of a - b + eps over axis 1, as OneFlow and PyTorch's pairwise
+    distance take it. With `swap`, d(anchor, negative) is min(d(anchor, negative),
+    d(positive, negative)), as PyTorch has it; OneFlow refuses swap=True.
+    """
+    what = "flow.nn.TripletMarginLoss"
+    _loss_inputs(what, reduction, anchor=anchor, positive=positive, negative=negative)
+    if anchor.ndim != 2:
+        fail(f"{what}: anchor, positive and negative must be (batch, features), got shape {anchor.shape}")
+    margin = _require_number(margin, "margin", what)
+    p = _require_number(p, "p", what)
+    eps = _require_number(eps, "eps", what)
+    if not p > 0:
+        fail(f"{what}: p must be positive, got {p}")
+
+    def distance(a: Blob, b: Blob) -> Blob:
+        if p == 2.0:
+            return math.sqrt(math.reduce_sum(math.square(a - b + eps), 1))
+        return math.pow(math.reduce_sum(math.pow(math.abs(a - b + eps), p), 1), 1.0 / p)
+
+    far = distance(anchor, negative)
+    if swap:
+        far = math.minimum(far, distance(positive, negative))
+    return _reduce_loss(math.clip_by_value(margin + distance(anchor, positive) - far, 0.0), reduction, name)
