@@ -1542,6 +1542,7 @@ class Conv2DGradInputOp(ConvBase):
 
     @classmethod
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        same_dtype([*types, result], "conv2d_grad_input operands and result")
         if conv_output(_nchw(result, "input"), _nchw(types[1], "weight"), props) != shape_of(types[0]):
             raise VerifyException(f"conv2d of {fmt(result)} does not produce the gradient's shape {fmt(types[0])}")
 

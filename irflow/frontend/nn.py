@@ -383,6 +383,63 @@ def conv2d(
     return transpose(out, _NCHW_TO_NHWC) if last else out
 
 
+def conv2d_transpose(
+    value: Blob | None = None,
+    filter: Blob | None = None,  # noqa: A002
+    output_shape: Sequence[int] | None = None,
+    strides: int | Sequence[int] | None = None,
+    padding: str | Sequence[Any] = "VALID",
+    data_format: str = "NCHW",
+    name: str | None = None,
+    input: Blob | None = None,  # noqa: A002
+    filters: Blob | None = None,
+    dilations: int | Sequence[int] | None = None,
+) -> Blob:
+    """The transposed convolution: the input-gradient of flow.nn.conv2d, as job.conv2d_grad_input.
+
+    `value` (or `input`) is (n, in, h, w) and `filter` (or `filters`) (in, out, kh, kw), or
+    (in, kh, kw, out) for NHWC: the weight of the conv2d that maps `output_shape` back onto
+    the input. `output_shape` must be one that conv2d, with these strides and padding, maps
+    to the input's size; the rows it never reads are zeros (OneFlow's output_padding).
+    SAME crops the odd row at the end, as OneFlow's; irflow also takes SAME_LOWER and
+    explicit pads (as conv2d), and dilations with NHWC.
+    """
+    what = "flow.nn.conv2d_transpose"
+    x, w = _either(value, input, "value", "input", what), _either(filter, filters, "filter", "filters", what)
+    shape = dtypes.positive_sizes(output_shape) if output_shape is not None else None
+    if shape is None or len(shape) != 4:
+        fail(f"{what}: output_shape must be four positive ints, got {output_shape!r}")
+    last = _channels_last(data_format, what)
+    seen = " (as NCHW)" if last else ""
+    if last:
+        x, w, shape = transpose(x, _NHWC_TO_NCHW), transpose(w, _NHWC_TO_NCHW), tuple(shape[i] for i in _NHWC_TO_NCHW)
+    if x.ndim != 4 or w.ndim != 4 or (x.shape[0], x.shape[1], w.shape[1]) != (shape[0], w.shape[0], shape[1]):
+        fail(f"{what}: input {x.shape} and filter {w.shape} (in, out, kh, kw) do not give output_shape {shape}{seen}")
+    s = pair(strides, what, "strides")
+    d = pair(dilations if dilations is not None else 1, what, "dilations")
+    kernel = (w.shape[2], w.shape[3])
+    pads = window_pads(padding, shape[2:], kernel, s, d, last, what)
+    reached = tuple(job.window_out(shape[2 + i], kernel[i], s[i], *pads[2 * i : 2 * i + 2], d[i]) for i in range(2))
+    if reached != x.shape[2:]:
+        fail(
+            f"{what}: output_shape {shape} does not fit the input {x.shape}{seen}: "
+            f"conv2d with strides {s} and padding {padding!r} maps its {shape[2:]} to {reached}"
+        )
+    result = job.tensor(shape, job.dtype_of(x.value.type))
+    out = build(job.Conv2DGradInputOp, [x, w], result, name, what, strides=s, pads=pads, dilations=d)
+    return transpose(out, _NCHW_TO_NHWC) if last else out
+
+
+def _either(value: object, alias: object, arg: str, other: str, what: str) -> Blob:
+    """OneFlow's two names for one argument (`value` / `input`): exactly one of them, a Blob."""
+    if (value is None) == (alias is None):
+        fail(f"{what}: give exactly one of {arg} and {other}")
+    given = value if value is not None else alias
+    if not isinstance(given, Blob):
+        fail(f"{what}: {arg if value is not None else other} must be a Blob, got {given!r}")
+    return given
+
+
 def _pool(op: type[job.JobOp], what: str) -> Any:
     def pool(
         input: Blob,  # noqa: A002

@@ -337,6 +337,16 @@ job.func @f(%dy: tensor<1x1x3x3xf32>, %w: tensor<1x1x3x3xf32>) {
 
 // -----
 
+// Conv2d_grad_input (flow.nn.conv2d_transpose) of mixed element types.
+
+job.func @f(%dy: tensor<1x1x3x3xf32>, %w: tensor<1x1x3x3xf64>) {
+  // expected-error@+1 {{'job.conv2d_grad_input' op conv2d_grad_input operands and result must share one element type, got tensor<1x1x3x3xf32>, tensor<1x1x3x3xf64>, tensor<1x1x5x5xf32>}}
+  %r = job.conv2d_grad_input %dy, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>} : (tensor<1x1x3x3xf32>, tensor<1x1x3x3xf64>) -> tensor<1x1x5x5xf32>
+  job.return
+}
+
+// -----
+
 // Conv2d_grad_filter of the wrong shape.
 
 job.func @f(%dy: tensor<1x1x3x3xf32>, %x: tensor<1x1x4x4xf32>) {

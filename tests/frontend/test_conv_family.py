@@ -1,0 +1,177 @@
+"""flow.nn.conv2d_transpose, trained against PyTorch.
+
+Each test trains a few SGD steps of a train job in which the op takes part in the loss,
+and PyTorch runs the same steps from the same values: the outputs of every step and
+the variables after the last must agree, so the forward and the gradient of every
+trained operand are checked. The transposed convolution's oracle is PyTorch's
+conv_transpose2d without padding, cropped and zero-extended by hand to OneFlow's
+output_shape.
+"""
+
+import inspect
+from typing import Tuple
+
+import numpy as np
+import pytest
+
+import irflow as flow
+import irflow.typing as tp
+
+torch = pytest.importorskip("torch")  # the oracle
+F = torch.nn.functional
+
+HERE = __file__
+LR = 0.05
+STEPS = 3
+rng = np.random.default_rng(11)
+
+
+def normal(*shape):
+    return rng.normal(size=shape).astype(np.float32)
+
+
+def train_like_torch(ours, theirs, data, params, devices=1, atol=1e-5):
+    """STEPS of SGD on mean(out**2) in irflow and in PyTorch; returns irflow's outputs, step by step.
+
+    `ours(data_blobs, variables)` and `theirs(data_tensors, parameters)` build the output from
+    the placeholders `data` (split over `devices` along axis 0) and the variables `params`.
+    """
+    if devices > 1:
+        flow.config.cpu_device_num(devices)
+
+    def job(xs):
+        blobs = [x.with_distribute(flow.distribute.split(0)) for x in xs]
+        variables = {k: flow.get_variable(k, shape=v.shape, dtype=flow.float32) for k, v in params.items()}
+        out = ours(blobs, variables)
+        loss = flow.math.reduce_mean(flow.math.square(out))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [LR]), momentum=0).minimize(loss)
+        return out
+
+    placeholders = Tuple[tuple(tp.Numpy.Placeholder(a.shape) for a in data)]
+    job.__annotations__ = {"xs": placeholders, "return": tp.Numpy}
+    train = flow.global_function(type="train")(job)
+    flow.load_variables(params)
+    outs = [train(tuple(data)) for _ in range(STEPS)]
+
+    tensors = [torch.tensor(a) for a in data]
+    weights = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
+    sgd = torch.optim.SGD(weights.values(), lr=LR)
+    for step in range(STEPS):
+        sgd.zero_grad()
+        out = theirs(tensors, weights)
+        np.testing.assert_allclose(outs[step], out.detach().numpy(), rtol=1e-4, atol=atol, err_msg=f"step {step}")
+        out.square().mean().backward()
+        sgd.step()
+    final = flow.get_all_variables()
+    for k, v in weights.items():
+        np.testing.assert_allclose(final[k].numpy(), v.detach().numpy(), rtol=1e-4, atol=atol, err_msg=k)
+    return outs
+
+
+# ------------------------------------------------------------------ conv2d_transpose
+
+
+def same_crop(size, out, kernel, stride, dilation=1):
+    """OneFlow's SAME for a transposed convolution: (size-1)*stride + extent - out rows cut, the odd one at the end."""
+    needed = max(0, (size - 1) * stride + (kernel - 1) * dilation + 1 - out)
+    return needed // 2
+
+
+def transposed_oracle(x, w, stride, dilation, out_hw, tops):
+    """PyTorch's full transposed convolution, zero-extended, then rows [top, top + out) of each spatial axis."""
+    full = F.conv_transpose2d(x, w, stride=stride, dilation=dilation)
+    extra = [max(0, t + o - s) for t, o, s in zip(tops, out_hw, full.shape[2:])]
+    full = F.pad(full, (0, extra[1], 0, extra[0]))
+    return full[:, :, tops[0] : tops[0] + out_hw[0], tops[1] : tops[1] + out_hw[1]]
+
+
+# in (h, w), kernel (kh, kw), strides, padding, output (h, w), dilation, the oracle's rows cut at the start
+TRANSPOSE_CASES = [
+    ((4, 5), (3, 3), 2, "VALID", (9, 11), 1, (0, 0)),
+    ((4, 5), (3, 2), 2, "VALID", (10, 11), 1, (0, 0)),  # one row that conv2d never reads (OneFlow's output_padding)
+    ((4, 5), (3, 3), 2, "SAME", (8, 10), 1, (same_crop(4, 8, 3, 2), same_crop(5, 10, 3, 2))),  # an odd cut
+    ((4, 5), (4, 4), 2, "SAME", (7, 9), 1, (same_crop(4, 7, 4, 2), same_crop(5, 9, 4, 2))),
+    ((5, 5), (3, 3), 1, "SAME", (5, 5), 1, (1, 1)),
+    ((4, 4), (3, 3), [1, 2], [0, 0, [2, 1], 1], (3, 8), 1, (2, 1)),  # explicit pads (irflow's extension)
+    ((4, 4), (3, 3), 1, "VALID", (8, 8), 2, (0, 0)),
+]
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("case", TRANSPOSE_CASES)
+def test_conv2d_transpose_trains_as_pytorch(fmt, case):
+    size, kernel, strides, padding, out_hw, dilation, tops = case
+    x, w = normal(2, 3, *size), normal(3, 4, *kernel) * 0.3  # weight (in, out, kh, kw), as OneFlow's
+    s = (strides, strides) if isinstance(strides, int) else tuple(strides)
+    last = fmt == "NHWC"
+    if last:
+        padding = padding if isinstance(padding, str) else [padding[0], padding[2], padding[3], padding[1]]
+    to_fmt = (lambda a: a.transpose(0, 2, 3, 1).copy()) if last else (lambda a: a)
+    shape = (2, *out_hw, 4) if last else (2, 4, *out_hw)
+
+    def ours(data, v):
+        return flow.nn.conv2d_transpose(data[0] + v["x"], v["w"], output_shape=shape, strides=strides,
+                                        padding=padding, data_format=fmt, dilations=dilation)  # fmt: skip
+
+    def theirs(data, v):
+        x_, w_ = data[0] + v["x"], v["w"]
+        if last:
+            x_, w_ = x_.permute(0, 3, 1, 2), w_.permute(0, 3, 1, 2)
+        out = transposed_oracle(x_, w_, s, dilation, out_hw, tops)
+        return out.permute(0, 2, 3, 1) if last else out
+
+    outs = train_like_torch(ours, theirs, [to_fmt(x)], {"x": to_fmt(normal(2, 3, *size)), "w": to_fmt(w)})
+    assert outs[0].shape == shape
+
+
+def test_conv2d_transpose_takes_oneflows_other_names_and_grows_a_dcgan_image():
+    """OneFlow's documented example: 32x32 to 64x64 with SAME and stride 2, through `input=` and `filters=`."""
+    x, w = normal(1, 8, 4, 4), normal(8, 2, 3, 3)
+
+    @flow.global_function()
+    def up(images: tp.Numpy.Placeholder((1, 8, 4, 4)), weight: tp.Numpy.Placeholder((8, 2, 3, 3))) -> tp.Numpy:
+        return flow.nn.conv2d_transpose(input=images, filters=weight, output_shape=(1, 2, 8, 8), strides=2,
+                                        padding="SAME")  # fmt: skip
+
+    out = up(x, w)
+    want = transposed_oracle(torch.tensor(x), torch.tensor(w), (2, 2), 1, (8, 8), (0, 0))
+    np.testing.assert_allclose(out, want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------ errors
+
+
+def trace(body):
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((2, 4, 6, 6)), w: tp.Numpy.Placeholder((4, 3, 3, 3))) -> tp.Numpy:
+        return body(x, w)
+
+
+@pytest.mark.parametrize(
+    "body, match",
+    [
+        (lambda x, w: flow.nn.conv2d_transpose(x, w, output_shape=(2, 3, 15, 13), strides=2),  # the bad line
+         r"output_shape \(2, 3, 15, 13\) does not fit the input \(2, 4, 6, 6\): conv2d with strides \(2, 2\) and "
+         r"padding 'VALID' maps its \(15, 13\) to \(7, 6\)"),
+        (lambda x, w: flow.nn.conv2d_transpose(x, w, output_shape=(2, 3, 13, 19), strides=2),  # the bad line
+         r"maps its \(13, 19\) to \(6, 9\)"),
+        (lambda x, w: flow.nn.conv2d_transpose(x, w, output_shape=(2, 5, 13, 13), strides=2),  # the bad line
+         r"input \(2, 4, 6, 6\) and filter \(4, 3, 3, 3\) \(in, out, kh, kw\) do not give output_shape"),
+        (lambda x, w: flow.nn.conv2d_transpose(x, w, input=x, output_shape=(2, 3, 13, 13), strides=2),  # the bad line
+         "give exactly one of value and input"),
+        (lambda x, w: flow.nn.conv2d_transpose(x, w, output_shape=(2, 3, 13), strides=2),  # the bad line
+         r"output_shape must be four positive ints, got \(2, 3, 13\)"),
+        (lambda x, w: flow.nn.conv2d_transpose(x, w, output_shape=(2, 3, 13, 13)),  # the bad line
+         "strides must be an int or a list of two ints, got None"),
+    ],
+)
+def test_bad_arguments_fail_at_the_users_line(body, match):
+    with pytest.raises(flow.TraceError, match=match) as err:
+        trace(body)
+    assert err.value.location.file == HERE
+    assert err.value.location.line in lines_of("# the bad line")
+
+
+def lines_of(marker: str) -> set[int]:
+    source = inspect.getsource(inspect.getmodule(lines_of)).splitlines()
+    return {i for i, text in enumerate(source, 1) if text.endswith(marker)}
