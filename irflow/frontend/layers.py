@@ -1,4 +1,4 @@
-"""flow.layers: dense, conv2d, batch_normalization, layer_norm: get_variable and flow ops, as OneFlow builds them.
+"""flow.layers: dense, conv1d, conv2d, batch_normalization, layer_norm: get_variable and flow ops, as OneFlow builds them.
 
 Variables are named `<name>-weight` and `<name>-bias`; without a `name`, a
 layer is called "Dense_<i>" / "Conv2d_<i>" by its order in the job, so a train
@@ -15,7 +15,9 @@ from irflow.dialects import job
 from irflow.frontend import initializers, math
 from irflow.frontend.blob import Blob
 from irflow.frontend.distribute import Distribute, split
-from irflow.frontend.nn import bias_add, conv2d as nn_conv2d, layer_norm as nn_layer_norm, layer_norm_params, pair
+from irflow.frontend.nn import (
+    bias_add, conv1d as nn_conv1d, conv2d as nn_conv2d, layer_norm as nn_layer_norm, layer_norm_params, pair, single,
+)
 from irflow.frontend.ops import matmul, reshape
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import append_op, current
@@ -97,27 +99,97 @@ def conv2d(
 ) -> Blob:
     """2-D convolution layer; weight (filters, in_channels/groups, kh, kw), or (filters, kh, kw, in/groups) for NHWC."""
     what = "flow.layers.conv2d"
+    kernel = pair(kernel_size, what, "kernel_size")
+    weight, name = _conv_weight(inputs, filters, kernel, data_format, groups, kernel_initializer, kernel_regularizer,
+                                trainable, name, weight_name, "Conv2d", what)  # fmt: skip
+    out = nn_conv2d(inputs, weight, strides, padding, data_format, dilation_rate, groups, name=name)
+    return _conv_tail(out, filters, activation, use_bias, bias_initializer, bias_regularizer, trainable, name,
+                      bias_name, data_format)  # fmt: skip
+
+
+def conv1d(
+    inputs: Blob,
+    filters: int,
+    kernel_size: int | Sequence[int] = 1,
+    strides: int | Sequence[int] = 1,
+    padding: str | Sequence[Any] = "VALID",
+    data_format: str = "NCW",
+    dilation_rate: int | Sequence[int] | None = None,
+    groups: int = 1,
+    activation: Activation | None = None,
+    use_bias: bool = True,
+    kernel_initializer: dict[str, Any] | None = None,
+    bias_initializer: dict[str, Any] | None = None,
+    kernel_regularizer: object = None,
+    bias_regularizer: object = None,
+    trainable: bool = True,
+    name: str | None = None,
+    weight_name: str | None = None,
+    bias_name: str | None = None,
+) -> Blob:
+    """1-D convolution layer (flow.nn.conv1d); weight (filters, in_channels/groups, k), or (filters, k, in/groups) for NWC.
+
+    Without a `name` it is "Conv1d_<i>" (OneFlow: "Conv1d"), as conv2d's layers are counted.
+    """
+    what = "flow.layers.conv1d"
+    kernel = (single(kernel_size, what, "kernel_size"),)
+    weight, name = _conv_weight(inputs, filters, kernel, data_format, groups, kernel_initializer, kernel_regularizer,
+                                trainable, name, weight_name, "Conv1d", what)  # fmt: skip
+    out = nn_conv1d(inputs, weight, strides, padding, data_format, dilation_rate, groups, name=name)
+    return _conv_tail(out, filters, activation, use_bias, bias_initializer, bias_regularizer, trainable, name,
+                      bias_name, data_format)  # fmt: skip
+
+
+def _conv_weight(
+    inputs: Blob,
+    filters: int,
+    kernel: tuple[int, ...],
+    data_format: str,
+    groups: int,
+    initializer: dict[str, Any] | None,
+    regularizer: object,
+    trainable: bool,
+    name: str | None,
+    weight_name: str | None,
+    prefix: str,
+    what: str,
+) -> tuple[Blob, str]:
+    """A convolution layer's weight variable, (filters, in/groups, *kernel) or (filters, *kernel, in/groups), and its name."""
     trace = current(what)
-    if inputs.ndim != 4:
-        fail(f"{what}: inputs must be rank 4 ({data_format}), got {inputs.shape}")
-    kh, kw = pair(kernel_size, what, "kernel_size")
-    if not isinstance(groups, int) or groups < 1 or not isinstance(filters, int) or filters % groups:
+    if not isinstance(inputs, Blob) or inputs.ndim != len(kernel) + 2:
+        fail(f"{what}: inputs must be a rank-{len(kernel) + 2} Blob ({data_format}), got {inputs!r}")
+    if not isinstance(groups, int) or groups < 1 or not isinstance(filters, int) or filters < 1 or filters % groups:
         fail(f"{what}: filters ({filters}) must be a positive multiple of groups ({groups})")
-    last = data_format.upper() == "NHWC"
-    channels = inputs.shape[3] if last else inputs.shape[1]
+    last = isinstance(data_format, str) and data_format.upper().endswith("C")
+    channels = inputs.shape[-1] if last else inputs.shape[1]
     if channels % groups:
         fail(f"{what}: the input's {channels} channels do not split into {groups} groups")
-    name = name or trace.unique_name("Conv2d")
-    shape = (filters, kh, kw, channels // groups) if last else (filters, channels // groups, kh, kw)
+    name = name or trace.unique_name(prefix)
+    shape = (filters, *kernel, channels // groups) if last else (filters, channels // groups, *kernel)
     weight = get_variable(
         weight_name or f"{name}-weight",
         shape=shape,
         dtype=inputs.dtype,
-        initializer=kernel_initializer or initializers.xavier_uniform_initializer(data_format),
-        regularizer=kernel_regularizer,
+        initializer=initializer or initializers.xavier_uniform_initializer(data_format),
+        regularizer=regularizer,
         trainable=trainable,
     )
-    out = nn_conv2d(inputs, weight, strides, padding, data_format, dilation_rate, groups, name=name)
+    return weight, name
+
+
+def _conv_tail(
+    out: Blob,
+    filters: int,
+    activation: Activation | None,
+    use_bias: bool,
+    bias_initializer: dict[str, Any] | None,
+    bias_regularizer: object,
+    trainable: bool,
+    name: str,
+    bias_name: str | None,
+    data_format: str,
+) -> Blob:
+    """A convolution layer's `<name>-bias` (unless not `use_bias`) and activation."""
     if use_bias:
         out = _add_bias(
             out, bias_name or f"{name}-bias", filters, bias_initializer, bias_regularizer, trainable, name, data_format

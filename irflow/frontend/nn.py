@@ -20,7 +20,7 @@ from irflow.frontend.blob import Blob
 from irflow.frontend import dtypes, math
 from irflow.frontend.math import _mask, _softplus_tail, multiply
 from irflow.frontend.math import relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
-from irflow.frontend.ops import one_hot, reshape, transpose, where
+from irflow.frontend.ops import expand_dims, one_hot, reshape, squeeze, transpose, where
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, current, published
 
@@ -369,7 +369,20 @@ def conv2d(
     name: str | None = None,
 ) -> Blob:
     """2-D convolution with weight `filters` (out, in/groups, kh, kw), or (out, kh, kw, in/groups) for NHWC."""
-    what = "flow.nn.conv2d"
+    return _conv2d(input, filters, strides, padding, data_format, dilations, groups, name, "flow.nn.conv2d")
+
+
+def _conv2d(
+    input: Blob,  # noqa: A002
+    filters: Blob,
+    strides: int | Sequence[int],
+    padding: str | Sequence[Any],
+    data_format: str,
+    dilations: int | Sequence[int] | None,
+    groups: int,
+    name: str | None,
+    what: str,
+) -> Blob:
     last = _channels_last(data_format, what)
     if last:
         input, filters = transpose(input, _NHWC_TO_NCHW), transpose(filters, _NHWC_TO_NCHW)
@@ -381,6 +394,55 @@ def conv2d(
     pads = window_pads(padding, (input.shape[2], input.shape[3]), kernel, s, d, last, what)
     out = build(job.Conv2DOp, [input, filters], None, name, what, strides=s, pads=pads, dilations=d, groups=int(groups))
     return transpose(out, _NCHW_TO_NHWC) if last else out
+
+
+_ONE_D = {"NCW": ("NCHW", 2), "NWC": ("NHWC", 1)}
+"""A 1-D format, its 2-D one and where the height-1 axis goes in both the input and the weight."""
+
+
+def conv1d(
+    input: Blob,  # noqa: A002
+    filters: Blob,
+    strides: int | Sequence[int],
+    padding: str | Sequence[Any],
+    data_format: str = "NCW",
+    dilations: int | Sequence[int] | None = None,
+    groups: int = 1,
+    name: str | None = None,
+) -> Blob:
+    """1-D convolution with weight `filters` (out, in/groups, k), or (out, k, in/groups) for NWC.
+
+    flow.nn.conv2d over a height-1 image, so autodiff, SBP and the kernels are conv2d's.
+    `padding` is a string or one pad per axis of `data_format` (3 entries). irflow also
+    takes groups > 1 with NWC (OneFlow refuses them).
+    """
+    what = "flow.nn.conv1d"
+    two_d, axis = _one_d(data_format, what)
+    if not isinstance(input, Blob) or not isinstance(filters, Blob) or input.ndim != 3 or filters.ndim != 3:
+        fail(f"{what}: input and filters must be rank-3 Blobs, got {input!r} and {filters!r}")
+    if not isinstance(padding, str):
+        if not isinstance(padding, (list, tuple)) or len(padding) != 3:
+            fail(f"{what}: padding must be a string or one pad per axis (3 entries), got {padding!r}")
+        padding = [*padding[:axis], 0, *padding[axis:]]
+    s, d = single(strides, what, "strides"), single(dilations if dilations is not None else 1, what, "dilations")
+    image, weight = expand_dims(input, axis), expand_dims(filters, axis)
+    out = _conv2d(image, weight, (1, s), padding, two_d, (1, d), groups, None, what)
+    return squeeze(out, [axis], name)
+
+
+def _one_d(data_format: object, what: str) -> tuple[str, int]:
+    if not isinstance(data_format, str) or data_format.upper() not in _ONE_D:
+        fail(f"{what}: data_format must be 'NCW' or 'NWC', got {data_format!r}")
+    return _ONE_D[data_format.upper()]
+
+
+def single(value: int | Sequence[int], what: str, arg: str) -> int:
+    """A 1-D window's size, stride or dilation: an int or a list of one int."""
+    if isinstance(value, (list, tuple)) and len(value) == 1:
+        value = value[0]
+    if not dtypes.is_int(value):
+        fail(f"{what}: {arg} must be an int or a list of one int, got {value!r}")
+    return int(value)
 
 
 def conv2d_transpose(

@@ -1,4 +1,4 @@
-"""flow.nn.conv2d_transpose, trained against PyTorch.
+"""flow.nn.conv2d_transpose, conv1d and flow.layers.conv1d, trained against PyTorch.
 
 Each test trains a few SGD steps of a train job in which the op takes part in the loss,
 and PyTorch runs the same steps from the same values: the outputs of every step and
@@ -138,6 +138,72 @@ def test_conv2d_transpose_takes_oneflows_other_names_and_grows_a_dcgan_image():
     np.testing.assert_allclose(out, want.numpy(), rtol=1e-5, atol=1e-5)
 
 
+# ------------------------------------------------------------------ conv1d
+
+
+def tf_same(size, kernel, stride, dilation=1):
+    """irflow's SAME (as its conv2d): the output ceil(size / stride), the odd pad at the end."""
+    total = max((-(-size // stride) - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+# width, kernel, strides, padding, dilation, groups, the oracle's pads
+CONV1D_CASES = [
+    (9, 3, 1, "VALID", 1, 1, (0, 0)),
+    (10, 3, 2, "SAME", 1, 1, tf_same(10, 3, 2)),  # an odd total: 0 before, 1 after
+    (9, 3, [2], [0, 0, [2, 1]], 1, 2, (2, 1)),
+    (11, 3, 1, "SAME", [2], 1, tf_same(11, 3, 1, 2)),
+]
+
+
+@pytest.mark.parametrize("fmt", ["NCW", "NWC"])
+@pytest.mark.parametrize("case", CONV1D_CASES)
+def test_conv1d_trains_as_pytorch(fmt, case):
+    width, kernel, strides, padding, dilation, groups, pads = case
+    last = fmt == "NWC"
+    if last and not isinstance(padding, str):
+        padding = [padding[0], padding[2], padding[1]]
+    s = strides[0] if isinstance(strides, list) else strides
+    d = dilation[0] if isinstance(dilation, list) else dilation
+    to_fmt = (lambda a: a.transpose(0, 2, 1).copy()) if last else (lambda a: a)
+    x, w = normal(2, 4, width), normal(6, 4 // groups, kernel) * 0.4  # weight (out, in/groups, k)
+
+    def ours(data, v):
+        return flow.nn.conv1d(data[0] + v["x"], v["w"], strides, padding, fmt, dilation, groups)
+
+    def theirs(data, v):
+        x_, w_ = data[0] + v["x"], v["w"]
+        if last:
+            x_, w_ = x_.permute(0, 2, 1), w_.permute(0, 2, 1)
+        out = F.conv1d(F.pad(x_, pads), w_, stride=s, dilation=d, groups=groups)
+        return out.permute(0, 2, 1) if last else out
+
+    train_like_torch(ours, theirs, [to_fmt(x)], {"x": to_fmt(normal(2, 4, width)), "w": to_fmt(w)})
+
+
+@pytest.mark.parametrize("fmt", ["NCW", "NWC"])
+def test_conv1d_layer_names_its_variables_and_trains_as_pytorch(fmt):
+    last = fmt == "NWC"
+    x = normal(3, 5, 12)
+    weight, bias = normal(4, 5, 3) * 0.3, normal(4)
+    to_fmt = (lambda a: a.transpose(0, 2, 1).copy()) if last else (lambda a: a)
+
+    def ours(data, v):
+        return flow.layers.conv1d(data[0], 4, 3, strides=2, padding="SAME", data_format=fmt,
+                                  activation=flow.math.tanh)  # fmt: skip
+
+    def theirs(data, v):
+        x_ = data[0].permute(0, 2, 1) if last else data[0]
+        w_ = v["Conv1d_0-weight"].permute(0, 2, 1) if last else v["Conv1d_0-weight"]
+        out = torch.tanh(F.conv1d(F.pad(x_, tf_same(12, 3, 2)), w_, v["Conv1d_0-bias"], stride=2))
+        return out.permute(0, 2, 1) if last else out
+
+    params = {"Conv1d_0-weight": to_fmt(weight), "Conv1d_0-bias": bias}
+    outs = train_like_torch(ours, theirs, [to_fmt(x)], params)
+    assert outs[0].shape == ((3, 6, 4) if last else (3, 4, 6))
+    assert flow.get_all_variables()["Conv1d_0-weight"].numpy().shape == ((4, 3, 5) if last else (4, 5, 3))
+
+
 # ------------------------------------------------------------------ errors
 
 
@@ -163,6 +229,16 @@ def trace(body):
          r"output_shape must be four positive ints, got \(2, 3, 13\)"),
         (lambda x, w: flow.nn.conv2d_transpose(x, w, output_shape=(2, 3, 13, 13)),  # the bad line
          "strides must be an int or a list of two ints, got None"),
+        (lambda x, w: flow.nn.conv1d(flow.reshape(x, (2, 4, 36)), flow.reshape(w, (4, 3, 9)), [1, 1], "VALID"),  # the bad line
+         r"strides must be an int or a list of one int, got \[1, 1\]"),
+        (lambda x, w: flow.nn.conv1d(flow.reshape(x, (2, 4, 36)), flow.reshape(w, (4, 3, 9)), 1, "VALID", "NCHW"),  # the bad line
+         "data_format must be 'NCW' or 'NWC', got 'NCHW'"),
+        (lambda x, w: flow.nn.conv1d(flow.reshape(x, (2, 4, 36)), flow.reshape(w, (4, 3, 9)), 1, [0, 1]),  # the bad line
+         r"padding must be a string or one pad per axis \(3 entries\), got \[0, 1\]"),
+        (lambda x, w: flow.nn.conv1d(flow.reshape(x, (2, 4, 36)), flow.reshape(w, (4, 3, 9)), 1, "VALID"),  # the bad line
+         "flow.nn.conv1d: conv2d: input has 4 channels, weight expects 3 per group"),
+        (lambda x, w: flow.layers.conv1d(x, 4, 3),  # the bad line
+         "inputs must be a rank-3 Blob"),
     ],
 )
 def test_bad_arguments_fail_at_the_users_line(body, match):
