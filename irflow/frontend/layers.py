@@ -12,15 +12,16 @@ from typing import Any
 
 import numpy as np
 from irflow.dialects import job
-from irflow.frontend import initializers, math
+from irflow.frontend import dtypes, initializers, math
 from irflow.frontend.blob import Blob
 from irflow.frontend.distribute import Distribute, split
 from irflow.frontend.nn import (
-    bias_add, conv1d as nn_conv1d, conv2d as nn_conv2d, layer_norm as nn_layer_norm, layer_norm_params, pair, single,
+    _leaky, bias_add, conv1d as nn_conv1d, conv2d as nn_conv2d, layer_norm as nn_layer_norm, layer_norm_params, pair,
+    single,
 )
 from irflow.frontend.ops import matmul, reshape
 from irflow.frontend.locations import fail
-from irflow.frontend.tracing import append_op, current
+from irflow.frontend.tracing import append_op, build, current
 from irflow.frontend.variables import get_variable
 
 Activation = Callable[..., Blob]
@@ -195,6 +196,81 @@ def _conv_tail(
             out, bias_name or f"{name}-bias", filters, bias_initializer, bias_regularizer, trainable, name, data_format
         )
     return _activate(out, activation, name)
+
+
+def upsample_2d(
+    x: Blob,
+    size: int | Sequence[int] = (2, 2),
+    align_corners: bool = False,
+    data_format: str = "NCHW",
+    interpolation: str = "nearest",
+    name: str = "Upsample2D",
+) -> Blob:
+    """Repeat each pixel `size` = (height_scale, width_scale) times along each spatial axis ("nearest").
+
+    Each spatial axis gets a size-1 axis after it, job.broadcast_to widens those to the
+    scales and a reshape merges them, so the gradient sums each block (broadcast_to's) and
+    NHWC needs no transpose. irflow takes whole scales only (OneFlow also takes
+    fractional ones) and not yet "bilinear"; it needs a static batch.
+    """
+    what = "flow.layers.upsample_2d"
+    current(what)
+    scales = (size, size) if not isinstance(size, (list, tuple)) else tuple(size)
+    if len(scales) != 2 or not all(dtypes.is_number(k) and k >= 1 and float(k).is_integer() for k in scales):
+        fail(f"{what}: size must be a whole number >= 1 or a pair of them, got {size!r}")
+    if interpolation != "nearest":
+        fail(f"{what}: interpolation must be 'nearest' (irflow has no 'bilinear' yet), got {interpolation!r}")
+    if align_corners:
+        fail(f"{what}: interpolation 'nearest' does not take align_corners")
+    if not isinstance(x, Blob) or x.ndim != 4:
+        fail(f"{what}: x must be a rank-4 Blob ({data_format}), got {x!r}")
+    h = {"NCHW": 2, "NHWC": 1}.get(data_format.upper() if isinstance(data_format, str) else "")
+    if h is None:
+        fail(f"{what}: data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
+    sh, sw = int(scales[0]), int(scales[1])
+    before, (height, width), after = x.shape[:h], x.shape[h : h + 2], x.shape[h + 2 :]
+    wide = job.tensor((*before, height, sh, width, sw, *after), job.dtype_of(x.value.type))
+    blocks = build(job.BroadcastToOp, [reshape(x, (*before, height, 1, width, 1, *after))], wide, None, what)
+    return reshape(blocks, (*before, height * sh, width * sw, *after), name)
+
+
+def prelu(
+    inputs: Blob,
+    alpha_initializer: dict[str, Any] | None = None,
+    alpha_regularizer: object = None,
+    shared_axes: Sequence[int] | None = None,
+    trainable: bool = True,
+    name: str | None = None,
+    model_distribute: object = None,
+) -> Blob:
+    """x where x > 0, alpha * x elsewhere, with a trainable `<name>-alpha` (zeros) of inputs.shape[1:].
+
+    The axes in `shared_axes` (each in [1, rank)) share one alpha: its size there is 1.
+    As flow.nn.leaky_relu with alpha a variable: x times 1 or alpha, so x's gradient at 0
+    is alpha and alpha's is x where x <= 0 (OneFlow's and PyTorch's). Without a `name` the
+    layer is "PRelu_<i>" (OneFlow: "PRelu"); `model_distribute` None is broadcast.
+    """
+    what = "flow.layers.prelu"
+    trace = current(what)
+    if not isinstance(inputs, Blob) or inputs.ndim < 2 or not inputs.dtype.is_floating_point:
+        fail(f"{what}: inputs must be a floating-point Blob of rank >= 2, got {inputs!r}")
+    shape = list(inputs.shape[1:])
+    shared = shared_axes if shared_axes is not None else []
+    if not isinstance(shared, (list, tuple)) or not all(dtypes.is_int(a) and 1 <= a < inputs.ndim for a in shared):
+        fail(f"{what}: shared_axes must be a list of axes in [1, {inputs.ndim}), got {shared_axes!r}")
+    for axis in shared:
+        shape[axis - 1] = 1
+    name = name or trace.unique_name("PRelu")
+    alpha = get_variable(
+        f"{name}-alpha",
+        shape=shape,
+        dtype=inputs.dtype,
+        initializer=alpha_initializer or initializers.constant_initializer(0.0),
+        regularizer=alpha_regularizer,
+        trainable=trainable,
+        distribute=model_distribute,
+    )
+    return _leaky(inputs, alpha, name)
 
 
 def _add_bias(

@@ -81,7 +81,11 @@ def leaky_relu(x: Blob, alpha: float = 0.2, name: str | None = None) -> Blob:
     """
     what = "flow.nn.leaky_relu"
     _require_float(x, what)
-    alpha = _require_number(alpha, "alpha", what)
+    return _leaky(x, _require_number(alpha, "alpha", what), name)
+
+
+def _leaky(x: Blob, alpha: float | Blob, name: str | None) -> Blob:
+    """x times 1 where x > 0 and alpha elsewhere (a number, or a Blob broadcast against x: flow.layers.prelu)."""
     positive = _mask(math.greater(x, 0.0), x)
     return multiply(x, positive + (1.0 - positive) * alpha, name)
 

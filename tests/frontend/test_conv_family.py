@@ -1,4 +1,4 @@
-"""flow.nn.conv2d_transpose, conv1d and flow.layers.conv1d, trained against PyTorch.
+"""flow.nn.conv2d_transpose, conv1d, flow.layers.conv1d, upsample_2d and prelu, trained against PyTorch.
 
 Each test trains a few SGD steps of a train job in which the op takes part in the loss,
 and PyTorch runs the same steps from the same values: the outputs of every step and
@@ -204,6 +204,98 @@ def test_conv1d_layer_names_its_variables_and_trains_as_pytorch(fmt):
     assert flow.get_all_variables()["Conv1d_0-weight"].numpy().shape == ((4, 3, 5) if last else (4, 5, 3))
 
 
+# ------------------------------------------------------------------ upsample_2d
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("size", [(2, 2), 3, (1, 2), [2.0, 3]])
+def test_upsample_2d_trains_as_pytorchs_nearest(fmt, size):
+    last = fmt == "NHWC"
+    scales = (size, size) if isinstance(size, int) else tuple(int(k) for k in size)
+    to_fmt = (lambda a: a.transpose(0, 2, 3, 1).copy()) if last else (lambda a: a)
+
+    def ours(data, v):
+        return flow.layers.upsample_2d(data[0] * v["x"], size=size, data_format=fmt)
+
+    def theirs(data, v):
+        x_ = data[0] * v["x"]
+        x_ = x_.permute(0, 3, 1, 2) if last else x_
+        out = F.interpolate(x_, scale_factor=scales, mode="nearest")
+        return out.permute(0, 2, 3, 1) if last else out
+
+    outs = train_like_torch(ours, theirs, [to_fmt(normal(2, 3, 4, 5))], {"x": to_fmt(normal(2, 3, 4, 5))})
+    assert outs[0].shape == to_fmt(np.empty((2, 3, 4 * scales[0], 5 * scales[1]))).shape
+
+
+# ------------------------------------------------------------------ prelu
+
+
+@pytest.mark.parametrize("shared_axes", [None, [2, 3], [1]])
+def test_prelu_trains_as_pytorch_with_alpha_at_zero(shared_axes):
+    """alpha of inputs.shape[1:] with 1 on the shared axes; x's gradient at 0 is alpha (OneFlow's, PyTorch's)."""
+    x = normal(2, 3, 4, 5)
+    x[0, :, 0, :2] = 0.0  # the kink
+    shape = [1 if a + 1 in (shared_axes or []) else d for a, d in enumerate(x.shape[1:])]
+    alpha = np.abs(normal(*shape)) * 0.3
+
+    def ours(data, v):
+        return flow.layers.prelu(data[0] + v["shift"], shared_axes=shared_axes, name="act")
+
+    def theirs(data, v):
+        t = data[0] + v["shift"]
+        if shared_axes == [2, 3]:
+            return F.prelu(t, v["act-alpha"].reshape(-1))
+        return torch.where(t > 0, t, v["act-alpha"] * t)
+
+    train_like_torch(ours, theirs, [x], {"shift": np.zeros_like(x), "act-alpha": alpha})
+
+
+def test_prelu_default_alpha_is_zero_and_names_count():
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((2, 3))) -> Tuple[tp.Numpy, tp.Numpy]:
+        return flow.layers.prelu(x), flow.layers.prelu(x, alpha_initializer=flow.constant_initializer(0.5))
+
+    relu, leaky = f(np.array([[-2.0, 0.0, 3.0], [1.0, -1.0, -4.0]], np.float32))
+    np.testing.assert_array_equal(relu, [[0, 0, 3], [1, 0, 0]])
+    np.testing.assert_array_equal(leaky, [[-1, 0, 3], [1, -0.5, -2]])
+    assert {"PRelu_0-alpha", "PRelu_1-alpha"} <= set(flow.get_all_variables())
+
+
+# ------------------------------------------------------------------ many devices
+
+
+def test_a_small_generator_on_two_devices_trains_as_on_one_and_as_pytorch():
+    """conv1d -> conv2d_transpose -> prelu -> upsample_2d with a batch split over 2 devices, against PyTorch."""
+    x = normal(4, 3, 8)
+    params = {
+        "w1": normal(4, 3, 3) * 0.4,
+        "w2": normal(4, 2, 3, 3) * 0.4,  # (in, out, kh, kw)
+        "act-alpha": np.full((2, 1, 1), 0.2, np.float32),
+    }
+
+    def ours(data, v):
+        hidden = flow.nn.conv1d(data[0], v["w1"], 1, "SAME")  # (4, 4, 8)
+        image = flow.reshape(hidden, (4, 4, 2, 4))
+        up = flow.nn.conv2d_transpose(image, v["w2"], output_shape=(4, 2, 4, 8), strides=2, padding="SAME")
+        return flow.layers.upsample_2d(flow.layers.prelu(up, shared_axes=[2, 3], name="act"), 2)
+
+    def theirs(data, v):
+        hidden = F.conv1d(F.pad(data[0], (1, 1)), v["w1"])
+        image = hidden.reshape(4, 4, 2, 4)
+        up = transposed_oracle(image, v["w2"], (2, 2), 1, (4, 8), (0, 0))
+        return F.interpolate(F.prelu(up, v["act-alpha"].reshape(-1)), scale_factor=2, mode="nearest")
+
+    one = train_like_torch(ours, theirs, [x], params)
+    one_variables = {k: v.numpy() for k, v in flow.get_all_variables().items() if k in params}
+    flow.clear_default_session()
+    two = train_like_torch(ours, theirs, [x], params, devices=2)
+    for a, b in zip(one, two):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
+    for k, v in one_variables.items():
+        np.testing.assert_allclose(flow.get_all_variables()[k].numpy(), v, rtol=1e-6, atol=1e-6)
+    assert two[-1].shape == (4, 2, 8, 16)
+
+
 # ------------------------------------------------------------------ errors
 
 
@@ -239,6 +331,14 @@ def trace(body):
          "flow.nn.conv1d: conv2d: input has 4 channels, weight expects 3 per group"),
         (lambda x, w: flow.layers.conv1d(x, 4, 3),  # the bad line
          "inputs must be a rank-3 Blob"),
+        (lambda x, w: flow.layers.upsample_2d(x, 1.5),  # the bad line
+         "size must be a whole number >= 1 or a pair of them, got 1.5"),
+        (lambda x, w: flow.layers.upsample_2d(x, interpolation="bilinear"),  # the bad line
+         "interpolation must be 'nearest'"),
+        (lambda x, w: flow.layers.upsample_2d(x, data_format="NCW"),  # the bad line
+         "data_format must be 'NCHW' or 'NHWC', got 'NCW'"),
+        (lambda x, w: flow.layers.prelu(x, shared_axes=[0]),  # the bad line
+         r"shared_axes must be a list of axes in \[1, 4\), got \[0\]"),
     ],
 )
 def test_bad_arguments_fail_at_the_users_line(body, match):
