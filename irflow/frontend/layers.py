@@ -19,7 +19,7 @@ from irflow.frontend.nn import (
     _leaky, bias_add, conv1d as nn_conv1d, conv2d as nn_conv2d, layer_norm as nn_layer_norm, layer_norm_params, pair,
     single,
 )
-from irflow.frontend.ops import matmul, reshape
+from irflow.frontend.ops import constant, gather, matmul, reshape
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import append_op, build, current
 from irflow.frontend.variables import get_variable
@@ -206,32 +206,61 @@ def upsample_2d(
     interpolation: str = "nearest",
     name: str = "Upsample2D",
 ) -> Blob:
-    """Repeat each pixel `size` = (height_scale, width_scale) times along each spatial axis ("nearest").
+    """x enlarged `size` = (height_scale, width_scale) times, by "nearest" or "bilinear" interpolation.
 
-    Each spatial axis gets a size-1 axis after it, job.broadcast_to widens those to the
-    scales and a reshape merges them, so the gradient sums each block (broadcast_to's) and
-    NHWC needs no transpose. irflow takes whole scales only (OneFlow also takes
-    fractional ones) and not yet "bilinear"; it needs a static batch.
+    Both work on the spatial axes where they lie, so NHWC needs no transpose. irflow takes
+    whole scales only (OneFlow also fractional ones) and needs a static batch.
     """
     what = "flow.layers.upsample_2d"
     current(what)
     scales = (size, size) if not isinstance(size, (list, tuple)) else tuple(size)
     if len(scales) != 2 or not all(dtypes.is_number(k) and k >= 1 and float(k).is_integer() for k in scales):
         fail(f"{what}: size must be a whole number >= 1 or a pair of them, got {size!r}")
-    if interpolation != "nearest":
-        fail(f"{what}: interpolation must be 'nearest' (irflow has no 'bilinear' yet), got {interpolation!r}")
-    if align_corners:
+    if interpolation not in ("nearest", "bilinear"):
+        fail(f"{what}: interpolation must be 'nearest' or 'bilinear', got {interpolation!r}")
+    if interpolation == "nearest" and align_corners:
         fail(f"{what}: interpolation 'nearest' does not take align_corners")
-    if not isinstance(x, Blob) or x.ndim != 4:
-        fail(f"{what}: x must be a rank-4 Blob ({data_format}), got {x!r}")
+    if not isinstance(x, Blob) or x.ndim != 4 or not x.dtype.is_floating_point:
+        fail(f"{what}: x must be a floating-point Blob of rank 4 ({data_format}), got {x!r}")
     h = {"NCHW": 2, "NHWC": 1}.get(data_format.upper() if isinstance(data_format, str) else "")
     if h is None:
         fail(f"{what}: data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
     sh, sw = int(scales[0]), int(scales[1])
+    if interpolation == "bilinear":
+        if sh > 1:  # a scale of 1 keeps every row: no gathers
+            x = _linear(x, h, sh, align_corners, None if sw > 1 else name)
+        return _linear(x, h + 1, sw, align_corners, name) if sw > 1 else x
+    return _repeat(x, h, sh, sw, name, what)
+
+
+def _repeat(x: Blob, h: int, sh: int, sw: int, name: str, what: str) -> Blob:
+    """Each pixel as a sh x sw block: the axes h and h + 1 each get a size-1 axis after them, which
+    job.broadcast_to widens to the scales and a reshape merges, so the gradient sums each block."""
     before, (height, width), after = x.shape[:h], x.shape[h : h + 2], x.shape[h + 2 :]
     wide = job.tensor((*before, height, sh, width, sw, *after), job.dtype_of(x.value.type))
     blocks = build(job.BroadcastToOp, [reshape(x, (*before, height, 1, width, 1, *after))], wide, None, what)
     return reshape(blocks, (*before, height * sh, width * sw, *after), name)
+
+
+def _linear(x: Blob, axis: int, scale: int, align_corners: bool, name: str | None) -> Blob:
+    """x resampled to `scale` times its size along `axis` by linear interpolation between two gathered rows.
+
+    The source of output row i is i * (n - 1) / (m - 1) with `align_corners`, else
+    (i + 0.5) / scale - 0.5 clamped at 0 (PyTorch's and OneFlow's); the rows and their weights
+    are constants, so the gradient is gather's (the rows' shares summed).
+    """
+    n = x.shape[axis]
+    m = n * scale
+    rows = np.arange(m, dtype=np.float64)
+    if align_corners:
+        source = rows * ((n - 1) / (m - 1) if m > 1 else 0.0)
+    else:
+        source = np.maximum((rows + 0.5) / scale - 0.5, 0.0)
+    low = np.floor(source).astype(np.int32)
+    high = np.minimum(low + 1, n - 1).astype(np.int32)
+    share = (source - low).reshape([m if a == axis else 1 for a in range(x.ndim)])
+    below = gather(x, constant(low), axis=axis) * constant(1.0 - share, x.dtype)
+    return math.add(below, gather(x, constant(high), axis=axis) * constant(share, x.dtype), name)
 
 
 def prelu(

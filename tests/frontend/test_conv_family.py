@@ -209,18 +209,20 @@ def test_conv1d_layer_names_its_variables_and_trains_as_pytorch(fmt):
 
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("size", [(2, 2), 3, (1, 2), [2.0, 3]])
-def test_upsample_2d_trains_as_pytorchs_nearest(fmt, size):
+@pytest.mark.parametrize("mode, align_corners", [("nearest", False), ("bilinear", False), ("bilinear", True)])
+def test_upsample_2d_trains_as_pytorchs_interpolate(fmt, size, mode, align_corners):
     last = fmt == "NHWC"
     scales = (size, size) if isinstance(size, int) else tuple(int(k) for k in size)
     to_fmt = (lambda a: a.transpose(0, 2, 3, 1).copy()) if last else (lambda a: a)
 
     def ours(data, v):
-        return flow.layers.upsample_2d(data[0] * v["x"], size=size, data_format=fmt)
+        return flow.layers.upsample_2d(data[0] * v["x"], size, align_corners, fmt, mode)
 
     def theirs(data, v):
         x_ = data[0] * v["x"]
         x_ = x_.permute(0, 3, 1, 2) if last else x_
-        out = F.interpolate(x_, scale_factor=scales, mode="nearest")
+        corners = dict(align_corners=align_corners) if mode == "bilinear" else {}
+        out = F.interpolate(x_, scale_factor=scales, mode=mode, **corners)
         return out.permute(0, 2, 3, 1) if last else out
 
     outs = train_like_torch(ours, theirs, [to_fmt(normal(2, 3, 4, 5))], {"x": to_fmt(normal(2, 3, 4, 5))})
@@ -265,7 +267,7 @@ def test_prelu_default_alpha_is_zero_and_names_count():
 
 
 def test_a_small_generator_on_two_devices_trains_as_on_one_and_as_pytorch():
-    """conv1d -> conv2d_transpose -> prelu -> upsample_2d with a batch split over 2 devices, against PyTorch."""
+    """conv1d -> conv2d_transpose -> prelu -> upsample_2d (nearest, bilinear), the batch split over 2 devices."""
     x = normal(4, 3, 8)
     params = {
         "w1": normal(4, 3, 3) * 0.4,
@@ -277,13 +279,15 @@ def test_a_small_generator_on_two_devices_trains_as_on_one_and_as_pytorch():
         hidden = flow.nn.conv1d(data[0], v["w1"], 1, "SAME")  # (4, 4, 8)
         image = flow.reshape(hidden, (4, 4, 2, 4))
         up = flow.nn.conv2d_transpose(image, v["w2"], output_shape=(4, 2, 4, 8), strides=2, padding="SAME")
-        return flow.layers.upsample_2d(flow.layers.prelu(up, shared_axes=[2, 3], name="act"), 2)
+        near = flow.layers.upsample_2d(flow.layers.prelu(up, shared_axes=[2, 3], name="act"), 2)
+        return flow.layers.upsample_2d(near, (1, 2), interpolation="bilinear")
 
     def theirs(data, v):
         hidden = F.conv1d(F.pad(data[0], (1, 1)), v["w1"])
         image = hidden.reshape(4, 4, 2, 4)
         up = transposed_oracle(image, v["w2"], (2, 2), 1, (4, 8), (0, 0))
-        return F.interpolate(F.prelu(up, v["act-alpha"].reshape(-1)), scale_factor=2, mode="nearest")
+        near = F.interpolate(F.prelu(up, v["act-alpha"].reshape(-1)), scale_factor=2, mode="nearest")
+        return F.interpolate(near, scale_factor=(1, 2), mode="bilinear", align_corners=False)
 
     one = train_like_torch(ours, theirs, [x], params)
     one_variables = {k: v.numpy() for k, v in flow.get_all_variables().items() if k in params}
@@ -293,7 +297,7 @@ def test_a_small_generator_on_two_devices_trains_as_on_one_and_as_pytorch():
         np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
     for k, v in one_variables.items():
         np.testing.assert_allclose(flow.get_all_variables()[k].numpy(), v, rtol=1e-6, atol=1e-6)
-    assert two[-1].shape == (4, 2, 8, 16)
+    assert two[-1].shape == (4, 2, 8, 32)
 
 
 # ------------------------------------------------------------------ errors
@@ -333,8 +337,10 @@ def trace(body):
          "inputs must be a rank-3 Blob"),
         (lambda x, w: flow.layers.upsample_2d(x, 1.5),  # the bad line
          "size must be a whole number >= 1 or a pair of them, got 1.5"),
-        (lambda x, w: flow.layers.upsample_2d(x, interpolation="bilinear"),  # the bad line
-         "interpolation must be 'nearest'"),
+        (lambda x, w: flow.layers.upsample_2d(x, interpolation="bicubic"),  # the bad line
+         "interpolation must be 'nearest' or 'bilinear', got 'bicubic'"),
+        (lambda x, w: flow.layers.upsample_2d(x, align_corners=True),  # the bad line
+         "interpolation 'nearest' does not take align_corners"),
         (lambda x, w: flow.layers.upsample_2d(x, data_format="NCW"),  # the bad line
          "data_format must be 'NCHW' or 'NHWC', got 'NCW'"),
         (lambda x, w: flow.layers.prelu(x, shared_axes=[0]),  # the bad line
