@@ -424,13 +424,9 @@ def conv1d(
     two_d, axis = _one_d(data_format, what)
     if not isinstance(input, Blob) or not isinstance(filters, Blob) or input.ndim != 3 or filters.ndim != 3:
         fail(f"{what}: input and filters must be rank-3 Blobs, got {input!r} and {filters!r}")
-    if not isinstance(padding, str):
-        if not isinstance(padding, (list, tuple)) or len(padding) != 3:
-            fail(f"{what}: padding must be a string or one pad per axis (3 entries), got {padding!r}")
-        padding = [*padding[:axis], 0, *padding[axis:]]
     s, d = single(strides, what, "strides"), single(dilations if dilations is not None else 1, what, "dilations")
     image, weight = expand_dims(input, axis), expand_dims(filters, axis)
-    out = _conv2d(image, weight, (1, s), padding, two_d, (1, d), groups, None, what)
+    out = _conv2d(image, weight, (1, s), _padding_2d(padding, axis, what), two_d, (1, d), groups, None, what)
     return squeeze(out, [axis], name)
 
 
@@ -438,6 +434,15 @@ def _one_d(data_format: object, what: str) -> tuple[str, int]:
     if not isinstance(data_format, str) or data_format.upper() not in _ONE_D:
         fail(f"{what}: data_format must be 'NCW' or 'NWC', got {data_format!r}")
     return _ONE_D[data_format.upper()]
+
+
+def _padding_2d(padding: str | Sequence[Any], axis: int, what: str) -> str | list[Any]:
+    """A 1-D window's `padding` for its height-1 image: a string as it is, or the 3 pads with 0 for the height."""
+    if isinstance(padding, str):
+        return padding
+    if not isinstance(padding, (list, tuple)) or len(padding) != 3:
+        fail(f"{what}: padding must be a string or one pad per axis (3 entries), got {padding!r}")
+    return [*padding[:axis], 0, *padding[axis:]]
 
 
 def single(value: int | Sequence[int], what: str, arg: str) -> int:
@@ -515,21 +520,62 @@ def _pool(op: type[job.JobOp], what: str) -> Any:
         data_format: str = "NCHW",
         name: str | None = None,
     ) -> Blob:
-        last = _channels_last(data_format, what)
-        if last:
-            input = transpose(input, _NHWC_TO_NCHW)
-        if input.ndim != 4:
-            fail(f"{what}: input must be rank 4 ({data_format}), got {input.shape}")
-        k, s = pair(ksize, what, "ksize"), pair(strides, what, "strides")
-        pads = window_pads(padding, (input.shape[2], input.shape[3]), k, s, (1, 1), last, what)
-        out = build(op, [input], None, name, what, kernel=k, strides=s, pads=pads)
-        return transpose(out, _NCHW_TO_NHWC) if last else out
+        return _pool2d(op, input, pair(ksize, what, "ksize"), pair(strides, what, "strides"), padding, data_format,
+                       name, what)  # fmt: skip
 
     return published(pool, what, f"{what}(input, ksize, strides, padding, data_format='NCHW'); {op.__doc__ or ''}")
 
 
+def _pool2d(
+    op: type[job.JobOp],
+    input: Blob,  # noqa: A002
+    k: tuple[int, int],
+    s: tuple[int, int],
+    padding: str | Sequence[Any],
+    data_format: str,
+    name: str | None,
+    what: str,
+) -> Blob:
+    last = _channels_last(data_format, what)
+    if last:
+        input = transpose(input, _NHWC_TO_NCHW)
+    if input.ndim != 4:
+        fail(f"{what}: input must be rank 4 ({data_format}), got {input.shape}")
+    pads = window_pads(padding, (input.shape[2], input.shape[3]), k, s, (1, 1), last, what)
+    out = build(op, [input], None, name, what, kernel=k, strides=s, pads=pads)
+    return transpose(out, _NCHW_TO_NHWC) if last else out
+
+
 max_pool2d = _pool(job.MaxPool2DOp, "flow.nn.max_pool2d")
 avg_pool2d = _pool(job.AvgPool2DOp, "flow.nn.avg_pool2d")
+
+
+def _pool1d(op: type[job.JobOp], what: str, default_format: str) -> Any:
+    def pool(
+        input: Blob,  # noqa: A002
+        ksize: int | Sequence[int],
+        strides: int | Sequence[int],
+        padding: str | Sequence[Any],
+        data_format: str = default_format,
+        name: str | None = None,
+    ) -> Blob:
+        two_d, axis = _one_d(data_format, what)
+        if not isinstance(input, Blob) or input.ndim != 3:
+            fail(f"{what}: input must be a rank-3 Blob ({data_format}), got {input!r}")
+        k, s = single(ksize, what, "ksize"), single(strides, what, "strides")
+        image = expand_dims(input, axis)
+        out = _pool2d(op, image, (1, k), (1, s), _padding_2d(padding, axis, what), two_d, None, what)
+        return squeeze(out, [axis], name)
+
+    doc = (
+        f"{what}(input, ksize, strides, padding, data_format='{default_format}'): the 2-D pooling over a height-1 "
+        "image. OneFlow 0.x declares it and raises NotImplementedError; irflow runs it."
+    )
+    return published(pool, what, doc)
+
+
+max_pool1d = _pool1d(job.MaxPool2DOp, "flow.nn.max_pool1d", "NWC")
+avg_pool1d = _pool1d(job.AvgPool2DOp, "flow.nn.avg_pool1d", "NCW")
 
 
 def dropout(

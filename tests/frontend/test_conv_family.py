@@ -1,9 +1,10 @@
-"""flow.nn.conv2d_transpose, conv1d, flow.layers.conv1d, upsample_2d and prelu, trained against PyTorch.
+"""The convolution family beyond conv2d, trained against PyTorch.
 
-Each test trains a few SGD steps of a train job in which the op takes part in the loss,
-and PyTorch runs the same steps from the same values: the outputs of every step and
-the variables after the last must agree, so the forward and the gradient of every
-trained operand are checked. The transposed convolution's oracle is PyTorch's
+flow.nn.conv2d_transpose, conv1d, max_pool1d, avg_pool1d; flow.layers.conv1d,
+upsample_2d and prelu. Each test trains a few SGD steps of a train job in which the
+op takes part in the loss, and PyTorch runs the same steps from the same values: the
+outputs of every step and the variables after the last must agree, so the forward and
+the gradient of every trained operand are checked. The transposed convolution's oracle is PyTorch's
 conv_transpose2d without padding, cropped and zero-extended by hand to OneFlow's
 output_shape.
 """
@@ -204,6 +205,63 @@ def test_conv1d_layer_names_its_variables_and_trains_as_pytorch(fmt):
     assert flow.get_all_variables()["Conv1d_0-weight"].numpy().shape == ((4, 3, 5) if last else (4, 5, 3))
 
 
+# ------------------------------------------------------------------ pool1d
+
+
+def pool1d_oracle(kind, x, kernel, stride, pads):
+    """Max with -inf padding; the average over the window's in-bounds entries (padding left out of the divisor)."""
+    if kind == "max":
+        return F.max_pool1d(F.pad(x, pads, value=-float("inf")), kernel, stride)
+    sums = F.avg_pool1d(F.pad(x, pads), kernel, stride)
+    return sums / F.avg_pool1d(F.pad(torch.ones_like(x), pads), kernel, stride)
+
+
+# width, ksize, strides, padding, the oracle's pads
+POOL1D_CASES = [
+    (8, 2, 2, "VALID", (0, 0)),
+    (9, 3, 2, "SAME", tf_same(9, 3, 2)),
+    (10, 3, [2], "SAME", tf_same(10, 3, 2)),  # an odd total: 0 before, 1 after
+    (7, [3], 1, [0, 0, [1, 2]], (1, 2)),
+]
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+@pytest.mark.parametrize("fmt", ["NCW", "NWC"])
+@pytest.mark.parametrize("case", POOL1D_CASES)
+def test_pool1d_trains_as_pytorch(kind, fmt, case):
+    width, ksize, strides, padding, pads = case
+    last = fmt == "NWC"
+    if last and not isinstance(padding, str):
+        padding = [padding[0], padding[2], padding[1]]
+    k = ksize[0] if isinstance(ksize, list) else ksize
+    s = strides[0] if isinstance(strides, list) else strides
+    to_fmt = (lambda a: a.transpose(0, 2, 1).copy()) if last else (lambda a: a)
+    pool = flow.nn.max_pool1d if kind == "max" else flow.nn.avg_pool1d
+
+    def ours(data, v):
+        return pool(data[0] + v["x"], ksize, strides, padding, data_format=fmt)
+
+    def theirs(data, v):
+        x_ = data[0] + v["x"]
+        out = pool1d_oracle(kind, x_.permute(0, 2, 1) if last else x_, k, s, pads)
+        return out.permute(0, 2, 1) if last else out
+
+    train_like_torch(ours, theirs, [to_fmt(normal(2, 3, width))], {"x": to_fmt(normal(2, 3, width))})
+
+
+def test_pool1d_default_formats_are_oneflows():
+    """max_pool1d's data_format defaults to NWC and avg_pool1d's to NCW, as OneFlow 0.x declares them."""
+    x = np.arange(12, dtype=np.float32).reshape(1, 3, 4)
+
+    @flow.global_function()
+    def f(a: tp.Numpy.Placeholder((1, 3, 4))) -> Tuple[tp.Numpy, tp.Numpy]:
+        return flow.nn.max_pool1d(a, 3, 3, "VALID"), flow.nn.avg_pool1d(a, 2, 2, "VALID")
+
+    most, mean = f(x)
+    np.testing.assert_array_equal(most, x.max(axis=1, keepdims=True))
+    np.testing.assert_array_equal(mean, x.reshape(1, 3, 2, 2).mean(axis=3))
+
+
 # ------------------------------------------------------------------ upsample_2d
 
 
@@ -333,6 +391,10 @@ def trace(body):
          r"padding must be a string or one pad per axis \(3 entries\), got \[0, 1\]"),
         (lambda x, w: flow.nn.conv1d(flow.reshape(x, (2, 4, 36)), flow.reshape(w, (4, 3, 9)), 1, "VALID"),  # the bad line
          "flow.nn.conv1d: conv2d: input has 4 channels, weight expects 3 per group"),
+        (lambda x, w: flow.nn.max_pool1d(x, 2, 2, "VALID"),  # the bad line
+         "flow.nn.max_pool1d: input must be a rank-3 Blob"),
+        (lambda x, w: flow.nn.avg_pool1d(flow.reshape(x, (2, 4, 36)), (2, 2), 2, "VALID"),  # the bad line
+         r"ksize must be an int or a list of one int, got \(2, 2\)"),
         (lambda x, w: flow.layers.conv1d(x, 4, 3),  # the bad line
          "inputs must be a rank-3 Blob"),
         (lambda x, w: flow.layers.upsample_2d(x, 1.5),  # the bad line
