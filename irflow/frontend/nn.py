@@ -476,25 +476,89 @@ def conv2d_transpose(
     explicit pads (as conv2d), and dilations with NHWC.
     """
     what = "flow.nn.conv2d_transpose"
-    x, w = _either(value, input, "value", "input", what), _either(filter, filters, "filter", "filters", what)
+    x, w, last = _transpose_operands(value, input, filter, filters, data_format, what)
     shape = dtypes.positive_sizes(output_shape) if output_shape is not None else None
     if shape is None or len(shape) != 4:
         fail(f"{what}: output_shape must be four positive ints, got {output_shape!r}")
-    last = _channels_last(data_format, what)
-    seen = " (as NCHW)" if last else ""
     if last:
-        x, w, shape = transpose(x, _NHWC_TO_NCHW), transpose(w, _NHWC_TO_NCHW), tuple(shape[i] for i in _NHWC_TO_NCHW)
-    if x.ndim != 4 or w.ndim != 4 or (x.shape[0], x.shape[1], w.shape[1]) != (shape[0], w.shape[0], shape[1]):
-        fail(f"{what}: input {x.shape} and filter {w.shape} (in, out, kh, kw) do not give output_shape {shape}{seen}")
+        shape = tuple(shape[i] for i in _NHWC_TO_NCHW)
     s = pair(strides, what, "strides")
     d = pair(dilations if dilations is not None else 1, what, "dilations")
+    pads = window_pads(padding, shape[2:], (w.shape[2], w.shape[3]), s, d, last, what)
+    return _transposed(x, w, shape, s, d, pads, f"padding {padding!r}", last, name, what)
+
+
+def torch_conv2d_transpose(
+    value: Blob | None = None,
+    filter: Blob | None = None,  # noqa: A002
+    output_padding: int | Sequence[int] | None = None,
+    strides: int | Sequence[int] | None = None,
+    padding_needed: Sequence[int] | None = None,
+    data_format: str = "NCHW",
+    name: str | None = None,
+    input: Blob | None = None,  # noqa: A002
+    filters: Blob | None = None,
+    dilations: int | Sequence[int] | None = None,
+) -> Blob:
+    """flow.nn.conv2d_transpose sized as PyTorch's: `padding_needed` (two even ints) rows cut, half at each end.
+
+    Each spatial size is (in - 1) * stride + (k - 1) * dilation + 1 - padding_needed +
+    output_padding, the extra rows at the end (zeros), as torch.nn.ConvTranspose2d with
+    padding = padding_needed / 2.
+    """
+    what = "flow.nn.torch_conv2d_transpose"
+    x, w, last = _transpose_operands(value, input, filter, filters, data_format, what)
+    s = pair(strides, what, "strides")
+    d = pair(dilations if dilations is not None else 1, what, "dilations")
+    cut = pair(padding_needed, what, "padding_needed") if padding_needed is not None else None
+    if cut is None or min(cut) < 0 or cut[0] % 2 or cut[1] % 2:
+        fail(f"{what}: padding_needed must be two even non-negative ints, got {padding_needed!r}")
+    extra = pair(output_padding if output_padding is not None else 0, what, "output_padding")
+    if min(extra) < 0:
+        fail(f"{what}: output_padding must be non-negative, got {output_padding!r}")
+    spatial = [(x.shape[2 + i] - 1) * s[i] + (w.shape[2 + i] - 1) * d[i] + 1 - cut[i] + extra[i] for i in range(2)]
+    if min(spatial) < 1:
+        fail(f"{what}: padding_needed {list(cut)} leaves an empty output ({spatial})")
+    pads = [cut[0] // 2, cut[0] // 2, cut[1] // 2, cut[1] // 2]
+    shape = (x.shape[0], w.shape[1], *spatial)
+    return _transposed(x, w, shape, s, d, pads, f"output_padding {list(extra)}", last, name, what)
+
+
+def _transpose_operands(
+    value: object, input: object, filter: object, filters: object, data_format: str, what: str  # noqa: A002
+) -> tuple[Blob, Blob, bool]:
+    """A transposed convolution's input and weight, as NCHW rank-4 Blobs, and whether they came as NHWC."""
+    x, w = _either(value, input, "value", "input", what), _either(filter, filters, "filter", "filters", what)
+    last = _channels_last(data_format, what)
+    if x.ndim != 4 or w.ndim != 4:
+        fail(f"{what}: input and filter must be rank 4, got {x.shape} and {w.shape}")
+    if last:
+        x, w = transpose(x, _NHWC_TO_NCHW), transpose(w, _NHWC_TO_NCHW)
+    return x, w, last
+
+
+def _transposed(
+    x: Blob,
+    w: Blob,
+    shape: tuple[int, ...],
+    s: tuple[int, int],
+    d: tuple[int, int],
+    pads: list[int],
+    padding: str,
+    last: bool,
+    name: str | None,
+    what: str,
+) -> Blob:
+    """job.conv2d_grad_input of NCHW `x` and `w` to `shape`, once conv2d is known to map `shape` back onto x."""
+    seen = " (as NCHW)" if last else ""
+    if (x.shape[0], x.shape[1], w.shape[1]) != (shape[0], w.shape[0], shape[1]):
+        fail(f"{what}: input {x.shape} and filter {w.shape} (in, out, kh, kw) do not give the output {shape}{seen}")
     kernel = (w.shape[2], w.shape[3])
-    pads = window_pads(padding, shape[2:], kernel, s, d, last, what)
     reached = tuple(job.window_out(shape[2 + i], kernel[i], s[i], *pads[2 * i : 2 * i + 2], d[i]) for i in range(2))
     if reached != x.shape[2:]:
         fail(
             f"{what}: output_shape {shape} does not fit the input {x.shape}{seen}: "
-            f"conv2d with strides {s} and padding {padding!r} maps its {shape[2:]} to {reached}"
+            f"conv2d with strides {s} and {padding} maps its {shape[2:]} to {reached}"
         )
     result = job.tensor(shape, job.dtype_of(x.value.type))
     out = build(job.Conv2DGradInputOp, [x, w], result, name, what, strides=s, pads=pads, dilations=d)

@@ -1,12 +1,12 @@
 """The convolution family beyond conv2d, trained against PyTorch.
 
-flow.nn.conv2d_transpose, conv1d, max_pool1d, avg_pool1d; flow.layers.conv1d,
-upsample_2d and prelu. Each test trains a few SGD steps of a train job in which the
-op takes part in the loss, and PyTorch runs the same steps from the same values: the
-outputs of every step and the variables after the last must agree, so the forward and
-the gradient of every trained operand are checked. The transposed convolution's oracle is PyTorch's
-conv_transpose2d without padding, cropped and zero-extended by hand to OneFlow's
-output_shape.
+flow.nn.conv2d_transpose, torch_conv2d_transpose, conv1d, max_pool1d, avg_pool1d;
+flow.layers.conv1d, upsample_2d and prelu. Each test trains a few SGD steps of a train
+job in which the op takes part in the loss, and PyTorch runs the same steps from the
+same values: the outputs of every step and the variables after the last must agree, so
+the forward and the gradient of every trained operand are checked. The transposed
+convolution's oracle is PyTorch's conv_transpose2d without padding, cropped and
+zero-extended by hand to OneFlow's output_shape.
 """
 
 import inspect
@@ -123,6 +123,38 @@ def test_conv2d_transpose_trains_as_pytorch(fmt, case):
 
     outs = train_like_torch(ours, theirs, [to_fmt(x)], {"x": to_fmt(normal(2, 3, *size)), "w": to_fmt(w)})
     assert outs[0].shape == shape
+
+
+# in (h, w), kernel, strides, padding_needed, output_padding, dilation
+TORCH_TRANSPOSE_CASES = [
+    ((4, 5), (3, 3), 2, [2, 2], [1, 1], 1),
+    ((4, 4), (3, 2), 1, [0, 0], None, 1),
+    ((3, 4), (3, 3), [2, 1], [2, 0], [1, 0], 2),
+]
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("case", TORCH_TRANSPOSE_CASES)
+def test_torch_conv2d_transpose_trains_as_pytorchs_conv_transpose2d(fmt, case):
+    size, kernel, strides, needed, extra, dilation = case
+    s = (strides, strides) if isinstance(strides, int) else tuple(strides)
+    last = fmt == "NHWC"
+    to_fmt = (lambda a: a.transpose(0, 2, 3, 1).copy()) if last else (lambda a: a)
+
+    def ours(data, v):
+        return flow.nn.torch_conv2d_transpose(data[0] + v["x"], v["w"], output_padding=extra, strides=strides,
+                                              padding_needed=needed, data_format=fmt, dilations=dilation)  # fmt: skip
+
+    def theirs(data, v):
+        x_, w_ = data[0] + v["x"], v["w"]
+        if last:
+            x_, w_ = x_.permute(0, 3, 1, 2), w_.permute(0, 3, 1, 2)
+        out = F.conv_transpose2d(x_, w_, stride=s, padding=(needed[0] // 2, needed[1] // 2),
+                                 output_padding=tuple(extra or (0, 0)), dilation=dilation)  # fmt: skip
+        return out.permute(0, 2, 3, 1) if last else out
+
+    train_like_torch(ours, theirs, [to_fmt(normal(2, 3, *size))], {"x": to_fmt(normal(2, 3, *size)),
+                                                                   "w": to_fmt(normal(3, 2, *kernel) * 0.3)})  # fmt: skip
 
 
 def test_conv2d_transpose_takes_oneflows_other_names_and_grows_a_dcgan_image():
@@ -376,13 +408,17 @@ def trace(body):
         (lambda x, w: flow.nn.conv2d_transpose(x, w, output_shape=(2, 3, 13, 19), strides=2),  # the bad line
          r"maps its \(13, 19\) to \(6, 9\)"),
         (lambda x, w: flow.nn.conv2d_transpose(x, w, output_shape=(2, 5, 13, 13), strides=2),  # the bad line
-         r"input \(2, 4, 6, 6\) and filter \(4, 3, 3, 3\) \(in, out, kh, kw\) do not give output_shape"),
+         r"input \(2, 4, 6, 6\) and filter \(4, 3, 3, 3\) \(in, out, kh, kw\) do not give the output"),
         (lambda x, w: flow.nn.conv2d_transpose(x, w, input=x, output_shape=(2, 3, 13, 13), strides=2),  # the bad line
          "give exactly one of value and input"),
         (lambda x, w: flow.nn.conv2d_transpose(x, w, output_shape=(2, 3, 13), strides=2),  # the bad line
          r"output_shape must be four positive ints, got \(2, 3, 13\)"),
         (lambda x, w: flow.nn.conv2d_transpose(x, w, output_shape=(2, 3, 13, 13)),  # the bad line
          "strides must be an int or a list of two ints, got None"),
+        (lambda x, w: flow.nn.torch_conv2d_transpose(x, w, strides=2, padding_needed=[1, 2]),  # the bad line
+         r"padding_needed must be two even non-negative ints, got \[1, 2\]"),
+        (lambda x, w: flow.nn.torch_conv2d_transpose(x, w, [2, 0], 2, [0, 0]),  # the bad line
+         r"conv2d with strides \(2, 2\) and output_padding \[2, 0\] maps its \(15, 13\) to \(7, 6\)"),
         (lambda x, w: flow.nn.conv1d(flow.reshape(x, (2, 4, 36)), flow.reshape(w, (4, 3, 9)), [1, 1], "VALID"),  # the bad line
          r"strides must be an int or a list of one int, got \[1, 1\]"),
         (lambda x, w: flow.nn.conv1d(flow.reshape(x, (2, 4, 36)), flow.reshape(w, (4, 3, 9)), 1, "VALID", "NCHW"),  # the bad line
