@@ -329,12 +329,17 @@ def window_pads(
     channels_last: bool,
     what: str,
 ) -> list[int]:
-    """[top, bottom, left, right] for OneFlow's `padding` argument (SAME resolved as TensorFlow does)."""
+    """[top, bottom, left, right] for OneFlow's `padding` argument.
+
+    SAME is OneFlow's SAME_LOWER: an odd total pad puts its larger half at the start (TensorFlow's
+    SAME, SAME_UPPER, at the end). Stride 2 over an even size is such a case, as in every
+    downsampling 3x3 convolution and pool of a ResNet.
+    """
     if isinstance(padding, str):
-        mode = padding.upper()
+        mode = "SAME_LOWER" if padding.upper() == "SAME" else padding.upper()
         if mode == "VALID":
             return [0, 0, 0, 0]
-        if mode not in ("SAME", "SAME_UPPER", "SAME_LOWER"):
+        if mode not in ("SAME_UPPER", "SAME_LOWER"):
             fail(f"{what}: padding must be 'SAME', 'SAME_LOWER', 'SAME_UPPER', 'VALID' or explicit pads, got {padding!r}")
         pads = []
         for n, k, s, d in zip(size, kernel, strides, dilations):
@@ -484,7 +489,8 @@ def conv2d_transpose(
         shape = tuple(shape[i] for i in _NHWC_TO_NCHW)
     s = pair(strides, what, "strides")
     d = pair(dilations if dilations is not None else 1, what, "dilations")
-    pads = window_pads(padding, shape[2:], (w.shape[2], w.shape[3]), s, d, last, what)
+    same = isinstance(padding, str) and padding.upper() == "SAME"  # OneFlow's deconv crops the odd row at the end
+    pads = window_pads("SAME_UPPER" if same else padding, shape[2:], (w.shape[2], w.shape[3]), s, d, last, what)
     return _transposed(x, w, shape, s, d, pads, f"padding {padding!r}", last, name, what)
 
 

@@ -174,18 +174,18 @@ def test_conv2d_transpose_takes_oneflows_other_names_and_grows_a_dcgan_image():
 # ------------------------------------------------------------------ conv1d
 
 
-def tf_same(size, kernel, stride, dilation=1):
-    """irflow's SAME (as its conv2d): the output ceil(size / stride), the odd pad at the end."""
+def same_lower(size, kernel, stride, dilation=1):
+    """OneFlow's SAME (SAME_LOWER, as its conv2d and pools): the output ceil(size / stride), the odd pad at the start."""
     total = max((-(-size // stride) - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
-    return total // 2, total - total // 2
+    return total - total // 2, total // 2
 
 
 # width, kernel, strides, padding, dilation, groups, the oracle's pads
 CONV1D_CASES = [
     (9, 3, 1, "VALID", 1, 1, (0, 0)),
-    (10, 3, 2, "SAME", 1, 1, tf_same(10, 3, 2)),  # an odd total: 0 before, 1 after
+    (10, 3, 2, "SAME", 1, 1, same_lower(10, 3, 2)),  # an odd total: 1 before, 0 after
     (9, 3, [2], [0, 0, [2, 1]], 1, 2, (2, 1)),
-    (11, 3, 1, "SAME", [2], 1, tf_same(11, 3, 1, 2)),
+    (11, 3, 1, "SAME", [2], 1, same_lower(11, 3, 1, 2)),
 ]
 
 
@@ -228,7 +228,7 @@ def test_conv1d_layer_names_its_variables_and_trains_as_pytorch(fmt):
     def theirs(data, v):
         x_ = data[0].permute(0, 2, 1) if last else data[0]
         w_ = v["Conv1d_0-weight"].permute(0, 2, 1) if last else v["Conv1d_0-weight"]
-        out = torch.tanh(F.conv1d(F.pad(x_, tf_same(12, 3, 2)), w_, v["Conv1d_0-bias"], stride=2))
+        out = torch.tanh(F.conv1d(F.pad(x_, same_lower(12, 3, 2)), w_, v["Conv1d_0-bias"], stride=2))
         return out.permute(0, 2, 1) if last else out
 
     params = {"Conv1d_0-weight": to_fmt(weight), "Conv1d_0-bias": bias}
@@ -251,8 +251,8 @@ def pool1d_oracle(kind, x, kernel, stride, pads):
 # width, ksize, strides, padding, the oracle's pads
 POOL1D_CASES = [
     (8, 2, 2, "VALID", (0, 0)),
-    (9, 3, 2, "SAME", tf_same(9, 3, 2)),
-    (10, 3, [2], "SAME", tf_same(10, 3, 2)),  # an odd total: 0 before, 1 after
+    (9, 3, 2, "SAME", same_lower(9, 3, 2)),
+    (10, 3, [2], "SAME", same_lower(10, 3, 2)),  # an odd total: 1 before, 0 after
     (7, [3], 1, [0, 0, [1, 2]], (1, 2)),
 ]
 

@@ -253,10 +253,10 @@ def test_bias_add(fmt):
 
 
 def same_pads(size, kernel, stride, dilation=1):
-    """TensorFlow's SAME: output ceil(size / stride), the odd pad at the end."""
+    """OneFlow's SAME (its SAME_LOWER): output ceil(size / stride), the odd pad at the start (TensorFlow's: the end)."""
     out = -(-size // stride)
     total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
-    return total // 2, total - total // 2
+    return total - total // 2, total // 2
 
 
 def conv_ref(x, w, strides, pads, dilations=(1, 1), groups=1):
@@ -287,6 +287,7 @@ CONV_CASES = [
     ((2, 2, 6, 6), (3, 2, 2, 3), 1, [0, 0, 1, [2, 0]], None, 1),
     ((1, 1, 5, 5), (1, 1, 5, 5), 1, "VALID", None, 1),  # output 1x1
     ((1, 3, 5, 5), (2, 3, 1, 1), 3, "SAME_LOWER", None, 1),
+    ((2, 3, 8, 7), (4, 3, 3, 2), 2, "SAME_UPPER", None, 1),
 ]
 
 
@@ -297,7 +298,7 @@ def explicit(padding, x_shape, w_shape, strides, dilations):
         return (0, 0, 0, 0)
     if isinstance(padding, str):
         (t, b), (l, r) = (same_pads(x_shape[2 + i], w_shape[2 + i], s[i], d[i]) for i in range(2))
-        return (b, t, r, l) if padding == "SAME_LOWER" else (t, b, l, r)
+        return (b, t, r, l) if padding == "SAME_UPPER" else (t, b, l, r)
     pads = [p if isinstance(p, list) else [p, p] for p in padding[2:]]
     return (*pads[0], *pads[1])
 
