@@ -514,6 +514,15 @@ Log1pOp = _define("log1p", "log(1 + x), accurate for small x", UnaryOp)
 Expm1Op = _define("expm1", "e**x - 1, accurate for small x", UnaryOp)
 ErfOp = _define("erf", "the error function", UnaryOp)
 ErfcOp = _define("erfc", "1 - erf(x), accurate where erf(x) is near 1", UnaryOp)
+TanOp = _define("tan", "tangent", UnaryOp)
+AsinOp = _define("asin", "arcsine, in [-pi/2, pi/2]; NaN outside [-1, 1]", UnaryOp)
+AcosOp = _define("acos", "arccosine, in [0, pi]; NaN outside [-1, 1]", UnaryOp)
+AtanOp = _define("atan", "arctangent, in (-pi/2, pi/2)", UnaryOp)
+SinhOp = _define("sinh", "hyperbolic sine", UnaryOp)
+CoshOp = _define("cosh", "hyperbolic cosine", UnaryOp)
+AsinhOp = _define("asinh", "inverse hyperbolic sine", UnaryOp)
+AcoshOp = _define("acosh", "inverse hyperbolic cosine, >= 0; NaN below 1", UnaryOp)
+AtanhOp = _define("atanh", "inverse hyperbolic tangent; +-inf at +-1, NaN outside [-1, 1]", UnaryOp)
 
 
 class CompareOp(BinaryOp):
@@ -2387,6 +2396,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     VariableOp, ConstantOp, FillOp, DropoutMaskOp,
     NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SquareOp, ReluOp, SigmoidOp, TanhOp, GeluOp, AbsOp,
     SinOp, CosOp, FloorOp, CeilOp, RoundOp, SignOp, Log1pOp, Expm1Op, ErfOp, ErfcOp,
+    TanOp, AsinOp, AcosOp, AtanOp, SinhOp, CoshOp, AsinhOp, AcoshOp, AtanhOp,
     AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp,
     EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp,
     ReluGradOp, SigmoidGradOp, TanhGradOp, GeluGradOp,

@@ -240,6 +240,64 @@ gradient(job.ErfOp)(_gaussian(2.0 / math.sqrt(math.pi)))
 gradient(job.ErfcOp)(_gaussian(-2.0 / math.sqrt(math.pi)))
 
 
+@gradient(job.TanOp)
+def _tan(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # 1 + y*y, PyTorch's form: OneFlow's 1 / cos(x)**2 recomputes the cosine
+    y = _result(op)
+    return [b.emit(job.MulOp, [dy, b.emit(job.AddOp, [b.emit(job.SquareOp, [y]), b.scalar(1.0, y)])])]
+
+
+@gradient(job.SinhOp)
+def _sinh(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.MulOp, [dy, b.emit(job.CoshOp, [op.operands[0]])])]
+
+
+@gradient(job.CoshOp)
+def _cosh(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.MulOp, [dy, b.emit(job.SinhOp, [op.operands[0]])])]
+
+
+def _unit_gap(b: GradientBuilder, x: SSAValue, above: bool) -> SSAValue:
+    """(1 - x)(1 + x), or (x - 1)(x + 1) when `above`: exact near |x| = 1, where 1 - x*x loses the
+    digits x*x rounded away (asin's gradient at 1 - 1e-8 in float64)."""
+    one = b.scalar(1.0, x)
+    gap = b.emit(job.SubOp, [x, one] if above else [one, x])
+    return b.emit(job.MulOp, [gap, b.emit(job.AddOp, [x, one])])
+
+
+def _inverse_root(above: bool, negate: bool) -> Rule:
+    """asin: 1 / sqrt(1 - x*x); acos: its negative; acosh (`above`): 1 / sqrt(x*x - 1)."""
+
+    def rule(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+        g = b.emit(job.MulOp, [dy, b.emit(job.RsqrtOp, [_unit_gap(b, op.operands[0], above)])])
+        return [b.emit(job.NegOp, [g]) if negate else g]
+
+    return rule
+
+
+gradient(job.AsinOp)(_inverse_root(above=False, negate=False))
+gradient(job.AcosOp)(_inverse_root(above=False, negate=True))
+gradient(job.AcoshOp)(_inverse_root(above=True, negate=False))
+
+
+@gradient(job.AsinhOp)
+def _asinh(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    x = op.operands[0]
+    root = b.emit(job.RsqrtOp, [b.emit(job.AddOp, [b.emit(job.SquareOp, [x]), b.scalar(1.0, x)])])
+    return [b.emit(job.MulOp, [dy, root])]
+
+
+@gradient(job.AtanOp)
+def _atan(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    x = op.operands[0]
+    return [b.emit(job.DivOp, [dy, b.emit(job.AddOp, [b.emit(job.SquareOp, [x]), b.scalar(1.0, x)])])]
+
+
+@gradient(job.AtanhOp)
+def _atanh(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.DivOp, [dy, _unit_gap(b, op.operands[0], above=False)])]
+
+
 def _activation(grad_op: type[job.JobOp], saves_input: bool) -> Rule:
     """relu/sigmoid/tanh keep their output for the backward op; gelu keeps its input."""
 

@@ -16,7 +16,7 @@ import numpy as np
 from irflow.dialects import job
 from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
-from irflow.frontend.ops import cast, operands
+from irflow.frontend.ops import cast, operands, where
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, published
 
@@ -74,10 +74,31 @@ log1p = _unary(job.Log1pOp, "flow.math.log1p")
 expm1 = _unary(job.Expm1Op, "flow.math.expm1")
 erf = _unary(job.ErfOp, "flow.math.erf")
 erfc = _unary(job.ErfcOp, "flow.math.erfc")
+tan = _unary(job.TanOp, "flow.math.tan")
+asin = _unary(job.AsinOp, "flow.math.asin")
+acos = _unary(job.AcosOp, "flow.math.acos")
+atan = _unary(job.AtanOp, "flow.math.atan")
+sinh = _unary(job.SinhOp, "flow.math.sinh")
+cosh = _unary(job.CoshOp, "flow.math.cosh")
+asinh = _unary(job.AsinhOp, "flow.math.asinh")
+acosh = _unary(job.AcoshOp, "flow.math.acosh")
+atanh = _unary(job.AtanhOp, "flow.math.atanh")
+sigmoid_v2 = _unary(job.SigmoidOp, "flow.math.sigmoid_v2")  # OneFlow's second kernel of the same function
+tanh_v2 = _unary(job.TanhOp, "flow.math.tanh_v2")
 
 
 def reciprocal(x: Blob, name: str | None = None) -> Blob:
     return divide(1.0, x, name)
+
+
+def reciprocal_no_nan(x: Blob, name: str | None = None) -> Blob:
+    """1 / x, and 0 where x is 0 (OneFlow's gradient there is 0 too).
+
+    Two selects: the division never sees a 0, so no inf reaches the result or, times the
+    select's 0, the gradient (inf * 0 is NaN).
+    """
+    zero = equal(x, 0.0)
+    return where(zero, 0.0, divide(1.0, where(zero, 1.0, x)), name)
 
 
 def squared_difference(x: Any, y: Any, name: str | None = None) -> Blob:
@@ -110,6 +131,12 @@ def clip_by_value(
 def softplus(x: Blob, name: str | None = None) -> Blob:
     """log(1 + e**x), as relu(x) + log(1 + e**-|x|): no e**x overflows, and very negative x give e**x itself."""
     return add(relu(x), _softplus_tail(x), name)
+
+
+def log_sigmoid(x: Blob, name: str | None = None) -> Blob:
+    """log(1 / (1 + e**-x)) as -softplus(-x): OneFlow's kernel computes e**-x, which overflows to
+    -inf for x below -88 in float32, where this keeps x itself."""
+    return negative(softplus(negative(x)), name)
 
 
 def _softplus_tail(x: Blob) -> Blob:

@@ -54,6 +54,60 @@ def test_smooth_ops_and_their_gradients(name, dtype):
     assert np.isfinite(out).all() and np.isfinite(grad).all()
 
 
+# name -> (PyTorch's function, edge values, the scale of the random values, the domain they are clipped to)
+INVERSES = {
+    "tan": (torch.tan, (0.0, -0.0, np.pi / 4, 1.5, -1.5, 100.0), 1.0, None),
+    "asin": (torch.asin, (0.0, -0.0, 0.5, -0.999, 1e-30, 0.9999), 0.5, (-0.99, 0.99)),
+    "acos": (torch.acos, (0.0, -0.0, 0.5, -0.999, 1e-30, 0.9999), 0.5, (-0.99, 0.99)),
+    "atan": (torch.atan, (0.0, -0.0, 1.0, -1e4, 1e30, -1e30), 3.0, None),
+    "sinh": (torch.sinh, (0.0, -0.0, 1e-10, 20.0, -20.0, 80.0), 3.0, None),
+    "cosh": (torch.cosh, (0.0, -0.0, 1e-10, 20.0, -20.0, 80.0), 3.0, None),
+    "asinh": (torch.asinh, (0.0, -0.0, 1e-10, -1e10, 1e30, -1e30), 3.0, None),
+    "acosh": (torch.acosh, (1.5, 1.001, 10.0, 1e10, 1e30), 3.0, (1.01, None)),
+    "atanh": (torch.atanh, (0.0, -0.0, 0.5, -0.999, 1e-10, 0.9999), 0.5, (-0.99, 0.99)),
+    "log_sigmoid": (torch.nn.functional.logsigmoid, (0.0, -0.0, 100.0, -100.0, -1e30, 1e30), 3.0, None),
+    "reciprocal_no_nan": (lambda t: torch.where(t == 0, 0.0, 1 / torch.where(t == 0, 1.0, t)), (1e-3, -1e-10, 1e18, -7.0), 3.0, None),
+}
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered")  # atan's and asinh's gradients at 1e30: x*x is inf
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", INVERSES)
+def test_inverse_and_hyperbolic_ops_and_their_gradients(name, dtype):
+    """Against PyTorch in float64: near |x| = 1 its float32 1 - x*x keeps fewer digits than our (1 - x)(1 + x)."""
+    theirs, edges, scale, domain = INVERSES[name]
+    edges = [e for e in edges if dtype is flow.float64 or abs(e) < 1e38]
+    x = values(dtype, *edges, scale=scale)
+    if domain is not None:
+        x = np.clip(x, *domain).astype(x.dtype)
+        x.reshape(-1)[: len(edges)] = edges
+    (out,), (grad,) = check(getattr(flow.math, name), theirs, [x], dtype, oracle_dtype=torch.float64)
+    assert np.isfinite(out).all() and np.isfinite(grad).all()
+
+
+# x at and beyond the domain edges: infinities and NaNs where PyTorch has them, gradients too
+DOMAIN_EDGES = {
+    "asin": (1.0, -1.0, 1.5, -2.0, np.inf, np.nan),
+    "acos": (1.0, -1.0, 1.5, -2.0, np.inf, np.nan),
+    "atanh": (1.0, -1.0, 1.5, -2.0, np.inf, np.nan),
+    "acosh": (1.0, 0.5, -3.0, np.inf, -np.inf, np.nan),
+    "tan": (np.inf, -np.inf, np.nan, np.pi / 2, 0.0, 1.0),
+    "atan": (np.inf, -np.inf, np.nan, 0.0, 1.0, -1.0),
+    "sinh": (np.inf, -np.inf, np.nan, 100.0, -100.0, 0.0),
+    "cosh": (np.inf, -np.inf, np.nan, 100.0, -100.0, 0.0),
+    "asinh": (np.inf, -np.inf, np.nan, 0.0, 1.0, -1.0),
+    "log_sigmoid": (np.inf, -np.inf, np.nan, -1e4, 0.0, 1.0),
+    "reciprocal_no_nan": (0.0, -0.0, np.inf, -np.inf, np.nan, 2.0),
+}
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's invalid value and division by zero
+@pytest.mark.parametrize("name", DOMAIN_EDGES)
+def test_domain_edges_give_pytorchs_infinities_and_nans(name):
+    x = np.array([DOMAIN_EDGES[name]], np.float32)
+    check(getattr(flow.math, name), INVERSES[name][0], [x], flow.float32, oracle_dtype=torch.float32)
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("name", STEPS)
 def test_piecewise_constant_ops_have_gradient_zero(name, dtype):
@@ -108,8 +162,31 @@ def test_an_integer_operand_is_a_trace_error():
             return flow.math.sin(i)
 
 
-def train_with_unary_math(devices: int, steps: int = 3):
-    """A dense layer whose loss goes through every new op; its outputs and variables after `steps` SGD steps."""
+def sines(m, h):
+    """The loss path of the first training test, written once for flow.math (m) and once for the torch shim."""
+    y = m.sin(h) * m.cos(h * 0.5) + m.log1p(m.abs(h)) + m.expm1(h * 0.3) + m.erf(h) - m.erfc(h)
+    return y + m.floor(h) + m.ceil(h) + m.round(h) + m.sign(h)  # piecewise constant: no gradient
+
+
+def inverses(m, h):
+    """Every inverse and hyperbolic function, each inside its domain, and log_sigmoid."""
+    inside = m.tanh(h) * 0.9
+    y = m.tan(h * 0.3) + m.asin(inside) + m.acos(inside) + m.atan(h) + m.atanh(inside)
+    y = y + m.sinh(h * 0.5) + m.cosh(h * 0.5) + m.asinh(h) + m.acosh(m.square(h) + 1.5)
+    return y + m.log_sigmoid(h)
+
+
+class TorchMath:
+    """flow.math's names over torch, for the oracle's side of the loss paths above."""
+
+    def __getattr__(self, name):
+        if name == "log_sigmoid":
+            return torch.nn.functional.logsigmoid
+        return getattr(torch.special, name, None) or getattr(torch, name)
+
+
+def train_with_unary_math(devices: int, path=sines, steps: int = 3):
+    """A dense layer whose loss goes through `path`; its outputs and variables after `steps` SGD steps."""
     if devices > 1:
         flow.config.cpu_device_num(devices)
     data = np.random.default_rng(11)
@@ -118,10 +195,8 @@ def train_with_unary_math(devices: int, steps: int = 3):
     @flow.global_function(type="train")
     def train(x: tp.Numpy.Placeholder((8, 4)), target: tp.Numpy.Placeholder((8, 5))) -> tp.Numpy:
         h = flow.layers.dense(x.with_distribute(flow.distribute.split(0)), 5, name="fc")
-        m = flow.math
-        y = m.sin(h) * m.cos(h * 0.5) + m.log1p(m.abs(h)) + m.expm1(h * 0.3) + m.erf(h) - m.erfc(h)
-        y = y + m.floor(h) + m.ceil(h) + m.round(h) + m.sign(h)  # piecewise constant: no gradient
-        loss = m.reduce_mean(m.square(y - target))
+        y = path(flow.math, h)
+        loss = flow.math.reduce_mean(flow.math.square(y - target))
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.05]), momentum=0.9).minimize(loss)
         return y
 
@@ -133,7 +208,7 @@ def train_with_unary_math(devices: int, steps: int = 3):
     return w0, inputs, outputs, variables
 
 
-def torch_train(w0, inputs):
+def torch_train(w0, inputs, path=sines):
     fc = torch.nn.Linear(4, 5)
     with torch.no_grad():
         fc.weight.copy_(torch.tensor(w0))
@@ -142,19 +217,17 @@ def torch_train(w0, inputs):
     outputs = []
     for x, target in inputs:
         opt.zero_grad()
-        h = fc(torch.tensor(x))
-        y = (torch.sin(h) * torch.cos(h * 0.5) + torch.log1p(h.abs()) + torch.special.expm1(h * 0.3)
-             + torch.special.erf(h) - torch.special.erfc(h))  # fmt: skip
-        y = y + torch.floor(h) + torch.ceil(h) + torch.round(h) + torch.sign(h)
+        y = path(TorchMath(), fc(torch.tensor(x)))
         ((y - torch.tensor(target)) ** 2).mean().backward()
         opt.step()
         outputs.append(y.detach().numpy())
     return outputs, {"fc-weight": fc.weight.detach().numpy(), "fc-bias": fc.bias.detach().numpy()}
 
 
-def test_training_through_the_unary_ops_matches_pytorch():
-    w0, inputs, outputs, variables = train_with_unary_math(devices=1)
-    want_outputs, want_variables = torch_train(w0, inputs)
+@pytest.mark.parametrize("path", [sines, inverses])
+def test_training_through_the_unary_ops_matches_pytorch(path):
+    w0, inputs, outputs, variables = train_with_unary_math(devices=1, path=path)
+    want_outputs, want_variables = torch_train(w0, inputs, path)
     for got, want in zip(outputs, want_outputs):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     for name, want in want_variables.items():
@@ -162,14 +235,15 @@ def test_training_through_the_unary_ops_matches_pytorch():
     assert not np.allclose(variables["fc-weight"], w0)
 
 
-def test_two_devices_train_as_one():
+@pytest.mark.parametrize("path", [sines, inverses])
+def test_two_devices_train_as_one(path):
     """The ops' SBP rules split the batch: 2 simulated devices give the one-device numbers (and PyTorch's)."""
-    _, _, one_outputs, one_variables = train_with_unary_math(devices=1)
+    _, _, one_outputs, one_variables = train_with_unary_math(devices=1, path=path)
     flow.clear_default_session()
-    w0, inputs, outputs, variables = train_with_unary_math(devices=2)
+    w0, inputs, outputs, variables = train_with_unary_math(devices=2, path=path)
     for got, want in zip(outputs, one_outputs):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     for name in ("fc-weight", "fc-bias", "fc-weight-momentum"):
         np.testing.assert_allclose(variables[name], one_variables[name], rtol=1e-6, atol=1e-7)
-    want_outputs, want_variables = torch_train(w0, inputs)
+    want_outputs, want_variables = torch_train(w0, inputs, path)
     np.testing.assert_allclose(variables["fc-weight"], want_variables["fc-weight"], rtol=1e-5, atol=1e-6)

@@ -268,6 +268,18 @@ def _unary(cls: type[job.JobOp], positive: bool = False) -> Case:
                 positive=("a",) if positive else ())
 
 
+def _inside(cls: type[job.JobOp], *maps: type[job.JobOp]) -> Case:
+    """A unary op of a domain: its operand first mapped into it (tanh into (-1, 1), exp of exp above 1)."""
+
+    def build(e, v):
+        a = v["a"]
+        for m in reversed(maps):
+            a = e(m, [a])
+        return e(cls, [a])
+
+    return Case(cls.name[4:], cls, {"a": (2, 3)}, build)
+
+
 def _binary(cls: type[job.JobOp], b_shape: tuple[int, ...], positive: tuple[str, ...] = ()) -> Case:
     suffix = "x".join(map(str, b_shape)) or "scalar"
     return Case(f"{cls.name[4:]}-{suffix}", cls, {"a": (2, 3), "b": b_shape},
@@ -290,6 +302,9 @@ CASES = [
     *(_unary(c) for c in (job.NegOp, job.ExpOp, job.SquareOp, job.ReluOp, job.SigmoidOp, job.TanhOp,
                           job.GeluOp, job.AbsOp, job.SinOp, job.CosOp, job.Expm1Op, job.ErfOp, job.ErfcOp)),
     *(_unary(c, positive=True) for c in (job.LogOp, job.SqrtOp, job.RsqrtOp, job.Log1pOp)),
+    *(_unary(c) for c in (job.TanOp, job.AtanOp, job.SinhOp, job.CoshOp, job.AsinhOp)),
+    *(_inside(c, job.TanhOp) for c in (job.AsinOp, job.AcosOp, job.AtanhOp)),
+    _inside(job.AcoshOp, job.ExpOp, job.ExpOp),
     _binary(job.AddOp, (2, 3)),
     _binary(job.AddOp, (3,)),
     _binary(job.SubOp, (2, 1)),

@@ -52,6 +52,15 @@ _UNARY = {
     "sign": "sign",
     "log1p": "log1p",
     "expm1": "expm1",
+    "tan": "tan",
+    "asin": "arcsin",
+    "acos": "arccos",
+    "atan": "arctan",
+    "sinh": "sinh",
+    "cosh": "cosh",
+    "asinh": "arcsinh",
+    "acosh": "arccosh",
+    "atanh": "arctanh",
 }
 
 

@@ -126,6 +126,36 @@ job.func @unary_math(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
+// The inverse and hyperbolic trigonometry of OneFlow's flow.math: tan ... atanh.
+
+job.func @trigonometry(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %tan = job.tan %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %asin = job.asin %tan : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %acos = job.acos %asin : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %atan = job.atan %acos : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %sinh = job.sinh %atan : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %cosh = job.cosh %sinh : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %asinh = job.asinh %cosh : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %acosh = job.acosh %asinh : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %atanh = job.atanh %acosh : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  job.return %atanh : tensor<4x8xf32>
+}
+
+// CHECK-LABEL: job.func @trigonometry(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %tan = job.tan %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %asin = job.asin %tan : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %acos = job.acos %asin : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %atan = job.atan %acos : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %sinh = job.sinh %atan : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %cosh = job.cosh %sinh : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %asinh = job.asinh %cosh : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %acosh = job.acosh %asinh : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %atanh = job.atanh %acosh : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    job.return %atanh : tensor<4x8xf32>
+// CHECK-NEXT:  }
+
+// -----
+
 // Casts and shape ops.
 
 job.func @shapes(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {

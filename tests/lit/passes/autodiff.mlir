@@ -253,3 +253,29 @@ job.func @sine(%x: tensor<4x3xf32>) -> tensor<f32> attributes {job_type = "train
 // LOC-LABEL: job.func @sine
 // LOC:         job.cos {{.*}} loc("model.py":3:8)
 // LOC-NEXT:    %w_grad = job.mul {{.*}} loc("model.py":3:8)
+
+// -----
+
+// asin's gradient divides by sqrt((1 - x)(1 + x)), never 1 - x*x, whose rounding
+// loses the digits that matter near |x| = 1.
+
+job.func @arcsine(%x: tensor<4x3xf32>) -> tensor<f32> attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<4x3xf32>
+  %s = job.asin %w : (tensor<4x3xf32>) -> tensor<4x3xf32> loc("model.py":3:8)
+  %l = job.reduce_sum %s {axes = array<i64: 0, 1>} : (tensor<4x3xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @arcsine
+// CHECK:         %s_grad = job.broadcast_to
+// CHECK-NEXT:    %[[ONE:.*]] = job.fill {value = 1.000000e+00 : f64} : tensor<f32>
+// CHECK-NEXT:    %[[BELOW:.*]] = job.sub %[[ONE]], %w : (tensor<f32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %[[ABOVE:.*]] = job.add %w, %[[ONE]] : (tensor<4x3xf32>, tensor<f32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %[[GAP:.*]] = job.mul %[[BELOW]], %[[ABOVE]] : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %[[ROOT:.*]] = job.rsqrt %[[GAP]] : (tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %w_grad = job.mul %s_grad, %[[ROOT]] : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    job.apply_gradients %w, %w_grad
+
+// LOC-LABEL: job.func @arcsine
+// LOC:         job.rsqrt {{.*}} loc("model.py":3:8)

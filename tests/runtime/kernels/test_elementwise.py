@@ -112,6 +112,15 @@ UNARY = {
     "sign": (lambda v: (v > 0) - (v < 0), (-3, 3)),
     "log1p": (math.log1p, (-0.99, 10)),
     "expm1": (math.expm1, (-5, 5)),
+    "tan": (math.tan, (-1.5, 1.5)),
+    "asin": (math.asin, (-1, 1)),
+    "acos": (math.acos, (-1, 1)),
+    "atan": (math.atan, (-50, 50)),
+    "sinh": (math.sinh, (-10, 10)),
+    "cosh": (math.cosh, (-10, 10)),
+    "asinh": (math.asinh, (-50, 50)),
+    "acosh": (math.acosh, (1, 50)),
+    "atanh": (math.atanh, (-0.99, 0.99)),
 }
 
 
