@@ -16,7 +16,7 @@ import numpy as np
 from irflow.dialects import job
 from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
-from irflow.frontend.ops import cast, operands, where
+from irflow.frontend.ops import cast, constant_like, operands, where
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, published
 
@@ -104,6 +104,59 @@ def reciprocal_no_nan(x: Blob, name: str | None = None) -> Blob:
 def squared_difference(x: Any, y: Any, name: str | None = None) -> Blob:
     """(x - y)**2, elementwise with numpy broadcasting."""
     return square(subtract(x, y), name)
+
+
+def xlogy(x: Any, y: Any, name: str | None = None) -> Blob:
+    """x * log(y), and 0 where x is 0 whatever y is (OneFlow's; PyTorch's gives NaN for y NaN).
+
+    Two selects: where x is 0 the log sees 1, so neither the value nor either gradient (0
+    there, as OneFlow's and PyTorch's) meets log(0) * 0. Broadcasts as numpy does.
+    """
+    a, b = operands(x, y, "flow.math.xlogy")
+    zero = equal(a, 0.0)
+    return where(zero, 0.0, multiply(a, log(where(zero, 1.0, b))), name)
+
+
+def xdivy(x: Any, y: Any, name: str | None = None) -> Blob:
+    """x / y, and 0 where x is 0 whatever y is (OneFlow's: 0 / 0 is 0), with gradients 0 there too."""
+    a, b = operands(x, y, "flow.math.xdivy")
+    zero = equal(a, 0.0)
+    return where(zero, 0.0, divide(a, where(zero, 1.0, b)), name)
+
+
+def floordiv(x: Any, y: Any, name: str | None = None) -> Blob:
+    """floor(x / y) for floats; for integers OneFlow 0.x's kernel floors C's quotient, which has already
+    rounded toward zero, so -7 // 2 is -3 (not Python's -4), and so it is here. An integer divisor of 0 is
+    an ExecutionError, as in flow.math.divide. Piecewise constant: no gradient (OneFlow's is 0).
+    """
+    a, b = operands(x, y, "flow.math.floordiv")
+    if not a.dtype.is_floating_point:
+        return divide(a, b, name)
+    return floor(divide(a, b), name)
+
+
+def logical_and(x: Any, y: Any, name: str | None = None) -> Blob:
+    """1 where both x and y are nonzero, else 0, as int8 (OneFlow's); NaN counts as nonzero, as in C."""
+    a, b = operands(x, y, "flow.math.logical_and")
+    return multiply(not_equal(a, 0.0), not_equal(b, 0.0), name)
+
+
+def polyval(coeffs: Sequence[float], x: Blob, name: str | None = None) -> Blob:
+    """coeffs[0] * x**(n-1) + ... + coeffs[n-1] by Horner's rule; zeros for no coefficients.
+
+    The first step is coeffs[0] * x, not OneFlow's 0 * x + coeffs[0], which is NaN where x is inf.
+    """
+    what = "flow.math.polyval"
+    if not isinstance(coeffs, (list, tuple)) or not all(dtypes.is_number(c) for c in coeffs):
+        fail(f"{what}: coeffs must be a list or tuple of numbers, got {coeffs!r}")
+    if len(coeffs) < 2:
+        return constant_like(x, float(coeffs[0]) if coeffs else 0.0, name=name)
+    p = multiply(x, float(coeffs[0]))
+    for i, c in enumerate(coeffs[1:], start=2):
+        p = add(p, float(c), name if i == len(coeffs) else None)
+        if i < len(coeffs):
+            p = multiply(p, x)
+    return p
 
 
 def clip_by_value(
@@ -217,19 +270,112 @@ def reduce_variance(
 def reduce_std(
     input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False, name: str | None = None
 ) -> Blob:
-    """sqrt(reduce_variance(...)). Where the variance is 0 (a constant slice) the gradient is 0, as PyTorch's.
+    """sqrt(reduce_variance(...)). Where the variance is 0 (a constant slice) the gradient is 0, as PyTorch's."""
+    return _sqrt_zero_safe(_variance(input_tensor, axis, keepdims, None, "flow.math.reduce_std"), name)
 
-    sqrt's gradient there is 1 / 0, and times the variance's 0 it would be NaN: the square
-    root is taken of 1 in those places and its result multiplied by 0.
+
+def _sqrt_zero_safe(x: Blob, name: str | None = None) -> Blob:
+    """sqrt(x) with gradient 0 where x is 0, as PyTorch's std and norm have it, not 1 / 0 * 0 = NaN.
+
+    The square root is taken of 1 in those places and its result multiplied by 0.
     """
-    variance = _variance(input_tensor, axis, keepdims, None, "flow.math.reduce_std")
-    constant = _mask(equal(variance, 0.0), variance)
-    return multiply(sqrt(add(variance, constant)), subtract(1.0, constant), name)
+    constant = _mask(equal(x, 0.0), x)
+    return multiply(sqrt(add(x, constant)), subtract(1.0, constant), name)
 
 
 def _variance(x: Blob, axis: int | Sequence[int] | None, keepdims: bool, name: str | None, what: str) -> Blob:
     axes = _axes(x, axis, what)
     return reduce_mean(square(subtract(x, reduce_mean(x, axes, keepdims=True))), axes, keepdims, name)
+
+
+def reduce_any(
+    x: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False, name: str | None = None
+) -> Blob:
+    """1 where some entry over `axis` is nonzero, else 0, as int8 (OneFlow's); NaN counts as nonzero.
+
+    axis [] compares each entry with 0, as OneFlow's does.
+    """
+    nonzero = not_equal(x, 0.0)
+    axes = _axes(x, axis, "flow.math.reduce_any")
+    return reduce_max(nonzero, axes, keepdims, name) if axes else nonzero
+
+
+def reduce_all(
+    x: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False, name: str | None = None
+) -> Blob:
+    """1 where every entry over `axis` is nonzero, else 0, as int8 (OneFlow's): no entry is 0."""
+    axes = _axes(x, axis, "flow.math.reduce_all")
+    if not axes:
+        return not_equal(x, 0.0, name)
+    return equal(reduce_max(equal(x, 0.0), axes, keepdims), 0, name)
+
+
+def reduce_logsumexp(
+    input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False, name: str | None = None
+) -> Blob:
+    """log(sum(e**x)) over `axis`, as m + log(sum(e**(x - m))) with m the max: OneFlow's
+    log(reduce_sum(exp(x))) overflows to inf from x = 89 in float32 and gives -inf for very negative x.
+
+    Where the max is inf or NaN (or every entry -inf) the shift is 0, so the result is inf,
+    NaN or -inf as the sum has it. The shift's gradient cancels (e**(x - m) sums to e**(lse - m)).
+    """
+    axes = _axes(input_tensor, axis, "flow.math.reduce_logsumexp")
+    if not axes:
+        return input_tensor
+    shift = _finite_or(reduce_max(input_tensor, axes, keepdims=True), 0.0)
+    total = reduce_sum(exp(subtract(input_tensor, shift)), axes, keepdims)
+    return add(log(total), _kept(shift, axes, keepdims), name)
+
+
+def reduce_euclidean_norm(
+    input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False, name: str | None = None
+) -> Blob:
+    """sqrt(sum(x**2)) over `axis`, with x scaled by its largest |x| first: OneFlow's sqrt(reduce_sum(square(x)))
+    overflows from |x| = 2e19 and underflows below 1e-19 in float32. The gradient is x / norm, and 0 for an
+    all-zero slice (PyTorch's vector_norm; OneFlow's is NaN there).
+    """
+    axes = _axes(input_tensor, axis, "flow.math.reduce_euclidean_norm")
+    return _euclidean_norm(input_tensor, axes, keepdims, name)
+
+
+def _euclidean_norm(x: Blob, axes: list[int], keepdims: bool, name: str | None = None) -> Blob:
+    if not axes:
+        return abs(x, name)
+    largest = reduce_max(abs(x), axes, keepdims=True)
+    usable = multiply(greater(largest, 0.0), _finite(largest))  # a zero, inf or NaN scale divides by 1
+    scale = where(usable, largest, 1.0)
+    squares = reduce_sum(square(divide(x, scale)), axes, keepdims)
+    return multiply(_sqrt_zero_safe(squares), _kept(scale, axes, keepdims), name)
+
+
+def l2_normalize(
+    input: Blob, axis: int | Sequence[int] | None = None, epsilon: float = 1e-12, name: str | None = None  # noqa: A002
+) -> Blob:
+    """x / sqrt(max(sum(x**2), epsilon)) over `axis`, as x / max(norm, sqrt(epsilon)) with the norm of
+    reduce_euclidean_norm (no overflow for large |x|). Below sqrt(epsilon) the divisor is that constant,
+    so the gradient is dy / sqrt(epsilon), as OneFlow's kernel has it. axis None normalizes over every
+    axis (OneFlow 0.x fails on None; TensorFlow's meaning).
+    """
+    what = "flow.math.l2_normalize"
+    if not dtypes.is_number(epsilon) or not epsilon > 0:
+        fail(f"{what}: epsilon must be a positive number, got {epsilon!r}")
+    norm = _euclidean_norm(input, _axes(input, axis, what), keepdims=True)
+    return divide(input, maximum(norm, float(np.sqrt(epsilon))), name)
+
+
+def _finite(x: Blob) -> Blob:
+    """1 where x is finite, else 0 (int8): x - x is NaN for inf and NaN."""
+    return equal(subtract(x, x), 0.0)
+
+
+def _finite_or(x: Blob, value: float) -> Blob:
+    return where(_finite(x), x, value)
+
+
+def _kept(x: Blob, axes: list[int], keepdims: bool) -> Blob:
+    """A value reduced with keepdims=True, shaped as `keepdims` asks: summed over its size-1 axes when they
+    go (exact; a reshape would lose the dynamic sizes of the other axes)."""
+    return x if keepdims else reduce_sum(x, axes)
 
 
 def argmax(input: Blob, axis: int = -1, name: str | None = None) -> Blob:  # noqa: A002

@@ -1,0 +1,310 @@
+"""flow.math's binary functions and reductions beyond the arithmetic (xlogy ... l2_normalize), against PyTorch.
+
+Forward and gradient through test_composite_ops.py's `check` (a train job watching the
+gradient of sum(out * cotangent), against PyTorch's autograd); edge values where a
+naive formula overflows, underflows or meets 0 * inf; training on 1 and 2 devices.
+"""
+
+import importlib.util
+import pathlib
+from typing import Tuple
+
+import numpy as np
+import pytest
+
+import irflow as flow
+import irflow.typing as tp
+
+torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
+
+_spec = importlib.util.spec_from_file_location("composite_checks", pathlib.Path(__file__).with_name("test_composite_ops.py"))
+_checks = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(_checks)  # type: ignore[union-attr]
+check, values, FLOATS = _checks.check, _checks.values, _checks.FLOATS
+
+
+def run(function, *arrays):
+    """`function` of the arrays in a predict job, its result as numpy."""
+    def job(xs):
+        return function(*xs)
+
+    job.__annotations__ = {
+        "xs": Tuple[tuple(tp.Numpy.Placeholder(a.shape, dtype=flow.frontend.dtypes.from_numpy(a.dtype)) for a in arrays)],
+        "return": tp.Numpy,
+    }
+    return flow.global_function()(job)(tuple(arrays))
+
+
+# ----------------------------------------------------------------- xlogy, xdivy
+
+
+def zero_where_x_is(f):
+    """OneFlow's definitions of xlogy and xdivy: f(x, y), and 0 (value and both gradients) where x is 0.
+
+    PyTorch's xlogy has the same values for y not NaN (checked below), but its gradient in x
+    at x = 0 is log(y), where OneFlow's kernel gives 0.
+    """
+
+    def defined(x, y):
+        zero = x == 0
+        return torch.where(zero, 0.0, f(x, torch.where(zero, 1.0, y)))
+
+    return defined
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # log(0), x / 0
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name, f", [("xlogy", lambda x, y: x * torch.log(y)), ("xdivy", torch.div)])
+def test_xlogy_and_xdivy_are_zero_where_x_is(name, f, dtype):
+    x = values(dtype, 0.0, 0.0, -0.0, 2.0, 3.0, 0.0, shape=(4, 5))
+    y = np.abs(values(dtype, 0.0, 1e-30, 5.0, 0.0, np.inf, np.inf, shape=(4, 5))) + np.asarray(0.1, x.dtype)
+    y.reshape(-1)[:6] = (0.0, 1e-30, 5.0, 0.0, np.inf, np.inf)
+    (out,), (dx, dy) = check(getattr(flow.math, name), zero_where_x_is(f), [x, y], dtype)
+    assert (out.reshape(-1)[[0, 1, 2, 5]] == 0).all()
+    assert (dx.reshape(-1)[[0, 1, 2, 5]] == 0).all() and (dy.reshape(-1)[[0, 1, 2, 5]] == 0).all()
+    if name == "xlogy":
+        np.testing.assert_allclose(out, torch.xlogy(torch.tensor(x), torch.tensor(y)).numpy(), rtol=1e-6)
+
+
+def test_xlogy_broadcasts_and_takes_numbers():
+    x = np.array([[0.0], [2.0]], np.float32)
+    y = np.array([4.0, 8.0, np.nan], np.float32)
+    out = run(lambda a, b: flow.math.xlogy(a, b) + flow.math.xlogy(2.0, b) * 0, x, y)
+    # x = 0 gives 0 even for y NaN, as OneFlow's kernel (PyTorch gives NaN there)
+    np.testing.assert_allclose(out[0, :2], [0.0, 0.0])
+    np.testing.assert_allclose(out[1, :2], 2 * np.log([4.0, 8.0]), rtol=1e-6)
+    assert np.isnan(out[:, 2]).all()  # 2 * log(NaN) * 0 is NaN in the second term
+
+
+# ----------------------------------------------------------------- floordiv, logical_and, polyval
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_floordiv_floors_the_float_quotient(dtype):
+    x = np.array([7.0, -7.0, 7.0, -7.0, 1.0, -1.0, 0.0, 5.5, np.inf, 1.0], dtype)
+    y = np.array([2.0, 2.0, -2.0, -2.0, 0.0, 0.0, 3.0, 0.5, 2.0, np.inf], dtype)
+    np.testing.assert_array_equal(run(flow.math.floordiv, x, y), np.floor(x / y))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_floordiv_of_integers_rounds_toward_zero_as_oneflow(dtype):
+    """OneFlow 0.x floors C's integer quotient, already truncated: -7 // 2 is -3 there."""
+    x = np.array([7, -7, 7, -7, 6, -6, 0], dtype)
+    y = np.array([2, 2, -2, -2, 4, 4, 3], dtype)
+    want = torch.div(torch.tensor(x), torch.tensor(y), rounding_mode="trunc").numpy()
+    np.testing.assert_array_equal(run(flow.math.floordiv, x, y), want)
+
+
+def test_floordiv_of_integers_by_zero_is_an_execution_error():
+    x, y = np.array([7, -7], np.int32), np.array([2, 0], np.int32)
+    with pytest.raises(flow.ExecutionError, match="division by zero"):
+        run(flow.math.floordiv, x, y)
+
+
+def test_floordiv_passes_no_gradient():
+    x = values(flow.float32, 1.5, -1.5)
+    check(lambda b: (flow.math.floordiv(b, 0.5), b), lambda t: (torch.floor(t / 0.5), t), [x], flow.float32)
+
+
+def test_logical_and_is_int8_and_counts_nan_as_true():
+    x = np.array([[1.0, 0.0, -0.0, np.nan, 2.0, np.inf]], np.float32)
+    y = np.array([[1.0], [0.0]], np.float32)
+    out = run(flow.math.logical_and, x, y)
+    want = torch.logical_and(torch.tensor(x), torch.tensor(y)).numpy().astype(np.int8)
+    assert out.dtype == np.int8
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("coeffs", [[1.0, 3.0, -2.0], [2.5], [], [1, 0, 0, -4]])
+def test_polyval_is_horners_rule(coeffs):
+    x = values(flow.float64, 0.0, -1.0, 1e3)
+    want = lambda t: sum(c * t ** (len(coeffs) - 1 - i) for i, c in enumerate(coeffs)) + 0 * t  # noqa: E731
+    if len(coeffs) < 2:
+        np.testing.assert_array_equal(run(lambda b: flow.math.polyval(coeffs, b), x), want(x) + np.zeros_like(x))
+    else:
+        check(lambda b: flow.math.polyval(coeffs, b), want, [x], flow.float64)
+
+
+def test_polyval_of_inf_has_no_nan():
+    out = run(lambda b: flow.math.polyval([1.0, 0.0, 1.0], b), np.array([np.inf, -np.inf], np.float32))
+    np.testing.assert_array_equal(out, [np.inf, np.inf])
+
+
+def test_polyval_refuses_coefficients_that_are_not_numbers():
+    with pytest.raises(flow.TraceError, match="coeffs must be a list or tuple of numbers"):
+        run(lambda b: flow.math.polyval([1.0, "x"], b), np.zeros(3, np.float32))
+
+
+# ----------------------------------------------------------------- reduce_any, reduce_all
+
+
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (1, True), ([0, 2], False), (-1, False), ([], False)])
+@pytest.mark.parametrize("name", ["any", "all"])
+def test_reduce_any_and_all_match_pytorch(name, axis, keepdims):
+    rng = np.random.default_rng(3)
+    x = (rng.random((4, 3, 5)) < 0.7).astype(np.int8) * rng.integers(-2, 3, (4, 3, 5)).astype(np.int8)
+    x[0] = 1  # a slice with no zero
+    x[1, :, 0] = 0  # one with only zeros
+    out = run(lambda b: getattr(flow.math, f"reduce_{name}")(b, axis, keepdims), x)
+    t = torch.tensor(x).bool()
+    dims = [] if axis == [] else list(range(3)) if axis is None else [axis] if isinstance(axis, int) else axis
+    want = getattr(torch, name)(t, dim=tuple(dims), keepdim=keepdims) if dims else t
+    assert out.dtype == np.int8
+    np.testing.assert_array_equal(out, want.numpy().astype(np.int8))
+
+
+def test_reduce_any_and_all_count_nan_as_nonzero():
+    x = np.array([[np.nan, 0.0], [np.nan, 1.0], [0.0, -0.0]], np.float32)
+    out = run(lambda b: flow.math.reduce_any(b, 1) * 10 + flow.math.reduce_all(b, 1), x)
+    np.testing.assert_array_equal(out, [10, 11, 0])
+
+
+# ----------------------------------------------------------------- logsumexp, euclidean norm, l2_normalize
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("axis, keepdims", [(1, False), ([0, 2], True), (None, False), (-1, True)])
+def test_reduce_logsumexp_matches_pytorch(dtype, axis, keepdims):
+    x = values(dtype, 100.0, 1e4, -1e4, 88.0, 89.0, -200.0, shape=(3, 4, 5))
+    dims = tuple(range(3)) if axis is None else (axis,) if isinstance(axis, int) else tuple(axis)
+    check(lambda b: flow.math.reduce_logsumexp(b, axis, keepdims),
+          lambda t: torch.logsumexp(t, dim=dims, keepdim=keepdims), [x], dtype)  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_reduce_logsumexp_of_infinities():
+    """A row of -inf is -inf; +inf anywhere is inf; NaN stays NaN: as torch.logsumexp."""
+    x = np.array([[-np.inf, -np.inf], [np.inf, 1.0], [np.nan, 1.0], [-np.inf, 3.0]], np.float32)
+    out = run(lambda b: flow.math.reduce_logsumexp(b, 1), x)
+    np.testing.assert_array_equal(out, torch.logsumexp(torch.tensor(x), 1).numpy())
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("axis, keepdims", [(1, False), ([0, 2], True), (None, False)])
+def test_reduce_euclidean_norm_matches_pytorch(dtype, axis, keepdims):
+    x = values(dtype, 3.0, 4.0, 1e25, -1e-25, shape=(3, 4, 5))
+    x[2, :, 1] = 0.0  # an all-zero slice: gradient 0, as PyTorch's
+    x[1, :, :] *= 1e-30 if dtype is flow.float64 else 1e-20  # squares that underflow
+    dims = tuple(range(3)) if axis is None else (axis,) if isinstance(axis, int) else tuple(axis)
+    # PyTorch in float64: its float32 norm of 1e25 overflows to inf
+    _, (grad,) = check(lambda b: flow.math.reduce_euclidean_norm(b, axis, keepdims),
+                       lambda t: torch.linalg.vector_norm(t, dim=dims, keepdim=keepdims), [x], dtype,
+                       oracle_dtype=torch.float64)  # fmt: skip
+    assert np.isfinite(grad).all()
+
+
+def test_reduce_euclidean_norm_of_large_and_infinite_values():
+    x = np.array([[3e30, 4e30], [np.inf, 1.0], [np.nan, 1.0], [0.0, -0.0], [1e-40, 0.0]], np.float32)
+    out = run(lambda b: flow.math.reduce_euclidean_norm(b, 1), x)
+    np.testing.assert_allclose(out, torch.linalg.vector_norm(torch.tensor(x, dtype=torch.float64), dim=1).numpy(),
+                               rtol=1e-6)  # fmt: skip
+
+
+def torch_l2_normalize(axis, epsilon):
+    def normalize(t):
+        dims = tuple(range(t.ndim)) if axis is None else axis
+        return t / torch.sqrt(torch.clamp_min((t * t).sum(dim=dims, keepdim=True), epsilon))
+
+    return normalize
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("axis, epsilon", [(1, 1e-12), (0, 1e-12), (None, 1e-12), (1, 0.5)])
+def test_l2_normalize_matches_the_definition(dtype, axis, epsilon):
+    """Against x / sqrt(max(sum(x * x), epsilon)) by PyTorch's autograd, in float64: rows of zeros and of
+    norms below sqrt(epsilon) take the constant divisor and dy / sqrt(epsilon) as gradient."""
+    x = values(dtype, 1e15, -1e15, shape=(4, 5))
+    x[2] = 0.0
+    x[3] *= 1e-3
+    check(lambda b: flow.math.l2_normalize(b, axis, epsilon), torch_l2_normalize(axis, epsilon), [x], dtype,
+          oracle_dtype=torch.float64)  # fmt: skip
+
+
+def test_l2_normalize_of_values_whose_squares_overflow():
+    x = np.array([[3e30, 4e30], [-1e25, 0.0]], np.float32)
+    out = run(lambda b: flow.math.l2_normalize(b, axis=1), x)
+    np.testing.assert_allclose(out, [[0.6, 0.8], [-1.0, 0.0]], rtol=1e-6)
+
+
+def test_l2_normalize_refuses_a_bad_epsilon():
+    with pytest.raises(flow.TraceError, match="epsilon must be a positive number"):
+        run(lambda b: flow.math.l2_normalize(b, 0, epsilon=0.0), np.ones(3, np.float32))
+
+
+# ----------------------------------------------------------------- training, 1 and 2 devices
+
+
+def reduced(m, h, target):
+    """A loss path through the reductions and xlogy, for flow.math (m) or the torch shim."""
+    p = m.l2_normalize(h, 1)
+    return m.reduce_logsumexp(h * 3.0, 1) + m.reduce_euclidean_norm(h, 1) + m.reduce_sum(m.xlogy(target, m.exp(p)), 1)
+
+
+class TorchMath:
+    l2_normalize = staticmethod(lambda t, axis: torch_l2_normalize(axis, 1e-12)(t))
+    reduce_logsumexp = staticmethod(lambda t, axis: torch.logsumexp(t, axis))
+    reduce_euclidean_norm = staticmethod(lambda t, axis: torch.linalg.vector_norm(t, dim=axis))
+    reduce_sum = staticmethod(lambda t, axis: t.sum(axis))
+    xlogy = staticmethod(torch.xlogy)
+    exp = staticmethod(torch.exp)
+
+
+def train(devices, steps=3):
+    if devices > 1:
+        flow.config.cpu_device_num(devices)
+    data = np.random.default_rng(5)
+    w0 = data.normal(size=(5, 4)).astype(np.float32) * 0.5
+
+    @flow.global_function(type="train")
+    def step(x: tp.Numpy.Placeholder((6, 4)), target: tp.Numpy.Placeholder((6, 5))) -> tp.Numpy:
+        h = flow.layers.dense(x.with_distribute(flow.distribute.split(0)), 5, name="fc")
+        y = reduced(flow.math, h, target)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.05]), momentum=0.9).minimize(
+            flow.math.reduce_mean(y))
+        return y
+
+    flow.load_variables({"fc-weight": w0})
+    target = data.random((6, 5)).astype(np.float32)
+    target[:, 0] = 0.0  # xlogy's zeros
+    inputs = [(data.normal(size=(6, 4)).astype(np.float32), target) for _ in range(steps)]
+    outputs = [step(x, t) for x, t in inputs]
+    return w0, inputs, outputs, {name: v.numpy() for name, v in flow.get_all_variables().items()}
+
+
+def torch_train(w0, inputs):
+    fc = torch.nn.Linear(4, 5)
+    with torch.no_grad():
+        fc.weight.copy_(torch.tensor(w0))
+        fc.bias.zero_()
+    opt = torch.optim.SGD(fc.parameters(), lr=0.05, momentum=0.9)
+    outputs = []
+    for x, target in inputs:
+        opt.zero_grad()
+        y = reduced(TorchMath, fc(torch.tensor(x)), torch.tensor(target))
+        y.mean().backward()
+        opt.step()
+        outputs.append(y.detach().numpy())
+    return outputs, {"fc-weight": fc.weight.detach().numpy(), "fc-bias": fc.bias.detach().numpy()}
+
+
+def test_training_through_the_reductions_matches_pytorch():
+    w0, inputs, outputs, variables = train(devices=1)
+    want_outputs, want_variables = torch_train(w0, inputs)
+    for got, want in zip(outputs, want_outputs):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    for name, want in want_variables.items():
+        np.testing.assert_allclose(variables[name], want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(variables["fc-weight"], w0)
+
+
+def test_two_devices_train_as_one():
+    _, _, one_outputs, one_variables = train(devices=1)
+    flow.clear_default_session()
+    w0, inputs, outputs, variables = train(devices=2)
+    for got, want in zip(outputs, one_outputs):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    for name in ("fc-weight", "fc-bias", "fc-weight-momentum"):
+        np.testing.assert_allclose(variables[name], one_variables[name], rtol=1e-6, atol=1e-7)
+    _, want_variables = torch_train(w0, inputs)
+    np.testing.assert_allclose(variables["fc-weight"], want_variables["fc-weight"], rtol=1e-5, atol=1e-6)
