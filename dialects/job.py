@@ -529,6 +529,15 @@ class CompareOp(BinaryOp):
     RESULT_DTYPE: ClassVar[Attribute | None] = i8
 
 
+class FloatBinaryOp(BinaryOp):
+    """A broadcasting binary op of real analysis (atan2): float operands only."""
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        require_float(types[0], "operand")
+        return super().infer(types, props)
+
+
 
 
 AddOp = _define("add", "a + b", BinaryOp, linear=((0, 1),))
@@ -538,6 +547,10 @@ DivOp = _define("div", "a / b", BinaryOp, linear=((0,),))
 MaximumOp = _define("maximum", "elementwise max", BinaryOp)
 MinimumOp = _define("minimum", "elementwise min", BinaryOp)
 PowOp = _define("pow", "a ** b", BinaryOp)
+FloorModOp = _define(
+    "floor_mod", "a - floor(a / b) * b, with b's sign, exact (C's fmod corrected by b, as OneFlow's); NaN for a "
+    "float b of 0, an error for an integer one", BinaryOp)
+Atan2Op = _define("atan2", "the angle of the point (b, a), in [-pi, pi] (C's atan2(a, b))", FloatBinaryOp)
 EqualOp = _define("equal", "a == b as int8", CompareOp)
 NotEqualOp = _define("not_equal", "a != b as int8", CompareOp)
 LessOp = _define("less", "a < b as int8", CompareOp)
@@ -2397,7 +2410,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SquareOp, ReluOp, SigmoidOp, TanhOp, GeluOp, AbsOp,
     SinOp, CosOp, FloorOp, CeilOp, RoundOp, SignOp, Log1pOp, Expm1Op, ErfOp, ErfcOp,
     TanOp, AsinOp, AcosOp, AtanOp, SinhOp, CoshOp, AsinhOp, AcoshOp, AtanhOp,
-    AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp,
+    AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp, FloorModOp, Atan2Op,
     EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp,
     ReluGradOp, SigmoidGradOp, TanhGradOp, GeluGradOp,
     CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, UnpinSizeOp,

@@ -402,6 +402,29 @@ def _pow(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads
     return [dx, dyy]
 
 
+@gradient(job.FloorModOp)
+def _floor_mod(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # z = x - floor(x / y) * y: dx = dy, dy_ = -dy * floor(x / y), as PyTorch's remainder
+    # (OneFlow's passes none to y)
+    x, y = _operands(op)
+    dx = b.unbroadcast(dy, x.type) if needs[0] else None
+    dyy = None
+    if needs[1]:
+        quotient = b.emit(job.FloorOp, [b.emit(job.DivOp, [x, y])])
+        dyy = b.emit(job.NegOp, [b.unbroadcast(b.emit(job.MulOp, [dy, quotient]), y.type)])
+    return [dx, dyy]
+
+
+@gradient(job.Atan2Op)
+def _atan2(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # z = atan2(x, y): dx = dy * y / (x*x + y*y), dy_ = -dy * x / (x*x + y*y)
+    x, y = _operands(op)
+    share = b.emit(job.DivOp, [dy, b.emit(job.AddOp, [b.emit(job.SquareOp, [x]), b.emit(job.SquareOp, [y])])])
+    dx = b.unbroadcast(b.emit(job.MulOp, [share, y]), x.type) if needs[0] else None
+    dyy = b.emit(job.NegOp, [b.unbroadcast(b.emit(job.MulOp, [share, x]), y.type)]) if needs[1] else None
+    return [dx, dyy]
+
+
 @gradient(job.BiasAddOp)
 def _bias_add(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
     x, bias = _operands(op)

@@ -30,7 +30,7 @@ from irflow.passes.memory_schedule import shorten_lifetimes
 ELEMENTWISE_KERNELS = frozenset(
     "neg exp log sqrt rsqrt square relu sigmoid tanh gelu abs identity "
     "sin cos floor ceil round sign log1p expm1 erf erfc tan asin acos atan sinh cosh asinh acosh atanh "
-    "add sub mul div maximum minimum pow "
+    "add sub mul div maximum minimum pow floor_mod atan2 "
     "relu_grad sigmoid_grad tanh_grad gelu_grad bias_add bias_add_relu".split()
 )
 

@@ -45,6 +45,8 @@ divide = _binary(job.DivOp, "flow.math.divide")
 maximum = _binary(job.MaximumOp, "flow.math.maximum")
 minimum = _binary(job.MinimumOp, "flow.math.minimum")
 pow = _binary(job.PowOp, "flow.math.pow")  # noqa: A001
+mod = _binary(job.FloorModOp, "flow.math.mod")
+atan2 = _binary(job.Atan2Op, "flow.math.atan2")
 equal = _binary(job.EqualOp, "flow.math.equal")
 not_equal = _binary(job.NotEqualOp, "flow.math.not_equal")
 less = _binary(job.LessOp, "flow.math.less")
@@ -385,7 +387,7 @@ def argmax(input: Blob, axis: int = -1, name: str | None = None) -> Blob:  # noq
 
 def _install_operators() -> None:
     """Python's operators on Blobs are these functions; comparisons give int8 Blobs of 0/1, as OneFlow's."""
-    binary = {"add": add, "sub": subtract, "mul": multiply, "truediv": divide, "pow": pow}
+    binary = {"add": add, "sub": subtract, "mul": multiply, "truediv": divide, "pow": pow, "mod": mod}
     for dunder, function in binary.items():
         setattr(Blob, f"__{dunder}__", lambda self, other, f=function: f(self, other))
         setattr(Blob, f"__r{dunder}__", lambda self, other, f=function: f(other, self))

@@ -76,6 +76,60 @@ def test_xlogy_broadcasts_and_takes_numbers():
     assert np.isnan(out[:, 2]).all()  # 2 * log(NaN) * 0 is NaN in the second term
 
 
+# ----------------------------------------------------------------- mod, atan2
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_mod_matches_pytorchs_remainder(dtype):
+    """The divisor's sign, exact for large quotients; the gradient is dy for x and -floor(x / y) dy for y."""
+    x = values(dtype, 7.0, -7.0, 7.0, -7.0, 0.0, 1e6, -3.5, 2.25)
+    y = values(dtype, 2.0, 2.0, -2.0, -2.0, 3.0, 0.75, 1.5, -0.5)
+    y = np.where(np.abs(y) < 0.1, 0.5, y).astype(y.dtype)  # no divisor near 0: the quotient jumps there
+    check(flow.math.mod, torch.remainder, [x, y], dtype)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_mod_edges_are_oneflows():
+    """C's fmod corrected by the divisor: 1e30 mod 7 exactly, NaN for a divisor of 0 or x inf, -1 mod inf is inf."""
+    x = np.array([1e30, -1e30, 5.0, np.inf, -1.0, 1.0, -0.0], np.float64)
+    y = np.array([7.0, 7.0, 0.0, 3.0, np.inf, np.inf, 2.0], np.float64)
+    out = run(lambda a, b: a % b, x, y)  # Blob % Blob is flow.math.mod, as in OneFlow
+    np.testing.assert_array_equal(out, [a % b if b != 0 and np.isfinite(a) else np.nan for a, b in zip(x, y)])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_mod_has_the_divisors_sign_and_refuses_zero(dtype):
+    x = np.array([7, -7, 7, -7, 0, np.iinfo(dtype).min], dtype)
+    y = np.array([3, 3, -3, -3, 5, -1], dtype)
+    out = run(flow.math.mod, x, y)
+    np.testing.assert_array_equal(out, torch.remainder(torch.tensor(x), torch.tensor(y)).numpy())
+    with pytest.raises(flow.ExecutionError, match="division by zero: divisor 0 at position \\[1\\]"):
+        run(flow.math.mod, x[:2], np.array([1, 0], dtype))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # x*x + y*y overflows at 1e30 in float32
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_atan2_matches_pytorch(dtype):
+    """The quadrants, large and tiny values (the train job's shift makes -0.0 +0.0: signed zeros below)."""
+    x = values(dtype, 1.0, 1.0, -1.0, 0.0, -1e-30, 1e30, 1e-30, 2.0, shape=(4, 5))
+    y = values(dtype, 1.0, -1.0, -1.0, -1.0, -1.0, 1.0, -1.0, 1e-30, shape=(4, 5))
+    check(flow.math.atan2, torch.atan2, [x, y], dtype)
+
+
+def test_atan2_of_infinities_and_zeros_is_pytorchs():
+    x = np.array([np.inf, np.inf, -np.inf, 0.0, -0.0, 0.0, np.nan], np.float32)
+    y = np.array([np.inf, -np.inf, 1.0, 0.0, 0.0, -0.0, 1.0], np.float32)
+    out = run(flow.math.atan2, x, y)
+    want = torch.atan2(torch.tensor(x), torch.tensor(y)).numpy()
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+
+
+def test_atan2_of_integers_is_a_trace_error():
+    with pytest.raises(flow.TraceError, match="operand must be a floating-point tensor"):
+        run(flow.math.atan2, np.ones(2, np.int32), np.ones(2, np.int32))
+
+
 # ----------------------------------------------------------------- floordiv, logical_and, polyval
 
 
@@ -236,9 +290,10 @@ def test_l2_normalize_refuses_a_bad_epsilon():
 
 
 def reduced(m, h, target):
-    """A loss path through the reductions and xlogy, for flow.math (m) or the torch shim."""
+    """A loss path through the reductions, xlogy, atan2 and mod, for flow.math (m) or the torch shim."""
     p = m.l2_normalize(h, 1)
-    return m.reduce_logsumexp(h * 3.0, 1) + m.reduce_euclidean_norm(h, 1) + m.reduce_sum(m.xlogy(target, m.exp(p)), 1)
+    y = m.reduce_logsumexp(h * 3.0, 1) + m.reduce_euclidean_norm(h, 1) + m.reduce_sum(m.xlogy(target, m.exp(p)), 1)
+    return y + m.reduce_sum(m.atan2(h, target + 0.5) + m.mod(h, 0.7), 1)
 
 
 class TorchMath:
@@ -248,6 +303,8 @@ class TorchMath:
     reduce_sum = staticmethod(lambda t, axis: t.sum(axis))
     xlogy = staticmethod(torch.xlogy)
     exp = staticmethod(torch.exp)
+    atan2 = staticmethod(torch.atan2)
+    mod = staticmethod(torch.remainder)
 
 
 def train(devices, steps=3):

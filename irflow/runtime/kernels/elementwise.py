@@ -1,4 +1,4 @@
-"""Elementwise kernels: broadcasting binaries, comparisons, where, unary math, erf and erfc, cast, bias_add.
+"""Elementwise kernels: broadcasting binaries, floor_mod, comparisons, where, unary math, erf and erfc, cast, bias_add.
 
 Most are a single ufunc call with `out=`, which numpy and cupy both make safe
 when the memory planner gives the output the same memory as an input; the
@@ -27,6 +27,7 @@ _BINARY = {
     "maximum": "maximum",
     "minimum": "minimum",
     "pow": "power",
+    "atan2": "arctan2",
     # Comparisons write int8 0/1: numpy casts the ufunc's bool result into the int8 out.
     "equal": "equal",
     "not_equal": "not_equal",
@@ -74,17 +75,22 @@ def _ufunc_kernel(ufunc: str) -> KernelFactory:
     return build
 
 
-def _truncating_divide(xp: ModuleType, a: Array, b: Array, out: Array) -> None:
-    """Integer division rounding toward zero, as OneFlow's kernels divide (C's `/`), where numpy's // rounds
-    down: -7 / 2 is -3. `out` is written last: it may be `a` or `b` (an in-place partner).
-
-    A zero divisor is a DataError before anything is written: C's `/` has no value for it (OneFlow's CPU
-    kernel traps, torch raises), and numpy's 0 with the correction below made -7 / 0 come out as 1.
-    """
+def _check_divisor(xp: ModuleType, b: Array) -> None:
+    """A zero integer divisor is a DataError before anything is written: C's `/` and `%` have no value
+    for it (OneFlow's CPU kernel traps, torch raises), and numpy's silent 0 is no answer either."""
     zero = xp.equal(b, 0)
     if zero.any():
         _, position = first_position(xp, zero)
         raise DataError(f"integer division by zero: divisor 0 at position [{position}] of the divisor {tuple(b.shape)}")
+
+
+def _truncating_divide(xp: ModuleType, a: Array, b: Array, out: Array) -> None:
+    """Integer division rounding toward zero, as OneFlow's kernels divide (C's `/`), where numpy's // rounds
+    down: -7 / 2 is -3. `out` is written last: it may be `a` or `b` (an in-place partner).
+
+    A zero divisor is refused (`_check_divisor`): numpy's 0 with the correction below made -7 / 0 come out as 1.
+    """
+    _check_divisor(xp, b)
     quotient = xp.floor_divide(a, b)
     inexact = xp.not_equal(xp.multiply(quotient, b), a)
     inexact &= xp.less(a, 0) != xp.less(b, 0)
@@ -98,6 +104,39 @@ def _integer(dtype: np.dtype) -> bool:
 
 for _name, _ufunc in {**_BINARY, **_UNARY}.items():
     register(_name, checks_data=_integer if _name == "div" else False)(_ufunc_kernel(_ufunc))
+
+
+@register("floor_mod", checks_data=True)  # an integer divisor of 0
+def floor_mod(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """a mod b with b's sign, as OneFlow's floor_mod (and Python's %).
+
+    Floats: C's fmod, exact, plus b where it is nonzero and its sign is not b's (a float b of 0
+    gives NaN); never a - floor(a / b) * b, cupy's remainder, which loses 1e30 mod 7 entirely.
+    Integers: the remainder numpy and cupy compute exactly, once a zero divisor is refused.
+    `out` is written last: it may be `a` or `b`.
+    """
+    (a, b), (out,) = ins, outs
+    if np.dtype(out.dtype).kind in "iu":
+        return partial(_integer_floor_mod, xp, a, b, out)
+    rest, moved = xp.empty(out.shape, out.dtype), xp.empty(out.shape, out.dtype)
+    flip, nonzero = xp.empty(out.shape, bool), xp.empty(out.shape, bool)
+
+    def run() -> None:
+        xp.fmod(a, b, out=rest)
+        xp.less(rest, 0, out=flip)
+        xp.not_equal(flip, xp.less(b, 0), out=flip)
+        xp.not_equal(rest, 0, out=nonzero)
+        xp.logical_and(flip, nonzero, out=flip)
+        xp.add(rest, b, out=moved)
+        xp.copyto(rest, moved, where=flip)
+        xp.copyto(out, rest)
+
+    return run
+
+
+def _integer_floor_mod(xp: ModuleType, a: Array, b: Array, out: Array) -> None:
+    _check_divisor(xp, b)
+    xp.remainder(a, b, out=out)
 
 
 @register("rsqrt")

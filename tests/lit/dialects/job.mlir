@@ -156,6 +156,23 @@ job.func @trigonometry(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
+// OneFlow's flow.math.mod (floor_mod, the divisor's sign) and atan2, broadcasting.
+
+job.func @mod_and_atan2(%x: tensor<4x8xf32>, %y: tensor<8xf32>, %i: tensor<4xi32>, %j: tensor<i32>) -> tensor<4xi32> {
+  %m = job.floor_mod %x, %y : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %a = job.atan2 %m, %y : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %k = job.floor_mod %i, %j : (tensor<4xi32>, tensor<i32>) -> tensor<4xi32>
+  job.return %k : tensor<4xi32>
+}
+
+// CHECK-LABEL: job.func @mod_and_atan2
+// CHECK-NEXT:    %m = job.floor_mod %x, %y : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %a = job.atan2 %m, %y : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %k = job.floor_mod %i, %j : (tensor<4xi32>, tensor<i32>) -> tensor<4xi32>
+// CHECK-NEXT:    job.return %k : tensor<4xi32>
+
+// -----
+
 // Casts and shape ops.
 
 job.func @shapes(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {

@@ -37,6 +37,16 @@ job.func @f(%x: tensor<4xi32>) {
 
 // -----
 
+// atan2 needs floats (floor_mod takes integers too).
+
+job.func @f(%x: tensor<4xi32>, %y: tensor<4xi32>) {
+  // expected-error@+1 {{'job.atan2' op operand must be a floating-point tensor, got tensor<4xi32>}}
+  %r = job.atan2 %x, %y : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+  job.return
+}
+
+// -----
+
 // Mixed element types.
 
 job.func @f(%x: tensor<4x8xf32>, %y: tensor<4x8xf64>) {

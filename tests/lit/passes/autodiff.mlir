@@ -279,3 +279,25 @@ job.func @arcsine(%x: tensor<4x3xf32>) -> tensor<f32> attributes {job_type = "tr
 
 // LOC-LABEL: job.func @arcsine
 // LOC:         job.rsqrt {{.*}} loc("model.py":3:8)
+
+// -----
+
+// floor_mod: x's gradient passes as it is; y's is -dy * floor(x / y), summed over
+// the axis y was broadcast along.
+
+job.func @modulo(%x: tensor<4x3xf32>) -> tensor<f32> attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 1.0}} : tensor<3xf32>
+  %m = job.floor_mod %x, %w : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+  %l = job.reduce_sum %m {axes = array<i64: 0, 1>} : (tensor<4x3xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @modulo
+// CHECK:         %m_grad = job.broadcast_to
+// CHECK-NEXT:    %[[Q:.*]] = job.div %x, %w : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %[[FLOOR:.*]] = job.floor %[[Q]] : (tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %[[T:.*]] = job.mul %m_grad, %[[FLOOR]] : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %[[S:.*]] = job.reduce_sum %[[T]] {axes = array<i64: 0>} : (tensor<4x3xf32>) -> tensor<3xf32>
+// CHECK-NEXT:    %w_grad = job.neg %[[S]] : (tensor<3xf32>) -> tensor<3xf32>
+// CHECK-NEXT:    job.apply_gradients %w, %w_grad

@@ -17,6 +17,8 @@ BINARY = {
     "maximum": max,
     "minimum": min,
     "pow": operator.pow,
+    "floor_mod": operator.mod,  # Python's % has the divisor's sign, for floats exactly, as OneFlow's floor_mod
+    "atan2": math.atan2,
 }
 COMPARE = {
     "equal": operator.eq,
@@ -60,6 +62,37 @@ def test_integer_div_rounds_toward_zero(kernel) -> None:
     a, b = np.array([7, -7, 6, -6, 5], np.int64), np.array([2, 2, -4, -4, 5], np.int64)
     (y,) = kernel("div", [a, b], [((5,), np.int64)])
     np.testing.assert_array_equal(y, [3, -3, -1, 1, 1])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, *FLOATS])
+def test_floor_mod_has_the_divisors_sign(kernel, dtype) -> None:
+    """Python's %, as OneFlow's floor_mod: C's remainder, plus b where it is nonzero and its sign is not b's."""
+    a = np.array([7, -7, 7, -7, 6, -6, 0, 3], dtype)
+    b = np.array([3, 3, -3, -3, 3, -3, 5, 1], dtype)
+    (y,) = kernel("floor_mod", [a, b], [((8,), dtype)])
+    np.testing.assert_array_equal(y, elementwise(operator.mod, a, b, dtype=dtype))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in fmod")
+def test_float_floor_mod_is_exact_at_large_quotients_and_nan_for_zero(kernel) -> None:
+    a = np.array([1e30, -1e30, 5.5, 1.0, -1.0, np.inf, 2.0])
+    b = np.array([7.0, 7.0, 0.0, np.inf, np.inf, 3.0, -0.5])
+    (y,) = kernel("floor_mod", [a, b], [((7,), np.float64)])
+    np.testing.assert_array_equal(y[:2], [1e30 % 7.0, -1e30 % 7.0])
+    np.testing.assert_array_equal(y[3:5], [1.0, np.inf])  # Python's % too: -1 % inf is inf
+    assert np.isnan(y[[2, 5]]).all() and y[6] == 0.0
+
+
+@pytest.mark.parametrize("name", ["div", "floor_mod"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_floor_mod_by_zero_is_a_data_error(build_kernel, name, dtype) -> None:
+    a, b = np.array([[7, -7], [3, 1]], dtype), np.array([[1, 2], [0, 5]], dtype)
+    run, (y,) = build_kernel(name, [a, b], [((2, 2), dtype)])
+    y[...] = 42
+    with pytest.raises(DataError, match=r"division by zero: divisor 0 at position \[1, 0\]"):
+        run()
+    assert (y == 42).all()
+    assert name in CHECKS_DATA
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
