@@ -1359,6 +1359,38 @@ class ArgmaxOp(JobOp):
         return reduction_groups(len(shape_of(types[0])), [integer(props, "axis", -1)], False)
 
 
+@irdl_op_definition
+class TopKOp(JobOp):
+    """The int32 indices of the k largest entries along `axis`, largest first (OneFlow's flow.math.top_k).
+
+    Equal entries in index order and NaN above everything, as torch.topk; OneFlow's comparator
+    leaves NaN's place undefined. The axis must be static: k of its entries are always there.
+    """
+
+    name = "job.top_k"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    axis = prop_def(IntegerAttr, default_value=IntegerAttr(-1, i64))
+    k = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        shape = shape_of(types[0])
+        axis = normalize_axis(integer(props, "axis", -1), len(shape), "top_k axis")
+        k = integer(props, "k")
+        if not shape or not 1 <= k <= shape[axis]:
+            raise VerifyException(f"top_k needs 1 <= k <= {shape[axis] if shape else 0}, the size of axis {axis}, got k = {k}")
+        return tensor(shape[:axis] + (k,) + shape[axis + 1:], i32)
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """Every axis but `axis` passes its size on; a dynamic `axis` is refused (uncovered)."""
+        rank = len(shape_of(types[0]))
+        axis = normalize_axis(integer(props, "axis", -1), rank, "top_k axis")
+        return [(a, ((0, a),)) for a in range(rank) if a != axis]
+
+
 # ----------------------------------------------------------------- nn
 
 
@@ -2417,7 +2449,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     ConcatOp,
     TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
     GatherOp, GatherGradOp,
-    MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ReduceProdOp, ReduceProdGradOp, ArgmaxOp,
+    MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ReduceProdOp, ReduceProdGradOp, ArgmaxOp, TopKOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
     SparseSoftmaxCrossEntropyOp, SoftmaxCrossEntropyOp,
     SparseSoftmaxCrossEntropyGradOp, SoftmaxCrossEntropyGradOp,

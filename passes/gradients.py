@@ -37,6 +37,7 @@ NO_GRADIENT: frozenset[type[Operation]] = frozenset(
         job.FillOp,
         job.DropoutMaskOp,
         job.ArgmaxOp,
+        job.TopKOp,
         job.SizeOfOp,  # counts elements: piecewise constant
         job.GenTensorBufferOp,
         job.EqualOp,

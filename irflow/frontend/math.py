@@ -16,7 +16,7 @@ import numpy as np
 from irflow.dialects import job
 from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
-from irflow.frontend.ops import cast, constant_like, operands, where
+from irflow.frontend.ops import axis_index, cast, constant_like, operands, where
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, published
 
@@ -383,6 +383,22 @@ def _kept(x: Blob, axes: list[int], keepdims: bool) -> Blob:
 def argmax(input: Blob, axis: int = -1, name: str | None = None) -> Blob:  # noqa: A002
     """Index of the largest value along `axis` (int64; OneFlow returns int32)."""
     return build(job.ArgmaxOp, [input], None, name, "flow.math.argmax", axis=int(axis))
+
+
+def top_k(input: Blob, axis: int = -1, k: int = 1, sorted: bool = True, name: str | None = None) -> Blob:  # noqa: A002
+    """The int32 indices of the k largest entries along `axis`, largest first, as OneFlow's (indices only).
+
+    k above the axis' size takes the whole axis, as OneFlow's. Equal entries come in index
+    order and NaN counts as the largest, as torch.topk; `sorted=False` (OneFlow's order left
+    open) gives the same sorted indices. Integer indices: no gradient.
+    """
+    what = "flow.math.top_k"
+    if not isinstance(input, Blob) or not input.ndim:
+        fail(f"{what}: input must be a Blob with at least one axis, got {input!r}")
+    axis = axis_index(axis, input.ndim, what)
+    if not dtypes.is_int(k) or k < 1:
+        fail(f"{what}: k must be a positive int, got {k!r}")
+    return build(job.TopKOp, [input], None, name, what, axis=axis, k=min(int(k), input.shape[axis]))
 
 
 def _install_operators() -> None:

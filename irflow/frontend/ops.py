@@ -114,7 +114,7 @@ def flatten(input: Blob, start_dim: int = 0, end_dim: int = -1, name: str | None
     if not isinstance(input, Blob):
         fail(f"{what} expects a Blob, got {type(input).__name__}")
     rank = max(input.ndim, 1)  # a rank-0 Blob flattens to (1,), as its one axis
-    start, end = _axis(start_dim, rank, f"{what}: start_dim"), _axis(end_dim, rank, f"{what}: end_dim")
+    start, end = axis_index(start_dim, rank, f"{what}: start_dim"), axis_index(end_dim, rank, f"{what}: end_dim")
     if start > end:
         fail(f"{what}: start_dim {start_dim} comes after end_dim {end_dim} for a Blob of shape {input.shape}")
     shape = input.shape
@@ -158,7 +158,7 @@ def one_hot(
     for value in (on_value, off_value):
         if not dtypes.is_number(value):
             fail(f"{what}: on_value and off_value must be numbers, got {value!r}")
-    at = _axis(axis, indices.ndim + 1, what)
+    at = axis_index(axis, indices.ndim + 1, what)
     dtype = dtypes.as_dtype(dtype) if dtype is not None else trace.config.data_type
     column = reshape(indices, indices.shape[:at] + (1,) + indices.shape[at:])
     positions = np.arange(int(depth)).reshape((int(depth),) + (1,) * (indices.ndim - at))
@@ -279,7 +279,7 @@ def gather(
         fail(f"flow.gather: batch_dims={batch_dims!r} (a gather per batch entry) is not supported; only 0 is")
     if not isinstance(params, Blob):
         fail(f"flow.gather: params must be a Blob, got {type(params).__name__} {params!r}")
-    axis = 0 if axis is None else _axis(axis, params.ndim, "flow.gather")
+    axis = 0 if axis is None else axis_index(axis, params.ndim, "flow.gather")
     return build(job.GatherOp, [params, indices], None, name, "flow.gather", axis=axis)
 
 
@@ -321,7 +321,7 @@ def ones_like(like: Blob, dtype: dtypes.DType | None = None, name: str | None = 
     return constant_like(like, 1.0, dtype, name)
 
 
-def _axis(axis: object, rank: int, what: str) -> int:
+def axis_index(axis: object, rank: int, what: str) -> int:
     """`axis` as an index in [0, rank): an int in [-rank, rank), else a TraceError (a modulo would wrap it)."""
     if not dtypes.is_int(axis) or not -rank <= axis < rank:
         fail(f"{what}: axis must be an int in [{-rank}, {rank}), got {axis!r}")
@@ -329,7 +329,7 @@ def _axis(axis: object, rank: int, what: str) -> int:
 
 
 def expand_dims(input: Blob, axis: int, name: str | None = None) -> Blob:  # noqa: A002
-    axis = _axis(axis, input.ndim + 1, "flow.expand_dims")
+    axis = axis_index(axis, input.ndim + 1, "flow.expand_dims")
     return reshape(input, input.shape[:axis] + (1,) + input.shape[axis:], name)
 
 
@@ -339,7 +339,7 @@ def squeeze(input: Blob, axis: int | Sequence[int] | None = None, name: str | No
     if axis is None:
         axes = [i for i, d in enumerate(shape) if d == 1]
     else:
-        axes = [_axis(a, len(shape), "flow.squeeze") for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
+        axes = [axis_index(a, len(shape), "flow.squeeze") for a in (axis if isinstance(axis, (list, tuple)) else [axis])]
     for a in axes:
         if shape[a] != 1:
             fail(f"flow.squeeze: axis {a} of {shape} has size {shape[a]}, not 1")

@@ -286,6 +286,77 @@ def test_l2_normalize_refuses_a_bad_epsilon():
         run(lambda b: flow.math.l2_normalize(b, 0, epsilon=0.0), np.ones(3, np.float32))
 
 
+# ----------------------------------------------------------------- top_k
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+@pytest.mark.parametrize("axis, k", [(-1, 3), (0, 2), (1, 1), (-1, 99)])
+def test_top_k_indices_pick_pytorchs_values(dtype, axis, k):
+    """The values at our indices are torch.topk's; equal values come in index order (its order is not promised)."""
+    rng = np.random.default_rng(9)
+    x = rng.integers(-4, 4, (5, 6)).astype(dtype)
+    out = run(lambda b: flow.math.top_k(b, axis=axis, k=k), x)
+    kept = min(k, x.shape[axis])
+    want = torch.topk(torch.tensor(x), kept, dim=axis, largest=True, sorted=True)
+    assert out.dtype == np.int32 and out.shape == tuple(want.values.shape)
+    np.testing.assert_array_equal(np.take_along_axis(x, out.astype(np.int64), axis), want.values.numpy())
+    moved = np.moveaxis(out, axis, -1).reshape(-1, kept)
+    values = np.moveaxis(np.take_along_axis(x, out.astype(np.int64), axis), axis, -1).reshape(-1, kept)
+    for row, vals in zip(moved, values):
+        ties = vals[1:] == vals[:-1]
+        assert (row[1:][ties] > row[:-1][ties]).all()
+
+
+def test_top_k_takes_nan_as_the_largest_and_ignores_sorted():
+    x = np.array([[1.0, np.nan, 8.0, 7.0, np.inf], [2.0, 2.0, -np.inf, 2.0, 1.0]], np.float32)
+    out = run(lambda b: flow.math.top_k(b, k=3, sorted=False), x)
+    np.testing.assert_array_equal(out, [[1, 4, 2], [0, 1, 3]])
+    np.testing.assert_array_equal(out[0], torch.topk(torch.tensor(x[0]), 3).indices.numpy())
+
+
+@pytest.mark.parametrize("k, axis, match", [(0, -1, "k must be a positive int"), (2.0, -1, "k must be a positive int"),
+                                            (1, 2, "axis must be an int in")])  # fmt: skip
+def test_top_k_refuses_bad_arguments(k, axis, match):
+    with pytest.raises(flow.TraceError, match=match):
+        run(lambda b: flow.math.top_k(b, axis=axis, k=k), np.zeros((2, 3), np.float32))
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_top_k_on_several_devices_is_one_devices(devices):
+    """Split along the batch, top_k along rows stays split; along the split axis the input is moved first."""
+    x = np.random.default_rng(4).normal(size=(6, 6)).astype(np.float32)
+
+    def both(b):
+        b = b.with_distribute(flow.distribute.split(0))
+        return flow.math.top_k(b, k=2) * 10 + flow.transpose(flow.math.top_k(b, axis=0, k=2), [1, 0])
+
+    one = run(both, x)
+    flow.clear_default_session()
+    flow.config.cpu_device_num(devices)
+    np.testing.assert_array_equal(run(both, x), one)
+    want = torch.topk(torch.tensor(x), 2, dim=1).indices * 10 + torch.topk(torch.tensor(x), 2, dim=0).indices.T
+    np.testing.assert_array_equal(one, want.numpy())
+
+
+def test_a_train_job_with_top_k_trains_the_rest():
+    """top_k's integer indices carry no gradient: the train job differentiates around it."""
+
+    @flow.global_function(type="train")
+    def step(x: tp.Numpy.Placeholder((4, 3))) -> Tuple[tp.Numpy, tp.Numpy]:
+        w = flow.get_variable("w", shape=(3, 3), initializer=flow.ones_initializer())
+        h = flow.matmul(x, w)
+        picked = flow.math.top_k(h, k=1)
+        loss = flow.math.reduce_sum(flow.math.square(h)) + flow.math.reduce_sum(flow.cast(picked, flow.float32))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.01]), momentum=0).minimize(loss)
+        return picked, h
+
+    x = np.random.default_rng(2).normal(size=(4, 3)).astype(np.float32)
+    picked, h = step(x)
+    np.testing.assert_array_equal(picked[:, 0], np.argmax(h, axis=1))
+    grad = 2 * x.T @ (x @ np.ones((3, 3), np.float32))
+    np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), 1 - 0.01 * grad, rtol=1e-5)
+
+
 # ----------------------------------------------------------------- training, 1 and 2 devices
 
 

@@ -1,4 +1,4 @@
-"""Reductions over a set of axes (sum, mean, max, prod), argmax, and the gradients of max and prod."""
+"""Reductions over a set of axes (sum, mean, max, prod), argmax, top_k, and the gradients of max and prod."""
 
 from __future__ import annotations
 
@@ -34,6 +34,26 @@ def argmax(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
     (axis,) = normalize_axes(attrs.get("axis", -1), x.ndim)
     keepdims = bool(attrs.get("keepdims", False))
     return partial(xp.argmax, x, axis=axis, out=y, keepdims=keepdims)
+
+
+@register("top_k")
+def top_k(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """The indices of the k largest entries along `axis`, largest first, ties in index order, NaN largest.
+
+    A stable ascending sort of the reversed axis, read from its end: ties come out in index order
+    and NaN (which sorts last) first, with no negation (which would wrap an integer minimum).
+    """
+    (x,), (y,) = ins, outs
+    (axis,) = normalize_axes(attrs.get("axis", -1), x.ndim)
+    last, k = x.shape[axis] - 1, y.shape[axis]
+    expect_shape("top_k", "output", y.shape, [k if i == axis else d for i, d in enumerate(x.shape)])
+    largest = tuple(slice(None, -k - 1, -1) if i == axis else slice(None) for i in range(x.ndim))
+
+    def run() -> None:
+        order = xp.argsort(xp.flip(x, axis), axis=axis, kind="stable")
+        xp.subtract(last, order[largest], out=y, casting="unsafe")
+
+    return run
 
 
 @register("reduce_max_grad")

@@ -173,6 +173,18 @@ job.func @mod_and_atan2(%x: tensor<4x8xf32>, %y: tensor<8xf32>, %i: tensor<4xi32
 
 // -----
 
+// OneFlow's flow.math.top_k: the int32 indices of the k largest along an axis.
+
+job.func @top_k(%x: tensor<4x8xf32>) -> tensor<4x3xi32> {
+  %i = job.top_k %x {axis = 1 : i64, k = 3 : i64} : (tensor<4x8xf32>) -> tensor<4x3xi32>
+  job.return %i : tensor<4x3xi32>
+}
+
+// CHECK-LABEL: job.func @top_k
+// CHECK-NEXT:    %i = job.top_k %x {axis = 1 : i64, k = 3 : i64} : (tensor<4x8xf32>) -> tensor<4x3xi32>
+
+// -----
+
 // Casts and shape ops.
 
 job.func @shapes(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {

@@ -47,6 +47,16 @@ job.func @f(%x: tensor<4xi32>, %y: tensor<4xi32>) {
 
 // -----
 
+// top_k's k within its axis.
+
+job.func @f(%x: tensor<4x8xf32>) {
+  // expected-error@+1 {{'job.top_k' op top_k needs 1 <= k <= 8, the size of axis 1, got k = 9}}
+  %r = job.top_k %x {axis = 1 : i64, k = 9 : i64} : (tensor<4x8xf32>) -> tensor<4x9xi32>
+  job.return
+}
+
+// -----
+
 // Mixed element types.
 
 job.func @f(%x: tensor<4x8xf32>, %y: tensor<4x8xf64>) {

@@ -120,3 +120,26 @@ job.func @embedding(%ids: tensor<6xi32>) -> tensor<10x8xf32> attributes {placeme
 // CHECK:         %rows = job.gather %table, %ids {{{.*}}, sbp = #job.nd_sbp<[split(1)]>, sbp_in = [#job.nd_sbp<[split(1)]>, #job.nd_sbp<[broadcast]>], sbp_origin = "cost",
 // CHECK-NEXT:    %t = job.tanh %rows {{{.*}}, sbp = #job.nd_sbp<[split(1)]>,
 // CHECK-NEXT:    %back = job.gather_grad %t, %ids {{{.*}}, sbp = #job.nd_sbp<[broadcast]>, sbp_in = [#job.nd_sbp<[broadcast]>, #job.nd_sbp<[broadcast]>], sbp_origin = "cost",
+
+// -----
+
+// top_k splits along any axis but the one it searches: along rows the batch
+// split stays; along the split axis itself the input is moved to a column split.
+
+job.func @top_k_rows(%x: tensor<8x6xf32>) -> tensor<8x2xi32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[split(0)]>]} {
+  %i = job.top_k %x {axis = 1 : i64, k = 2 : i64} : (tensor<8x6xf32>) -> tensor<8x2xi32>
+  job.return %i : tensor<8x2xi32>
+}
+
+// CHECK-LABEL: job.func @top_k_rows
+// CHECK-NEXT:    %i = job.top_k %x {{{.*}}, sbp = #job.nd_sbp<[split(0)]>, sbp_in = [#job.nd_sbp<[split(0)]>],
+
+// -----
+
+job.func @top_k_columns(%x: tensor<8x6xf32>) -> tensor<3x6xi32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[split(0)]>]} {
+  %i = job.top_k %x {axis = 0 : i64, k = 3 : i64} : (tensor<8x6xf32>) -> tensor<3x6xi32>
+  job.return %i : tensor<3x6xi32>
+}
+
+// CHECK-LABEL: job.func @top_k_columns
+// CHECK-NEXT:    %i = job.top_k %x {{{.*}}, sbp = #job.nd_sbp<[split(1)]>, sbp_in = [#job.nd_sbp<[split(1)]>],

@@ -62,6 +62,27 @@ def test_argmax_picks_the_first_maximum(kernel, rng, axis) -> None:
     np.testing.assert_array_equal(y, ref)
 
 
+def top_k_reference(row: list[float], k: int) -> list[int]:
+    """By hand: indices by value descending, NaN first, ties by index (torch.topk's order, which it does not promise)."""
+    return sorted(range(len(row)), key=lambda i: (not math.isnan(row[i]), -row[i] if not math.isnan(row[i]) else 0, i))[:k]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.int32, np.int64])
+@pytest.mark.parametrize("axis, k", [(1, 3), (0, 2), (1, 5), (0, 1)])
+def test_top_k_orders_by_value_then_index(kernel, rng, dtype, axis, k) -> None:
+    x = rng.integers(-3, 3, (4, 5)).astype(dtype)  # many ties
+    if np.dtype(dtype).kind == "f":
+        x[1, 2] = x[3, 0] = np.nan
+        x[2, 1] = np.inf
+    else:
+        x[0, 0] = np.iinfo(dtype).min  # a negation would wrap it to the top
+    moved = np.moveaxis(x, axis, -1)
+    ref = np.array([top_k_reference(list(map(float, row)), k) for row in moved.reshape(-1, moved.shape[-1])])
+    ref = np.moveaxis(ref.reshape(*moved.shape[:-1], k), -1, axis)
+    (y,) = kernel("top_k", [x], [(ref.shape, np.int32)], axis=axis)
+    np.testing.assert_array_equal(y, ref)
+
+
 @pytest.mark.parametrize("shape, axes", AXES)
 @pytest.mark.parametrize("keepdims", [False, True])
 def test_reduce_max_grad_matches_finite_differences(kernel, finite_diff, rng, shape, axes, keepdims) -> None:
