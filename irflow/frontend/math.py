@@ -16,7 +16,7 @@ import numpy as np
 from irflow.dialects import job
 from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
-from irflow.frontend.ops import axis_index, cast, constant_like, operands, where
+from irflow.frontend.ops import axis_index, cast, constant, constant_like, one_hot, operands, where
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, published
 
@@ -258,6 +258,22 @@ def reduce_min(
     return negative(reduce_max(negative(input_tensor), axis, keepdims), name)
 
 
+def two_stage_reduce_max(
+    x: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False, name: str | None = None
+) -> Blob:
+    """reduce_max. OneFlow's two stages (a max on each device, then across the devices, for an x split
+    along a reduced axis) are a plan, which sbp-infer makes from x's SBP; the values and the gradient
+    (maxima share dy) are reduce_max's. OneFlow refuses an x that is not split; any x is taken here."""
+    return reduce_max(x, axis, keepdims, name)
+
+
+def two_stage_reduce_min(
+    x: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False, name: str | None = None
+) -> Blob:
+    """reduce_min, as two_stage_reduce_max is reduce_max."""
+    return reduce_min(x, axis, keepdims, name)
+
+
 def reduce_variance(
     input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False, name: str | None = None
 ) -> Blob:
@@ -399,6 +415,42 @@ def top_k(input: Blob, axis: int = -1, k: int = 1, sorted: bool = True, name: st
     if not dtypes.is_int(k) or k < 1:
         fail(f"{what}: k must be a positive int, got {k!r}")
     return build(job.TopKOp, [input], None, name, what, axis=axis, k=min(int(k), input.shape[axis]))
+
+
+def in_top_k(targets: Blob, predictions: Blob, k: int, name: str | None = None) -> Blob:
+    """1 (int8) where the target's prediction is among the k largest of its row, as OneFlow's kernel: fewer
+    than k predictions exceed it, so ties count in its favour. 0 where OneFlow's "cannot say": a target
+    outside [0, classes) or a row holding an inf or NaN. targets (batch,) int32/int64, predictions
+    (batch, classes) floating point.
+    """
+    what = "flow.math.in_top_k"
+    if not isinstance(predictions, Blob) or predictions.ndim != 2 or not predictions.dtype.is_floating_point:
+        fail(f"{what}: predictions must be a (batch, classes) floating-point Blob, got {predictions!r}")
+    if not isinstance(targets, Blob) or targets.shape != predictions.shape[:1]:
+        fail(f"{what}: targets must be a Blob of shape {predictions.shape[:1]}, got {targets!r}")
+    if not dtypes.is_int(k) or k < 0:
+        fail(f"{what}: k must be a non-negative int, got {k!r}")
+    hit = one_hot(targets, predictions.shape[1], dtype=dtypes.int8)  # a target out of range: a row of 0
+    target = reduce_max(where(hit, predictions, -np.inf), 1, keepdims=True)
+    above = reduce_sum(cast(greater(predictions, target), dtypes.int32), 1)
+    sayable = multiply(reduce_max(hit, 1), reduce_all(_finite(predictions), 1))
+    return logical_and(less(above, int(k)), sayable, name)
+
+
+def tril(x: Blob, diagonal: int = 0, fill_value: float = 0, name: str | None = None) -> Blob:
+    """x on and below the `diagonal`-th diagonal of its last two axes (above it for diagonal > 0), fill_value
+    elsewhere; the gradient passes where x is kept. A select against a constant mask, never a product, so
+    an inf or NaN above the diagonal does not leak.
+    """
+    what = "flow.math.tril"
+    if not isinstance(x, Blob) or x.ndim < 2:
+        fail(f"{what}: x must be a Blob with at least 2 axes, got {x!r}")
+    if not dtypes.is_int(diagonal):
+        fail(f"{what}: diagonal must be an int, got {diagonal!r}")
+    if not dtypes.is_number(fill_value):
+        fail(f"{what}: fill_value must be a number, got {fill_value!r}")
+    kept = constant(np.tri(*x.shape[-2:], k=int(diagonal), dtype=np.int8))
+    return where(kept, x, fill_value, name)
 
 
 def _install_operators() -> None:

@@ -357,6 +357,65 @@ def test_a_train_job_with_top_k_trains_the_rest():
     np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), 1 - 0.01 * grad, rtol=1e-5)
 
 
+# ----------------------------------------------------------------- in_top_k, tril, two_stage_reduce_*
+
+
+def in_top_k_by_hand(targets, predictions, k):
+    """OneFlow's rule, element by element: fewer than k predictions above the target's; 0 when it cannot say."""
+    out = []
+    for t, row in zip(targets, predictions):
+        sayable = 0 <= t < len(row) and np.isfinite(row).all()
+        out.append(int(sayable and sum(p > row[t] for p in row) < k))
+    return np.array(out, np.int8)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in subtract")  # inf - inf: the finiteness test
+@pytest.mark.parametrize("k", [0, 1, 2, 5])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_in_top_k_is_oneflows_rule(k, dtype):
+    predictions = np.array([[0.0, 1.0, 2.0, 3.0], [3.0, 2.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.5], [1.0, np.nan, 0.0, 0.0],
+                            [np.inf, 0.0, 1.0, 2.0], [0.5, 0.2, 0.9, 0.1], [0.5, 0.2, 0.9, 0.1]], np.float32)  # fmt: skip
+    targets = np.array([3, 1, 2, 0, 3, 7, -1], dtype)  # ties, NaN, inf, out of range both ways
+    out = run(lambda t, p: flow.math.in_top_k(t, p, k), targets, predictions)
+    assert out.dtype == np.int8
+    np.testing.assert_array_equal(out, in_top_k_by_hand(targets, predictions, k))
+
+
+def test_in_top_k_on_random_rows_matches_torch_topk():
+    """Without ties, in the top k is being one of torch.topk's k indices."""
+    rng = np.random.default_rng(8)
+    predictions = rng.normal(size=(16, 10)).astype(np.float32)
+    targets = rng.integers(0, 10, 16).astype(np.int32)
+    out = run(lambda t, p: flow.math.in_top_k(t, p, 3), targets, predictions)
+    top = torch.topk(torch.tensor(predictions), 3).indices.numpy()
+    np.testing.assert_array_equal(out, (top == targets[:, None]).any(axis=1).astype(np.int8))
+
+
+def test_in_top_k_refuses_mismatched_shapes():
+    with pytest.raises(flow.TraceError, match="targets must be a Blob of shape"):
+        run(lambda t, p: flow.math.in_top_k(t, p, 1), np.zeros(3, np.int32), np.zeros((2, 4), np.float32))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("diagonal, fill_value", [(0, 0), (1, -1.5), (-2, 7), (9, 0)])
+def test_tril_matches_pytorch(dtype, diagonal, fill_value):
+    x = values(dtype, shape=(2, 4, 5))
+    x[0, 0, 4] = np.inf  # above the diagonal: replaced, and no NaN in the gradient
+    theirs = lambda t: torch.where(torch.ones(4, 5, dtype=torch.bool).tril(diagonal), t, fill_value)  # noqa: E731
+    (out,), (grad,) = check(lambda b: flow.math.tril(b, diagonal, fill_value), theirs, [x], dtype)
+    np.testing.assert_array_equal(out, torch.tril(torch.tensor(x), diagonal).numpy() + np.triu(
+        np.full((4, 5), fill_value, x.dtype), diagonal + 1))  # fmt: skip
+    assert np.isfinite(grad).all()
+
+
+@pytest.mark.parametrize("name, theirs", [("max", torch.amax), ("min", torch.amin)])
+def test_two_stage_reductions_are_the_reductions(name, theirs):
+    x = values(flow.float32, 1.0, 1.0, shape=(4, 5))
+    x[0, 1] = x[0, 0] = x.max() + 1 if name == "max" else x.min() - 1  # a tie: the gradient is shared
+    check(lambda b: getattr(flow.math, f"two_stage_reduce_{name}")(b, axis=1), lambda t: theirs(t, 1), [x],
+          flow.float32)  # fmt: skip
+
+
 # ----------------------------------------------------------------- training, 1 and 2 devices
 
 
