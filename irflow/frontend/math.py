@@ -417,6 +417,46 @@ def top_k(input: Blob, axis: int = -1, k: int = 1, sorted: bool = True, name: st
     return build(job.TopKOp, [input], None, name, what, axis=axis, k=min(int(k), input.shape[axis]))
 
 
+def unsorted_segment_sum(
+    data: Blob, segment_ids: Blob, num_segments: int, axis: int = 0, name: str | None = None
+) -> Blob:
+    """Sums of data's slices by segment: the axes axis .. axis + segment_ids.ndim of data, indexed as
+    segment_ids, become one axis of num_segments, each the sum of its id's slices (0 for an id none has).
+
+    job.gather_grad, the adjoint of gather: its gradient gathers, and sbp-infer splits it as it
+    splits gather's. An id outside [0, num_segments) is an ExecutionError naming it and its
+    position; OneFlow's CPU kernel skips ids above and stops on negative ones.
+    """
+    what = "flow.math.unsorted_segment_sum"
+    if not dtypes.is_int(num_segments) or num_segments < 1:
+        fail(f"{what}: num_segments must be a positive int, got {num_segments!r}")
+    axis = _segment_axis(data, segment_ids, axis, what)
+    shape = data.shape[:axis] + (int(num_segments),) + data.shape[axis + segment_ids.ndim:]
+    return build(job.GatherGradOp, [data, segment_ids], job.tensor(shape, data.dtype.element_type), name, what,
+                 axis=axis)  # fmt: skip
+
+
+def unsorted_segment_sum_like(data: Blob, segment_ids: Blob, like: Blob, axis: int = 0, name: str | None = None) -> Blob:
+    """unsorted_segment_sum with like's shape (num_segments = like.shape[axis])."""
+    what = "flow.math.unsorted_segment_sum_like"
+    if not isinstance(like, Blob):
+        fail(f"{what}: like must be a Blob, got {like!r}")
+    axis = _segment_axis(data, segment_ids, axis, what)
+    return build(job.GatherGradOp, [data, segment_ids], job.tensor(like.shape, data.dtype.element_type), name, what,
+                 axis=axis)  # fmt: skip
+
+
+def _segment_axis(data: Blob, segment_ids: Blob, axis: object, what: str) -> int:
+    """`axis` as an index, with segment_ids' shape that of data's axes from it on."""
+    if not isinstance(data, Blob) or not isinstance(segment_ids, Blob):
+        fail(f"{what}: data and segment_ids must be Blobs, got {data!r} and {segment_ids!r}")
+    at = axis_index(axis, data.ndim, what)
+    if data.shape[at:at + segment_ids.ndim] != segment_ids.shape:
+        fail(f"{what}: segment_ids of shape {segment_ids.shape} must be data's axes from {at} on, "
+             f"of data's shape {data.shape}")  # fmt: skip
+    return at
+
+
 def in_top_k(targets: Blob, predictions: Blob, k: int, name: str | None = None) -> Blob:
     """1 (int8) where the target's prediction is among the k largest of its row, as OneFlow's kernel: fewer
     than k predictions exceed it, so ties count in its favour. 0 where OneFlow's "cannot say": a target

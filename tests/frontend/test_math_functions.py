@@ -357,6 +357,53 @@ def test_a_train_job_with_top_k_trains_the_rest():
     np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), 1 - 0.01 * grad, rtol=1e-5)
 
 
+# ----------------------------------------------------------------- unsorted_segment_sum
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_unsorted_segment_sum_matches_index_add(dtype, axis):
+    """Repeated ids add up, an id no slice has sums to 0; the gradient gathers (PyTorch's index_add)."""
+    x = values(dtype, shape=(4, 5))
+    size = x.shape[axis]
+    ids = np.array([3, 0, 3, 1, 0][:size], np.int32)  # segment 2 stays empty
+
+    def theirs(t):
+        shape = list(t.shape)
+        shape[axis] = 4
+        return torch.zeros(shape, dtype=t.dtype).index_add(axis % 2, torch.tensor(ids, dtype=torch.int64), t)
+
+    check(lambda b, i: flow.math.unsorted_segment_sum(b, i, 4, axis=axis), lambda t, i: theirs(t), [x, ids], dtype)
+
+
+def test_unsorted_segment_sum_like_takes_likes_shape():
+    data = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    out = run(lambda d, i, like: flow.math.unsorted_segment_sum_like(d, i, like, axis=0),
+              data, np.array([0, 1, 0], np.int32), np.zeros((2, 4), np.float32))  # fmt: skip
+    np.testing.assert_array_equal(out, [[10, 12, 14, 16], [5, 6, 7, 8]])
+
+
+def test_unsorted_segment_sum_of_ids_by_rows():
+    """segment_ids of rank 2: data's two leading axes, summed into segments by both."""
+    data = np.random.default_rng(1).normal(size=(2, 3, 4))
+    ids = np.array([[0, 1, 1], [2, 0, 1]], np.int64)
+    want = np.zeros((3, 4))
+    np.add.at(want, ids.reshape(-1), data.reshape(6, 4))
+    np.testing.assert_allclose(run(lambda d, i: flow.math.unsorted_segment_sum(d, i, 3), data, ids), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("bad", [5, -1])
+def test_unsorted_segment_sum_of_an_id_out_of_range_is_an_execution_error(bad):
+    ids = np.array([0, bad, 1], np.int32)
+    with pytest.raises(flow.ExecutionError, match="position"):
+        run(lambda d, i: flow.math.unsorted_segment_sum(d, i, 5 if bad < 0 else 3), np.ones((3, 2), np.float32), ids)
+
+
+def test_unsorted_segment_sum_refuses_ids_that_do_not_fit_the_data():
+    with pytest.raises(flow.TraceError, match="must be data's axes from 0 on"):
+        run(lambda d, i: flow.math.unsorted_segment_sum(d, i, 2), np.ones((3, 2), np.float32), np.zeros(2, np.int32))
+
+
 # ----------------------------------------------------------------- in_top_k, tril, two_stage_reduce_*
 
 
@@ -419,11 +466,15 @@ def test_two_stage_reductions_are_the_reductions(name, theirs):
 # ----------------------------------------------------------------- training, 1 and 2 devices
 
 
-def reduced(m, h, target):
-    """A loss path through the reductions, xlogy, atan2 and mod, for flow.math (m) or the torch shim."""
+SEGMENTS = np.array([0, 2, 0, 1, 2], np.int32)
+
+
+def reduced(m, h, target, segments):
+    """A loss path through the reductions, xlogy, atan2, mod and a segment sum, for flow.math (m) or the torch shim."""
     p = m.l2_normalize(h, 1)
     y = m.reduce_logsumexp(h * 3.0, 1) + m.reduce_euclidean_norm(h, 1) + m.reduce_sum(m.xlogy(target, m.exp(p)), 1)
-    return y + m.reduce_sum(m.atan2(h, target + 0.5) + m.mod(h, 0.7), 1)
+    y = y + m.reduce_sum(m.atan2(h, target + 0.5) + m.mod(h, 0.7), 1)
+    return y + m.reduce_sum(m.square(m.unsorted_segment_sum(h, segments, 3, axis=1)), 1)
 
 
 class TorchMath:
@@ -435,6 +486,9 @@ class TorchMath:
     exp = staticmethod(torch.exp)
     atan2 = staticmethod(torch.atan2)
     mod = staticmethod(torch.remainder)
+    square = staticmethod(torch.square)
+    unsorted_segment_sum = staticmethod(
+        lambda t, ids, n, axis: torch.zeros(t.shape[0], n, dtype=t.dtype).index_add(axis, ids, t))
 
 
 def train(devices, steps=3):
@@ -446,7 +500,7 @@ def train(devices, steps=3):
     @flow.global_function(type="train")
     def step(x: tp.Numpy.Placeholder((6, 4)), target: tp.Numpy.Placeholder((6, 5))) -> tp.Numpy:
         h = flow.layers.dense(x.with_distribute(flow.distribute.split(0)), 5, name="fc")
-        y = reduced(flow.math, h, target)
+        y = reduced(flow.math, h, target, flow.constant(SEGMENTS, dtype=flow.int32))
         flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.05]), momentum=0.9).minimize(
             flow.math.reduce_mean(y))
         return y
@@ -468,7 +522,7 @@ def torch_train(w0, inputs):
     outputs = []
     for x, target in inputs:
         opt.zero_grad()
-        y = reduced(TorchMath, fc(torch.tensor(x)), torch.tensor(target))
+        y = reduced(TorchMath, fc(torch.tensor(x)), torch.tensor(target), torch.tensor(SEGMENTS, dtype=torch.int64))
         y.mean().backward()
         opt.step()
         outputs.append(y.detach().numpy())
