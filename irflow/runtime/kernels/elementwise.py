@@ -98,7 +98,7 @@ def _truncating_divide(xp: ModuleType, a: Array, b: Array, out: Array) -> None:
 
 
 def _integer(dtype: np.dtype) -> bool:
-    """Only integer division checks its divisor for zeros; a float one gives inf or NaN."""
+    """Only integer division and floor_mod check their divisor for zeros; float ones give inf or NaN."""
     return dtype.kind in "iu"
 
 
@@ -106,7 +106,7 @@ for _name, _ufunc in {**_BINARY, **_UNARY}.items():
     register(_name, checks_data=_integer if _name == "div" else False)(_ufunc_kernel(_ufunc))
 
 
-@register("floor_mod", checks_data=True)  # an integer divisor of 0
+@register("floor_mod", checks_data=_integer)  # an integer divisor of 0
 def floor_mod(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """a mod b with b's sign, as OneFlow's floor_mod (and Python's %).
 
