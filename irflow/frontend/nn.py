@@ -1,4 +1,4 @@
-"""flow.nn: activations, softmax and losses, convolution, pooling, dropout.
+"""flow.nn: activations, softmax and losses, normalization, convolution, pooling, dropout, pixel shuffle.
 
 Windows follow OneFlow/TensorFlow: `padding` is "VALID", "SAME" (= "SAME_UPPER",
 the odd pad at the end), "SAME_LOWER" (at the start), or explicit per-axis pads
@@ -17,12 +17,13 @@ import numpy as np
 
 from irflow.dialects import job
 from irflow.frontend.blob import Blob
-from irflow.frontend import dtypes, math
+from irflow.frontend import dtypes, initializers, math
 from irflow.frontend.math import _mask, _softplus_tail, multiply
 from irflow.frontend.math import relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
 from irflow.frontend.ops import expand_dims, one_hot, reshape, squeeze, transpose, where
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, current, published
+from irflow.frontend.variables import get_variable
 
 _NCHW_TO_NHWC = [0, 2, 3, 1]
 _NHWC_TO_NCHW = [0, 3, 1, 2]
@@ -271,6 +272,106 @@ def layer_norm_params(
     if not dtypes.is_number(epsilon) or not epsilon > 0:
         fail(f"{what}: epsilon must be positive, got {epsilon!r}")
     return inputs.shape[int(begin_params_axis):]
+
+
+def GroupNorm(  # noqa: N802
+    x: Blob, num_groups: int = 32, eps: float = 1e-05, affine: bool = True, name: str | None = None
+) -> Blob:
+    """Normalize x (N, C, ...) per sample over groups of C / num_groups channels, then scale and shift each channel.
+
+    OneFlow 0.x's function, not a module: each group's channels with all their other axes
+    share one mean and variance (flow.nn.moments), eps is added to the variance, and with
+    `affine` the function makes its own variables `<name>_gamma` (ones) and `<name>_beta`
+    (zeros) of shape (1, C, 1), as OneFlow names and shapes them. Without a `name`, it is
+    "GroupNorm_<i>" by its order in the job.
+    """
+    what = "flow.nn.GroupNorm"
+    _require_float(x, what)
+    if x.ndim < 3:
+        fail(f"{what}: x must be (N, C, ...) of rank >= 3, got shape {x.shape}")
+    if not dtypes.is_int(num_groups) or num_groups < 1 or x.shape[1] % num_groups:
+        fail(f"{what}: num_groups must be a positive int that divides the {x.shape[1]} channels, got {num_groups!r}")
+    return _group_norm(x, int(num_groups), eps, affine, name or current(what).unique_name("GroupNorm"), what)
+
+
+def _instance_norm(rank: int, layout: str) -> Any:
+    what, prefix = f"flow.nn.InstanceNorm{rank - 2}d", f"InstanceNorm{rank - 2}D"
+
+    def instance_norm(x: Blob, eps: float = 1e-05, affine: bool = True, name: str | None = None) -> Blob:
+        _require_float(x, what)
+        if x.ndim != rank:
+            fail(f"{what}: x must be rank {rank} ({layout}), got shape {x.shape}")
+        return _group_norm(x, x.shape[1], eps, affine, name or current(what).unique_name(prefix), what)
+
+    doc = (
+        f"{what}(x, eps=1e-05, affine=True, name=None): normalize each sample's channels of x ({layout}) over their "
+        f"{layout[2:]} axes; GroupNorm with one group per channel, its variables `<name>_gamma` and `<name>_beta` "
+        f"of shape (1, C, 1). Without a `name`, it is \"{prefix}_<i>\" by its order in the job."
+    )
+    return published(instance_norm, what, doc)
+
+
+InstanceNorm1d = _instance_norm(3, "NCL")
+InstanceNorm2d = _instance_norm(4, "NCHW")
+InstanceNorm3d = _instance_norm(5, "NCDHW")
+
+
+def _group_norm(x: Blob, groups: int, eps: object, affine: object, name: str, what: str) -> Blob:
+    """x (N, C, ...) viewed as (N, groups, C / groups, rest), normalized over its last two axes per sample and group.
+
+    The variables (1, C, 1), as OneFlow makes them, are viewed as (1, groups, C / groups, 1), so
+    that _scale_shift folds gamma into each group's 1 / std before the one product with x.
+    """
+    epsilon = _require_number(eps, "eps", what)
+    if not epsilon >= 0:
+        fail(f"{what}: eps must be >= 0, got {epsilon}")
+    if not isinstance(affine, bool):
+        fail(f"{what}: affine must be a bool, got {affine!r}")
+    batch, channels = x.shape[:2]
+    grouped = reshape(x, (batch, groups, channels // groups, -1))
+    mean, variance = moments(grouped, [2, 3], keepdims=True)
+    gamma = beta = None
+    if affine:
+
+        def variable(suffix: str, initializer: dict[str, Any]) -> Blob:
+            v = get_variable(f"{name}_{suffix}", shape=(1, channels, 1), dtype=x.dtype, initializer=initializer,
+                             trainable=True)  # fmt: skip
+            return reshape(v, (1, groups, channels // groups, 1))
+
+        gamma = variable("gamma", initializers.ones_initializer())
+        beta = variable("beta", initializers.zeros_initializer())
+    return reshape(_scale_shift(grouped - mean, math.rsqrt(variance + epsilon), gamma, beta, None), x.shape)
+
+
+def PixelShuffle(input: Blob, upscale_factor: int, name: str | None = None) -> Blob:  # noqa: A002, N802
+    """(B, C * r * r, H, W) -> (B, C, H * r, W * r): PixelShufflev2 with one factor r for both axes."""
+    return _pixel_shuffle(input, upscale_factor, upscale_factor, name, "flow.nn.PixelShuffle")
+
+
+def PixelShufflev2(  # noqa: N802
+    input: Blob, h_upscale_factor: int, w_upscale_factor: int, name: str | None = None  # noqa: A002
+) -> Blob:
+    """(B, C * h * w, H, W) -> (B, C, H * h, W * w) for NCHW input, h and w the two upscale factors.
+
+    Input channel c * h * w + i * w + j lands on the pixels (y * h + i, x * w + j) of output
+    channel c, as PyTorch's pixel_shuffle for h = w: a reshape, a transpose and a reshape, so
+    the gradient is the inverse shuffle.
+    """
+    return _pixel_shuffle(input, h_upscale_factor, w_upscale_factor, name, "flow.nn.PixelShufflev2")
+
+
+def _pixel_shuffle(x: Blob, h: object, w: object, name: str | None, what: str) -> Blob:
+    if not isinstance(x, Blob) or x.ndim != 4:
+        fail(f"{what}: input must be a rank-4 Blob (NCHW), got {x!r}")
+    if not (dtypes.is_int(h) and dtypes.is_int(w) and h > 0 and w > 0):
+        fail(f"{what}: upscale factors must be positive ints, got {h!r} and {w!r}")
+    batch, channels, height, width = x.shape
+    if channels % (h * w):
+        fail(f"{what}: the {channels} channels of input {x.shape} are not divisible by the upscale factors' "
+             f"product {h} * {w}")
+    blocks = reshape(x, (batch, channels // (h * w), h, w, height, width))
+    shuffled = transpose(blocks, [0, 1, 4, 2, 5, 3])
+    return reshape(shuffled, (batch, channels // (h * w), height * h, width * w), name)
 
 
 def bias_add(value: Blob, bias: Blob, data_format: str | None = None, name: str | None = None) -> Blob:
