@@ -96,6 +96,19 @@ def test_pixel_shufflev2_is_oneflows_example_and_takes_integers():
     np.testing.assert_array_equal(out, torch_pixel_shuffle(torch.tensor(x), 2, 4).numpy())
 
 
+def test_a_list_batch_smaller_than_its_placeholder():
+    """The reshapes keep axis 0 as the batch, so a dynamic batch of 3 rows of a 4-row placeholder passes through."""
+
+    @flow.global_function()
+    def job(x: tp.ListNumpy.Placeholder((4, 8, 3, 2))) -> tp.ListNumpy:
+        return flow.nn.PixelShuffle(flow.nn.GroupNorm(x, 4), 2)
+
+    x = values(flow.float32, shape=(3, 8, 3, 2))
+    (out,) = job([x])
+    want = F.pixel_shuffle(F.group_norm(torch.tensor(x), 4), 2).numpy()
+    np.testing.assert_allclose(out, want, **tol(flow.float32, 1e-5))
+
+
 def test_variables_are_named_and_shaped_as_oneflows():
     """`<name>_gamma` (ones) and `<name>_beta` (zeros) of (1, C, 1); InstanceNorm2d/3d keep their own prefix."""
 
