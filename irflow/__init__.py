@@ -43,10 +43,12 @@ from irflow.frontend.initializers import (
 from irflow.frontend.losses import smooth_l1_loss
 from irflow.frontend.math import clip_by_value
 from irflow.frontend.ops import (
+    broadcast_like,
     cast,
     concat,
     constant,
     constant_like,
+    constant_pad2d,
     expand_dims,
     flatten,
     gather,
@@ -54,11 +56,17 @@ from irflow.frontend.ops import (
     matmul,
     one_hot,
     ones_like,
+    pad,
+    reflection_pad2d,
+    replication_pad2d,
     reshape,
+    reshape_like,
     slice,
     squeeze,
+    stack,
     transpose,
     where,
+    zero_pad2d,
     zeros_like,
 )
 from irflow.frontend.session import clear_default_session, sync_default_session

@@ -6,7 +6,7 @@ reshape, flatten, transpose, matmul, concat, slice, where, gather, cast, identit
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -68,6 +68,42 @@ def reshape(x: Blob, shape: Sequence[int], name: str | None = None) -> Blob:
             fail(f"flow.reshape: cannot reshape {x.shape} ({size} elements) to {list(dims)}")
         dims = tuple(size // known if d == -1 else d for d in dims)
     return build(job.ReshapeOp, [x], job.tensor(dims, x.dtype.element_type), name, "flow.reshape")
+
+
+def reshape_like(x: Blob, like: Blob, name: str | None = None) -> Blob:
+    """flow.reshape_like: x reshaped to `like`'s shape (its values are not read)."""
+    what = "flow.reshape_like"
+    for blob in (x, like):
+        if not isinstance(blob, Blob):
+            fail(f"{what} expects Blobs, got {type(blob).__name__} {blob!r}")
+    if int(np.prod(x.shape, dtype=np.int64)) != int(np.prod(like.shape, dtype=np.int64)):
+        fail(f"{what}: x of shape {x.shape} cannot be reshaped to the shape {like.shape} of like (another element count)")
+    return build(job.ReshapeOp, [x], job.tensor(like.shape, x.dtype.element_type), name, what)
+
+
+def broadcast_like(x: Blob, like: Blob, broadcast_axes: Sequence[int] | None = None, name: str | None = None) -> Blob:
+    """flow.broadcast_like: x repeated along `broadcast_axes` of `like` (default all) to `like`'s shape.
+
+    As OneFlow's, x has like's shape with those axes of size 1, or without them (fewer axes);
+    a job.broadcast_like, whose gradient sums over the broadcast axes.
+    """
+    what = "flow.broadcast_like"
+    for blob in (x, like):
+        if not isinstance(blob, Blob):
+            fail(f"{what} expects Blobs, got {type(blob).__name__} {blob!r}")
+    rank = like.ndim
+    axes = list(range(rank)) if broadcast_axes is None else broadcast_axes
+    if not isinstance(axes, (list, tuple)) or not 0 < len(axes) <= rank:
+        fail(f"{what}: broadcast_axes must be 1 to {rank} axes of like {like.shape}, got {broadcast_axes!r}")
+    axes = sorted({axis_index(a, rank, f"{what}: broadcast_axes") for a in axes})
+    kept = tuple(d for a, d in enumerate(like.shape) if a not in axes)
+    ones = tuple(1 if a in axes else d for a, d in enumerate(like.shape))
+    if x.shape == ones:
+        return build(job.BroadcastLikeOp, [x, like], None, name, what)
+    if x.shape == kept:
+        return build(job.BroadcastLikeOp, [x, like], None, name, what, axes=axes)
+    fail(f"{what}: x of shape {x.shape} must have like's shape {like.shape} with broadcast_axes {axes} "
+         f"of size 1 {ones} or left out {kept}")  # fmt: skip
 
 
 def transpose(
@@ -177,6 +213,117 @@ def concat(inputs: Sequence[Blob], axis: int = 0, max_dim_size: int | None = Non
     if len(inputs) == 1 and isinstance(inputs[0], Blob):
         return inputs[0]
     return build(job.ConcatOp, list(inputs), None, name, "flow.concat", axis=int(axis))
+
+
+def stack(inputs: Sequence[Blob], axis: int = 0, name: str | None = None) -> Blob:
+    """flow.stack: Blobs of one shape joined along a new axis `axis` (in [-rank-1, rank]).
+
+    A concat of the inputs each given that axis of size 1, as OneFlow composes it, so the gradient
+    of each input is its slice of the result's.
+    """
+    what = "flow.stack"
+    if not isinstance(inputs, (list, tuple)) or not inputs or not all(isinstance(x, Blob) for x in inputs):
+        fail(f"{what} expects a non-empty list of Blobs, got {inputs!r}")
+    shape = inputs[0].shape
+    for i, x in enumerate(inputs):
+        if x.shape != shape:
+            fail(f"{what}: every input must have the shape of the first, {shape}; input {i} has {x.shape}")
+    at = axis_index(axis, len(shape) + 1, what)
+    columns = [reshape(x, shape[:at] + (1,) + shape[at:]) for x in inputs]
+    if len(columns) == 1:
+        return columns[0]
+    return build(job.ConcatOp, columns, None, name, what, axis=at)
+
+
+def _pad_widths(paddings: object, rank: int, what: str) -> list[tuple[int, int]]:
+    """`paddings` as one (before, after) pair of non-negative ints per axis."""
+    pairs = list(paddings) if isinstance(paddings, (list, tuple)) else None
+    if pairs is None or len(pairs) != rank or not all(
+        isinstance(p, (list, tuple)) and len(p) == 2 and all(dtypes.is_int(n) and n >= 0 for n in p) for p in pairs
+    ):
+        fail(f"{what}: paddings must be {rank} pairs (before, after) of non-negative ints, one per axis, got {paddings!r}")
+    return [(int(a), int(b)) for a, b in pairs]
+
+
+def pad(x: Blob, paddings: Sequence[Sequence[int]], constant_value: float = 0, name: str | None = None) -> Blob:
+    """flow.pad: `paddings[i] = (before, after)` entries of `constant_value` around axis i.
+
+    Composed of concats of x with filled blocks, so its gradient is x's slice of the result's.
+    An integer x takes int(constant_value), as OneFlow's integral value does. An axis padded
+    must be static; a dynamic axis that is not padded meets the blocks' static sizes, so it is
+    checked at run time to be at its bound.
+    """
+    what = "flow.pad"
+    if not isinstance(x, Blob):
+        fail(f"{what} expects a Blob, got {type(x).__name__} {x!r}")
+    if not dtypes.is_number(constant_value):
+        fail(f"{what}: constant_value must be a number, got {constant_value!r}")
+    value = float(constant_value) if x.dtype.is_floating_point else float(int(constant_value))
+    widths = [(axis, w) for axis, w in enumerate(_pad_widths(paddings, x.ndim, what)) if any(w)]
+    out = x
+    for k, (axis, (before, after)) in enumerate(widths):
+        blocks = [fill(out.shape[:axis] + (n,) + out.shape[axis + 1 :], value, x.dtype, what) if n else None
+                  for n in (before, after)]  # fmt: skip
+        parts = [b for b in (blocks[0], out, blocks[1]) if b is not None]
+        out = build(job.ConcatOp, parts, None, name if k == len(widths) - 1 else None, what, axis=axis)
+    return out
+
+
+def _pad2d_widths(x: Blob, padding: object, what: str) -> tuple[int, int, int, int]:
+    """An NCHW Blob's (left, right, top, bottom) padding from an int (all four) or a list of four."""
+    if not isinstance(x, Blob) or x.ndim != 4:
+        fail(f"{what} expects an NCHW Blob of rank 4, got {x!r}")
+    widths = [padding] * 4 if dtypes.is_int(padding) else padding
+    if not isinstance(widths, (list, tuple)) or len(widths) != 4 or not all(dtypes.is_int(n) and n >= 0 for n in widths):
+        fail(f"{what}: padding must be a non-negative int or 4 of them (left, right, top, bottom), got {padding!r}")
+    left, right, top, bottom = (int(n) for n in widths)
+    return left, right, top, bottom
+
+
+def constant_pad2d(x: Blob, padding: int | Sequence[int], constant_value: float = 0, name: str | None = None) -> Blob:
+    """flow.constant_pad2d: `constant_value` around the H and W axes of an NCHW Blob; `padding` is an int or
+    (left, right, top, bottom), as PyTorch's F.pad lists the last two axes."""
+    left, right, top, bottom = _pad2d_widths(x, padding, "flow.constant_pad2d")
+    return pad(x, [(0, 0), (0, 0), (top, bottom), (left, right)], constant_value, name)
+
+
+def zero_pad2d(x: Blob, padding: int | Sequence[int], name: str | None = None) -> Blob:
+    """flow.zero_pad2d: constant_pad2d with zeros."""
+    return constant_pad2d(x, padding, 0, name)
+
+
+def _index_pad2d(
+    x: Blob, widths: tuple[int, int, int, int], source: Callable[[int, int], int], what: str, name: str | None
+) -> Blob:
+    """Pad H and W by gathering at constant positions: `source(i, n)` is the entry of an axis of size n that
+    position i (from -before to n + after) repeats. A gather's gradient adds the slices of repeated
+    positions, which is what each entry's gradient gathers from its copies."""
+    left, right, top, bottom = widths
+    padded = [(axis, before, after) for axis, before, after in ((3, left, right), (2, top, bottom)) if before or after]
+    out = x
+    for k, (axis, before, after) in enumerate(padded):
+        n = x.shape[axis]
+        positions = constant(np.array([source(i, n) for i in range(-before, n + after)], np.int32), dtypes.int32)
+        out = build(job.GatherOp, [out, positions], None, name if k == len(padded) - 1 else None, what, axis=axis)
+    return out
+
+
+def reflection_pad2d(x: Blob, padding: int | Sequence[int], name: str | None = None) -> Blob:
+    """flow.reflection_pad2d: an NCHW Blob's H and W mirrored about their first and last entries (which are
+    not repeated); `padding` is an int or (left, right, top, bottom), each less than its axis."""
+    what = "flow.reflection_pad2d"
+    widths = _pad2d_widths(x, padding, what)
+    for n, pair in ((x.shape[3], widths[:2]), (x.shape[2], widths[2:])):
+        if max(pair) >= n:
+            fail(f"{what}: padding {list(pair)} must be less than the size {n} of its axis in {x.shape}")
+    return _index_pad2d(x, widths, lambda i, n: abs(i) if i < n else 2 * (n - 1) - i, what, name)
+
+
+def replication_pad2d(x: Blob, padding: int | Sequence[int], name: str | None = None) -> Blob:
+    """flow.replication_pad2d: an NCHW Blob's first and last entries of H and W repeated outwards; `padding`
+    is an int or (left, right, top, bottom)."""
+    what = "flow.replication_pad2d"
+    return _index_pad2d(x, _pad2d_widths(x, padding, what), lambda i, n: min(max(i, 0), n - 1), what, name)
 
 
 def slice(x: Blob, begin: Sequence[int | None], size: Sequence[int | None], name: str | None = None) -> Blob:  # noqa: A001

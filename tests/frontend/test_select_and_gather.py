@@ -4,6 +4,7 @@ devices against one device."""
 
 import re  # no `from __future__ import annotations`: the jobs' annotations name their dtype argument
 from collections.abc import Callable
+from typing import Tuple
 
 import numpy as np
 import pytest
@@ -391,3 +392,131 @@ def test_reduce_prod_on_several_devices_matches_one(devices):
                       "float64")
     assert_same_steps(many, one, "float64")
     assert_same_steps(many, torch_steps(PROD_INITIAL, prod_loss, "float64"), "float64")
+
+
+# ----------------------------------------------------------------- flow.stack, the pads, broadcast_like, reshape_like
+
+import torch.nn.functional as F  # noqa: E402  (after importorskip: the oracle of the pads)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_stack_pads_and_likes_forward_match_torch(dtype):
+    x = rng.standard_normal((2, 3, 4, 5)).astype(dtype)
+    row = rng.standard_normal((1, 3, 1, 5)).astype(dtype)
+    T = tp.Numpy.Placeholder
+
+    @flow.global_function(function_config=config_of(dtype))
+    def moved(a: T((2, 3, 4, 5), dtype=getattr(flow, dtype)), r: T((1, 3, 1, 5), dtype=getattr(flow, dtype))
+              ) -> Tuple[tp.Numpy, ...]:
+        return (flow.stack([a, a * 2.0, a * 3.0], axis=-2), flow.stack([r], axis=0),
+                flow.pad(a, ((0, 0), (1, 0), (0, 2), (3, 1)), constant_value=1.5),
+                flow.constant_pad2d(a, [2, 0, 1, 3], -2.0), flow.zero_pad2d(a, 1),
+                flow.reflection_pad2d(a, [2, 1, 3, 0]), flow.replication_pad2d(a, 2),
+                flow.broadcast_like(r, a, broadcast_axes=[0, 2]),  # r has a's shape with axes 0 and 2 of size 1 ...
+                flow.broadcast_like(flow.reshape(r, (3, 5)), a, broadcast_axes=(0, -2)),  # ... or left out
+                flow.reshape_like(a, flow.constant(0.0, shape=(6, 20))))
+
+    t, tr = torch.from_numpy(x), torch.from_numpy(row)
+    expected = [torch.stack([t, t * 2, t * 3], dim=-2), torch.stack([tr], dim=0),
+                F.pad(t, (3, 1, 0, 2, 1, 0), value=1.5), F.pad(t, (2, 0, 1, 3), value=-2.0), F.pad(t, (1, 1, 1, 1)),
+                F.pad(t, (2, 1, 3, 0), mode="reflect"), F.pad(t, (2, 2, 2, 2), mode="replicate"),
+                tr.expand(2, 3, 4, 5), tr.expand(2, 3, 4, 5), t.reshape(6, 20)]
+    for i, (got, want) in enumerate(zip(moved(x, row), expected)):
+        assert got.dtype == np.dtype(dtype), i
+        np.testing.assert_array_equal(got, want.numpy(), err_msg=f"result {i}")
+
+
+def test_pad_of_integers_takes_the_integral_value():
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+
+    @flow.global_function()
+    def padded(a: tp.Numpy.Placeholder((2, 3), dtype=flow.int32)) -> tp.Numpy:
+        return flow.pad(a, [[1, 1], [0, 2]], constant_value=7.9)
+
+    np.testing.assert_array_equal(padded(x), F.pad(torch.from_numpy(x), (0, 2, 1, 1), value=7).numpy())
+
+
+PAD_INPUT = rng.standard_normal((6, 2, 4, 5))
+PAD_INITIAL = {"pw": rng.standard_normal((2, 4, 5)), "pv": rng.standard_normal((2, 5))}
+
+
+def define_pad_train(dtype: str) -> Callable[..., np.ndarray]:
+    """Every new function in one loss of two variables: pw scales the (data parallel) input before the pads,
+    pv is stacked and broadcast."""
+
+    @flow.global_function(type="train", function_config=config_of(dtype))
+    def train(x: tp.Numpy.Placeholder((6, 2, 4, 5), dtype=getattr(flow, dtype))) -> tp.Numpy:
+        y = x * variable("pw", (2, 4, 5))
+        v = variable("pv", (2, 5))
+        terms = [
+            flow.math.square(flow.math.tanh(flow.reflection_pad2d(y, [2, 1, 3, 0])) - 0.25),
+            flow.math.sigmoid(flow.replication_pad2d(y, [1, 3, 2, 0])) * 0.5,
+            flow.math.square(flow.pad(y, ((0, 0), (1, 0), (0, 2), (2, 1)), constant_value=0.5) - 1.0),
+            flow.math.square(flow.constant_pad2d(y, 1, -1.0)) * 0.25,
+            flow.math.exp(flow.stack([y, y * y], axis=2) * 0.125),
+            flow.math.square(y - flow.broadcast_like(v, y, broadcast_axes=[0, 2])),
+            flow.math.square(flow.reshape_like(v, flow.constant(0.0, shape=(10,))) - 0.5),
+        ]
+        loss = flow.math.add_n([flow.math.reduce_mean(t) for t in terms])
+        sgd().minimize(loss)
+        return loss
+
+    return train
+
+
+def pad_loss(p: dict[str, "torch.Tensor"]) -> "torch.Tensor":
+    y = torch.from_numpy(PAD_INPUT).to(p["pw"].dtype) * p["pw"]
+    terms = [
+        torch.square(torch.tanh(F.pad(y, (2, 1, 3, 0), mode="reflect")) - 0.25),
+        torch.sigmoid(F.pad(y, (1, 3, 2, 0), mode="replicate")) * 0.5,
+        torch.square(F.pad(y, (2, 1, 0, 2, 1, 0), value=0.5) - 1.0),
+        torch.square(F.pad(y, (1, 1, 1, 1), value=-1.0)) * 0.25,
+        torch.exp(torch.stack([y, y * y], dim=2) * 0.125),
+        torch.square(y - p["pv"][None, :, None, :]),
+        torch.square(p["pv"].reshape(10) - 0.5),
+    ]
+    return sum(torch.mean(t) for t in terms)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_stack_pads_and_likes_train_steps_match_torch(dtype):
+    ours = our_steps(define_pad_train(dtype), PAD_INITIAL, [PAD_INPUT.astype(dtype)], dtype)
+    assert_same_steps(ours, torch_steps(PAD_INITIAL, pad_loss, dtype), dtype)
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_pads_on_several_devices_match_one(devices):
+    """The batch split over the devices: the pads' gathers and concats run split along it."""
+    one = on_devices(1, lambda: define_pad_train("float64"), "gather", PAD_INITIAL, [PAD_INPUT], "float64")
+    many = on_devices(devices, lambda: define_pad_train("float64"), "gather", PAD_INITIAL, [PAD_INPUT], "float64")
+    assert_same_steps(many, one, "float64")
+    assert_same_steps(many, torch_steps(PAD_INITIAL, pad_loss, "float64"), "float64")
+
+
+def located_here(info: pytest.ExceptionInfo, call: str) -> None:
+    """The TraceError points at this file's line that makes the call `call`."""
+    assert info.value.location.file == __file__
+    assert f"{call}(" in open(__file__).read().splitlines()[info.value.location.line - 1]
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda a, b: flow.stack([a, b]), r"flow.stack: every input must have the shape of the first, \(2, 3, 4, 5\); "
+                                      r"input 1 has \(2, 3, 4, 1\)"),
+    (lambda a, b: flow.stack([a, a], axis=5), r"flow.stack: axis must be an int in \[-5, 5\), got 5"),
+    (lambda a, b: flow.pad(a, [(1, 1)] * 3), r"flow.pad: paddings must be 4 pairs \(before, after\) of non-negative"),
+    (lambda a, b: flow.pad(a, [(0, 0), (0, -1), (0, 0), (0, 0)]), r"flow.pad: paddings must be 4 pairs"),
+    (lambda a, b: flow.reflection_pad2d(a, [0, 0, 4, 0]), r"flow.reflection_pad2d: padding \[4, 0\] must be less "
+                                                          r"than the size 4 of its axis in \(2, 3, 4, 5\)"),
+    (lambda a, b: flow.replication_pad2d(b[0], 1), r"flow.replication_pad2d expects an NCHW Blob of rank 4"),
+    (lambda a, b: flow.constant_pad2d(a, [1, 2]), r"flow.constant_pad2d: padding must be a non-negative int or 4 of them"),
+    (lambda a, b: flow.broadcast_like(b, a, broadcast_axes=[2]), r"flow.broadcast_like: x of shape \(2, 3, 4, 1\) "
+     r"must have like's shape \(2, 3, 4, 5\) with broadcast_axes \[2\] of size 1 \(2, 3, 1, 5\) or left out"),
+    (lambda a, b: flow.reshape_like(a, b), r"flow.reshape_like: x of shape \(2, 3, 4, 5\) cannot be reshaped"),
+])  # fmt: skip
+def test_stack_pads_and_likes_refuse_bad_arguments_at_the_users_line(call, message):
+    with pytest.raises(flow.TraceError, match=message) as info:
+        @flow.global_function()
+        def bad(a: tp.Numpy.Placeholder((2, 3, 4, 5)), b: tp.Numpy.Placeholder((2, 3, 4, 1))) -> tp.Numpy:
+            return call(a, b)
+
+    located_here(info, re.match(r"flow\.\w+", message).group())  # the lambda's line in the table above
