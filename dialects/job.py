@@ -1126,19 +1126,27 @@ class SliceGradOp(JobOp):
 
 
 def gather_shape(params: Attribute, indices: Attribute, props: Props) -> Shape:
-    """params' shape with its axis `axis` replaced by the shape of int32/int64 `indices`."""
-    shape = shape_of(params)
+    """params' shape with its axis `axis` replaced by the shape of int32/int64 `indices` past their first
+    `batch_dims` axes, which are params' first axes too (one gather per batch entry)."""
+    shape, index_shape = shape_of(params), shape_of(indices)
     if not shape:
         raise VerifyException(f"gather needs params of rank 1 or more, got {fmt(params)}")
     if dtype_of(indices) not in (i32, i64):
         raise VerifyException(f"gather indices must be int32/int64, got {fmt(indices)}")
     axis = normalize_axis(integer(props, "axis"), len(shape), "gather axis")
-    return shape[:axis] + shape_of(indices) + shape[axis + 1 :]
+    batch = integer(props, "batch_dims")
+    if not 0 <= batch <= min(axis, len(index_shape)) or shape[:batch] != index_shape[:batch]:
+        raise VerifyException(
+            f"gather with batch_dims {batch} needs that many leading axes of params {fmt(params)} and indices "
+            f"{fmt(indices)} equal, before the gathered axis {axis}"
+        )
+    return shape[:axis] + index_shape[batch:] + shape[axis + 1 :]
 
 
 @irdl_op_definition
 class GatherOp(JobOp):
-    """The slices of params along `axis` at `indices` (OneFlow's flow.gather with batch_dims 0).
+    """The slices of params along `axis` at `indices` (OneFlow's flow.gather); with `batch_dims` b, the
+    first b axes of params and indices are batch axes, each batch entry gathering with its own indices.
 
     The kernel checks every index against the axis at run time, as the sparse
     cross-entropy checks its labels.
@@ -1150,6 +1158,7 @@ class GatherOp(JobOp):
     indices = operand_def(TensorType)
     res = result_def(TensorType)
     axis = prop_def(IntegerAttr, default_value=IntegerAttr(0, i64))
+    batch_dims = opt_prop_def(IntegerAttr)  # absent: 0, no batch axes
     traits = traits_def(Pure())
 
     @classmethod
@@ -1160,7 +1169,8 @@ class GatherOp(JobOp):
 @irdl_op_definition
 class GatherGradOp(JobOp):
     """dparams of job.gather from (dy, indices): zeros of params' type (the result) with every slice of dy
-    added at its index along `axis`, so that a repeated index gathers the sum of its slices' gradients."""
+    added at its index along `axis` (in its batch entry), so that a repeated index gathers the sum of its
+    slices' gradients."""
 
     name = "job.gather_grad"
     LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
@@ -1168,6 +1178,7 @@ class GatherGradOp(JobOp):
     indices = operand_def(TensorType)
     res = result_def(TensorType)
     axis = prop_def(IntegerAttr, default_value=IntegerAttr(0, i64))
+    batch_dims = opt_prop_def(IntegerAttr)  # absent: 0, no batch axes
     traits = traits_def(Pure())
 
     @classmethod

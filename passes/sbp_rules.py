@@ -197,39 +197,48 @@ def _slice_grad(op: Operation, p: int) -> list[Sig1]:
     return [((i,), i) for i in _whole_dims(out, op) if out[i] >= p]
 
 
-def _gathered(op: Operation) -> tuple[int, int]:
-    """A gather's (or its gradient's) params axis it indexes, and the rank of its indices."""
+def _gathered(op: Operation) -> tuple[int, int, int]:
+    """A gather's (or its gradient's) params axis it indexes, the rank of its indices and its batch_dims."""
     params = _out(op) if isinstance(op, job.GatherGradOp) else shape_of(op.operands[0].type)
-    return integer(op.properties, "axis") % len(params), len(shape_of(op.operands[1].type))
+    rank = len(shape_of(op.operands[1].type))
+    return integer(op.properties, "axis") % len(params), rank, integer(op.properties, "batch_dims")
 
 
 def _params_axes(params: tuple[int, ...], op: Operation, p: int) -> list[tuple[int, int]]:
-    """(params axis, result axis) of each axis besides the indexed one that can split: it passes through."""
-    axis, rank = _gathered(op)
-    return [(i, i if i < axis else i + rank - 1) for i, d in enumerate(params) if i != axis and d >= p]
+    """(params axis, result axis) of each axis past the batch axes, besides the indexed one, that can split:
+    it passes through with the indices whole."""
+    axis, rank, batch = _gathered(op)
+    return [(i, i if i < axis else i + rank - batch - 1) for i, d in enumerate(params)
+            if batch <= i != axis and d >= p]  # fmt: skip
+
+
+def _split_indices(op: Operation, p: int) -> list[tuple[int, int]]:
+    """(indices axis, result axis) of each axis of the indices that splits evenly (the padding of an uneven
+    piece would be read as indices); a batch axis is the same axis of params and of the result."""
+    axis, _, batch = _gathered(op)
+    indices = shape_of(op.operands[1].type)
+    return [(k, k if k < batch else axis + k - batch) for k, d in enumerate(indices) if d >= p and d % p == 0]
 
 
 @rule(job.GatherOp)
 def _gather(op: Operation, p: int) -> list[Sig1]:
-    """params split off the indexed axis with the indices whole, or the indices split with params whole.
+    """params split off the batch and indexed axes with the indices whole; the indices split with params whole,
+    or both split along a batch axis.
 
-    The indices split only evenly: the padding of an uneven piece would be read as indices.
     OneFlow also splits params along the indexed axis into partial sums: not offered.
     """
-    params, indices = _shapes(op)
-    axis, _ = _gathered(op)
-    sigs: list[Sig1] = [((i, BROADCAST), j) for i, j in _params_axes(params, op, p)]
-    return sigs + [((BROADCAST, k), axis + k) for k, d in enumerate(indices) if d >= p and d % p == 0]
+    _, _, batch = _gathered(op)
+    sigs: list[Sig1] = [((i, BROADCAST), j) for i, j in _params_axes(shape_of(op.operands[0].type), op, p)]
+    return sigs + [((k if k < batch else BROADCAST, k), j) for k, j in _split_indices(op, p)]
 
 
 @rule(job.GatherGradOp)
 def _gather_grad(op: Operation, p: int) -> list[Sig1]:
-    """dy split off the indexed axis gives dparams split alike; dy and the indices split together give partial
-    sums (each device adds its own slices), evenly only, so that no padding is added in."""
-    indices = shape_of(op.operands[1].type)
-    axis, _ = _gathered(op)
+    """dy split off the batch and indexed axes gives dparams split alike; dy and the indices split together
+    give dparams split along a batch axis, or partial sums (each device adds its own slices) along another."""
+    _, _, batch = _gathered(op)
     sigs: list[Sig1] = [((j, BROADCAST), i) for i, j in _params_axes(_out(op), op, p)]
-    return sigs + [((axis + k, k), PARTIAL) for k, d in enumerate(indices) if d >= p and d % p == 0]
+    return sigs + [((j, k), k if k < batch else PARTIAL) for k, j in _split_indices(op, p)]
 
 
 # ----------------------------------------------------------------- linear algebra and reductions

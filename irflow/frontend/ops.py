@@ -415,19 +415,28 @@ def gather(
     batch_dims: int = 0,
     name: str | None = None,
 ) -> Blob:
-    """flow.gather: the slices of `params` along `axis` (0 when None) at the int32/int64 `indices`, shaped as
-    params with that axis replaced by the indices' shape.
+    """flow.gather: the slices of `params` along `axis` at the int32/int64 `indices`, shaped as params with
+    that axis replaced by the indices' shape.
+
+    With `batch_dims` b > 0 (OneFlow's batch_gather), the first b axes of params and indices are batch
+    axes of equal sizes, each batch entry gathering with its own indices, and the indices' batch axes
+    replace none of params': the result is params.shape[:axis] + indices.shape[b:] + params.shape[axis + 1:].
+    `axis` defaults to batch_dims, as in OneFlow. OneFlow's batch_gather takes no other axis and reads all
+    but the last axis of the indices as batch axes; irflow follows batch_dims as TensorFlow defines it,
+    the same when the indices have b + 1 axes, and also takes an axis past the batch axes.
 
     An index outside the axis stops the step with an ExecutionError at this line, naming it and its
-    position, whatever `validate_indices` says (OneFlow ignores that argument too). `batch_dims`
-    other than 0 (OneFlow's batch_gather) is not supported.
+    position, whatever `validate_indices` says (OneFlow ignores that argument too).
     """
-    if batch_dims != 0:
-        fail(f"flow.gather: batch_dims={batch_dims!r} (a gather per batch entry) is not supported; only 0 is")
     if not isinstance(params, Blob):
         fail(f"flow.gather: params must be a Blob, got {type(params).__name__} {params!r}")
-    axis = 0 if axis is None else axis_index(axis, params.ndim, "flow.gather")
-    return build(job.GatherOp, [params, indices], None, name, "flow.gather", axis=axis)
+    if not dtypes.is_int(batch_dims) or batch_dims < 0:
+        fail(f"flow.gather: batch_dims must be a non-negative int, got {batch_dims!r}")
+    axis = axis_index(batch_dims if axis is None else axis, params.ndim, "flow.gather")
+    if axis < batch_dims:
+        fail(f"flow.gather: axis {axis} must not be one of the batch_dims={batch_dims} batch axes")
+    batch = int(batch_dims) or None  # 0 is the op's default: left out of the IR
+    return build(job.GatherOp, [params, indices], None, name, "flow.gather", axis=axis, batch_dims=batch)
 
 
 def constant(

@@ -306,92 +306,108 @@ def test_gather_index_out_of_range_is_named_at_the_users_line_and_changes_nothin
         np.testing.assert_array_equal(value.numpy(), before[name], err_msg=name)
 
 
-def test_gather_takes_batch_dims_zero_only():
-    with pytest.raises(flow.TraceError, match=r"flow.gather: batch_dims=1 .* is not supported; only 0 is"):
-        @flow.global_function()
-        def batched(p: tp.Numpy.Placeholder((2, 5)), i: tp.Numpy.Placeholder((2, 3), dtype=flow.int32)) -> tp.Numpy:
-            return flow.gather(p, i, axis=1, batch_dims=1)
-
-
-# ----------------------------------------------------------------- flow.math.reduce_prod
-
-
-def with_zeros(shape: tuple[int, ...]) -> np.ndarray:
-    """Entries of magnitude 0.5 to 1.5, and zeros: groups along axis 1 with none, one and two of them."""
-    x = rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
-    x[0, 1, 0] = 0.0
-    x[1, 0, 1] = x[1, 2, 1] = 0.0
-    x[2, 3, 0] = 0.0
-    return x
-
-
-def torch_prod(x: "torch.Tensor", axis: object, keepdims: bool) -> "torch.Tensor":
-    """torch.prod over each of `axis` (all when None) in turn, from the last: it takes one dim at a time."""
-    axes = range(x.dim()) if axis is None else [axis] if isinstance(axis, int) else axis
-    for a in sorted((a % x.dim() for a in axes), reverse=True):
-        x = torch.prod(x, a, keepdim=keepdims)
-    return x
+def torch_batch_gather(params: "torch.Tensor", indices: np.ndarray, axis: int, batch: int) -> "torch.Tensor":
+    """flow.gather with batch_dims in PyTorch: torch_gather of each batch entry's params at its own indices."""
+    entries = int(np.prod(indices.shape[:batch], dtype=np.int64))
+    flat_params = params.reshape((entries,) + tuple(params.shape[batch:]))
+    flat_indices = indices.reshape((entries,) + indices.shape[batch:])
+    picked = torch.stack([torch_gather(flat_params[k], flat_indices[k], axis - batch) for k in range(entries)])
+    return picked.reshape(tuple(params.shape[:axis]) + indices.shape[batch:] + tuple(params.shape[axis + 1 :]))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("axis, keepdims", [(None, False), (1, False), ([0, 2], True), (-1, True)])
-def test_reduce_prod_forward_and_gradient_with_zeros_match_torch(dtype, axis, keepdims):
-    """The gradient where a group holds one zero is the product of the others; with two, zero everywhere."""
-    initial = {"w": with_zeros((3, 4, 2))}
-    out_shape = torch_prod(torch.zeros(3, 4, 2), axis, keepdims).shape
-    weights = rng.standard_normal(tuple(out_shape))
+@pytest.mark.parametrize("shape, index_shape, axis, batch", [
+    ((3, 6, 2), (3, 4), None, 1),  # axis defaults to batch_dims, as OneFlow's batch_gather
+    ((2, 3, 5, 4), (2, 3, 6), 2, 2),
+    ((3, 2, 5), (3, 2, 4), -1, 1),  # past the batch axes, as TensorFlow
+    ((2, 5), (2,), 1, 1),
+])  # fmt: skip
+def test_gather_with_batch_dims_forward_matches_torch(dtype, shape, index_shape, axis, batch):
+    params = rng.standard_normal(shape).astype(dtype)
+    at = batch if axis is None else axis % len(shape)
+    indices = rng.integers(0, shape[at], index_shape).astype(np.int32)
+
+    @flow.global_function(function_config=config_of(dtype))
+    def pick(p: tp.Numpy.Placeholder(shape, dtype=getattr(flow, dtype)),
+             i: tp.Numpy.Placeholder(index_shape, dtype=flow.int32)) -> tp.Numpy:
+        return flow.gather(p, i, axis=axis, batch_dims=batch)
+
+    expected = torch_batch_gather(torch.from_numpy(params), indices, at, batch).numpy()
+    np.testing.assert_array_equal(pick(params, indices), expected)
+
+
+BATCH_IDS = rng.integers(0, 7, (6, 5)).astype(np.int32)  # 5 lookups per row, repeated within some rows
+BATCH_INITIAL = {"rows": rng.standard_normal((6, 7, 3)), "weigh": rng.standard_normal((3,))}
+
+
+def define_batch_gather_train(dtype: str) -> Callable[..., np.ndarray]:
+    """Each of 6 rows looks up its own table: split along the rows on several devices, ids and table alike."""
 
     @flow.global_function(type="train", function_config=config_of(dtype))
-    def train(r: tp.Numpy.Placeholder(weights.shape, dtype=getattr(flow, dtype))) -> tp.Numpy:
-        product = flow.math.reduce_prod(variable("w", (3, 4, 2)), axis=axis, keepdims=keepdims)
-        sgd().minimize(flow.math.reduce_sum(product * r))
-        return product
-
-    flow.load_variables({"w": initial["w"].astype(dtype)})
-    product = train(weights.astype(dtype))
-    w = torch.tensor(initial["w"].astype(dtype), requires_grad=True)
-    expected = torch_prod(w, axis, keepdims)
-    (expected * torch.from_numpy(weights.astype(dtype))).sum().backward()
-    np.testing.assert_allclose(product, expected.detach().numpy(), **tol(dtype))
-    grad = (initial["w"].astype(dtype) - flow.get_all_variables()["w"].numpy()) / np.asarray(LR, dtype)
-    assert np.isfinite(grad).all()
-    np.testing.assert_allclose(grad, w.grad.numpy(), rtol=tol(dtype)["rtol"] * 100, atol=tol(dtype)["atol"] * 100)
-
-
-PROD_INITIAL = {"w": with_zeros((3, 4, 2))}
-
-
-def define_prod_train(dtype: str) -> Callable[..., np.ndarray]:
-    @flow.global_function(type="train", function_config=config_of(dtype))
-    def train(target: tp.Numpy.Placeholder((3, 2), dtype=getattr(flow, dtype))) -> tp.Numpy:
-        product = flow.math.reduce_prod(variable("w", (3, 4, 2), flow.distribute.split(2)), axis=1)
-        loss = flow.math.reduce_mean(flow.math.square(product - target))
+    def train(ids: tp.Numpy.Placeholder((6, 5), dtype=flow.int32)) -> tp.Numpy:
+        picked = flow.gather(variable("rows", (6, 7, 3), flow.distribute.split(0)), ids, batch_dims=1)
+        loss = flow.math.reduce_mean(flow.math.square(flow.math.sin(picked) * variable("weigh", (3,)) - 0.25))
         sgd().minimize(loss)
         return loss
 
     return train
 
 
-PROD_TARGET = rng.uniform(-0.5, 0.5, (3, 2))
-
-
-def prod_loss(p: dict[str, "torch.Tensor"]) -> "torch.Tensor":
-    return torch.mean(torch.square(torch.prod(p["w"], 1) - torch.from_numpy(PROD_TARGET).to(p["w"].dtype)))
+def batch_gather_loss(p: dict[str, "torch.Tensor"]) -> "torch.Tensor":
+    picked = torch_batch_gather(p["rows"], BATCH_IDS, 1, 1)
+    return torch.mean(torch.square(torch.sin(picked) * p["weigh"] - 0.25))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_reduce_prod_train_steps_match_torch(dtype):
-    ours = our_steps(define_prod_train(dtype), PROD_INITIAL, [PROD_TARGET.astype(dtype)], dtype)
-    assert_same_steps(ours, torch_steps(PROD_INITIAL, prod_loss, dtype), dtype)
+def test_gather_with_batch_dims_train_steps_match_torch(dtype):
+    ours = our_steps(define_batch_gather_train(dtype), BATCH_INITIAL, [BATCH_IDS], dtype)
+    assert_same_steps(ours, torch_steps(BATCH_INITIAL, batch_gather_loss, dtype), dtype)
 
 
 @pytest.mark.parametrize("devices", [2, 3])
-def test_reduce_prod_on_several_devices_matches_one(devices):
-    one = on_devices(1, lambda: define_prod_train("float64"), "reduce_prod", PROD_INITIAL, [PROD_TARGET], "float64")
-    many = on_devices(devices, lambda: define_prod_train("float64"), "reduce_prod", PROD_INITIAL, [PROD_TARGET],
-                      "float64")
+def test_gather_with_batch_dims_on_several_devices_matches_one(devices):
+    define = lambda: define_batch_gather_train("float64")  # noqa: E731
+    one = on_devices(1, define, "gather", BATCH_INITIAL, [BATCH_IDS], "float64")
+    many = on_devices(devices, define, "gather", BATCH_INITIAL, [BATCH_IDS], "float64")
     assert_same_steps(many, one, "float64")
-    assert_same_steps(many, torch_steps(PROD_INITIAL, prod_loss, "float64"), "float64")
+    assert_same_steps(many, torch_steps(BATCH_INITIAL, batch_gather_loss, "float64"), "float64")
+
+
+@pytest.mark.parametrize("devices, where", [(1, r"gather: index 7 at position \[4, 2\]"),
+                                            (3, r"gather on device 2 of 3 \(positions within its part\): index 7 "
+                                                r"at position \[0, 2\]")])  # rows 4 and 5 are device 2's
+def test_gather_with_batch_dims_index_out_of_range_is_named_at_the_users_line(devices, where):
+    flow.config.cpu_device_num(devices)
+    train = define_batch_gather_train("float64")
+    flow.load_variables({k: v.copy() for k, v in BATCH_INITIAL.items()})
+    before = {name: v.numpy().copy() for name, v in flow.get_all_variables().items()}
+    ids = BATCH_IDS.copy()
+    ids[4, 2] = 7
+    with pytest.raises(flow.ExecutionError, match=where + r" is outside \[0, 7\) \(axis 1 of params has 7 entries\)"
+                       ) as info:
+        train(ids)
+    lookup = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1) if "picked = flow.gather(" in text)
+    assert info.value.location.file == __file__ and info.value.location.line == lookup
+    for name, value in flow.get_all_variables().items():
+        np.testing.assert_array_equal(value.numpy(), before[name], err_msg=name)
+
+
+@pytest.mark.parametrize("index_shape, axis, batch, message", [
+    ((2, 3), 0, 1, r"flow.gather: axis 0 must not be one of the batch_dims=1 batch axes"),
+    ((2, 3), None, -1, r"flow.gather: batch_dims must be a non-negative int, got -1"),
+    ((3, 3), None, 1, r"flow.gather: gather with batch_dims 1 needs that many leading axes of params "
+                      r"tensor<2x5xf32> and indices tensor<3x3xi32> equal"),
+    ((2,), None, 2, r"flow.gather: axis must be an int in \[-2, 2\), got 2"),
+])  # fmt: skip
+def test_gather_with_bad_batch_dims_is_a_trace_error(index_shape, axis, batch, message):
+    with pytest.raises(flow.TraceError, match=message) as info:
+        @flow.global_function()
+        def batched(p: tp.Numpy.Placeholder((2, 5)), i: tp.Numpy.Placeholder(index_shape, dtype=flow.int32)
+                    ) -> tp.Numpy:
+            return flow.gather(p, i, axis=axis, batch_dims=batch)  # the batched gather
+
+    assert info.value.location.file == __file__
+    assert open(__file__).read().splitlines()[info.value.location.line - 1].endswith("# the batched gather")
 
 
 # ----------------------------------------------------------------- flow.stack, the pads, broadcast_like, reshape_like

@@ -6,6 +6,7 @@ keeps reading and writing the arena, so each step is just `copyto`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from functools import partial
 from types import ModuleType
@@ -90,44 +91,66 @@ def slice_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
     return run
 
 
-def _gathered(
-    xp: ModuleType, kernel: str, attrs: Mapping[str, Any], params: Array, indices: Array, out: Array
-) -> tuple[int, Run]:
-    """The axis of `params` that `indices` index (`out` is gathered from params), and their run-time check."""
-    (axis,) = normalize_axes(attrs.get("axis", 0), params.ndim)
-    size = params.shape[axis]
-    gathered = params.shape[:axis] + indices.shape + params.shape[axis + 1 :]
-    expect_shape(kernel, "the gathered value", out.shape, gathered)
-    return axis, partial(check_indices, xp, indices, size, "index", f"axis {axis} of params has {size} entries")
+class _Gathered:
+    """What a gather reads (`params`) and writes (`out`), or its gradient adds into and reads, seen as
+    (batch, lead, axis, rest) blocks: `batch_dims` leading axes of params and indices, params' axes up to
+    the indexed `axis`, the axis, and the axes after it; and the run-time check of the indices."""
+
+    def __init__(self, xp: ModuleType, kernel: str, attrs: Mapping[str, Any], params: Array, indices: Array,
+                 out: Array) -> None:  # fmt: skip
+        (self.axis,) = normalize_axes(attrs.get("axis", 0), params.ndim)
+        batch = attrs.get("batch_dims", 0)
+        size = params.shape[self.axis]
+        gathered = params.shape[: self.axis] + indices.shape[batch:] + params.shape[self.axis + 1 :]
+        expect_shape(kernel, "the gathered value", out.shape, gathered)
+        self.check = partial(check_indices, xp, indices, size, "index", f"axis {self.axis} of params has {size} entries")
+        self.batched = batch > 0
+        nb, lead = math.prod(params.shape[:batch]), math.prod(params.shape[batch : self.axis])
+        rest = math.prod(params.shape[self.axis + 1 :])
+        self.params_blocks = (nb, lead, size, rest)
+        self.out_blocks = (nb, lead, math.prod(indices.shape[batch:]), rest)
+        self.at = indices.reshape(nb, 1, -1, 1)  # each batch entry's indices, along the blocks' axis 2
 
 
 @register("gather", checks_data=True)
 def gather(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """out = the slices of params along `axis` at indices; an index outside the axis is a DataError."""
+    """out = the slices of params along `axis` at indices (per batch entry with batch_dims); an index outside
+    the axis is a DataError."""
     (params, indices), (out,) = ins, outs
-    axis, check = _gathered(xp, "gather", attrs, params, indices, out)
+    g = _Gathered(xp, "gather", attrs, params, indices, out)
+    blocks = params.reshape(g.params_blocks)
 
     def run() -> None:
-        check()
-        xp.take(params, indices, axis=axis, out=out)
+        g.check()
+        if g.batched:
+            xp.copyto(out, xp.take_along_axis(blocks, g.at, axis=2).reshape(out.shape))
+        else:
+            xp.take(params, indices, axis=g.axis, out=out)
 
     return run
 
 
 @register("gather_grad", checks_data=True)
 def gather_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """dparams = zeros with each slice of dy added at its index along `axis`.
+    """dparams = zeros with each slice of dy added at its index along `axis` (in its batch entry).
 
     `add.at` adds unbuffered, so a repeated index gets the sum of its slices (a plain
     `dparams[index] += dy` would keep only one of them).
     """
     (dy, indices), (dparams,) = ins, outs
-    axis, check = _gathered(xp, "gather_grad", attrs, dparams, indices, dy)
-    lead = (slice(None),) * axis
+    g = _Gathered(xp, "gather_grad", attrs, dparams, indices, dy)
+    nb, lead, _, rest = g.params_blocks
+    if g.batched:  # every block's position, broadcast against the indices
+        target = dparams.reshape(g.params_blocks)
+        at = (xp.arange(nb).reshape(nb, 1, 1, 1), xp.arange(lead).reshape(1, lead, 1, 1), g.at,
+              xp.arange(rest).reshape(1, 1, 1, rest))  # fmt: skip
+        source = dy.reshape(g.out_blocks)
+    else:
+        target, at, source = dparams, (*(slice(None),) * g.axis, indices), dy
 
     def run() -> None:
-        check()
+        g.check()
         dparams.fill(0)
-        xp.add.at(dparams, (*lead, indices), dy)
+        xp.add.at(target, at, source)
 
     return run

@@ -769,6 +769,24 @@ job.func @f(%dy: tensor<3x8xf32>, %i: tensor<3xi32>) {
 
 // -----
 
+// batch_dims: the batch axes come before the gathered one and are equal in params and indices.
+
+job.func @f(%x: tensor<4x8xf32>, %i: tensor<3x2xi32>) {
+  // expected-error@+1 {{'job.gather' op gather with batch_dims 1 needs that many leading axes of params tensor<4x8xf32> and indices tensor<3x2xi32> equal, before the gathered axis 1}}
+  %r = job.gather %x, %i {axis = 1 : i64, batch_dims = 1 : i64} : (tensor<4x8xf32>, tensor<3x2xi32>) -> tensor<4x2xf32>
+  job.return
+}
+
+// -----
+
+job.func @f(%x: tensor<4x8xf32>, %i: tensor<4x2xi32>) {
+  // expected-error@+1 {{'job.gather' op gather with batch_dims 1 needs that many leading axes of params tensor<4x8xf32> and indices tensor<4x2xi32> equal, before the gathered axis 0}}
+  %r = job.gather %x, %i {batch_dims = 1 : i64} : (tensor<4x8xf32>, tensor<4x2xi32>) -> tensor<2x8xf32>
+  job.return
+}
+
+// -----
+
 // reduce_prod's gradient takes dy of the reduced shape.
 
 job.func @f(%x: tensor<4x8xf32>) {

@@ -213,6 +213,23 @@ job.func @embed(%i: tensor<2x3xi32>) -> tensor<f32> attributes {job_type = "trai
 
 // -----
 
+// gather with batch_dims: its gradient scatters within each batch entry, with
+// the same axis and batch_dims.
+
+job.func @per_row(%i: tensor<2x3xi32>) -> tensor<f32> attributes {job_type = "train"} {
+  %e = job.variable {name = "e", initializer = {kind = "constant", value = 0.0}} : tensor<2x5x4xf32>
+  %g = job.gather %e, %i {axis = 1 : i64, batch_dims = 1 : i64} : (tensor<2x5x4xf32>, tensor<2x3xi32>) -> tensor<2x3x4xf32>
+  %l = job.reduce_sum %g {axes = array<i64: 0, 1, 2>} : (tensor<2x3x4xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @per_row
+// CHECK:         %e_grad = job.gather_grad %g_grad, %i {axis = 1 : i64, batch_dims = 1 : i64} : (tensor<2x3x4xf32>, tensor<2x3xi32>) -> tensor<2x5x4xf32>
+// CHECK-NEXT:    job.apply_gradients %e, %e_grad
+
+// -----
+
 // reduce_prod: its gradient op takes x, not the product, so that zeros need no
 // division (the kernel multiplies the other entries).
 

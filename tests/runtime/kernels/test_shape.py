@@ -83,55 +83,62 @@ def test_fill_refills_every_run(build_kernel, dtype, value) -> None:
     np.testing.assert_array_equal(y, np.full((2, 3), value, dtype))
 
 
-GATHERS = [((5, 3), (4,), 0), ((5, 3), (2, 3), 1), ((2, 6, 3), (2, 2), 1), ((4,), (3,), -1), ((3, 4, 2), (), 2)]
+GATHERS = [((5, 3), (4,), 0, 0), ((5, 3), (2, 3), 1, 0), ((2, 6, 3), (2, 2), 1, 0), ((4,), (3,), -1, 0),
+           ((3, 4, 2), (), 2, 0), ((2, 5, 3), (2, 4), 1, 1), ((2, 3, 5, 4), (2, 3, 6), 2, 2),
+           ((3, 2, 4, 2), (3, 5, 2), 2, 1), ((2, 4), (2,), 1, 1)]  # fmt: skip
+"""(params shape, indices shape, axis, batch_dims)"""
 
 
-def gathered_by_hand(params: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
-    """out[a..., i..., b...] = params[a..., indices[i...], b...], element by element."""
+def gathered_by_hand(params: np.ndarray, indices: np.ndarray, axis: int, batch: int = 0) -> np.ndarray:
+    """out[a..., i..., b...] = params[a..., indices[a[:batch]..., i...], b...], element by element."""
     axis %= params.ndim
-    out = np.empty(params.shape[:axis] + indices.shape + params.shape[axis + 1 :], params.dtype)
+    picked_rank = indices.ndim - batch
+    out = np.empty(params.shape[:axis] + indices.shape[batch:] + params.shape[axis + 1 :], params.dtype)
     for where in np.ndindex(*out.shape):
-        lead, picked, rest = where[:axis], where[axis : axis + indices.ndim], where[axis + indices.ndim :]
-        out[where] = params[(*lead, int(indices[picked]), *rest)]
+        lead, picked, rest = where[:axis], where[axis : axis + picked_rank], where[axis + picked_rank :]
+        out[where] = params[(*lead, int(indices[lead[:batch] + picked]), *rest)]
     return out
 
 
 @pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("params_shape, indices_shape, axis", GATHERS)
-def test_gather(kernel, rng, dtype, index_dtype, params_shape, indices_shape, axis) -> None:
+@pytest.mark.parametrize("params_shape, indices_shape, axis, batch", GATHERS)
+def test_gather(kernel, rng, dtype, index_dtype, params_shape, indices_shape, axis, batch) -> None:
     params = (rng.standard_normal(params_shape) * 10).astype(dtype)
     indices = rng.integers(0, params_shape[axis], indices_shape).astype(index_dtype)
-    expected = gathered_by_hand(params, indices, axis)
-    (out,) = kernel("gather", [params, indices], [(expected.shape, dtype)], axis=axis)
+    expected = gathered_by_hand(params, indices, axis, batch)
+    (out,) = kernel("gather", [params, indices], [(expected.shape, dtype)], axis=axis, batch_dims=batch)
     np.testing.assert_array_equal(out, expected)
 
 
-@pytest.mark.parametrize("params_shape, indices_shape, axis", GATHERS)
-def test_gather_grad_adds_the_slices_of_repeated_indices(kernel, rng, params_shape, indices_shape, axis) -> None:
+@pytest.mark.parametrize("params_shape, indices_shape, axis, batch", GATHERS)
+def test_gather_grad_adds_the_slices_of_repeated_indices(kernel, rng, params_shape, indices_shape, axis, batch) -> None:
     """The adjoint of gather: <gather(p), dy> = <p, gather_grad(dy)> for every p, checked on unit vectors,
     with indices drawn from few values so that they repeat."""
     indices = rng.integers(0, min(2, params_shape[axis]), indices_shape)
-    dy = rng.standard_normal(gathered_by_hand(np.zeros(params_shape), indices, axis).shape)
-    (dparams,) = kernel("gather_grad", [dy, indices], [(params_shape, np.float64)], axis=axis)
+    dy = rng.standard_normal(gathered_by_hand(np.zeros(params_shape), indices, axis, batch).shape)
+    (dparams,) = kernel("gather_grad", [dy, indices], [(params_shape, np.float64)], axis=axis, batch_dims=batch)
     for where in np.ndindex(*params_shape):
         unit = np.zeros(params_shape)
         unit[where] = 1.0
-        assert dparams[where] == pytest.approx(np.sum(gathered_by_hand(unit, indices, axis) * dy), abs=1e-12)
+        assert dparams[where] == pytest.approx(np.sum(gathered_by_hand(unit, indices, axis, batch) * dy), abs=1e-12)
 
 
+@pytest.mark.parametrize("params_shape, axis, batch", [((5, 2), 0, 0), ((2, 5, 2), 1, 1)])
 @pytest.mark.parametrize("name", ["gather", "gather_grad"])
 @pytest.mark.parametrize("bad, position", [(5, (1, 0)), (-1, (0, 2)), (99, (1, 2))])
-def test_gather_refuses_indices_outside_the_axis_before_writing(build_kernel, name, bad, position) -> None:
+def test_gather_refuses_indices_outside_the_axis_before_writing(build_kernel, name, bad, position, params_shape,
+                                                                axis, batch) -> None:  # fmt: skip
     indices = np.array([[0, 1, 2], [3, 4, 0]], np.int32)
     indices[position] = bad
-    params, dy = np.ones((5, 2)), np.ones((2, 3, 2))
+    params = np.ones(params_shape)
+    dy = np.ones(gathered_by_hand(params, np.zeros((2, 3), np.int32), axis, batch).shape)
     ins, out = [params, indices], (dy.shape, np.float64)
     if name == "gather_grad":
         ins, out = [dy, indices], (params.shape, np.float64)
-    run, (result,) = build_kernel(name, ins, [out])
+    run, (result,) = build_kernel(name, ins, [out], axis=axis, batch_dims=batch)
     with pytest.raises(DataError, match=rf"index {bad} at position \[{position[0]}, {position[1]}\] is outside "
-                                        r"\[0, 5\) \(axis 0 of params has 5 entries\)"):
+                                        rf"\[0, 5\) \(axis {axis} of params has 5 entries\)"):
         run()
     assert np.isnan(result).all()  # nothing written
     assert checks_data(name, np.dtype(np.float64))
