@@ -1189,6 +1189,58 @@ class GatherGradOp(JobOp):
             )
 
 
+def dim_gather_check(input: Attribute, index: Attribute, props: Props) -> None:
+    """int32/int64 `index` of `input`'s rank and sizes but along `dim`, which it indexes."""
+    shape, at = shape_of(input), shape_of(index)
+    if dtype_of(index) not in (i32, i64):
+        raise VerifyException(f"dim_gather index must be int32/int64, got {fmt(index)}")
+    dim = normalize_axis(integer(props, "dim"), len(shape), "dim_gather dim")
+    if len(at) != len(shape) or any(a != d for i, (a, d) in enumerate(zip(at, shape)) if i != dim):
+        raise VerifyException(f"dim_gather index {fmt(index)} must have the shape of input {fmt(input)} but along dim {dim}")
+
+
+@irdl_op_definition
+class DimGatherOp(JobOp):
+    """out[..., i, ...] = input[..., index[..., i, ...], ...] along `dim` (OneFlow's dim_gather, PyTorch's
+    gather): index has input's shape but along dim, and the result has index's. The kernel checks every
+    index against the axis at run time."""
+
+    name = "job.dim_gather"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
+    input = operand_def(TensorType)
+    index = operand_def(TensorType)
+    res = result_def(TensorType)
+    dim = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        dim_gather_check(types[0], types[1], props)
+        return tensor(shape_of(types[1]), dtype_of(types[0]))
+
+
+@irdl_op_definition
+class DimGatherGradOp(JobOp):
+    """dinput of job.dim_gather from (dy, index): zeros of input's type (the result) with each element of dy
+    added at its index along `dim`, so that a repeated index gathers the sum of its elements' gradients."""
+
+    name = "job.dim_gather_grad"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
+    dy = operand_def(TensorType)
+    index = operand_def(TensorType)
+    res = result_def(TensorType)
+    dim = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        dim_gather_check(result, types[1], props)
+        if shape_of(types[0]) != shape_of(types[1]) or dtype_of(types[0]) != dtype_of(result):
+            raise VerifyException(
+                f"dim_gather of {fmt(result)} at index {fmt(types[1])} does not have the gradient's type {fmt(types[0])}"
+            )
+
+
 # ----------------------------------------------------------------- linear algebra
 
 
@@ -2459,7 +2511,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, UnpinSizeOp,
     ConcatOp,
     TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
-    GatherOp, GatherGradOp,
+    GatherOp, GatherGradOp, DimGatherOp, DimGatherGradOp,
     MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ReduceProdOp, ReduceProdGradOp, ArgmaxOp, TopKOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
     SparseSoftmaxCrossEntropyOp, SoftmaxCrossEntropyOp,

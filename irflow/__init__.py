@@ -49,6 +49,7 @@ from irflow.frontend.ops import (
     constant,
     constant_like,
     constant_pad2d,
+    dim_gather,
     expand_dims,
     flatten,
     gather,

@@ -523,6 +523,18 @@ def _gather_grad(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -
     return [b.emit(job.GatherOp, [g, op.operands[1]], **_props(op, "axis", "batch_dims")), None]
 
 
+@gradient(job.DimGatherOp)
+def _dim_gather(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    x, index = _operands(op)
+    return [b.emit(job.DimGatherGradOp, [dy, index], x.type, **_props(op, "dim")), None]
+
+
+@gradient(job.DimGatherGradOp)
+def _dim_gather_grad(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -> Grads:
+    # as for gather: each is the other's adjoint for fixed indices
+    return [b.emit(job.DimGatherOp, [g, op.operands[1]], **_props(op, "dim")), None]
+
+
 # ----------------------------------------------------------------- linear algebra and reductions
 
 

@@ -241,6 +241,29 @@ def _gather_grad(op: Operation, p: int) -> list[Sig1]:
     return sigs + [((j, k), k if k < batch else PARTIAL) for k, j in _split_indices(op, p)]
 
 
+def _dim_gathered(op: Operation, p: int) -> tuple[int, list[int]]:
+    """A dim_gather's (or its gradient's) indexed dim, and the axes where its index splits evenly (the
+    padding of an uneven piece would be read as indices)."""
+    index = shape_of(op.operands[1].type)
+    dim = integer(op.properties, "dim") % len(index)
+    return dim, [i for i, d in enumerate(index) if d >= p and d % p == 0]
+
+
+@rule(job.DimGatherOp)
+def _dim_gather(op: Operation, p: int) -> list[Sig1]:
+    """input and index split alike off the indexed dim (where their sizes are equal)."""
+    dim, axes = _dim_gathered(op, p)
+    return [((i, i), i) for i in axes if i != dim]
+
+
+@rule(job.DimGatherGradOp)
+def _dim_gather_grad(op: Operation, p: int) -> list[Sig1]:
+    """dy and index split alike give dinput split alike off the indexed dim, and partial sums along it
+    (each device adds its own elements)."""
+    dim, axes = _dim_gathered(op, p)
+    return [((i, i), i if i != dim else PARTIAL) for i in axes]
+
+
 # ----------------------------------------------------------------- linear algebra and reductions
 
 

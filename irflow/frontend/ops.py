@@ -1,6 +1,7 @@
 """Array ops at the top of the `flow` namespace.
 
-reshape, flatten, transpose, matmul, concat, slice, where, gather, cast, identity, constant, one_hot, ...
+reshape, flatten, transpose, matmul, concat, stack, pad, slice, where, gather, dim_gather, cast, identity, constant,
+one_hot, ...
 """
 
 from __future__ import annotations
@@ -437,6 +438,19 @@ def gather(
         fail(f"flow.gather: axis {axis} must not be one of the batch_dims={batch_dims} batch axes")
     batch = int(batch_dims) or None  # 0 is the op's default: left out of the IR
     return build(job.GatherOp, [params, indices], None, name, "flow.gather", axis=axis, batch_dims=batch)
+
+
+def dim_gather(input: Blob, dim: int, index: Blob, name: str | None = None) -> Blob:  # noqa: A002
+    """flow.dim_gather: out[..., i, ...] = input[..., index[..., i, ...], ...] along `dim` (PyTorch's gather).
+
+    `index` (int32/int64) has input's shape but along `dim`, as OneFlow requires, and the result has
+    index's shape. The gradient adds each element's at its index, so repeated indices add up. An index
+    outside the dim stops the step with an ExecutionError at this line, naming it and its position.
+    """
+    what = "flow.dim_gather"
+    if not isinstance(input, Blob):
+        fail(f"{what}: input must be a Blob, got {type(input).__name__} {input!r}")
+    return build(job.DimGatherOp, [input, index], None, name, what, dim=axis_index(dim, input.ndim, what))
 
 
 def constant(

@@ -1,6 +1,6 @@
-"""flow.where, flow.gather and flow.math.reduce_prod against PyTorch: forward and gradient in float32 and
-float64, SGD steps of a train job whose loss goes through the op, and the same job on 2 and 3 simulated
-devices against one device."""
+"""flow.where, flow.gather (batch_dims too), flow.dim_gather, flow.math.reduce_prod, flow.stack, the pads and
+flow.broadcast_like / reshape_like against PyTorch: forward and gradient in float32 and float64, SGD steps of a
+train job whose loss goes through the op, and the same job on 2 and 3 simulated devices against one device."""
 
 import re  # no `from __future__ import annotations`: the jobs' annotations name their dtype argument
 from collections.abc import Callable
@@ -408,6 +408,93 @@ def test_gather_with_bad_batch_dims_is_a_trace_error(index_shape, axis, batch, m
 
     assert info.value.location.file == __file__
     assert open(__file__).read().splitlines()[info.value.location.line - 1].endswith("# the batched gather")
+
+
+# ----------------------------------------------------------------- flow.dim_gather
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, index_shape, dim", [((3, 4, 5), (3, 6, 5), 1), ((4, 3), (2, 3), 0),
+                                                     ((2, 3, 4), (2, 3, 7), -1)])  # fmt: skip
+def test_dim_gather_forward_matches_torch(dtype, shape, index_shape, dim):
+    x = rng.standard_normal(shape).astype(dtype)
+    index = rng.integers(0, shape[dim], index_shape).astype(np.int64)
+
+    @flow.global_function(function_config=config_of(dtype))
+    def pick(a: tp.Numpy.Placeholder(shape, dtype=getattr(flow, dtype)),
+             i: tp.Numpy.Placeholder(index_shape, dtype=flow.int64)) -> tp.Numpy:
+        return flow.dim_gather(a, dim, i)
+
+    np.testing.assert_array_equal(pick(x, index), torch.gather(torch.from_numpy(x), dim, torch.from_numpy(index)).numpy())
+
+
+DIM_INDEX = rng.integers(0, 5, (6, 8)).astype(np.int32)  # 8 picks of 5 per row: repeats
+DIM_INITIAL = {"scores": rng.standard_normal((6, 5)), "shift": rng.standard_normal((8,))}
+
+
+def define_dim_gather_train(dtype: str) -> Callable[..., np.ndarray]:
+    """Each row picks its own entries; on several devices the rows split, scores and index alike."""
+
+    @flow.global_function(type="train", function_config=config_of(dtype))
+    def train(index: tp.Numpy.Placeholder((6, 8), dtype=flow.int32)) -> tp.Numpy:
+        picked = flow.dim_gather(variable("scores", (6, 5), flow.distribute.split(0)), 1, index)
+        loss = flow.math.reduce_mean(flow.math.square(flow.math.tanh(picked + variable("shift", (8,))) - 0.5))
+        sgd().minimize(loss)
+        return loss
+
+    return train
+
+
+def dim_gather_loss(p: dict[str, "torch.Tensor"]) -> "torch.Tensor":
+    picked = torch.gather(p["scores"], 1, torch.from_numpy(DIM_INDEX).long())
+    return torch.mean(torch.square(torch.tanh(picked + p["shift"]) - 0.5))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dim_gather_train_steps_match_torch(dtype):
+    ours = our_steps(define_dim_gather_train(dtype), DIM_INITIAL, [DIM_INDEX], dtype)
+    assert_same_steps(ours, torch_steps(DIM_INITIAL, dim_gather_loss, dtype), dtype)
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_dim_gather_on_several_devices_matches_one(devices):
+    define = lambda: define_dim_gather_train("float64")  # noqa: E731
+    one = on_devices(1, define, "dim_gather", DIM_INITIAL, [DIM_INDEX], "float64")
+    many = on_devices(devices, define, "dim_gather", DIM_INITIAL, [DIM_INDEX], "float64")
+    assert_same_steps(many, one, "float64")
+    assert_same_steps(many, torch_steps(DIM_INITIAL, dim_gather_loss, "float64"), "float64")
+
+
+def test_dim_gather_index_out_of_range_is_named_at_the_users_line():
+    train = define_dim_gather_train("float64")
+    flow.load_variables({k: v.copy() for k, v in DIM_INITIAL.items()})
+    before = {name: v.numpy().copy() for name, v in flow.get_all_variables().items()}
+    index = DIM_INDEX.copy()
+    index[3, 6] = -1
+    with pytest.raises(flow.ExecutionError, match=r"dim_gather: index -1 at position \[3, 6\] is outside \[0, 5\) "
+                                                  r"\(dim 1 of input has 5 entries\)") as info:
+        train(index)
+    lookup = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1) if "= flow.dim_gather(variable" in text)
+    assert info.value.location.file == __file__ and info.value.location.line == lookup
+    for name, value in flow.get_all_variables().items():
+        np.testing.assert_array_equal(value.numpy(), before[name], err_msg=name)
+
+
+@pytest.mark.parametrize("index_shape, dim, dtype, message", [
+    ((3, 2), 1, flow.int32, r"flow.dim_gather: dim_gather index tensor<3x2xi32> must have the shape of input "
+                            r"tensor<2x5xf32> but along dim 1"),
+    ((2, 5, 1), 1, flow.int32, r"must have the shape of input"),
+    ((2, 3), 2, flow.int32, r"flow.dim_gather: axis must be an int in \[-2, 2\), got 2"),
+    ((2, 3), 1, flow.float32, r"flow.dim_gather: dim_gather index must be int32/int64, got tensor<2x3xf32>"),
+])  # fmt: skip
+def test_dim_gather_with_bad_arguments_is_a_trace_error(index_shape, dim, dtype, message):
+    with pytest.raises(flow.TraceError, match=message) as info:
+        @flow.global_function()
+        def picked(x: tp.Numpy.Placeholder((2, 5)), i: tp.Numpy.Placeholder(index_shape, dtype=dtype)) -> tp.Numpy:
+            return flow.dim_gather(x, dim, i)  # the dim_gather
+
+    assert info.value.location.file == __file__
+    assert open(__file__).read().splitlines()[info.value.location.line - 1].endswith("# the dim_gather")
 
 
 # ----------------------------------------------------------------- flow.stack, the pads, broadcast_like, reshape_like

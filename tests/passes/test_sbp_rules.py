@@ -65,6 +65,9 @@ SAMPLES: list[tuple[str, Operation]] = [
     ("gather-batch-past", make(job.GatherOp, [t(4, 6, 5, 3), tensor((4, 6), i32)], axis=2, batch_dims=1)),
     ("gather_grad-batch", make(job.GatherGradOp, [t(4, 2, 2, 5), tensor((4, 2, 2), i32)], t(4, 6, 5), axis=1,
                                batch_dims=1)),
+    ("dim_gather", make(job.DimGatherOp, [t(4, 5, 6), tensor((4, 3, 6), i32)], dim=1)),
+    ("dim_gather-uneven", make(job.DimGatherOp, [t(5, 7), tensor((5, 4), i32)], dim=-1)),
+    ("dim_gather_grad", make(job.DimGatherGradOp, [t(4, 6, 6), tensor((4, 6, 6), i32)], t(4, 5, 6), dim=1)),
     ("gather_grad", make(job.GatherGradOp, [t(4, 6, 2, 5), tensor((6, 2), i32)], t(4, 6, 5), axis=1)),
     ("gather_grad-uneven", make(job.GatherGradOp, [t(7, 4), tensor((7,), i32)], t(5, 4))),
     ("matmul", make(job.MatmulOp, [t(6, 4), t(4, 6)])),
@@ -112,15 +115,17 @@ def _dtype(t: Attribute) -> np.dtype:
     ]
 
 
+GATHERS = (job.GatherOp, job.GatherGradOp, job.DimGatherOp, job.DimGatherGradOp)
+
+
 def logical_inputs(op: Operation, rng: np.random.Generator) -> list[np.ndarray]:
     arrays = []
     for i, v in enumerate(op.operands):
         shape = tuple(v.type.get_shape())  # type: ignore[attr-defined]
-        if isinstance(op, (job.GatherOp, job.GatherGradOp)) and i == 1:  # in range, and repeated
-            size = shape_of((op.results[0] if isinstance(op, job.GatherGradOp) else op.operands[0]).type)[
-                job.integer(op.properties, "axis")
-            ]
-            arrays.append(rng.integers(0, size, shape).astype(np.int32))
+        if isinstance(op, GATHERS) and i == 1:  # in range, and repeated
+            indexed = op.results[0] if isinstance(op, (job.GatherGradOp, job.DimGatherGradOp)) else op.operands[0]
+            axis = job.integer(op.properties, "dim" if isinstance(op, (job.DimGatherOp, job.DimGatherGradOp)) else "axis")
+            arrays.append(rng.integers(0, shape_of(indexed.type)[axis], shape).astype(np.int32))
         elif str(v.type.element_type) == "i32":  # type: ignore[attr-defined]
             classes = next(o.type.get_shape()[-1] for o in op.operands if len(o.type.get_shape()) == 2)  # type: ignore[attr-defined]
             arrays.append(rng.integers(0, classes, shape).astype(np.int32))

@@ -1,4 +1,4 @@
-"""Data movement: reshape, transpose, concat, slice and gather (+ their gradients), broadcast_to, fill.
+"""Data movement: reshape, transpose, concat, slice, gather and dim_gather (+ their gradients), broadcast_to, fill.
 
 Views of ins and outs are taken once at build time: a view of an arena view
 keeps reading and writing the arena, so each step is just `copyto`.
@@ -152,5 +152,44 @@ def gather_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
         g.check()
         dparams.fill(0)
         xp.add.at(target, at, source)
+
+    return run
+
+
+def _dim_gathered(xp: ModuleType, kernel: str, attrs: Mapping[str, Any], x: Array, index: Array) -> tuple[int, Run]:
+    """The dim of `x` that `index` indexes, and the run-time check of the indices."""
+    (dim,) = normalize_axes(attrs["dim"], x.ndim)
+    size = x.shape[dim]
+    expect_shape(kernel, "index", index.shape, x.shape[:dim] + index.shape[dim : dim + 1] + x.shape[dim + 1 :])
+    return dim, partial(check_indices, xp, index, size, "index", f"dim {dim} of input has {size} entries")
+
+
+@register("dim_gather", checks_data=True)
+def dim_gather(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """out = input's elements along `dim` at index (index's shape); an index outside the dim is a DataError."""
+    (x, index), (out,) = ins, outs
+    dim, check = _dim_gathered(xp, "dim_gather", attrs, x, index)
+    expect_shape("dim_gather", "output", out.shape, index.shape)
+
+    def run() -> None:
+        check()
+        xp.copyto(out, xp.take_along_axis(x, index, axis=dim))
+
+    return run
+
+
+@register("dim_gather_grad", checks_data=True)
+def dim_gather_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """dinput = zeros with each element of dy added at its index along `dim` (by `add.at`: repeats add up)."""
+    (dy, index), (dx,) = ins, outs
+    dim, check = _dim_gathered(xp, "dim_gather_grad", attrs, dx, index)
+    expect_shape("dim_gather_grad", "gradient", dy.shape, index.shape)
+    at = tuple(index if a == dim else xp.arange(n).reshape([n if b == a else 1 for b in range(dy.ndim)])
+               for a, n in enumerate(dy.shape))  # fmt: skip
+
+    def run() -> None:
+        check()
+        dx.fill(0)
+        xp.add.at(dx, at, dy)
 
     return run

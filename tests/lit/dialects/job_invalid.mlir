@@ -794,3 +794,13 @@ job.func @f(%x: tensor<4x8xf32>) {
   %r = job.reduce_prod_grad %x, %x {axes = array<i64: 1>} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   job.return
 }
+
+// -----
+
+// dim_gather's index has input's shape but along dim.
+
+job.func @f(%x: tensor<4x8xf32>, %i: tensor<3x2xi32>) {
+  // expected-error@+1 {{'job.dim_gather' op dim_gather index tensor<3x2xi32> must have the shape of input tensor<4x8xf32> but along dim 1}}
+  %r = job.dim_gather %x, %i {dim = 1 : i64} : (tensor<4x8xf32>, tensor<3x2xi32>) -> tensor<3x2xf32>
+  job.return
+}

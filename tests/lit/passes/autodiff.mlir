@@ -318,3 +318,19 @@ job.func @modulo(%x: tensor<4x3xf32>) -> tensor<f32> attributes {job_type = "tra
 // CHECK-NEXT:    %[[S:.*]] = job.reduce_sum %[[T]] {axes = array<i64: 0>} : (tensor<4x3xf32>) -> tensor<3xf32>
 // CHECK-NEXT:    %w_grad = job.neg %[[S]] : (tensor<3xf32>) -> tensor<3xf32>
 // CHECK-NEXT:    job.apply_gradients %w, %w_grad
+
+// -----
+
+// dim_gather: the gradient into input is dim_gather_grad at the same index.
+
+job.func @pick(%i: tensor<2x3xi64>) -> tensor<f32> attributes {job_type = "train"} {
+  %e = job.variable {name = "e", initializer = {kind = "constant", value = 0.0}} : tensor<2x5xf32>
+  %g = job.dim_gather %e, %i {dim = 1 : i64} : (tensor<2x5xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+  %l = job.reduce_sum %g {axes = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @pick
+// CHECK:         %e_grad = job.dim_gather_grad %g_grad, %i {dim = 1 : i64} : (tensor<2x3xf32>, tensor<2x3xi64>) -> tensor<2x5xf32>
+// CHECK-NEXT:    job.apply_gradients %e, %e_grad

@@ -142,3 +142,53 @@ def test_gather_refuses_indices_outside_the_axis_before_writing(build_kernel, na
         run()
     assert np.isnan(result).all()  # nothing written
     assert checks_data(name, np.dtype(np.float64))
+
+
+DIM_GATHERS = [((5, 3), (4, 3), 0), ((5, 3), (5, 6), 1), ((2, 4, 3), (2, 7, 3), -2), ((4,), (6,), 0)]
+"""(input shape, index shape, dim)"""
+
+
+def dim_gathered_by_hand(x: np.ndarray, index: np.ndarray, dim: int) -> np.ndarray:
+    """out[w] = x[w with its `dim` entry replaced by index[w]], element by element."""
+    dim %= x.ndim
+    out = np.empty(index.shape, x.dtype)
+    for where in np.ndindex(*index.shape):
+        out[where] = x[where[:dim] + (int(index[where]),) + where[dim + 1 :]]
+    return out
+
+
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, index_shape, dim", DIM_GATHERS)
+def test_dim_gather(kernel, rng, dtype, index_dtype, shape, index_shape, dim) -> None:
+    x = (rng.standard_normal(shape) * 10).astype(dtype)
+    index = rng.integers(0, shape[dim], index_shape).astype(index_dtype)
+    (out,) = kernel("dim_gather", [x, index], [(index_shape, dtype)], dim=dim)
+    np.testing.assert_array_equal(out, dim_gathered_by_hand(x, index, dim))
+
+
+@pytest.mark.parametrize("shape, index_shape, dim", DIM_GATHERS)
+def test_dim_gather_grad_adds_repeated_indices(kernel, rng, shape, index_shape, dim) -> None:
+    """The adjoint of dim_gather, checked on unit vectors, with indices that repeat."""
+    index = rng.integers(0, min(2, shape[dim]), index_shape)
+    dy = rng.standard_normal(index_shape)
+    (dx,) = kernel("dim_gather_grad", [dy, index], [(shape, np.float64)], dim=dim)
+    for where in np.ndindex(*shape):
+        unit = np.zeros(shape)
+        unit[where] = 1.0
+        assert dx[where] == pytest.approx(np.sum(dim_gathered_by_hand(unit, index, dim) * dy), abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["dim_gather", "dim_gather_grad"])
+@pytest.mark.parametrize("bad, position", [(4, (1, 0)), (-2, (2, 1))])
+def test_dim_gather_refuses_indices_outside_the_dim_before_writing(build_kernel, name, bad, position) -> None:
+    index = np.array([[0, 1], [3, 2], [0, 0]], np.int64)
+    index[position] = bad
+    x, dy = np.ones((3, 4)), np.ones((3, 2))
+    ins, out = ([dy, index], (x.shape, np.float64)) if name == "dim_gather_grad" else ([x, index], (dy.shape, np.float64))
+    run, (result,) = build_kernel(name, ins, [out], dim=1)
+    with pytest.raises(DataError, match=rf"index {bad} at position \[{position[0]}, {position[1]}\] is outside "
+                                        r"\[0, 4\) \(dim 1 of input has 4 entries\)"):
+        run()
+    assert np.isnan(result).all()  # nothing written
+    assert checks_data(name, np.dtype(np.float64))
