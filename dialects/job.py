@@ -1241,6 +1241,55 @@ class DimGatherGradOp(JobOp):
             )
 
 
+def gather_nd_shape(params: Attribute, indices: Attribute) -> Shape:
+    """The slices of params that int32/int64 `indices` (..., K) pick by their first K coordinates:
+    indices.shape[:-1] + params.shape[K:]."""
+    shape, at = shape_of(params), shape_of(indices)
+    if dtype_of(indices) not in (i32, i64):
+        raise VerifyException(f"gather_nd indices must be int32/int64, got {fmt(indices)}")
+    if not at or not 1 <= at[-1] <= len(shape):
+        raise VerifyException(f"gather_nd indices {fmt(indices)} need a last axis of 1 to {len(shape)} coordinates "
+                              f"of params {fmt(params)}")  # fmt: skip
+    return at[:-1] + shape[at[-1] :]
+
+
+@irdl_op_definition
+class GatherNdOp(JobOp):
+    """out[i...] = params[indices[i..., 0], ..., indices[i..., K-1], ...] (OneFlow's gather_nd); the kernel
+    checks every coordinate against its axis at run time."""
+
+    name = "job.gather_nd"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
+    params = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        return tensor(gather_nd_shape(types[0], types[1]), dtype_of(types[0]))
+
+
+@irdl_op_definition
+class ScatterNdOp(JobOp):
+    """Zeros of the result's type with each slice of `updates` added where `indices` (..., K) point (OneFlow's
+    scatter_nd, which adds repeated indices up): gather_nd's adjoint, and its gradient."""
+
+    name = "job.scatter_nd"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
+    updates = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        if gather_nd_shape(result, types[1]) != shape_of(types[0]) or dtype_of(types[0]) != dtype_of(result):
+            raise VerifyException(
+                f"gather_nd of {fmt(result)} at indices {fmt(types[1])} does not have the updates' type {fmt(types[0])}"
+            )
+
+
 # ----------------------------------------------------------------- linear algebra
 
 
@@ -2511,7 +2560,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, UnpinSizeOp,
     ConcatOp,
     TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
-    GatherOp, GatherGradOp, DimGatherOp, DimGatherGradOp,
+    GatherOp, GatherGradOp, DimGatherOp, DimGatherGradOp, GatherNdOp, ScatterNdOp,
     MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ReduceProdOp, ReduceProdGradOp, ArgmaxOp, TopKOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
     SparseSoftmaxCrossEntropyOp, SoftmaxCrossEntropyOp,

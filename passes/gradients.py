@@ -535,6 +535,17 @@ def _dim_gather_grad(b: GradientBuilder, op: Operation, g: SSAValue, needs: Need
     return [b.emit(job.DimGatherOp, [g, op.operands[1]], **_props(op, "dim")), None]
 
 
+@gradient(job.GatherNdOp)
+def _gather_nd(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    params, indices = _operands(op)
+    return [b.emit(job.ScatterNdOp, [dy, indices], params.type), None]
+
+
+@gradient(job.ScatterNdOp)
+def _scatter_nd(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -> Grads:
+    return [b.emit(job.GatherNdOp, [g, op.operands[1]]), None]
+
+
 # ----------------------------------------------------------------- linear algebra and reductions
 
 

@@ -264,6 +264,31 @@ def _dim_gather_grad(op: Operation, p: int) -> list[Sig1]:
     return [((i, i), i if i != dim else PARTIAL) for i in axes]
 
 
+def _nd_axes(op: Operation, whole: tuple[int, ...], p: int) -> tuple[list[tuple[int, int]], list[int]]:
+    """A gather_nd's (or scatter_nd's, of `whole` params) slice axes past the K indexed ones that can split,
+    with the axis of the gathered value they become; and the axes of the indices but the last that split
+    evenly (the padding of an uneven piece would be read as indices)."""
+    indices = shape_of(op.operands[1].type)
+    k, batch = indices[-1], len(indices) - 1
+    slices = [(i, batch + i - k) for i in range(k, len(whole)) if whole[i] >= p]
+    return slices, [j for j in range(batch) if indices[j] >= p and indices[j] % p == 0]
+
+
+@rule(job.GatherNdOp)
+def _gather_nd(op: Operation, p: int) -> list[Sig1]:
+    """params split along a slice axis with the indices whole, or the indices split with params whole."""
+    slices, rows = _nd_axes(op, shape_of(op.operands[0].type), p)
+    return [((i, BROADCAST), j) for i, j in slices] + [((BROADCAST, j), j) for j in rows]
+
+
+@rule(job.ScatterNdOp)
+def _scatter_nd(op: Operation, p: int) -> list[Sig1]:
+    """updates split along a slice axis give the result split alike; updates and indices split together give
+    partial sums (each device adds its own slices)."""
+    slices, rows = _nd_axes(op, _out(op), p)
+    return [((j, BROADCAST), i) for i, j in slices] + [((j, j), PARTIAL) for j in rows]
+
+
 # ----------------------------------------------------------------- linear algebra and reductions
 
 

@@ -453,6 +453,25 @@ def dim_gather(input: Blob, dim: int, index: Blob, name: str | None = None) -> B
     return build(job.DimGatherOp, [input, index], None, name, what, dim=axis_index(dim, input.ndim, what))
 
 
+def gather_nd(params: Blob, indices: Blob, name: str | None = None) -> Blob:
+    """flow.gather_nd: the slices of params that int32/int64 `indices` (..., K) pick by their first K
+    coordinates, shaped indices.shape[:-1] + params.shape[K:]. Its gradient is scatter_nd (repeats add
+    up); a coordinate outside its axis stops the step with an ExecutionError at this line."""
+    if not isinstance(params, Blob):
+        fail(f"flow.gather_nd: params must be a Blob, got {type(params).__name__} {params!r}")
+    return build(job.GatherNdOp, [params, indices], None, name, "flow.gather_nd")
+
+
+def scatter_nd(indices: Blob, updates: Blob, shape: Sequence[int], name: str | None = None) -> Blob:
+    """flow.scatter_nd: zeros of `shape` with each slice of `updates` added where `indices` (..., K) point,
+    repeated indices adding up as in OneFlow's kernel; gather_nd's adjoint."""
+    what = "flow.scatter_nd"
+    if not isinstance(updates, Blob):
+        fail(f"{what}: updates must be a Blob, got {type(updates).__name__} {updates!r}")
+    dims = _dims(shape, what)
+    return build(job.ScatterNdOp, [updates, indices], job.tensor(dims, updates.dtype.element_type), name, what)
+
+
 def constant(
     value: Any,
     dtype: dtypes.DType | None = None,

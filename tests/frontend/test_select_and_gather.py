@@ -1,6 +1,7 @@
-"""flow.where, flow.gather (batch_dims too), flow.dim_gather, flow.math.reduce_prod, flow.stack, the pads and
-flow.broadcast_like / reshape_like against PyTorch: forward and gradient in float32 and float64, SGD steps of a
-train job whose loss goes through the op, and the same job on 2 and 3 simulated devices against one device."""
+"""flow.where, flow.gather (batch_dims too), flow.dim_gather, flow.gather_nd / scatter_nd, flow.math.reduce_prod,
+flow.stack, the pads and flow.broadcast_like / reshape_like against PyTorch: forward and gradient in float32 and
+float64, SGD steps of a train job whose loss goes through the op, and the same job on 2 and 3 simulated devices
+against one device."""
 
 import re  # no `from __future__ import annotations`: the jobs' annotations name their dtype argument
 from collections.abc import Callable
@@ -495,6 +496,109 @@ def test_dim_gather_with_bad_arguments_is_a_trace_error(index_shape, dim, dtype,
 
     assert info.value.location.file == __file__
     assert open(__file__).read().splitlines()[info.value.location.line - 1].endswith("# the dim_gather")
+
+
+# ----------------------------------------------------------------- flow.gather_nd and flow.scatter_nd
+
+
+def torch_coordinates(indices: np.ndarray) -> tuple["torch.Tensor", ...]:
+    """The indices' last axis as PyTorch's advanced index (one tensor per coordinate)."""
+    return tuple(torch.from_numpy(indices[..., k]).long() for k in range(indices.shape[-1]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, index_shape", [((3, 4, 5), (2, 6, 2)), ((5, 3), (4, 1)), ((3, 4), (7, 2))])
+def test_gather_nd_and_scatter_nd_forward_match_torch(dtype, shape, index_shape):
+    params = rng.standard_normal(shape).astype(dtype)
+    indices = np.stack([rng.integers(0, n, index_shape[:-1]) for n in shape[: index_shape[-1]]], -1).astype(np.int32)
+    sliced = index_shape[:-1] + shape[index_shape[-1] :]
+    updates = rng.standard_normal(sliced).astype(dtype)
+    T = tp.Numpy.Placeholder
+
+    @flow.global_function(function_config=config_of(dtype))
+    def nd(p: T(shape, dtype=getattr(flow, dtype)), i: T(index_shape, dtype=flow.int32),
+           u: T(sliced, dtype=getattr(flow, dtype))) -> Tuple[tp.Numpy, tp.Numpy]:
+        return flow.gather_nd(p, i), flow.scatter_nd(i, u, shape)
+
+    picked, scattered = nd(params, indices, updates)
+    np.testing.assert_array_equal(picked, torch.from_numpy(params)[torch_coordinates(indices)].numpy())
+    added = torch.zeros(shape, dtype=getattr(torch, dtype)).index_put_(torch_coordinates(indices),
+                                                                        torch.from_numpy(updates), accumulate=True)
+    np.testing.assert_allclose(scattered, added.numpy(), **tol(dtype))
+
+
+ND_INDICES = np.stack([rng.integers(0, 4, (6, 3)), rng.integers(0, 5, (6, 3))], -1).astype(np.int32)
+ND_INITIAL = {"grid": rng.standard_normal((4, 5, 6)), "spread": rng.standard_normal((6, 3, 6))}
+
+
+def define_nd_train(dtype: str) -> Callable[..., np.ndarray]:
+    """A lookup of (row, column) pairs, and a variable scattered into a grid: on several devices both split
+    along their slices' last axis."""
+
+    @flow.global_function(type="train", function_config=config_of(dtype))
+    def train(at: tp.Numpy.Placeholder((6, 3, 2), dtype=flow.int32)) -> tp.Numpy:
+        picked = flow.gather_nd(variable("grid", (4, 5, 6), flow.distribute.split(2)), at)
+        spread = flow.scatter_nd(at, variable("spread", (6, 3, 6), flow.distribute.split(2)), (4, 5, 6))
+        loss = (flow.math.reduce_mean(flow.math.square(flow.math.tanh(picked) - 0.5))
+                + flow.math.reduce_mean(flow.math.square(spread - 0.25) * flow.math.sigmoid(picked[0, 0])))
+        sgd().minimize(loss)
+        return loss
+
+    return train
+
+
+def nd_loss(p: dict[str, "torch.Tensor"]) -> "torch.Tensor":
+    picked = p["grid"][torch_coordinates(ND_INDICES)]
+    spread = torch.zeros((4, 5, 6), dtype=p["grid"].dtype).index_put(torch_coordinates(ND_INDICES), p["spread"],
+                                                                      accumulate=True)
+    return torch.mean(torch.square(torch.tanh(picked) - 0.5)) + torch.mean(
+        torch.square(spread - 0.25) * torch.sigmoid(picked[0, 0]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gather_nd_and_scatter_nd_train_steps_match_torch(dtype):
+    ours = our_steps(define_nd_train(dtype), ND_INITIAL, [ND_INDICES], dtype)
+    assert_same_steps(ours, torch_steps(ND_INITIAL, nd_loss, dtype), dtype)
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_gather_nd_and_scatter_nd_on_several_devices_match_one(devices):
+    define = lambda: define_nd_train("float64")  # noqa: E731
+    one = on_devices(1, define, "gather_nd", ND_INITIAL, [ND_INDICES], "float64")
+    many = on_devices(devices, define, "scatter_nd", ND_INITIAL, [ND_INDICES], "float64")
+    assert_same_steps(many, one, "float64")
+    assert_same_steps(many, torch_steps(ND_INITIAL, nd_loss, "float64"), "float64")
+
+
+def test_gather_nd_coordinate_out_of_range_is_named_at_the_users_line():
+    train = define_nd_train("float64")
+    flow.load_variables({k: v.copy() for k, v in ND_INITIAL.items()})
+    before = {name: v.numpy().copy() for name, v in flow.get_all_variables().items()}
+    at = ND_INDICES.copy()
+    at[2, 1, 1] = 5
+    with pytest.raises(flow.ExecutionError, match=r"gather_nd: index 5 at position \[2, 1, 1\] is outside \[0, 5\) "
+                                                  r"\(axis 1 of params has 5 entries\)") as info:
+        train(at)
+    lookup = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1) if "= flow.gather_nd(variable" in text)
+    assert info.value.location.file == __file__ and info.value.location.line == lookup
+    for name, value in flow.get_all_variables().items():
+        np.testing.assert_array_equal(value.numpy(), before[name], err_msg=name)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda p, i: flow.gather_nd(p, i), r"flow.gather_nd: gather_nd indices tensor<2x3xi32> need a last axis of 1 "
+                                        r"to 2 coordinates of params tensor<4x5xf32>"),
+    (lambda p, i: flow.scatter_nd(i, p, (4, 5, 6, 7)), r"flow.scatter_nd: gather_nd of tensor<4x5x6x7xf32> at indices "
+                                                       r"tensor<2x3xi32> does not have the updates' type tensor<4x5xf32>"),
+    (lambda p, i: flow.scatter_nd(i, p, 4.5), r"flow.scatter_nd: shape must be a list or tuple of ints"),
+])  # fmt: skip
+def test_gather_nd_and_scatter_nd_with_bad_arguments_are_trace_errors(call, message):
+    with pytest.raises(flow.TraceError, match=message) as info:
+        @flow.global_function()
+        def nd(p: tp.Numpy.Placeholder((4, 5)), i: tp.Numpy.Placeholder((2, 3), dtype=flow.int32)) -> tp.Numpy:
+            return call(p, i)
+
+    located_here(info, re.match(r"flow\.\w+", message).group())  # the lambda's line in the table above
 
 
 # ----------------------------------------------------------------- flow.stack, the pads, broadcast_like, reshape_like

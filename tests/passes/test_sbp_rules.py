@@ -68,6 +68,9 @@ SAMPLES: list[tuple[str, Operation]] = [
     ("dim_gather", make(job.DimGatherOp, [t(4, 5, 6), tensor((4, 3, 6), i32)], dim=1)),
     ("dim_gather-uneven", make(job.DimGatherOp, [t(5, 7), tensor((5, 4), i32)], dim=-1)),
     ("dim_gather_grad", make(job.DimGatherGradOp, [t(4, 6, 6), tensor((4, 6, 6), i32)], t(4, 5, 6), dim=1)),
+    ("gather_nd", make(job.GatherNdOp, [t(4, 5, 6), tensor((6, 2, 2), i32)])),
+    ("gather_nd-uneven", make(job.GatherNdOp, [t(5, 7), tensor((5, 1), i32)])),
+    ("scatter_nd", make(job.ScatterNdOp, [t(6, 2, 6), tensor((6, 2, 2), i32)], t(4, 5, 6))),
     ("gather_grad", make(job.GatherGradOp, [t(4, 6, 2, 5), tensor((6, 2), i32)], t(4, 6, 5), axis=1)),
     ("gather_grad-uneven", make(job.GatherGradOp, [t(7, 4), tensor((7,), i32)], t(5, 4))),
     ("matmul", make(job.MatmulOp, [t(6, 4), t(4, 6)])),
@@ -122,7 +125,11 @@ def logical_inputs(op: Operation, rng: np.random.Generator) -> list[np.ndarray]:
     arrays = []
     for i, v in enumerate(op.operands):
         shape = tuple(v.type.get_shape())  # type: ignore[attr-defined]
-        if isinstance(op, GATHERS) and i == 1:  # in range, and repeated
+        if isinstance(op, (job.GatherNdOp, job.ScatterNdOp)) and i == 1:  # each coordinate within its axis
+            whole = shape_of((op.results[0] if isinstance(op, job.ScatterNdOp) else op.operands[0]).type)
+            columns = [rng.integers(0, n, shape[:-1]) for n in whole[: shape[-1]]]
+            arrays.append(np.stack(columns, axis=-1).astype(np.int32))
+        elif isinstance(op, GATHERS) and i == 1:  # in range, and repeated
             indexed = op.results[0] if isinstance(op, (job.GatherGradOp, job.DimGatherGradOp)) else op.operands[0]
             axis = job.integer(op.properties, "dim" if isinstance(op, (job.DimGatherOp, job.DimGatherGradOp)) else "axis")
             arrays.append(rng.integers(0, shape_of(indexed.type)[axis], shape).astype(np.int32))

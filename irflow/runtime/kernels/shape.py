@@ -1,4 +1,4 @@
-"""Data movement: reshape, transpose, concat, slice, gather and dim_gather (+ their gradients), broadcast_to, fill.
+"""Data movement: reshape, transpose, concat, slice, the gathers and scatter_nd (+ gradients), broadcast_to, fill.
 
 Views of ins and outs are taken once at build time: a view of an arena view
 keeps reading and writing the arena, so each step is just `copyto`.
@@ -12,7 +12,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
-from .registry import Array, Run, check_indices, register, sequence
+from .registry import Array, DataError, Run, check_indices, first_position, register, sequence
 from .shapes import expect_shape, normalize_axes
 
 
@@ -191,5 +191,50 @@ def dim_gather_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
         check()
         dx.fill(0)
         xp.add.at(dx, at, dy)
+
+    return run
+
+
+def _nd_picked(xp: ModuleType, kernel: str, params: Array, indices: Array, gathered: Array) -> tuple[tuple, Run]:
+    """The index tuple (views of the indices' K coordinates) that picks gather_nd's slices from `params`, and
+    the run-time check of every coordinate against its axis."""
+    k = indices.shape[-1]
+    expect_shape(kernel, "the gathered value", gathered.shape, indices.shape[:-1] + params.shape[k:])
+    bounds = xp.asarray(params.shape[:k])
+
+    def check() -> None:
+        outside = xp.logical_or(xp.less(indices, 0), xp.greater_equal(indices, bounds))
+        if indices.size and bool(outside.any()):
+            first, position = first_position(xp, outside)
+            axis = first % k
+            raise DataError(f"index {int(indices.reshape(-1)[first])} at position [{position}] is outside "
+                            f"[0, {params.shape[axis]}) (axis {axis} of params has {params.shape[axis]} entries)")  # fmt: skip
+
+    return tuple(indices[..., i] for i in range(k)), check
+
+
+@register("gather_nd", checks_data=True)
+def gather_nd(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """out[i...] = params[indices[i...]] (the first K axes indexed); a coordinate outside its axis is a DataError."""
+    (params, indices), (out,) = ins, outs
+    at, check = _nd_picked(xp, "gather_nd", params, indices, out)
+
+    def run() -> None:
+        check()
+        xp.copyto(out, params[at])
+
+    return run
+
+
+@register("scatter_nd", checks_data=True)
+def scatter_nd(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """out = zeros with each slice of updates added at its indices (by `add.at`: repeated indices add up)."""
+    (updates, indices), (out,) = ins, outs
+    at, check = _nd_picked(xp, "scatter_nd", out, indices, updates)
+
+    def run() -> None:
+        check()
+        out.fill(0)
+        xp.add.at(out, at, updates)
 
     return run

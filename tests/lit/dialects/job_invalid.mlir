@@ -804,3 +804,13 @@ job.func @f(%x: tensor<4x8xf32>, %i: tensor<3x2xi32>) {
   %r = job.dim_gather %x, %i {dim = 1 : i64} : (tensor<4x8xf32>, tensor<3x2xi32>) -> tensor<3x2xf32>
   job.return
 }
+
+// -----
+
+// gather_nd's indices end in an axis of 1 to rank(params) coordinates.
+
+job.func @f(%x: tensor<4x8xf32>, %i: tensor<3x3xi32>) {
+  // expected-error@+1 {{'job.gather_nd' op gather_nd indices tensor<3x3xi32> need a last axis of 1 to 2 coordinates of params tensor<4x8xf32>}}
+  %r = job.gather_nd %x, %i : (tensor<4x8xf32>, tensor<3x3xi32>) -> tensor<3xf32>
+  job.return
+}

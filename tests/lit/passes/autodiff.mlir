@@ -334,3 +334,19 @@ job.func @pick(%i: tensor<2x3xi64>) -> tensor<f32> attributes {job_type = "train
 // CHECK-LABEL: job.func @pick
 // CHECK:         %e_grad = job.dim_gather_grad %g_grad, %i {dim = 1 : i64} : (tensor<2x3xf32>, tensor<2x3xi64>) -> tensor<2x5xf32>
 // CHECK-NEXT:    job.apply_gradients %e, %e_grad
+
+// -----
+
+// gather_nd: the gradient into params is scatter_nd at the same indices.
+
+job.func @pick_nd(%i: tensor<3x2xi32>) -> tensor<f32> attributes {job_type = "train"} {
+  %e = job.variable {name = "e", initializer = {kind = "constant", value = 0.0}} : tensor<2x5x4xf32>
+  %g = job.gather_nd %e, %i : (tensor<2x5x4xf32>, tensor<3x2xi32>) -> tensor<3x4xf32>
+  %l = job.reduce_sum %g {axes = array<i64: 0, 1>} : (tensor<3x4xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @pick_nd
+// CHECK:         %e_grad = job.scatter_nd %g_grad, %i : (tensor<3x4xf32>, tensor<3x2xi32>) -> tensor<2x5x4xf32>
+// CHECK-NEXT:    job.apply_gradients %e, %e_grad

@@ -185,10 +185,69 @@ def test_dim_gather_refuses_indices_outside_the_dim_before_writing(build_kernel,
     index = np.array([[0, 1], [3, 2], [0, 0]], np.int64)
     index[position] = bad
     x, dy = np.ones((3, 4)), np.ones((3, 2))
-    ins, out = ([dy, index], (x.shape, np.float64)) if name == "dim_gather_grad" else ([x, index], (dy.shape, np.float64))
+    ins, out = [x, index], (dy.shape, np.float64)
+    if name == "dim_gather_grad":
+        ins, out = [dy, index], (x.shape, np.float64)
     run, (result,) = build_kernel(name, ins, [out], dim=1)
     with pytest.raises(DataError, match=rf"index {bad} at position \[{position[0]}, {position[1]}\] is outside "
                                         r"\[0, 4\) \(dim 1 of input has 4 entries\)"):
+        run()
+    assert np.isnan(result).all()  # nothing written
+    assert checks_data(name, np.dtype(np.float64))
+
+
+ND_GATHERS = [((5, 3), (4, 1)), ((3, 4, 5), (2, 6, 2)), ((3, 4), (7, 2)), ((2, 3, 2), (3,))]
+"""(params shape, indices shape): the indices' last axis counts the coordinates"""
+
+
+def nd_gathered_by_hand(params: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """out[i...] = params[tuple(indices[i...])], slice by slice."""
+    out = np.empty(indices.shape[:-1] + params.shape[indices.shape[-1] :], params.dtype)
+    for where in np.ndindex(*indices.shape[:-1]):
+        out[where] = params[tuple(int(c) for c in indices[where])]
+    return out
+
+
+def nd_indices(rng: np.random.Generator, shape: tuple[int, ...], index_shape: tuple[int, ...], few: bool = False):
+    """In-range coordinates (from two values per axis when `few`, so that they repeat)."""
+    columns = [rng.integers(0, min(2, n) if few else n, index_shape[:-1]) for n in shape[: index_shape[-1]]]
+    return np.stack(columns, axis=-1).astype(np.int32)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, index_shape", ND_GATHERS)
+def test_gather_nd(kernel, rng, dtype, shape, index_shape) -> None:
+    params = (rng.standard_normal(shape) * 10).astype(dtype)
+    indices = nd_indices(rng, shape, index_shape)
+    expected = nd_gathered_by_hand(params, indices)
+    (out,) = kernel("gather_nd", [params, indices], [(expected.shape, dtype)])
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("shape, index_shape", ND_GATHERS)
+def test_scatter_nd_is_the_adjoint_of_gather_nd(kernel, rng, shape, index_shape) -> None:
+    indices = nd_indices(rng, shape, index_shape, few=True)
+    updates = rng.standard_normal(nd_gathered_by_hand(np.zeros(shape), indices).shape)
+    (out,) = kernel("scatter_nd", [updates, indices], [(shape, np.float64)])
+    for where in np.ndindex(*shape):
+        unit = np.zeros(shape)
+        unit[where] = 1.0
+        assert out[where] == pytest.approx(np.sum(nd_gathered_by_hand(unit, indices) * updates), abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["gather_nd", "scatter_nd"])
+@pytest.mark.parametrize("bad, position, axis, size", [(3, (1, 0), 0, 3), (-1, (2, 1), 1, 4), (4, (0, 1), 1, 4)])
+def test_gather_nd_refuses_coordinates_outside_their_axis_before_writing(build_kernel, name, bad, position, axis,
+                                                                         size) -> None:  # fmt: skip
+    indices = np.array([[0, 1], [2, 3], [1, 0]], np.int64)
+    indices[position] = bad
+    params, slices = np.ones((3, 4, 2)), np.ones((3, 2))
+    ins, out = [params, indices], (slices.shape, np.float64)
+    if name == "scatter_nd":
+        ins, out = [slices, indices], (params.shape, np.float64)
+    run, (result,) = build_kernel(name, ins, [out])
+    with pytest.raises(DataError, match=rf"index {bad} at position \[{position[0]}, {position[1]}\] is outside "
+                                        rf"\[0, {size}\) \(axis {axis} of params has {size} entries\)"):
         run()
     assert np.isnan(result).all()  # nothing written
     assert checks_data(name, np.dtype(np.float64))
