@@ -43,6 +43,7 @@ from irflow.frontend.initializers import (
 from irflow.frontend.losses import smooth_l1_loss
 from irflow.frontend.math import clip_by_value
 from irflow.frontend.ops import (
+    argwhere,
     broadcast_like,
     cast,
     concat,
@@ -56,6 +57,7 @@ from irflow.frontend.ops import (
     gather_nd,
     identity,
     matmul,
+    nonzero,
     one_hot,
     ones_like,
     pad,

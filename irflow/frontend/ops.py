@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
@@ -392,6 +392,23 @@ def cast(x: Blob, dtype: dtypes.DType, name: str | None = None) -> Blob:
     return build(job.CastOp, [x], job.tensor(x.shape, dtype.element_type), name, "flow.cast")
 
 
+def _data_dependent_size(what: str, instead: str) -> NoReturn:
+    """A TraceError for OneFlow's ops whose result size depends on the values: irflow's dynamic sizes come
+    from a job's inputs when its step starts (docs/dynamic.md), and no op can set one while the step runs."""
+    fail(f"{what} is not supported: its size depends on the values, and irflow's dynamic sizes come only "
+         f"from the job's inputs, read when a step starts (docs/dynamic.md); {instead}")
+
+
+def argwhere(condition: Blob, dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:
+    """OneFlow's flow.argwhere (the indices of the nonzero entries): a TraceError, see _data_dependent_size."""
+    _data_dependent_size("flow.argwhere", "a mask (flow.where, a comparison cast to 0/1) keeps the shape")
+
+
+def nonzero(a: Blob, name: str | None = None) -> Blob:
+    """OneFlow's flow.nonzero: a TraceError, as flow.argwhere."""
+    _data_dependent_size("flow.nonzero", "a mask (flow.where, a comparison cast to 0/1) keeps the shape")
+
+
 def where(condition: Blob, x: Any = None, y: Any = None, name: str | None = None) -> Blob:
     """flow.where: x where `condition` (an integer Blob) is nonzero, else y, the three broadcast.
 
@@ -400,8 +417,8 @@ def where(condition: Blob, x: Any = None, y: Any = None, name: str | None = None
     depends on the data: irflow does not have it.
     """
     if x is None or y is None:
-        fail("flow.where with only a condition (the indices of its nonzero entries) is not supported; "
-             "give both x and y to select between them")
+        _data_dependent_size("flow.where with only a condition (the indices of its nonzero entries)",
+                             "give both x and y to select between them")
     if not isinstance(condition, Blob):
         fail(f"flow.where: condition must be a Blob, got {type(condition).__name__} {condition!r}")
     a, b = operands(x, y, "flow.where")

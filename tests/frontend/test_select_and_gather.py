@@ -177,6 +177,20 @@ def test_where_with_inf_in_the_branch_not_taken_gives_finite_values_and_gradient
     assert_same_steps(ours, torch_steps(initial, loss_of, "float64"), "float64")
 
 
+@pytest.mark.parametrize("call, what", [(lambda c: flow.where(c), "flow.where with only a condition"),
+                                        (lambda c: flow.argwhere(c), "flow.argwhere"),
+                                        (lambda c: flow.nonzero(c), "flow.nonzero")])
+def test_indices_of_nonzero_entries_are_a_trace_error_saying_why(call, what):
+    """Their size depends on the values; dynamic sizes come only from the inputs (docs/dynamic.md)."""
+    with pytest.raises(flow.TraceError, match=rf"{what}.* is not supported: its size depends on the values, and "
+                                              r"irflow's dynamic sizes come only from the job's inputs") as info:
+        @flow.global_function()
+        def indices(c: tp.ListNumpy.Placeholder((4,), dtype=flow.int8)) -> tp.ListNumpy:
+            return call(c)
+
+    located_here(info, what.split()[0])  # the lambda's line in the table above
+
+
 def test_where_needs_both_branches_and_an_integer_condition():
     with pytest.raises(flow.TraceError, match=r"flow.where with only a condition .* is not supported") as info:
         @flow.global_function()
