@@ -306,7 +306,7 @@ class Executor:
                 scratch.building()
                 try:
                     # heuristics only: a measured choice is per size, and each new size would be measured again
-                    with algorithms.search(False):
+                    with algorithms.search(False), algorithms.varying_sizes():
                         steps.append(self.step(entry, views, scratch, self.placed(entry)[1]))
                 except (LookupError, ValueError, TypeError) as e:
                     raise CompileError(f"cannot build '{entry.name}' at sizes {list(sizes)}: {e}", source_location(entry)) from e

@@ -40,6 +40,7 @@ def test_a_searching_job_measures_its_convolutions_and_trains_like_torch(monkeyp
     lr = float(np.float32(0.01))  # the learning rate is a float32 blob, as in OneFlow
     np.testing.assert_allclose(trained["a"].numpy(), w0 - lr * ta.grad.numpy(), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(trained["b"].numpy(), w1 - lr * tb.grad.numpy(), rtol=1e-9, atol=1e-12)
-    # both convolutions forward, both filter gradients and the second's input gradient (a correlation) were measured
+    # both convolutions forward, both filter gradients and the second's input gradient were measured: the input
+    # gradient's correlation (a conv2d measured itself) against its in-place GEMM (few rows: kernels/conv.py)
     kinds = sorted(key[0] for key, _ in algorithms.chosen())
-    assert kinds == ["conv2d"] * 3 + ["conv2d_grad_filter"] * 2
+    assert kinds == ["conv2d"] * 3 + ["conv2d_grad_filter"] * 2 + ["conv2d_grad_input"]

@@ -30,6 +30,7 @@ from .registry import Run
 _ROUNDS, _HOPELESS = 3, 3.0
 
 _searching: ContextVar[bool] = ContextVar("irflow_algorithm_search", default=False)
+_varying: ContextVar[bool] = ContextVar("irflow_varying_sizes", default=False)
 _chosen: dict[Hashable, str] = {}
 
 
@@ -46,6 +47,22 @@ def search(enabled: bool) -> Iterator[None]:
 def searching() -> bool:
     """Whether kernels built now measure their algorithms."""
     return _searching.get()
+
+
+@contextmanager
+def varying_sizes() -> Iterator[None]:
+    """Kernels built inside are built again at other sizes, each build's scratch within the first one's (a
+    dynamic job's variants, runtime/executor.py): their choices must not depend on the sizes."""
+    token = _varying.set(True)
+    try:
+        yield
+    finally:
+        _varying.reset(token)
+
+
+def sizes_vary() -> bool:
+    """Whether kernels built now are built again at other sizes (`varying_sizes`)."""
+    return _varying.get()
 
 
 def chosen() -> dict[Hashable, str]:
@@ -81,7 +98,8 @@ class _Measured:
 
     def _build(self, name: str) -> Run:
         if name not in self.built:
-            self.built[name] = self.candidates[name]()
+            with search(True):  # built at a run, after the job's build: a kernel a candidate builds measures too
+                self.built[name] = self.candidates[name]()
         return self.built[name]
 
     def _choice(self, count: int) -> str:

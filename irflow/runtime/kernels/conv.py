@@ -21,6 +21,10 @@ each with buffers of its own; the filter gradient sums each group of
 consecutive chunks into a slot of its own and adds the slots in order
 (kernels/parallel.py).
 
+With few output rows against the filters (late ResNet stages at small images
+or batches), copying the weights each call costs more than the GEMM: the whole
+batch is then one GEMM that reads w, and writes dw, where they lie (`_InPlace`).
+
 Which of these (and of Winograd, conv_winograd.py, and DFTs, conv_dft.py)
 runs a convolution, the heuristics here decide, or where the job asks, a
 measurement of every one that can (kernels/algorithms.py).
@@ -28,6 +32,7 @@ measurement of every one that can (kernels/algorithms.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -68,6 +73,7 @@ class _Conv:
         self.window = Window.from_attrs(attrs, (kh, kw), (h, w))
         oh, ow = self.window.out_hw
         self.groups, self.fg, self.cg, self.k = g, f // g, cg, kh * kw * cg
+        self.itemsize = itemsize
         self.x_shape, self.y_shape = (n, c, h, w), (n, f, oh, ow)
         self.channels_last = kw * cg >= ow
         spans = even_chunks(n, _CHUNK_BYTES // max(1, oh * ow * kh * kw * c * itemsize))
@@ -82,11 +88,12 @@ class _Conv:
         """Weights (F, C/groups, kh, kw) -> (groups, F/groups, C/groups, kh, kw), a view."""
         return w.reshape(self.groups, self.fg, *w.shape[1:])
 
-    def padded(self, xp: ModuleType, dtype: DTypeLike) -> Array:
-        """Zeros of the padded input's shape, as an NCHW-ordered view of storage in the chosen layout."""
+    def padded(self, xp: ModuleType, dtype: DTypeLike, channels_last: bool | None = None) -> Array:
+        """Zeros of the padded input's shape, as an NCHW-ordered view of storage in the chosen layout
+        (`channels_last`, or where that is None the columns')."""
         n, c = self.x_shape[:2]
         hp, wp = self.window.padded_hw
-        if self.channels_last:
+        if self.channels_last if channels_last is None else channels_last:
             return xp.zeros((n, hp, wp, c), dtype).transpose(0, 3, 1, 2)
         return xp.zeros((n, c, hp, wp), dtype)
 
@@ -106,12 +113,15 @@ class _Conv:
         target = weights.reshape(self.groups, *self.window.kernel, self.cg, self.fg)
         return weights, partial(xp.copyto, target, self.per_group(w).transpose(0, 3, 4, 2, 1))
 
-    def windows(self, xp: ModuleType, x: Array) -> tuple[Array, Callable[[_Chunk], Run]]:
-        """The (groups, N, oh, ow, kh, kw, C/groups) windows of a padded copy of x; per chunk, the step that pads it.
+    def windows(
+        self, xp: ModuleType, x: Array, channels_last: bool | None = None
+    ) -> tuple[Array, Callable[[_Chunk], Run]]:
+        """The (groups, N, oh, ow, kh, kw, C/groups) windows of a padded copy of x (laid out as `padded` says);
+        per chunk, the step that pads it.
 
         Each chunk's images are padded just before they are gathered, while both are in cache.
         """
-        padded = self.padded(xp, x.dtype)
+        padded = self.padded(xp, x.dtype, channels_last)
         (kh, kw), (oh, ow) = self.window.kernel, self.window.out_hw
         (sh, sw), (dh, dw) = self.window.strides, self.window.dilations
         s_n, s_c, s_h, s_w = padded.strides
@@ -185,6 +195,18 @@ _SHIFT_CHANNELS = range(12, 17)
 _SHIFT_WIDE_CHANNELS, _SHIFT_WIDE_FILTERS = range(17, 33), 16
 # Rows of the padded grid per chunk of `_conv2d_by_shifts` (4 images of 30 x 30 measured best of 2, 4, 8).
 _SHIFT_ROWS = 1800
+# In place (`_InPlace`) up to `_IN_PLACE_ROWS` rows per filter of a group, or with whole-batch columns of at most
+# `_IN_PLACE_BYTES`. Kernel alone, float32, 1 BLAS thread, ms best of 10-20 runs, load 6.7-8.2 (so only large
+# differences count), heuristics' path -> in place, forward | input | filter gradient: 3x3 pads 1, 256 -> 256
+# at 4x4, 16 images (M = F) 28.8 -> 7.1 | 35.6 -> 21.6 | 20.9 -> 11.2, 32 images (M = 2F) 40.6 -> 23.3 |
+# 35.4 -> 39.5 | 22.3 -> 22.6, 100 images 54 -> 88 | 58 -> 135 | 63 -> 102; 1x1 256 -> 1024 at 4x4, 32 images
+# (M = F / 2) 10.6 -> 8.4 | 11.0 -> 7.9 | 8.6 -> 8.8, 64 images (M = F) 21.2 -> 28.3 | 22.7 -> 25.5 | 22.1 ->
+# 22.7; 3x3 64 -> 64 at 8x8, columns of 295 KB (2 images), 590 (4), 1180 (8): 0.67 -> 0.29 | 0.69 -> 0.56 |
+# 0.48 -> 0.26, 0.70 -> 0.51 | 0.92 -> 0.93 | 0.51 -> 0.51, 1.03 -> 1.09 | 1.16 -> 2.21 | 0.92 -> 1.04.
+# Past these, col2im's adds and whole-batch columns out of cache cost more than the weights' copies.
+_IN_PLACE_ROWS, _IN_PLACE_BYTES = 1, 1 << 19
+# A measured search also tries it up to this many rows per filter: never LeNet's or the residual CNN's (batch 100).
+_SEARCH_IN_PLACE = 4
 
 
 def _by_transforms(conv: _Conv, direction: str, arrays: Sequence[Array]) -> bool:
@@ -198,6 +220,29 @@ def _by_shifts(conv: _Conv) -> bool:
     `_conv2d_by_shifts`)."""
     channels = conv.cg in _SHIFT_CHANNELS or conv.cg in _SHIFT_WIDE_CHANNELS and conv.fg <= _SHIFT_WIDE_FILTERS
     return _shifts_apply(conv) and channels
+
+
+def _rows(conv: _Conv) -> int:
+    """M: the rows of the im2col GEMM, images x output pixels."""
+    n, _, oh, ow = conv.y_shape
+    return n * oh * ow
+
+
+def _few_rows(conv: _Conv) -> bool:
+    """Whether the heuristics run the convolution in place (`_InPlace`), before Winograd, DFTs, shifted rows
+    or im2col: few rows against the filters, whose copies cost those paths more than the GEMM, or columns
+    small enough for the cache. Not where the kernel is built again at other batch sizes (a dynamic job),
+    whose scratch must fit in the first build's: the rows would choose differently at different sizes."""
+    rows = _rows(conv)
+    if algorithms.sizes_vary():
+        return False
+    return rows <= _IN_PLACE_ROWS * conv.fg or rows * conv.k * conv.groups * conv.itemsize <= _IN_PLACE_BYTES
+
+
+def _in_place_candidate(conv: _Conv, w: Array) -> bool:
+    """Whether the in-place GEMM is built for this convolution: where it applies, and as a measured search's
+    candidate up to `_SEARCH_IN_PLACE` times the heuristics' rows (its whole-batch columns grow with them)."""
+    return _in_place_applies(w) and (_few_rows(conv) or _rows(conv) <= _SEARCH_IN_PLACE * _IN_PLACE_ROWS * conv.fg)
 
 
 def _shifts_apply(conv: _Conv) -> bool:
@@ -214,7 +259,9 @@ def _choose(
     xp: ModuleType, key: tuple[Any, ...], conv: _Conv, direction: str, w: Array, paths: dict[str, Callable[[], Run]]
 ) -> Run:
     """The heuristics' algorithm for `direction` ('forward' or 'filter'), or the fastest of those worth measuring."""
-    if "dft" in paths:
+    if "in_place" in paths and _few_rows(conv):
+        heuristic = "in_place"
+    elif "dft" in paths:
         heuristic = "dft"
     elif conv_winograd.chosen(conv.window, conv.groups, conv.cg, conv.fg, w, direction):
         heuristic = "winograd"
@@ -335,6 +382,115 @@ def _grad_filter_by_shifts(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw:
     return pulled_sum(xp, len(shifts.chunks), (kh, kw, f, c), dw.dtype, lane, dw.transpose(2, 3, 0, 1))
 
 
+class _InPlace:
+    """The whole batch as one GEMM per group that reads w, and writes dw, where they lie.
+
+    The im2col paths copy w into their (groups, K, F/groups) layout at every call, a transposing copy (8.8 ms
+    for a 2048 x 512 weight, against 0.19 ms for a plain copy), and land dw through another: costs of the
+    weight's size that only many output rows pay for. Here the columns are (groups, K, M) with K ordered
+    (C/groups, kh, kw), as a row of the OIHW weight is, so that w.reshape(F, K) is a GEMM operand as it lies:
+    y^T = w @ columns, dcolumns = w^T @ dy^T (then col2im), dw = dy^T @ columns^T straight into dw.
+    An (N, X, oh, ow) tensor of one image or of one pixel per image is its (X, M) matrix as it lies, and so
+    is a 1x1, stride-1, unpadded convolution's x: those take no copies at all.
+    """
+
+    def __init__(self, conv: _Conv):
+        self.conv = conv
+        window = conv.window
+        self.direct = window.kernel == (1, 1) and window.stride_one_undilated and not any(window.pads)
+
+    def weights(self, w: Array) -> Array:
+        """w (F, C/groups, kh, kw) as (groups, F/groups, K), a view (w is C-contiguous: `_in_place_applies`)."""
+        return w.reshape(self.conv.groups, self.conv.fg, self.conv.k)
+
+    def buffer(self, xp: ModuleType, shape: Sequence[int], dtype: DTypeLike, by_rows: bool) -> tuple[Array, Array]:
+        """A (groups, X..., N, h, w) buffer, stored with the image axes first where `by_rows`, and its
+        (groups, prod(X), M) matrix view."""
+        g, *inner, n, h, w = shape
+        if by_rows:
+            storage = xp.empty((g, n, h, w, *inner), dtype)
+            matrix = storage.reshape(g, n * h * w, math.prod(inner)).swapaxes(1, 2)
+            return storage.transpose(0, *range(4, 4 + len(inner)), 1, 2, 3), matrix
+        storage = xp.empty(shape, dtype)
+        return storage, storage.reshape(g, math.prod(inner), n * h * w)
+
+    def matrix(self, xp: ModuleType, a: Array, into: bool, by_rows: bool = False) -> tuple[Array, list[Run]]:
+        """a (N, groups*X, h, w) as a (groups, X, N*h*w) matrix: a view of a where one exists, else a `buffer`
+        of its own and the step that copies a `into` it (or it back into a)."""
+        n, _, h, w = a.shape
+        grouped = self.conv.grouped(a).transpose(1, 2, 0, 3, 4)  # (groups, X, N, h, w)
+        if a.flags.c_contiguous and (n == 1 or h * w == 1):
+            return grouped.reshape(*grouped.shape[:2], n * h * w), []
+        shaped, matrix = self.buffer(xp, grouped.shape, a.dtype, by_rows)
+        return matrix, [partial(xp.copyto, shaped, grouped) if into else partial(xp.copyto, grouped, shaped)]
+
+    def columns_buffer(self, xp: ModuleType, dtype: DTypeLike, by_rows: bool) -> tuple[Array, Array]:
+        """A `buffer` of columns as (groups, C/groups, kh, kw, N, oh, ow), and its (groups, K, M) matrix."""
+        conv = self.conv
+        shape = (conv.groups, conv.cg, *conv.window.kernel, conv.x_shape[0], *conv.y_shape[2:])
+        return self.buffer(xp, shape, dtype, by_rows)
+
+    def columns(self, xp: ModuleType, x: Array) -> tuple[Array, list[Run]]:
+        """x's (groups, K, M) columns, and the steps that gather them: pad, then one strided copy."""
+        if self.direct:
+            return self.matrix(xp, x, into=True)
+        # channel-major padding and columns: the gather copies runs of output columns
+        windows, pad = self.conv.windows(xp, x, channels_last=False)
+        shaped, columns = self.columns_buffer(xp, x.dtype, by_rows=False)
+        gather = partial(xp.copyto, shaped, windows.transpose(0, 6, 4, 5, 1, 2, 3))
+        return columns, [pad(_Chunk(0, len(x), 0)), gather]
+
+    def col2im(self, xp: ModuleType, dx: Array) -> tuple[Array, list[Run]]:
+        """A (groups, K, M) matrix for dcolumns, and the steps that add each tap's back where it read into dx.
+
+        Stored by rows, (M, K): the GEMM then reads w as it lies, not transposed (a 2048 x 1024 w times
+        two rows of dy: 1.0 ms, against 2.7 ms into (K, M)). numpy buffers the adds over strided views,
+        a few KB of a run's memory, as im2col's col2im does."""
+        if self.direct:
+            return self.matrix(xp, dx, into=False)
+        conv, window = self.conv, self.conv.window
+        shaped, columns = self.columns_buffer(xp, dx.dtype, by_rows=True)
+        sink = conv.padded(xp, dx.dtype, channels_last=False)
+        steps: list[Run] = [partial(sink.fill, 0)]
+        for i, j in window.taps():
+            target = conv.grouped(window.tap(sink, i, j))  # (N, groups, C/groups, oh, ow)
+            steps.append(partial(xp.add, target, shaped[:, :, i, j].transpose(2, 0, 1, 3, 4), out=target))
+        steps.append(partial(xp.copyto, dx, window.interior(sink)))
+        return columns, steps
+
+
+def _in_place_applies(w: Array) -> bool:
+    """Whether the weights can be read (or dw written) in place: through a reshaped view, so C-contiguous."""
+    return bool(w.flags.c_contiguous)
+
+
+def _conv2d_in_place(
+    xp: ModuleType, conv: _Conv, epilogue: str | None, x: Array, w: Array, bias: Sequence[Array], y: Array
+) -> Run:
+    """y^T = w @ columns for the whole batch, the epilogue on the product, then y."""
+    in_place = _InPlace(conv)
+    columns, gather = in_place.columns(xp, x)
+    product, land = in_place.matrix(xp, y, into=False)  # (groups, F/groups, M)
+    epilogue_steps = _epilogue_steps(xp, epilogue, conv, bias, product.swapaxes(1, 2))
+    return sequence([*gather, gemm(xp, in_place.weights(w), columns, product), *epilogue_steps, *land])
+
+
+def _grad_input_in_place(xp: ModuleType, conv: _Conv, dy: Array, w: Array, dx: Array) -> Run:
+    """dcolumns = w^T @ dy^T for the whole batch, then col2im."""
+    in_place = _InPlace(conv)
+    rows, copy_dy = in_place.matrix(xp, dy, into=True)
+    columns, col2im = in_place.col2im(xp, dx)
+    return sequence([*copy_dy, gemm(xp, in_place.weights(w).swapaxes(1, 2), rows, columns), *col2im])
+
+
+def _grad_filter_in_place(xp: ModuleType, conv: _Conv, dy: Array, x: Array, dw: Array) -> Run:
+    """dw = dy^T @ columns^T for the whole batch, written straight into dw."""
+    in_place = _InPlace(conv)
+    rows, copy_dy = in_place.matrix(xp, dy, into=True, by_rows=True)
+    columns, gather = in_place.columns(xp, x)
+    return sequence([*copy_dy, *gather, gemm(xp, rows, columns.swapaxes(1, 2), in_place.weights(dw))])
+
+
 @register("conv2d")
 def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """y = x * w; with a bias input, the fused `epilogue` (bias_add or bias_add_relu) runs on each chunk in cache."""
@@ -350,6 +506,8 @@ def conv2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs:
     if _shifts_apply(conv):
         paths["shifts"] = partial(_conv2d_by_shifts, xp, conv, epilogue, x, w, bias, y)
     paths["im2col"] = partial(_conv2d_by_im2col, xp, conv, epilogue, x, w, bias, y)
+    if _in_place_candidate(conv, w):
+        paths["in_place"] = partial(_conv2d_in_place, xp, conv, epilogue, x, w, bias, y)
     return _choose(xp, _key("conv2d", conv, [x, w, y, *bias], epilogue), conv, "forward", w, paths)
 
 
@@ -404,6 +562,8 @@ def conv2d_grad_filter(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
     if _shifts_apply(conv):
         paths["shifts"] = partial(_grad_filter_by_shifts, xp, conv, dy, x, dw)
     paths["im2col"] = partial(_grad_filter_by_im2col, xp, conv, dy, x, dw)
+    if _in_place_candidate(conv, dw):
+        paths["in_place"] = partial(_grad_filter_in_place, xp, conv, dy, x, dw)
     return _choose(xp, _key("conv2d_grad_filter", conv, [dy, x, dw], None), conv, "filter", dw, paths)
 
 
@@ -454,16 +614,28 @@ def _grad_input_by_correlation(xp: ModuleType, conv: _Conv, attrs: Mapping[str, 
 
 @register("conv2d_grad_input")
 def conv2d_grad_input(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """dx: for stride 1 a forward correlation; otherwise per chunk, dy times each tap's weights,
-    added back where the tap read (col2im)."""
+    """dx: for few output rows in place (`_InPlace`); otherwise by DFTs where their cost model says so, for
+    stride 1 a forward correlation, else per chunk dy times each tap's weights added back where the tap read
+    (col2im). A measured search tries the in-place GEMM, where it is built, against that other path."""
     (dy, w), (dx,) = ins, outs
     conv = _Conv(attrs, dx.shape, w.shape, np.dtype(dx.dtype).itemsize)
     expect_shape("conv2d_grad_input", "dy", dy.shape, conv.y_shape)
-    if _by_transforms(conv, "input", [dy, w, dx]):
-        return conv_dft.conv2d_grad_input(xp, conv.window, dy, w, dx)
     correlation = _as_correlation(conv)
-    if correlation is not None:
-        return _grad_input_by_correlation(xp, conv, correlation, dy, w, dx)
+    if _by_transforms(conv, "input", [dy, w, dx]):
+        paths = {"dft": partial(conv_dft.conv2d_grad_input, xp, conv.window, dy, w, dx)}
+    elif correlation is not None:
+        paths = {"correlation": partial(_grad_input_by_correlation, xp, conv, correlation, dy, w, dx)}
+    else:
+        paths = {"im2col": partial(_grad_input_by_im2col, xp, conv, dy, w, dx)}
+    heuristic = next(iter(paths))
+    if _in_place_candidate(conv, w):
+        paths["in_place"] = partial(_grad_input_in_place, xp, conv, dy, w, dx)
+        heuristic = "in_place" if _few_rows(conv) else heuristic
+    return algorithms.choose(xp, _key("conv2d_grad_input", conv, [dy, w, dx], None), paths, heuristic)
+
+
+def _grad_input_by_im2col(xp: ModuleType, conv: _Conv, dy: Array, w: Array, dx: Array) -> Run:
+    """dx per chunk: dy times each tap's (F/groups, C/groups) weights, added back where the tap read."""
     window = conv.window
     taps = list(window.taps())
     tap_weights = xp.empty((conv.groups, len(taps), conv.fg, conv.cg), w.dtype)

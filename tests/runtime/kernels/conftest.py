@@ -143,3 +143,13 @@ def finite_diff(build_kernel: Build) -> Callable[..., np.ndarray]:
         return numeric_grad(forward, ins[wrt], dy)
 
     return grad
+
+
+@pytest.fixture
+def without_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Convolutions take the paths they would take with many rows: none runs in place (kernels/conv.py's
+    `_InPlace`), which the heuristics choose for the small shapes of these tests."""
+    from irflow.runtime.kernels import conv
+
+    monkeypatch.setattr(conv, "_IN_PLACE_ROWS", 0)
+    monkeypatch.setattr(conv, "_IN_PLACE_BYTES", 0)

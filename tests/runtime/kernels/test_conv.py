@@ -89,9 +89,16 @@ def conv_reference(x: np.ndarray, w: np.ndarray, strides, pads, dilations=(1, 1)
     return y
 
 
+@pytest.fixture(params=["few rows", "many rows"])
+def rows(request: pytest.FixtureRequest) -> None:
+    """The heuristics' paths for these small shapes (in place, `_InPlace`), and those they take with many rows."""
+    if request.param == "many rows":
+        request.getfixturevalue("without_in_place")
+
+
 @pytest.mark.parametrize("x_shape, w_shape, attrs", CASES, ids=IDS)
 @pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-5), (np.float64, 1e-12)])
-def test_conv2d_matches_direct_definition(kernel, rng, x_shape, w_shape, attrs, dtype, tol) -> None:
+def test_conv2d_matches_direct_definition(kernel, rng, rows, x_shape, w_shape, attrs, dtype, tol) -> None:
     x, w = rng.standard_normal(x_shape).astype(dtype), rng.standard_normal(w_shape).astype(dtype)
     ref = conv_reference(x, w, **attrs)
     (y,) = kernel("conv2d", [x, w], [(ref.shape, dtype)], **attrs_of(attrs))
@@ -99,7 +106,7 @@ def test_conv2d_matches_direct_definition(kernel, rng, x_shape, w_shape, attrs, 
 
 
 @pytest.mark.parametrize("x_shape, w_shape, attrs", CASES, ids=IDS)
-def test_conv2d_grads_match_finite_differences(kernel, finite_diff, rng, x_shape, w_shape, attrs) -> None:
+def test_conv2d_grads_match_finite_differences(kernel, finite_diff, rng, rows, x_shape, w_shape, attrs) -> None:
     x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
     y_shape = conv_reference(x, w, **attrs).shape
     dy = rng.standard_normal(y_shape)
@@ -115,7 +122,7 @@ def test_conv2d_grads_match_finite_differences(kernel, finite_diff, rng, x_shape
 
 
 @pytest.mark.parametrize("x_shape, w_shape, attrs", CASES[:6], ids=IDS[:6])
-def test_conv2d_matches_torch(kernel, rng, x_shape, w_shape, attrs) -> None:
+def test_conv2d_matches_torch(kernel, rng, rows, x_shape, w_shape, attrs) -> None:
     torch = pytest.importorskip("torch")
     a = attrs_of(attrs)
     x, w = rng.standard_normal(x_shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32)
@@ -140,7 +147,9 @@ def test_conv2d_matches_torch(kernel, rng, x_shape, w_shape, attrs) -> None:
 
 @pytest.mark.parametrize("epilogue", ["bias_add", "bias_add_relu"])
 @pytest.mark.parametrize("x_shape, w_shape, attrs", CASES, ids=IDS)
-def test_conv2d_epilogue_adds_the_bias_and_applies_relu(kernel, rng, monkeypatch, x_shape, w_shape, attrs, epilogue):
+def test_conv2d_epilogue_adds_the_bias_and_applies_relu(
+    kernel, rng, monkeypatch, rows, x_shape, w_shape, attrs, epilogue
+) -> None:
     """The fused epilogue against the direct definition, in chunks of one image (one per chunk, the last short)."""
     from irflow.runtime.kernels import conv
 
@@ -184,7 +193,7 @@ def test_conv2d_rejects_a_wrong_output_shape(build_kernel) -> None:
 @pytest.mark.parametrize(
     "x_shape, w_shape, attrs", [CASES[0], CASES[2], CASES[3]], ids=["channels-last", "channel-major", "groups"]
 )
-def test_batch_chunks_agree_with_one_chunk(kernel, rng, monkeypatch, x_shape, w_shape, attrs) -> None:
+def test_batch_chunks_agree_with_one_chunk(kernel, rng, monkeypatch, without_in_place, x_shape, w_shape, attrs) -> None:
     """Chunks of at most two images over a batch of five: four (an even number, for two threads) of one and two
     images, filter grads summed across."""
     from irflow.runtime.kernels import conv
@@ -216,7 +225,7 @@ def test_batch_chunks_agree_with_one_chunk(kernel, rng, monkeypatch, x_shape, w_
     "x_shape, w_shape, attrs", [CASES[0], CASES[1], CASES[3]], ids=["correlation", "col2im", "groups"]
 )
 def test_threads_take_the_chunks_and_agree_with_one_thread(
-    kernel, rng, monkeypatch, x_shape, w_shape, attrs, slot_per_chunk
+    kernel, rng, monkeypatch, without_in_place, x_shape, w_shape, attrs, slot_per_chunk
 ) -> None:
     """Five one-image chunks taken by 2 and 3 threads: bit for bit the outputs of one thread, filter gradients
     included (each chunk's product has a slot, or with little room for slots each group of chunks, added in
@@ -269,7 +278,9 @@ def filter_grad_reference(dy: np.ndarray, x: np.ndarray, kernel: tuple[int, int]
 
 @pytest.mark.parametrize("epilogue", [None, "bias_add_relu"])
 @pytest.mark.parametrize("x_shape, w_shape, attrs", SHIFTABLE, ids=SHIFT_IDS)
-def test_conv2d_by_shifts_matches_direct_definition(kernel, rng, monkeypatch, x_shape, w_shape, attrs, epilogue) -> None:
+def test_conv2d_by_shifts_matches_direct_definition(
+    kernel, rng, monkeypatch, without_in_place, x_shape, w_shape, attrs, epilogue
+) -> None:
     """One GEMM per tap over shifted rows, forward and filter gradient: one image per chunk (short last chunk
     of a batch of 3), 1 and 2 threads."""
     from irflow.runtime import threads
@@ -305,7 +316,9 @@ def test_conv2d_by_shifts_matches_direct_definition(kernel, rng, monkeypatch, x_
 
 
 @pytest.mark.parametrize("channels, filters, shifts", [(16, 16, True), (32, 16, True), (32, 32, False), (8, 16, False)])
-def test_3x3_path_by_channels_matches_torch(kernel, rng, channels: int, filters: int, shifts: bool) -> None:
+def test_3x3_path_by_channels_matches_torch(
+    kernel, rng, without_in_place, channels: int, filters: int, shifts: bool
+) -> None:
     """The residual CNN's 3x3 convolutions and their gradients (dx by correlation) on the default paths:
     shifted rows for 16 input channels, and for 32 into 16 (stem2's input gradient); im2col otherwise;
     the forward and dx by Winograd from 12 input channels, dw from 32."""
@@ -325,3 +338,197 @@ def test_3x3_path_by_channels_matches_torch(kernel, rng, channels: int, filters:
     np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(dw, tw.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def conv_grads_reference(x, w, dy, strides, pads, dilations=(1, 1), groups=1) -> tuple[np.ndarray, np.ndarray]:
+    """dx and dw by the direct definition's adjoint: each output element's dy goes back to its window's inputs
+    (times w) and to w (times the window)."""
+    f, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw_) = strides, dilations
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), pads[:2], pads[2:]))
+    dxp, dw = np.zeros(xp.shape), np.zeros(w.shape)
+    for o in range(f):
+        channels = slice(o // (f // groups) * cg, (o // (f // groups) + 1) * cg)
+        for i in range(dy.shape[2]):
+            for j in range(dy.shape[3]):
+                rows = slice(i * sh, i * sh + dh * (kh - 1) + 1, dh)
+                cols = slice(j * sw, j * sw + dw_ * (kw - 1) + 1, dw_)
+                g = dy[:, o, i, j][:, None, None, None]
+                dxp[:, channels, rows, cols] += g * w[o]
+                dw[o] += (g * xp[:, channels, rows, cols]).sum(axis=0)
+    return dxp[:, :, pads[0] : pads[0] + x.shape[2], pads[2] : pads[2] + x.shape[3]], dw
+
+
+# In-place paths' own cases: 1x1 stride-1 unpadded convolutions are GEMMs on views of one image or of one pixel
+# per image (else on copies), with groups; a strided 1x1.
+ALL_CASES = CASES + [
+    ((1, 4, 3, 5), (6, 4, 1, 1), dict(strides=(1, 1), pads=(0, 0, 0, 0))),
+    ((3, 4, 1, 1), (6, 2, 1, 1), dict(strides=(1, 1), pads=(0, 0, 0, 0), groups=2)),
+    ((3, 4, 3, 2), (6, 4, 1, 1), dict(strides=(1, 1), pads=(0, 0, 0, 0))),
+    ((2, 4, 5, 4), (6, 4, 1, 1), dict(strides=(2, 2), pads=(0, 0, 0, 0))),
+    ((2, 6, 1, 1), (5, 6, 3, 3), dict(strides=(1, 1), pads=(1, 1, 1, 1))),
+]
+ALL_IDS = IDS + ["1x1-one-image", "1x1-one-pixel-groups", "1x1-copied", "1x1-stride2", "3x3-one-pixel"]
+ALGORITHMS = ["in_place", "im2col", "shifts", "winograd", "dft", "correlation"]
+
+
+def applies(algorithm: str, w_shape, attrs: dict, layout: str) -> bool:
+    """Whether `algorithm` can run some direction of the convolution (`correlation`: only the input gradient)."""
+    a = attrs_of(attrs)
+    stride_one = a["strides"] == a["dilations"] == (1, 1)
+    one_group = stride_one and a["groups"] == 1
+    kh, kw = w_shape[2:]
+    return {
+        "in_place": True,
+        "im2col": True,
+        "shifts": one_group,
+        "winograd": one_group and (kh, kw) == (3, 3),
+        "dft": one_group and layout == "NCHW",  # the transforms read contiguous operands only
+        "correlation": stride_one and min(a["pads"]) >= 0 and all(
+            d * (k - 1) >= max(p) for d, k, p in zip(a["dilations"], (kh, kw), (a["pads"][:2], a["pads"][2:]))
+        ),
+    }[algorithm]
+
+
+@pytest.fixture
+def forced(monkeypatch):
+    """force(name): kernels built after it run algorithm `name` wherever it is one of their candidates (their
+    heuristics' choice elsewhere); returns the list of (kernel kind, algorithm) built."""
+    from irflow.runtime.kernels import algorithms, conv, conv_dft
+
+    monkeypatch.setattr(conv, "_IN_PLACE_BYTES", 1 << 62)  # in place a candidate everywhere
+    monkeypatch.setattr(conv, "_SEARCH_CHANNELS", 0)  # Winograd and shifted rows too, whatever the channels
+    built: list[tuple[str, str]] = []
+
+    def force(name: str) -> list[tuple[str, str]]:
+        if name == "dft":  # the transforms a candidate wherever they apply (they then also take dx whole)
+            monkeypatch.setattr(conv_dft, "_ADVANTAGE", 0.0)
+
+        def choose(xp, key, candidates, heuristic):
+            chosen = name if name in candidates else heuristic
+            built.append((key[0], chosen))
+            return candidates[chosen]()
+
+        monkeypatch.setattr(algorithms, "choose", choose)
+        return built
+
+    return force
+
+
+def stored(a: np.ndarray, layout: str) -> np.ndarray:
+    """a (N, C, H, W) as the kernels get it: contiguous, or a view of channels-last storage."""
+    return a if layout == "NCHW" else np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("x_shape, w_shape, attrs", ALL_CASES, ids=ALL_IDS)
+def test_every_algorithm_matches_the_direct_definition(kernel, rng, forced, x_shape, w_shape, attrs, algorithm, layout):
+    """Each algorithm forced where it applies, forward and both gradients against the direct definition and its
+    adjoint, float64 and float32, x and dy (and y and dx) contiguous or views of channels-last storage."""
+    if not applies(algorithm, w_shape, attrs, layout):
+        pytest.skip(f"{algorithm} does not run this convolution")
+    built = forced(algorithm)
+    a = attrs_of(attrs)
+    x, w = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    y_ref = conv_reference(x, w, **attrs)
+    dy = rng.standard_normal(y_ref.shape)
+    dx_ref, dw_ref = conv_grads_reference(x, w, dy, **attrs)
+    for dtype, tol in [(np.float64, 1e-12), (np.float32, 1e-4)]:
+        xs, ws, dys = stored(x.astype(dtype), layout), w.astype(dtype), stored(dy.astype(dtype), layout)
+        y_out, dx_out = stored(np.zeros(y_ref.shape, dtype), layout), stored(np.zeros(x_shape, dtype), layout)
+        (y,) = kernel("conv2d", [xs, ws], [y_out], **a)
+        (dx,) = kernel("conv2d_grad_input", [dys, ws], [dx_out], **a)
+        (dw,) = kernel("conv2d_grad_filter", [dys, xs], [(w_shape, dtype)], **a)
+        np.testing.assert_allclose(y, y_ref, rtol=tol, atol=tol)
+        np.testing.assert_allclose(dx, dx_ref, rtol=tol, atol=tol)
+        np.testing.assert_allclose(dw, dw_ref, rtol=tol, atol=tol)
+    ran = {kind for kind, name in built if name == algorithm}
+    if algorithm == "in_place":
+        assert ran == {"conv2d", "conv2d_grad_input", "conv2d_grad_filter"}
+    elif algorithm == "correlation":
+        assert "conv2d_grad_input" in ran
+    else:
+        assert ran
+
+
+def chosen(x_shape, w_shape, attrs: dict) -> dict[str, tuple[str, set[str]]]:
+    """Per kernel kind, the heuristics' algorithm for float32 operands and the candidates a search would try."""
+    from irflow.runtime.kernels import algorithms, conv, get_kernel
+
+    seen: dict[str, tuple[str, set[str]]] = {}
+
+    def choose(xp, key, candidates, heuristic):
+        seen.setdefault(key[0], (heuristic, set(candidates)))
+        return candidates[heuristic]()
+
+    a = attrs_of(attrs)
+    y_shape = conv._Conv(a, x_shape, w_shape, 4).y_shape
+    x, w, dy = (np.zeros(shape, np.float32) for shape in (x_shape, w_shape, y_shape))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(algorithms, "choose", choose)
+        get_kernel("conv2d")(np, a, [x, w], [np.empty(y_shape, np.float32)])
+        get_kernel("conv2d_grad_input")(np, a, [dy, w], [np.empty(x_shape, np.float32)])
+        get_kernel("conv2d_grad_filter")(np, a, [dy, x], [np.empty(w_shape, np.float32)])
+    return seen
+
+
+SAME_3X3, VALID = dict(strides=(1, 1), pads=(1, 1, 1, 1)), dict(strides=(1, 1), pads=(0, 0, 0, 0))
+# Late ResNet stages at small images or batches: few rows (M = N oh ow) against the weights.
+FEW_ROWS = {
+    "512-3x3-1x1-image": ((2, 512, 1, 1), (512, 512, 3, 3), SAME_3X3),
+    "1024-2048-1x1-stride2": ((2, 1024, 2, 2), (2048, 1024, 1, 1), dict(strides=(2, 2), pads=(0, 0, 0, 0))),
+    "512-2048-1x1": ((2, 512, 1, 1), (2048, 512, 1, 1), VALID),
+    "64-3x3-8x8": ((2, 64, 8, 8), (64, 64, 3, 3), SAME_3X3),
+}
+# benchmarks/train_step.py's convolutions at its batch of 100 (their input gradients where the step has them).
+MANY_ROWS = {
+    "lenet-conv1": ((100, 1, 28, 28), (32, 1, 5, 5), dict(strides=(1, 1), pads=(2, 2, 2, 2))),
+    "lenet-conv2": ((100, 32, 14, 14), (64, 32, 5, 5), dict(strides=(1, 1), pads=(2, 2, 2, 2))),
+    "resnet-stem1": ((100, 1, 28, 28), (16, 1, 3, 3), SAME_3X3),
+    "resnet-block1": ((100, 16, 28, 28), (16, 16, 3, 3), SAME_3X3),
+    "resnet-stem2": ((100, 16, 14, 14), (32, 16, 3, 3), SAME_3X3),
+    "resnet-block2": ((100, 32, 14, 14), (32, 32, 3, 3), SAME_3X3),
+}
+# What the heuristics chose for MANY_ROWS before the in-place path: forward, input gradient, filter gradient.
+MANY_ROWS_CHOICES = {
+    "lenet-conv1": ("im2col", "correlation", "im2col"),
+    "lenet-conv2": ("dft", "dft", "dft"),
+    "resnet-stem1": ("im2col", "correlation", "im2col"),
+    "resnet-block1": ("winograd", "correlation", "shifts"),
+    "resnet-stem2": ("winograd", "correlation", "shifts"),
+    "resnet-block2": ("winograd", "correlation", "winograd"),
+}
+
+
+@pytest.mark.parametrize("name", FEW_ROWS)
+def test_few_rows_run_in_place(name) -> None:
+    """Where the weights outweigh the rows, all three kernels run in place, not by Winograd or DFTs."""
+    choices = chosen(*FEW_ROWS[name])
+    assert {kind: heuristic for kind, (heuristic, _) in choices.items()} == dict.fromkeys(
+        ("conv2d", "conv2d_grad_input", "conv2d_grad_filter"), "in_place"
+    )
+
+
+@pytest.mark.parametrize("name", MANY_ROWS)
+def test_many_rows_keep_their_algorithms(name) -> None:
+    """The benchmark's convolutions keep their heuristics' algorithms, and a measured search does not try the
+    in-place GEMM on them: their choices are those of before it."""
+    choices = chosen(*MANY_ROWS[name])
+    kinds = ("conv2d", "conv2d_grad_input", "conv2d_grad_filter")
+    assert tuple(choices[kind][0] for kind in kinds) == MANY_ROWS_CHOICES[name]
+    assert not any("in_place" in candidates for _, candidates in choices.values())
+
+
+def test_kernels_built_again_at_other_sizes_do_not_choose_by_their_rows() -> None:
+    """A dynamic job's kernels are built at each batch size within the scratch of their first build: the rows,
+    which change with the batch, must not switch them to or from the in-place GEMM."""
+    from irflow.runtime.kernels import algorithms
+
+    with algorithms.varying_sizes():
+        choices = chosen(*FEW_ROWS["512-2048-1x1"])
+    assert [choices[kind][0] for kind in ("conv2d", "conv2d_grad_input", "conv2d_grad_filter")] == [
+        "im2col",
+        "correlation",
+        "im2col",
+    ]

@@ -23,8 +23,8 @@ TOLERANCE = {np.float32: 2e-6, np.float64: 1e-13}  # of the reference's largest 
 
 
 @pytest.fixture
-def by_transforms(monkeypatch):
-    """Every stride-1 convolution takes the transform path, whatever it costs."""
+def by_transforms(monkeypatch, without_in_place):
+    """Every stride-1 convolution takes the transform path, whatever it costs and whatever its rows."""
     monkeypatch.setattr(conv_dft, "_ADVANTAGE", 0.0)
 
 

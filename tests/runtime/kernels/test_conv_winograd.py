@@ -22,8 +22,8 @@ IDS = ["28x28", "14x14", "odd", "uneven", "valid"]
 
 
 @pytest.fixture
-def by_winograd(monkeypatch):
-    """Every 3x3 stride-1 convolution takes the Winograd path, whatever its channels."""
+def by_winograd(monkeypatch, without_in_place):
+    """Every 3x3 stride-1 convolution takes the Winograd path, whatever its channels and rows."""
     monkeypatch.setattr(conv_winograd, "_CHANNELS", {"forward": (1, 1), "filter": (1, 1)})
 
 
