@@ -9,7 +9,9 @@ liveness is a property of the IR alone.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -24,6 +26,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     SymbolNameConstraint,
     i8,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
@@ -53,8 +56,10 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from irflow.dialects.job import to_attr
 from irflow.dialects.mesh import local_shape
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, hierarchy_of
+from irflow.textir.verification import signature_verifier
 
 REDUCTIONS = ("sum", "max", "min")
 
@@ -90,6 +95,14 @@ class BufferOp(IRDLOperation):
 
     def writes(self) -> Sequence[SSAValue]:
         return ()
+
+    def reads_operand(self, index: int) -> bool:
+        """Whether the op reads the buffer it takes as operand `index` (asked of each use of a buffer)."""
+        return self.operands[index] in self.reads()
+
+    def writes_operand(self, index: int) -> bool:
+        """Whether the op writes the buffer it takes as operand `index`."""
+        return self.operands[index] in self.writes()
 
 
 def _static_memref(t: Attribute, what: str) -> MemRefType:
@@ -161,7 +174,8 @@ class ViewOp(BufferOp):
     assembly_format = "$arena attr-dict `:` type($arena) `->` type($res)"
 
     def __init__(self, arena: SSAValue, offset: int, result_type: MemRefType):
-        super().__init__(operands=[arena], properties={"offset": IntegerAttr(offset, i64)}, result_types=[result_type])
+        # Built directly, with the offsets' attributes shared, for KernelOp's reason (plan-memory makes thousands).
+        Operation.__init__(self, operands=[arena], properties={"offset": to_attr(offset)}, result_types=[result_type])
 
     def verify_(self) -> None:
         owner = self.arena.owner
@@ -186,7 +200,7 @@ class AllocOp(BufferOp):
     assembly_format = "attr-dict `:` type($res)"
 
     def __init__(self, result_type: MemRefType):
-        super().__init__(result_types=[result_type])
+        Operation.__init__(self, result_types=[result_type])  # built directly, for KernelOp's reason
 
     def verify_(self) -> None:
         _static_memref(self.res.type, "alloc")
@@ -291,10 +305,14 @@ class KernelOp(BufferOp):
         params: Mapping[str, Attribute] | None = None,
         attributes: Mapping[str, Attribute] | None = None,
     ):
-        properties: dict[str, Attribute] = {"kernel": StringAttr(kernel)}
+        """The op IRDL's builder would make, built directly: the builder checks the operand groups
+        this signature already fixes and packs a new segment-size array for every kernel, which
+        took most of a kernel's construction (a big train job makes thousands)."""
+        properties: dict[str, Attribute] = {"kernel": to_attr(kernel)}
         if params:
             properties["params"] = DictionaryAttr(dict(params))
-        super().__init__(operands=[ins, outs], properties=properties, attributes=dict(attributes or {}))
+        properties[AttrSizedOperandSegments.attribute_name] = _segment_sizes(len(ins), len(outs))
+        Operation.__init__(self, operands=[*ins, *outs], properties=properties, attributes=dict(attributes or {}))
 
     def parameters(self) -> Mapping[str, Attribute]:
         """The kernel's parameters by name (empty when it has none)."""
@@ -306,9 +324,47 @@ class KernelOp(BufferOp):
     def writes(self) -> Sequence[SSAValue]:
         return tuple(self.outs)
 
+    def reads_operand(self, index: int) -> bool:
+        return index < len(self.ins)
+
+    def writes_operand(self, index: int) -> bool:
+        return index >= len(self.ins)
+
+    @signature_verifier
     def verify_(self) -> None:
         if not self.outs:
             raise VerifyException(f"kernel '{self.kernel.data}' writes no output")
+
+
+@functools.cache
+def _segment_sizes(ins: int, outs: int) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i32, [ins, outs])
+
+
+# operandSegmentSizes (an i32 array) by its packed bytes: hashing the bytes is cheap, unpacking is not.
+_UNPACKED: dict[bytes, tuple[int, ...]] = {}
+
+
+@dataclass(frozen=True)
+class _KernelOperands:
+    """`KernelOp.ins` and `.outs` as IRDL's accessors give them, with the segment sizes unpacked once per
+    distinct array instead of at every access: passes and the executor read them thousands of times,
+    and unpacking was the larger part of each read."""
+
+    group: int  # 0: ins, 1: outs
+
+    def __get__(self, op: Operation, owner: type | None = None) -> Sequence[SSAValue]:
+        packed = op.properties[AttrSizedOperandSegments.attribute_name]
+        assert isinstance(packed, DenseArrayBase)
+        sizes = _UNPACKED.get(packed.data.data)
+        if sizes is None:
+            sizes = _UNPACKED[packed.data.data] = packed.get_values()
+        start = sum(sizes[: self.group])
+        return op.operands[start : start + sizes[self.group]]
+
+
+KernelOp.ins = _KernelOperands(0)  # type: ignore[assignment]
+KernelOp.outs = _KernelOperands(1)  # type: ignore[assignment]
 
 
 class SrcToDstOp(BufferOp):

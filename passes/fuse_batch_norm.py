@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, ModuleOp
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue, Use
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -44,17 +44,23 @@ class _NoMatch(Exception):
 
 
 def _readers(value: SSAValue) -> list[buffer.BufferOp]:
-    ops: list[buffer.BufferOp] = []
-    for use in value.uses:
-        op = use.operation
-        if isinstance(op, buffer.BufferOp) and value in op.reads() and op not in ops:
-            ops.append(op)
-    return ops
+    """The ops that read `value`, in the order of its uses (asked per use: the fills batch norms share
+    have uses in every one of them)."""
+    ops = (use.operation for use in value.uses if _reads_use(use))
+    return list(dict.fromkeys(ops))  # type: ignore[arg-type]
 
 
 def _writers(value: SSAValue) -> list[buffer.BufferOp]:
-    ops = {u.operation for u in value.uses}
-    return [op for op in ops if isinstance(op, buffer.BufferOp) and value in op.writes()]
+    ops = (use.operation for use in value.uses if _writes_use(use))
+    return list(dict.fromkeys(ops))  # type: ignore[arg-type]
+
+
+def _reads_use(use: Use) -> bool:
+    return isinstance(use.operation, buffer.BufferOp) and use.operation.reads_operand(use.index)
+
+
+def _writes_use(use: Use) -> bool:
+    return isinstance(use.operation, buffer.BufferOp) and use.operation.writes_operand(use.index)
 
 
 def _written_once(value: SSAValue) -> bool:
