@@ -9,6 +9,7 @@ the same message `irflow-opt` prints for bad IR.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Self
 
@@ -81,7 +82,15 @@ Shape = tuple[int, ...]
 
 
 def tensor(shape: Sequence[int], element_type: Attribute) -> TensorType:
-    return TensorType(element_type, list(shape))
+    return _tensor(tuple(shape), element_type)
+
+
+# Attributes are immutable values: the builders below make each distinct one once and share it. Making
+# one verifies its parameters, which took a large part of tracing and lowering a big job (thousands of
+# ops, a few dozen distinct shapes and properties).
+@functools.cache
+def _tensor(shape: tuple[int, ...], element_type: Attribute) -> TensorType:
+    return TensorType(element_type, shape)
 
 
 def shape_of(t: Attribute) -> Shape:
@@ -126,7 +135,12 @@ def number(props: Props, key: str, default: float = 0.0) -> float:
 
 
 def i64_array(values: Sequence[int]) -> DenseArrayBase:
-    return DenseArrayBase.from_list(i64, [int(v) for v in values])
+    return _i64_array(tuple(int(v) for v in values))
+
+
+@functools.cache
+def _i64_array(values: tuple[int, ...]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i64, values)
 
 
 def f64_array(values: Sequence[float]) -> DenseArrayBase:
@@ -140,11 +154,11 @@ def to_attr(value: object) -> Attribute:
     if isinstance(value, bool):
         return BoolAttr.from_bool(value)
     if isinstance(value, int):
-        return IntegerAttr(value, i64)
+        return _i64(value)
     if isinstance(value, float):
         return FloatAttr(value, f64)
     if isinstance(value, str):
-        return StringAttr(value)
+        return _string(value)
     if isinstance(value, (tuple, list)):
         if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             return i64_array(value)
@@ -152,6 +166,16 @@ def to_attr(value: object) -> Attribute:
     if isinstance(value, dict):
         return DictionaryAttr({k: to_attr(v) for k, v in value.items()})
     raise TypeError(f"cannot express {value!r} as an IR attribute")
+
+
+@functools.cache
+def _i64(value: int) -> IntegerAttr:
+    return IntegerAttr(value, i64)
+
+
+@functools.cache
+def _string(value: str) -> StringAttr:
+    return StringAttr(value)
 
 
 def normalize_axis(axis: int, rank: int, what: str) -> int:

@@ -22,7 +22,6 @@ from typing import Any
 
 from xdsl.dialects.builtin import ArrayAttr, FunctionType, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
-from xdsl.utils.exceptions import VerifyException
 
 from irflow import typing as tp
 from irflow.dialects.bounds import dynamic_axes, element_shapes, with_dynamic
@@ -39,6 +38,7 @@ from irflow.frontend.signature import CALLBACK, FUTURE, Future, TupleParam
 from irflow.frontend.locations import to_loc, user_location
 from irflow.frontend.tracing import Trace, tracing
 from irflow.textir import print_module
+from irflow.textir.verification import first_verify_failure
 
 JOB_TYPES = ("train", "predict")
 DUMP_ENV = "IRFLOW_DUMP_IR"
@@ -167,10 +167,10 @@ class JobFunction:
         trace.func.properties["function_type"] = FunctionType.from_lists(
             [a.type for a in trace.block.args], [v.type for v in values]
         )
-        try:
-            trace.module.verify()
-        except VerifyException as err:
-            raise TraceError(f"job '{self.job_name}' does not verify: {err}", self._where) from None
+        # As module.verify() checks, each distinct op signature once, without the whole module in the message.
+        if (failure := first_verify_failure(trace.module)) is not None:
+            op, err = failure
+            raise TraceError(f"job '{self.job_name}' does not verify: '{op.name}' op {err}", self._where)
         self.module: ModuleOp = trace.module
 
     def _logical_type(self, leaf: type[tp.PlaceholderDef]) -> Any:
