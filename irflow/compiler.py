@@ -21,6 +21,7 @@ from xdsl.utils.exceptions import VerifyException
 from irflow.context import make_context
 from irflow.dialects import buffer, job
 from irflow.errors import CompileError, IrflowError, source_location
+from irflow.gc_paused import gc_paused
 from irflow.passes import PREDICT_PIPELINE, TRAIN_PIPELINE, available_passes
 from irflow.runtime import spmd
 from irflow.runtime.backend import available_memory
@@ -94,22 +95,23 @@ def pipeline_for(func: job.FuncOp, target: Target) -> str:
 def run_pipeline(module: ModuleOp, spec: str) -> dict[str, ModuleOp]:
     """Apply `spec` to `module` in place, verifying after every pass as mlir-opt does; return a clone
     after every pass, keyed by pass name."""
-    stages: dict[str, ModuleOp] = {"job": module.clone()}
-    ctx = make_context()
-    passes = _passes(spec)
-    for p in passes:
-        try:
-            p.apply(ctx, module)
-        except IrflowError:
-            raise
-        except VerifyException as e:
-            raise CompileError(f"'{p.name}' failed: {e}") from e
-        if (failure := first_verify_failure(module)) is not None:
-            op, e = failure
-            raise CompileError(f"IR after '{p.name}' does not verify: '{op.name}' op {e}", source_location(op))
-        stages[p.name] = module.clone()
-    stages["buffer"] = stages[passes[-1].name] if passes else stages["job"]
-    return stages
+    with gc_paused():
+        stages: dict[str, ModuleOp] = {"job": module.clone()}
+        ctx = make_context()
+        passes = _passes(spec)
+        for p in passes:
+            try:
+                p.apply(ctx, module)
+            except IrflowError:
+                raise
+            except VerifyException as e:
+                raise CompileError(f"'{p.name}' failed: {e}") from e
+            if (failure := first_verify_failure(module)) is not None:
+                op, e = failure
+                raise CompileError(f"IR after '{p.name}' does not verify: '{op.name}' op {e}", source_location(op))
+            stages[p.name] = module.clone()
+        stages["buffer"] = stages[passes[-1].name] if passes else stages["job"]
+        return stages
 
 
 def apply_pipeline(module: ModuleOp, spec: str) -> ModuleOp:
@@ -161,15 +163,16 @@ def compile_job(
     funcs = {f.sym_name.data: f for f in module.walk() if isinstance(f, job.FuncOp)}
     if name not in funcs:
         raise CompileError(f"no job '{name}' in the module (jobs: {', '.join(funcs) or 'none'})")
-    work = ModuleOp([funcs[name].clone()])
-    spec = pipeline or pipeline_for(funcs[name], target)
-    source = apply_pipeline(work, spec)
-    programs = [op for op in work.body.block.ops if isinstance(op, buffer.ProgramOp)]
-    if len(programs) != 1:
-        raise CompileError(f"the pipeline left {len(programs)} buffer programs for job '{name}', expected one")
-    if "arena_size" in programs[0].attributes:  # unplanned, the executor says what is missing
-        MemoryPlan.of(programs[0]).check_fits(new_variable_bytes(programs[0], store), available_memory(target.xp))
-    return Executable(source, spec, programs[0], store, target, check_finite)
+    with gc_paused():
+        work = ModuleOp([funcs[name].clone()])
+        spec = pipeline or pipeline_for(funcs[name], target)
+        source = apply_pipeline(work, spec)
+        programs = [op for op in work.body.block.ops if isinstance(op, buffer.ProgramOp)]
+        if len(programs) != 1:
+            raise CompileError(f"the pipeline left {len(programs)} buffer programs for job '{name}', expected one")
+        if "arena_size" in programs[0].attributes:  # unplanned, the executor says what is missing
+            MemoryPlan.of(programs[0]).check_fits(new_variable_bytes(programs[0], store), available_memory(target.xp))
+        return Executable(source, spec, programs[0], store, target, check_finite)
 
 
 __all__ = ["Executable", "apply_pipeline", "compile_job", "pipeline_for", "run_pipeline"]

@@ -13,7 +13,6 @@ ops are wrapped in an implicit one.
 
 from __future__ import annotations
 
-import gc
 import re
 import threading
 from pathlib import Path
@@ -34,6 +33,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Region
 
 from irflow.errors import IRParseError, SourceLocation
+from irflow.gc_paused import gc_paused
 from irflow.textir.lexer import TextIRLexer, TokenError
 from irflow.textir.verification import first_verify_failure
 from irflow.textir.attributes import AttributeBuilder
@@ -205,17 +205,12 @@ class _LarkParser:
         # The parse allocates millions of objects and frees none, and verification
         # frees nothing cyclic; generational collections over the growing heap
         # would make them superlinear.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             module = self._module(text, filename, ctx, implicit_module)
             if verify and (failure := first_verify_failure(module)) is not None:
                 op, e = failure
                 raise self.builder._error(f"'{op.name}' op {e}", self.builder.positions.get(op))
             return module
-        finally:
-            if collecting:
-                gc.enable()
 
     def _module(self, text: str, filename: str, ctx: Context, implicit_module: bool) -> ModuleOp:
         b = self.builder
