@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import cache, partial
 from types import ModuleType
 from typing import Any
 
@@ -44,6 +44,7 @@ from irflow.runtime.communicator import Communicator, Site
 from irflow.runtime.sharding import Layout, transfer_steps
 from irflow.runtime.variables import VariableStore
 
+@cache  # a handful of element types; telling a float type apart prints it
 def numpy_dtype(element_type: Attribute) -> np.dtype:
     if isinstance(element_type, IntegerType):
         width = element_type.width.data

@@ -74,10 +74,13 @@ class VariableStore:
                 )
             return var.value
         rng = np.random.default_rng([self.seed, zlib.crc32(name.encode())])
-        host = np.array(sample(initializer, layout.shape, np.dtype(dtype), rng), dtype=dtype, order="C")
+        # A fresh array: copied only when the initializer's is not C-ordered of this dtype.
+        host = np.asarray(sample(initializer, layout.shape, np.dtype(dtype), rng), dtype=dtype, order="C")
         if host.shape != layout.shape:
             raise ValueError(f"initializer {dict(initializer)} of '{name}' gave shape {host.shape}, not {layout.shape}")
-        piece = layout.shard(host, self.rank)  # a fresh C-ordered array
+        # On one device the piece is the whole value; `shard` makes a fresh C-ordered array otherwise.
+        whole = layout.ranks == 1 and layout.member(self.rank) is not None
+        piece = host if whole else layout.shard(host, self.rank)
         self._vars[name] = Variable(self.xp.asarray(piece), dict(initializer), trainable, layout)
         return self._vars[name].value
 
