@@ -103,7 +103,7 @@ def conv2d(
     kernel = pair(kernel_size, what, "kernel_size")
     weight, name = _conv_weight(inputs, filters, kernel, data_format, groups, kernel_initializer, kernel_regularizer,
                                 trainable, name, weight_name, "Conv2d", what)  # fmt: skip
-    out = nn_conv2d(inputs, weight, strides, padding, data_format, dilation_rate, groups, name=name)
+    out = nn_conv2d(inputs, weight, strides, padding, None, data_format, dilation_rate, groups, name=name)
     return _conv_tail(out, filters, activation, use_bias, bias_initializer, bias_regularizer, trainable, name,
                       bias_name, data_format)  # fmt: skip
 

@@ -473,13 +473,25 @@ def conv2d(
     filters: Blob,
     strides: int | Sequence[int],
     padding: str | Sequence[Any],
+    bias: Blob | None = None,
     data_format: str = "NCHW",
     dilations: int | Sequence[int] | None = None,
     groups: int = 1,
     name: str | None = None,
 ) -> Blob:
-    """2-D convolution with weight `filters` (out, in/groups, kh, kw), or (out, kh, kw, in/groups) for NHWC."""
-    return _conv2d(input, filters, strides, padding, data_format, dilations, groups, name, "flow.nn.conv2d")
+    """2-D convolution with weight `filters` (out, in/groups, kh, kw), or (out, kh, kw, in/groups) for NHWC.
+
+    A 1-D `bias` of one value per output channel is added as flow.nn.bias_add
+    adds it; the model zoo passes it positionally (`None`) before `data_format`.
+    """
+    what = "flow.nn.conv2d"
+    out = _conv2d(input, filters, strides, padding, data_format, dilations, groups, name, what)
+    if bias is None:
+        return out
+    channels = out.shape[3] if _channels_last(data_format, what) else out.shape[1]
+    if not isinstance(bias, Blob) or bias.shape != (channels,):
+        fail(f"{what}: bias must be 1-D with one value per output channel ({channels}), got {bias!r}")
+    return bias_add(out, bias, data_format, name=f"{name}_bias_add" if name else None)
 
 
 def _conv2d(
