@@ -347,8 +347,16 @@ def batch_normalization(
     trainable: bool = True,
     training: bool = True,
     name: str | None = None,
+    gamma_name: str | None = None,
+    beta_name: str | None = None,
+    moving_mean_name: str | None = None,
+    moving_variance_name: str | None = None,
 ) -> Blob:
     """Normalize over every axis but `axis`, then scale by `<name>-gamma` and shift by `<name>-beta`.
+
+    `gamma_name`, `beta_name`, `moving_mean_name` and `moving_variance_name`
+    name a variable outright instead of `<name>-<suffix>` (as OneFlow's, still
+    under the enclosing flow.scope.namespace).
 
     In a train job (with `training` and `trainable`) the batch's statistics
     normalize, and the non-trainable `<name>-moving_mean` / `-moving_variance`
@@ -368,10 +376,12 @@ def batch_normalization(
     reduced = [a for a in range(inputs.ndim) if a != axis]
     stat_shape = tuple(channels if a == axis else 1 for a in range(inputs.ndim))
 
+    names = {"gamma": gamma_name, "beta": beta_name, "moving_mean": moving_mean_name,
+             "moving_variance": moving_variance_name}  # fmt: skip
+
     def variable(suffix: str, init: dict[str, Any] | None, default: float, learn: bool, reg: object = None) -> Blob:
-        v = get_variable(f"{name}-{suffix}", shape=(channels,), dtype=inputs.dtype, regularizer=reg,
-                         initializer=init or initializers.constant_initializer(default), trainable=learn)
-        return reshape(v, stat_shape)
+        return get_variable(names[suffix] or f"{name}-{suffix}", shape=(channels,), dtype=inputs.dtype, regularizer=reg,
+                            initializer=init or initializers.constant_initializer(default), trainable=learn)
 
     moving_mean = variable("moving_mean", moving_mean_initializer, 0.0, False)
     moving_variance = variable("moving_variance", moving_variance_initializer, 1.0, False)
@@ -381,16 +391,77 @@ def batch_normalization(
         variance = math.reduce_mean(math.square(centered), reduced, keepdims=True)
         count = int(np.prod(inputs.shape)) // channels
         unbiased = variance * (count / max(count - 1, 1))
-        _assign(f"{name}-moving_mean", moving_mean * momentum + mean * (1.0 - momentum), what)
-        _assign(f"{name}-moving_variance", moving_variance * momentum + unbiased * (1.0 - momentum), what)
+        _assign(moving_mean, reshape(moving_mean, stat_shape) * momentum + mean * (1.0 - momentum), what)
+        _assign(moving_variance, reshape(moving_variance, stat_shape) * momentum + unbiased * (1.0 - momentum), what)
     else:
-        centered, variance = inputs - moving_mean, moving_variance
+        centered, variance = inputs - reshape(moving_mean, stat_shape), reshape(moving_variance, stat_shape)
     out = centered * math.rsqrt(variance + epsilon)
     if scale:
-        out = out * variable("gamma", gamma_initializer, 1.0, trainable, gamma_regularizer)
+        out = out * reshape(variable("gamma", gamma_initializer, 1.0, trainable, gamma_regularizer), stat_shape)
     if center:
-        out = out + variable("beta", beta_initializer, 0.0, trainable, beta_regularizer)
+        out = out + reshape(variable("beta", beta_initializer, 0.0, trainable, beta_regularizer), stat_shape)
     return out
+
+
+def batch_normalization_add_relu(
+    inputs: Blob,
+    addend: Blob | None = None,
+    axis: int = -1,
+    momentum: float = 0.99,
+    epsilon: float = 0.001,
+    center: bool = True,
+    scale: bool = True,
+    beta_initializer: dict[str, Any] | None = None,
+    gamma_initializer: dict[str, Any] | None = None,
+    beta_regularizer: object = None,
+    gamma_regularizer: object = None,
+    moving_mean_initializer: dict[str, Any] | None = None,
+    moving_variance_initializer: dict[str, Any] | None = None,
+    trainable: bool = True,
+    training: bool = True,
+    name: str | None = None,
+    gamma_name: str | None = None,
+    beta_name: str | None = None,
+    moving_mean_name: str | None = None,
+    moving_variance_name: str | None = None,
+) -> Blob:
+    """relu(batch_normalization(inputs) + addend), with batch_normalization's variables and arguments.
+
+    OneFlow fuses these into one GPU kernel; irflow composes them and its
+    fuse-batch-norm pass fuses the train-mode normalization and relu.
+    """
+    out = batch_normalization(
+        inputs, axis, momentum, epsilon, center, scale, beta_initializer, gamma_initializer, beta_regularizer,
+        gamma_regularizer, moving_mean_initializer, moving_variance_initializer, trainable, training, name,
+        gamma_name, beta_name, moving_mean_name, moving_variance_name,
+    )  # fmt: skip
+    if addend is not None:
+        out = out + addend
+    return math.relu(out)
+
+
+def batch_normalization_relu(
+    inputs: Blob,
+    axis: int = -1,
+    momentum: float = 0.99,
+    epsilon: float = 0.001,
+    center: bool = True,
+    scale: bool = True,
+    beta_initializer: dict[str, Any] | None = None,
+    gamma_initializer: dict[str, Any] | None = None,
+    beta_regularizer: object = None,
+    gamma_regularizer: object = None,
+    moving_mean_initializer: dict[str, Any] | None = None,
+    moving_variance_initializer: dict[str, Any] | None = None,
+    trainable: bool = True,
+    training: bool = True,
+    name: str | None = None,
+) -> Blob:
+    """relu(batch_normalization(inputs)): batch_normalization_add_relu without an addend."""
+    return batch_normalization_add_relu(
+        inputs, None, axis, momentum, epsilon, center, scale, beta_initializer, gamma_initializer, beta_regularizer,
+        gamma_regularizer, moving_mean_initializer, moving_variance_initializer, trainable, training, name,
+    )  # fmt: skip
 
 
 def layer_norm(
@@ -422,8 +493,9 @@ def layer_norm(
     return nn_layer_norm(inputs, gamma, beta, begin_norm_axis, begin_params_axis, epsilon)
 
 
-def _assign(variable: str, value: Blob, what: str) -> None:
-    """job.assign of a moving statistic: `value` is (1, C, 1, ...) like the view, the variable itself (C,)."""
-    trace = current(what)
-    var = trace.variables[variable]
-    append_op(job.AssignOp.create(operands=[var.value, reshape(value, var.shape).value]), what)
+def _assign(variable: Blob, value: Blob, what: str) -> None:
+    """job.assign of a moving statistic: `value` is (1, C, 1, ...) like the view, the variable itself (C,).
+
+    The variable is the Blob flow.get_variable returned, so its name carries
+    the enclosing flow.scope.namespace prefixes."""
+    append_op(job.AssignOp.create(operands=[variable.value, reshape(value, variable.shape).value]), what)
