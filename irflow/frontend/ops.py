@@ -170,6 +170,13 @@ def identity(x: Blob, name: str | None = None) -> Blob:
     return build(job.CastOp, [x], job.tensor(x.shape, x.dtype.element_type), name, "flow.identity")
 
 
+def identity_n(inputs: Sequence[Blob], name: str | None = None) -> list[Blob]:
+    """flow.identity of each Blob in `inputs`, as a list (OneFlow's identity_n: one op, n outputs)."""
+    if not isinstance(inputs, (list, tuple)) or not all(isinstance(x, Blob) for x in inputs):
+        fail(f"flow.identity_n expects a list of Blobs, got {inputs!r}")
+    return [identity(x, f"{name}_{i}" if name else None) for i, x in enumerate(inputs)]
+
+
 def one_hot(
     indices: Blob,
     depth: int,
@@ -208,7 +215,17 @@ def one_hot(
     return _binary(job.AddOp, _binary(job.MulOp, hot, on_value, what), off, what, name)
 
 
-def concat(inputs: Sequence[Blob], axis: int = 0, max_dim_size: int | None = None, name: str | None = None) -> Blob:
+def concat(
+    inputs: Sequence[Blob] | None = None,
+    axis: int = 0,
+    max_dim_size: int | None = None,
+    name: str | None = None,
+    values: Sequence[Blob] | None = None,
+) -> Blob:
+    """Join `inputs` along `axis`; `values` is OneFlow's other name for them (one of the two, not both)."""
+    if (inputs is None) == (values is None):
+        fail("flow.concat expects the Blobs as inputs or as values (exactly one of them)")
+    inputs = inputs if values is None else values
     if not isinstance(inputs, (list, tuple)):
         fail(f"flow.concat expects a list of Blobs, got {type(inputs).__name__}")
     if len(inputs) == 1 and isinstance(inputs[0], Blob):
@@ -445,16 +462,35 @@ def gather(
 
     An index outside the axis stops the step with an ExecutionError at this line, naming it and its
     position, whatever `validate_indices` says (OneFlow ignores that argument too).
+
+    Where TensorFlow's reading does not fit and OneFlow's does (`_oneflow_batch_gather`: BERT's
+    masked-LM loss gathers (b, s, h) at (b, p) positions with axis=2, batch_dims=2), irflow reads the
+    call as OneFlow's batch_gather does: the indices' leading ndim - 1 axes are the batch axes, and
+    the gather is along the next.
     """
     if not isinstance(params, Blob):
         fail(f"flow.gather: params must be a Blob, got {type(params).__name__} {params!r}")
     if not dtypes.is_int(batch_dims) or batch_dims < 0:
         fail(f"flow.gather: batch_dims must be a non-negative int, got {batch_dims!r}")
+    if _oneflow_batch_gather(params, indices, axis, batch_dims):
+        batch_dims = axis = indices.ndim - 1
     axis = axis_index(batch_dims if axis is None else axis, params.ndim, "flow.gather")
     if axis < batch_dims:
         fail(f"flow.gather: axis {axis} must not be one of the batch_dims={batch_dims} batch axes")
     batch = int(batch_dims) or None  # 0 is the op's default: left out of the IR
     return build(job.GatherOp, [params, indices], None, name, "flow.gather", axis=axis, batch_dims=batch)
+
+
+def _oneflow_batch_gather(params: Blob, indices: object, axis: int | None, batch_dims: int) -> bool:
+    """Whether a batch_dims call means OneFlow's batch_gather where TensorFlow's reading cannot: batch_dims
+    at least the indices' rank with their shapes not leading params', axis batch_dims (or None), and the
+    indices' leading ndim - 1 (at least one) axes leading params' as OneFlow's kernel needs them."""
+    if not batch_dims or not isinstance(indices, Blob) or indices.ndim < 2 or indices.ndim > batch_dims:
+        return False
+    lead = indices.ndim - 1
+    tensorflow_fits = params.shape[:batch_dims] == indices.shape[:batch_dims]
+    at_batch_axis = axis is None or (dtypes.is_int(axis) and axis % max(params.ndim, 1) == batch_dims)
+    return at_batch_axis and not tensorflow_fits and params.shape[:lead] == indices.shape[:lead]
 
 
 def dim_gather(input: Blob, dim: int, index: Blob, name: str | None = None) -> Blob:  # noqa: A002

@@ -61,3 +61,64 @@ def test_nn_conv2d_bias_must_have_one_value_per_output_channel():
         def f(x: tp.Numpy.Placeholder((1, 2, 4, 4)), w: tp.Numpy.Placeholder((3, 2, 1, 1)),
               b: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
             return flow.nn.conv2d(x, w, 1, "VALID", b)
+
+
+def test_gather_with_batch_dims_is_batch_gather_and_trains_as_pytorch():
+    """BERT's masked-LM positions: flow.gather(params=seq (b, s, h), indices=positions (b, p), axis=2,
+    batch_dims=2) takes seq[i, positions[i, j], :], as OneFlow's batch_gather reads it (TensorFlow's reading
+    of batch_dims=2 has no index axis left); repeated positions add up their gradients (torch.gather's
+    scatter-add backward)."""
+    rng = np.random.default_rng(3)
+    seq0 = rng.normal(size=(2, 5, 3)).astype(np.float32)
+    positions = np.array([[4, 0, 4], [1, 2, 3]], np.int32)
+    scale = rng.normal(size=(2, 3, 3)).astype(np.float32)
+
+    @flow.global_function(type="train")
+    def train(pos: tp.Numpy.Placeholder((2, 3), dtype=flow.int32)) -> tp.Numpy:
+        seq = flow.get_variable("seq", shape=(2, 5, 3), initializer=flow.zeros_initializer())
+        picked = flow.gather(params=seq, indices=pos, axis=2, batch_dims=2)
+        constant_sgd(0.5).minimize(flow.math.reduce_sum(flow.math.square(picked) * flow.constant(scale)))
+        return picked
+
+    flow.load_variables({"seq": seq0})
+    seq = torch.tensor(seq0, requires_grad=True)
+    opt = torch.optim.SGD([seq], lr=0.5)
+    index = torch.tensor(positions, dtype=torch.int64)[..., None].expand(2, 3, 3)
+    for _ in range(3):
+        got = train(positions)
+        opt.zero_grad()
+        expected = torch.gather(seq, 1, index)
+        (expected**2 * torch.tensor(scale)).sum().backward()
+        opt.step()
+        np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(flow.get_all_variables()["seq"].numpy(), seq.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_batch_gather_refuses_an_index_past_its_own_row():
+    """Each index is checked against its own entry's row count: 5 of a 5-long row is an error, not the next row."""
+
+    @flow.global_function()
+    def pick(seq: tp.Numpy.Placeholder((2, 5, 3)), pos: tp.Numpy.Placeholder((2, 1), dtype=flow.int32)) -> tp.Numpy:
+        return flow.gather(seq, pos, batch_dims=1)
+
+    seq = np.arange(30, dtype=np.float32).reshape(2, 5, 3)
+    np.testing.assert_array_equal(pick(seq, np.array([[2], [4]], np.int32)), seq[[0, 1], [2, 4]][:, None])
+    with pytest.raises(flow.ExecutionError, match="index 5"):
+        pick(seq, np.array([[5], [0]], np.int32))
+
+
+def test_concat_values_and_identity_n():
+    """inception: flow.concat(values=[...], axis=1, name=...); Wide&Deep: flow.identity_n([...])."""
+
+    @flow.global_function()
+    def f(a: tp.Numpy.Placeholder((2, 1)), b: tp.Numpy.Placeholder((2, 2))) -> tp.Numpy:
+        x, y = flow.identity_n([a, b])
+        return flow.concat(values=[x, y], axis=1, name="concat")
+
+    a, b = np.ones((2, 1), np.float32), np.arange(4, dtype=np.float32).reshape(2, 2)
+    np.testing.assert_array_equal(f(a, b), np.concatenate([a, b], axis=1))
+    with pytest.raises(flow.TraceError, match="as inputs or as values"):
+
+        @flow.global_function()
+        def g(a: tp.Numpy.Placeholder((2, 1))) -> tp.Numpy:
+            return flow.concat([a], values=[a])
