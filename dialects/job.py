@@ -160,6 +160,8 @@ def to_attr(value: object) -> Attribute:
     if isinstance(value, str):
         return _string(value)
     if isinstance(value, (tuple, list)):
+        if value and all(isinstance(v, str) for v in value):
+            return ArrayAttr([StringAttr(v) for v in value])
         if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             return i64_array(value)
         return f64_array(value)

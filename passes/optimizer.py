@@ -5,6 +5,7 @@ The optimizer dictionary that job.minimize carries (docs/training.md):
     {kind = "sgd" | "adam" | "adamw" | "rmsprop" | "lamb" | "lars",
      momentum, beta1, beta2, epsilon, do_bias_correction, weight_decay, decay_rate, centered, lars_coefficient,
      clip_norm,                                   (optional)
+     weight_decay_includes | weight_decay_excludes = [regular expressions]   (optional, one of them)
      lr = {kind = "piecewise_constant", boundaries, values} | {kind = "piecewise_scaling", base_lr, boundaries, scales}
         | {kind = "cosine", base_lr, steps, alpha} | {kind = "linear_cosine", base_lr, steps, num_periods, alpha, beta}
         | {kind = "polynomial", base_lr, steps, end_learning_rate, power, cycle}
@@ -14,12 +15,14 @@ The optimizer dictionary that job.minimize carries (docs/training.md):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     BoolAttr,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
@@ -55,7 +58,7 @@ _OPTIMIZER_KEYS: dict[str, dict[str, object]] = {
     "lamb": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-6},
     "lars": {"momentum": 0.9, "epsilon": 1e-9, "lars_coefficient": 0.0001},
 }
-_COMMON_KEYS = ("kind", "lr", "warmup", "clip_norm")
+_COMMON_KEYS = ("kind", "lr", "warmup", "clip_norm", "weight_decay_includes", "weight_decay_excludes")
 _DECAY_RATE: dict[str, object] = {"base_lr": None, "steps": None, "decay_rate": None, "staircase": False}
 _SCHEDULE_KEYS: dict[str, dict[str, object]] = {
     "piecewise_constant": {"boundaries": None, "values": None},
@@ -105,6 +108,15 @@ class OptimizerConfig:
     params: Mapping[str, float | bool]
     schedule: DictionaryAttr
     clip_norm: float | None
+    decay_includes: tuple[str, ...] | None = None
+    decay_excludes: tuple[str, ...] = ()
+
+    def params_of(self, variable: str) -> Mapping[str, float | bool]:
+        """The params for one variable: OneFlow's weight_decay_includes / _excludes patterns (regular expressions
+        searched anywhere in the variable's name, as RE2::PartialMatch) decide whether its weight_decay applies."""
+        decayed = (any(re.search(p, variable) for p in self.decay_includes) if self.decay_includes is not None
+                   else not any(re.search(p, variable) for p in self.decay_excludes))
+        return self.params if decayed or "weight_decay" not in self.params else {**self.params, "weight_decay": 0.0}
 
 
 class _Reader:
@@ -180,6 +192,9 @@ def parse_optimizer(attr: Attribute, location: SourceLocation | None) -> Optimiz
         else:
             params[key] = top.number(key, default, lo=0.0)
     clip_norm = top.number("clip_norm", lo=0.0, lo_open=True) if "clip_norm" in top.data else None
+    includes, excludes = (_patterns(top, key) for key in ("weight_decay_includes", "weight_decay_excludes"))
+    if includes is not None and excludes is not None:
+        top.fail("optimizer takes weight_decay_includes or weight_decay_excludes, not both")
 
     if "lr" not in top.data:
         top.fail("optimizer needs 'lr', the learning-rate schedule")
@@ -199,7 +214,23 @@ def parse_optimizer(attr: Attribute, location: SourceLocation | None) -> Optimiz
             "steps": IntegerAttr(int(warm.number("steps", lo=0.0)), i64),
             "multiplier": FloatAttr(multiplier, job.f64),
         })
-    return OptimizerConfig(kind, params, DictionaryAttr(schedule), clip_norm)
+    return OptimizerConfig(kind, params, DictionaryAttr(schedule), clip_norm, includes, excludes or ())
+
+
+def _patterns(reader: _Reader, key: str) -> tuple[str, ...] | None:
+    """An array of regular expressions over variable names, each checked to compile; None when absent."""
+    attr = reader.data.get(key)
+    if attr is None:
+        return None
+    if not isinstance(attr, ArrayAttr) or not all(isinstance(a, StringAttr) for a in attr.data):
+        reader.fail(f"{reader.path}.{key} must be an array of strings, got {attr}")
+    patterns = tuple(a.data for a in attr.data)  # type: ignore[union-attr]
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            reader.fail(f"{reader.path}.{key}: {pattern!r} is not a regular expression ({err})")
+    return patterns
 
 
 def _parse_schedule(lr: _Reader, kind: str) -> dict[str, Attribute]:
@@ -317,7 +348,8 @@ def lower_apply_gradients(apply: job.ApplyGradientsOp) -> None:
     for (var, _), grad in zip(pairs, grads):
         assert isinstance(var.owner, job.VariableOp)
         b.placement = var.owner.placement or shared  # a variable's state and update live on its devices
-        _UPDATES[config.kind](_Target(b, declared, var, var.owner.var_name.data), grad, lr, next_step, config.params)
+        name = var.owner.var_name.data
+        _UPDATES[config.kind](_Target(b, declared, var, name), grad, lr, next_step, config.params_of(name))
 
     b.placement = shared
     _update(b, job.AssignOp, [step, next_step])

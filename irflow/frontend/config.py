@@ -105,7 +105,7 @@ class TrainConfig:
     """OneFlow's older `config.train`: the learning rate and optimizer of `flow.losses.add_loss`."""
 
     UPDATES = ("naive_conf", "momentum_conf", "adam_conf")
-    OPTIONS = ("primary_lr", "model_update_conf")
+    OPTIONS = ("primary_lr", "model_update_conf", "num_gradient_accumulation_steps")
 
     def __init__(self) -> None:
         self.lr: float | None = None
@@ -136,6 +136,15 @@ class TrainConfig:
             raise ValueError(f"config.train.model_update_conf: {kind} has no option(s) {extra}; "
                              f"it takes {', '.join(known) or 'none'}")
         self.update = {kind: dict(options)}
+
+    def num_gradient_accumulation_steps(self, value: int) -> None:
+        """1 only, each call one update (what irflow does): accumulating gradients over n calls before
+        updating would change what every call computes, and irflow's train jobs do not do it."""
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"config.train.num_gradient_accumulation_steps expects an int >= 1, got {value!r}")
+        if value != 1:
+            raise ValueError(f"config.train.num_gradient_accumulation_steps({value}) is not supported: "
+                             "irflow updates the variables at every call; use a batch that many times larger")
 
     def optimizer(self) -> Any:
         """The flow.optimizer object these settings describe."""

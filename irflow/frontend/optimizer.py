@@ -20,6 +20,7 @@ shape whatever the kind; the values a kind does not use keep their defaults.
 from __future__ import annotations
 
 import numbers
+import re
 import types
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -65,6 +66,54 @@ def _by_global_norm(clip_norm: float) -> ClipGradient:
 
 
 grad_clipping = types.SimpleNamespace(by_global_norm=_by_global_norm)
+
+
+class LossScalePolicy:
+    """OneFlow's loss-scale policies, for float16 training; irflow's optimizers refuse them (see `_no_loss_scale`)."""
+
+    def __init__(self, kind: str, **settings: float):
+        self.kind, self.settings = kind, settings
+
+
+def _static_loss_scale(loss_scale_factor: float) -> LossScalePolicy:
+    return LossScalePolicy("static", loss_scale_factor=loss_scale_factor)
+
+
+def _dynamic_loss_scale(
+    initial_loss_scale: float = 2**30, increment_period: int = 2000, multiplier: float = 2.0
+) -> LossScalePolicy:
+    return LossScalePolicy("dynamic", initial_loss_scale=initial_loss_scale, increment_period=increment_period,
+                           multiplier=multiplier)
+
+
+loss_scale = types.SimpleNamespace(static_loss_scale=_static_loss_scale, dynamic_loss_scale=_dynamic_loss_scale)
+
+
+def _no_loss_scale(loss_scale_factor: float | None, loss_scale_policy: LossScalePolicy | None) -> None:
+    """None only: loss scaling keeps float16 gradients from underflowing, and irflow has no float16 compute
+    (function_config.enable_auto_mixed_precision(True) is refused too); a dynamic policy would skip steps."""
+    if loss_scale_factor is not None or loss_scale_policy is not None:
+        raise ValueError("loss_scale_factor / loss_scale_policy are not supported: irflow computes in the job's "
+                         "own dtypes, without float16, so there is no loss to scale; leave them None")
+
+
+def _decay_patterns(includes: str | Sequence[str] | None, excludes: str | Sequence[str] | None) -> dict[str, list[str]]:
+    """OneFlow's weight_decay_includes / weight_decay_excludes (a pattern or a list of them; at most one of the two),
+    as the optimizer dictionary's key; each a regular expression searched in the variable's name."""
+    if includes is not None and excludes is not None:
+        raise ValueError("give weight_decay_includes or weight_decay_excludes, not both")
+    key, patterns = ("weight_decay_includes", includes) if includes is not None else ("weight_decay_excludes", excludes)
+    if patterns is None:
+        return {}
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+    for pattern in patterns:
+        if not isinstance(pattern, str):
+            raise TypeError(f"{key} must be a string or a list of strings, got {pattern!r}")
+        try:
+            re.compile(pattern)
+        except re.error as err:
+            raise ValueError(f"{key}: {pattern!r} is not a regular expression ({err})") from None
+    return {key: patterns} if patterns else {}
 
 
 class LrScheduler:
@@ -213,7 +262,11 @@ class Optimizer:
         decay_rate: float = 0.99,
         centered: bool = False,
         lars_coefficient: float = 0.0001,
+        loss_scale_factor: float | None = None,
+        loss_scale_policy: LossScalePolicy | None = None,
+        decay_patterns: dict[str, list[str]] | None = None,
     ):
+        _no_loss_scale(loss_scale_factor, loss_scale_policy)
         if not isinstance(lr_scheduler, LrScheduler):
             raise TypeError(
                 f"{type(self).__name__} needs a learning-rate scheduler such as "
@@ -234,6 +287,7 @@ class Optimizer:
             "lars_coefficient": float(lars_coefficient),
             "lr": dict(lr_scheduler.spec),
         }
+        self.spec.update(decay_patterns or {})
         if grad_clipping is not None:
             self.spec["clip_norm"] = grad_clipping.clip_norm
         if lr_scheduler.warmup is not None:
@@ -275,8 +329,11 @@ class SGD(Optimizer):
         momentum: float = 0.9,
         weight_decay: float | None = None,
         grad_clipping: ClipGradient | None = None,
+        loss_scale_factor: float | None = None,
+        loss_scale_policy: LossScalePolicy | None = None,
     ):
-        super().__init__(lr_scheduler, momentum=momentum, weight_decay=weight_decay, grad_clipping=grad_clipping)
+        super().__init__(lr_scheduler, momentum=momentum, weight_decay=weight_decay, grad_clipping=grad_clipping,
+                         loss_scale_factor=loss_scale_factor, loss_scale_policy=loss_scale_policy)
 
 
 class Adam(Optimizer):
@@ -292,12 +349,21 @@ class Adam(Optimizer):
         epsilon: float = 1e-8,
         do_bias_correction: bool = True,
         grad_clipping: ClipGradient | None = None,
+        loss_scale_factor: float | None = None,
+        loss_scale_policy: LossScalePolicy | None = None,
     ):
-        super().__init__(lr_scheduler, 0.0, beta1, beta2, epsilon, do_bias_correction, None, grad_clipping)
+        super().__init__(lr_scheduler, 0.0, beta1, beta2, epsilon, do_bias_correction, None, grad_clipping,
+                         loss_scale_factor=loss_scale_factor, loss_scale_policy=loss_scale_policy)
 
 
 class AdamW(Optimizer):
-    """Adam with decoupled weight decay."""
+    """Adam with decoupled weight decay.
+
+    `weight_decay_includes` / `weight_decay_excludes` (OneFlow's; a regular
+    expression or a list of them, searched in each variable's name) decay only
+    the variables some pattern matches / no pattern matches, e.g. BERT's
+    `weight_decay_excludes=["bias", "LayerNorm"]`.
+    """
 
     KIND = "adamw"
 
@@ -308,10 +374,16 @@ class AdamW(Optimizer):
         beta2: float = 0.999,
         epsilon: float = 1e-8,
         do_bias_correction: bool = True,
+        loss_scale_factor: float | None = None,
         weight_decay: float | None = None,
+        weight_decay_includes: str | Sequence[str] | None = None,
+        weight_decay_excludes: str | Sequence[str] | None = None,
         grad_clipping: ClipGradient | None = None,
+        loss_scale_policy: LossScalePolicy | None = None,
     ):
-        super().__init__(lr_scheduler, 0.0, beta1, beta2, epsilon, do_bias_correction, weight_decay, grad_clipping)
+        super().__init__(lr_scheduler, 0.0, beta1, beta2, epsilon, do_bias_correction, weight_decay, grad_clipping,
+                         loss_scale_factor=loss_scale_factor, loss_scale_policy=loss_scale_policy,
+                         decay_patterns=_decay_patterns(weight_decay_includes, weight_decay_excludes))
 
 
 class RMSProp(Optimizer):
@@ -330,10 +402,12 @@ class RMSProp(Optimizer):
         decay_rate: float = 0.99,
         epsilon: float = 1e-8,
         centered: bool = False,
+        loss_scale_factor: float | None = None,
         grad_clipping: ClipGradient | None = None,
+        loss_scale_policy: LossScalePolicy | None = None,
     ):
         super().__init__(lr_scheduler, epsilon=epsilon, grad_clipping=grad_clipping, decay_rate=decay_rate,
-                         centered=centered)
+                         centered=centered, loss_scale_factor=loss_scale_factor, loss_scale_policy=loss_scale_policy)
 
 
 class LAMB(Optimizer):
@@ -354,9 +428,12 @@ class LAMB(Optimizer):
         beta1: float = 0.9,
         beta2: float = 0.999,
         epsilon: float = 1e-6,
+        loss_scale_factor: float | None = None,
         grad_clipping: ClipGradient | None = None,
+        loss_scale_policy: LossScalePolicy | None = None,
     ):
-        super().__init__(lr_scheduler, beta1=beta1, beta2=beta2, epsilon=epsilon, grad_clipping=grad_clipping)
+        super().__init__(lr_scheduler, beta1=beta1, beta2=beta2, epsilon=epsilon, grad_clipping=grad_clipping,
+                         loss_scale_factor=loss_scale_factor, loss_scale_policy=loss_scale_policy)
 
 
 class LARS(Optimizer):
@@ -382,7 +459,10 @@ class LARS(Optimizer):
         momentum_beta: float = 0.9,
         epsilon: float = 1e-9,
         lars_coefficient: float = 0.0001,
+        loss_scale_factor: float | None = None,
         grad_clipping: ClipGradient | None = None,
+        loss_scale_policy: LossScalePolicy | None = None,
     ):
         super().__init__(lr_scheduler, momentum=momentum_beta, epsilon=epsilon, grad_clipping=grad_clipping,
-                         lars_coefficient=lars_coefficient)
+                         lars_coefficient=lars_coefficient, loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy)

@@ -113,3 +113,15 @@ def test_views_as_scopes_and_as_the_jobs_default():
     with flow.scope.mirrored_view():
         assert flow.scope.mirrored_view_enabled()
     assert not flow.scope.mirrored_view_enabled()
+
+
+def test_gradient_accumulation_of_one_step_is_what_every_job_does():
+    """BERT's GetFunctionConfig sets config.train.num_gradient_accumulation_steps(n): 1 is accepted (and leaves
+    the config an ordinary one, not the older train API); more would update once per n calls."""
+    config = flow.function_config()
+    config.train.num_gradient_accumulation_steps(1)
+    assert not config.train.configured
+    with pytest.raises(ValueError, match=r"num_gradient_accumulation_steps\(4\) is not supported"):
+        config.train.num_gradient_accumulation_steps(4)
+    with pytest.raises(ValueError, match="expects an int >= 1"):
+        config.train.num_gradient_accumulation_steps(0)

@@ -122,3 +122,68 @@ def test_concat_values_and_identity_n():
         @flow.global_function()
         def g(a: tp.Numpy.Placeholder((2, 1))) -> tp.Numpy:
             return flow.concat([a], values=[a])
+
+
+def adamw_program(**decay):
+    """A dense layer and a layer norm inside a namespace, trained by AdamW with BERT's arguments."""
+
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((4, 3))) -> tp.Numpy:
+        with flow.scope.namespace("enc"):
+            h = flow.layers.dense(x, 2, name="dense")
+            y = flow.layers.layer_norm(h, name="LayerNorm", begin_norm_axis=-1, begin_params_axis=-1)
+        loss = flow.math.reduce_mean(flow.math.square(y * flow.constant(np.array([1.0, 2.0], np.float32)) - h))
+        lr = flow.optimizer.PolynomialScheduler(0.1, 10, 0.0, warmup=flow.optimizer.warmup.linear(2, 0))
+        flow.optimizer.AdamW(lr, epsilon=1e-6, weight_decay=0.3,
+                             grad_clipping=flow.optimizer.grad_clipping.by_global_norm(1.0), loss_scale_policy=None,
+                             **decay).minimize(loss)
+        return loss
+
+    return train
+
+
+@pytest.mark.parametrize("decay", [{"weight_decay_excludes": ["bias", "LayerNorm", "layer_norm"]},
+                                   {"weight_decay_includes": "dense-weight"}])
+def test_adamw_decays_only_the_variables_its_patterns_choose(decay):
+    """BERT's AdamW(weight_decay_excludes=[...]): torch.optim.AdamW with the excluded variables in a group of
+    weight_decay 0; the learning rate follows the polynomial schedule with linear warmup."""
+    train = adamw_program(**decay)
+    assert "weight_decay_" in train.ir("job")
+    rng = np.random.default_rng(4)
+    w0, b0 = rng.normal(size=(2, 3)).astype(np.float32), rng.normal(size=(2,)).astype(np.float32)
+    flow.load_variables({"enc-dense-weight": w0, "enc-dense-bias": b0})
+    w, b = torch.tensor(w0, requires_grad=True), torch.tensor(b0, requires_grad=True)
+    gamma, beta = torch.ones(2, requires_grad=True), torch.zeros(2, requires_grad=True)
+    opt = torch.optim.AdamW([{"params": [w]}, {"params": [b, gamma, beta], "weight_decay": 0.0}],
+                            lr=0.1, eps=1e-6, weight_decay=0.3)
+    for step in range(4):
+        for group in opt.param_groups:  # OneFlow's: the base rate warmed up, then the unshifted polynomial decay
+            group["lr"] = 0.1 * step / 2 if step < 2 else 0.1 * (1 - min(step, 10) / 10)
+        x = rng.normal(size=(4, 3)).astype(np.float32)
+        loss = train(x)
+        opt.zero_grad()
+        h = torch.tensor(x) @ w.T + b
+        y = torch.nn.functional.layer_norm(h, (2,), gamma, beta, eps=1e-5)
+        expected = ((y * torch.tensor([1.0, 2.0]) - h) ** 2).mean()
+        expected.backward()
+        torch.nn.utils.clip_grad_norm_([w, b, gamma, beta], 1.0)
+        opt.step()
+        np.testing.assert_allclose(loss, expected.item(), rtol=1e-5)
+    values = {k: v.numpy() for k, v in flow.get_all_variables().items()}
+    for name, ref in (("enc-dense-weight", w), ("enc-dense-bias", b), ("enc-LayerNorm-gamma", gamma),
+                      ("enc-LayerNorm-beta", beta)):
+        np.testing.assert_allclose(values[name], ref.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_weight_decay_patterns_and_loss_scaling_are_checked():
+    lr = flow.optimizer.PiecewiseConstantScheduler([], [0.1])
+    with pytest.raises(ValueError, match="not both"):
+        flow.optimizer.AdamW(lr, weight_decay=0.1, weight_decay_includes="a", weight_decay_excludes="b")
+    with pytest.raises(ValueError, match="is not a regular expression"):
+        flow.optimizer.AdamW(lr, weight_decay=0.1, weight_decay_excludes=["bias("])
+    policy = flow.optimizer.loss_scale.dynamic_loss_scale(increment_period=2000)
+    with pytest.raises(ValueError, match="no loss to scale"):
+        flow.optimizer.SGD(lr, loss_scale_policy=policy)
+    with pytest.raises(ValueError, match="no loss to scale"):
+        flow.optimizer.Adam(lr, loss_scale_factor=1024.0)
+    flow.optimizer.RMSProp(lr, loss_scale_policy=None)  # what the zoo passes without --use_fp16
