@@ -132,12 +132,17 @@ def _agree(known: NdSbpAttr | None, sbp: NdSbpAttr, blob: object, what: str) -> 
 
 
 def parallel_cast(blob: Blob, name: str | None = None, distribute: object = None, gradient_distribute: object = None) -> Blob:
-    """`blob` converted to `distribute`: a job.boxing the user asks for (its `sbp` a hint), whatever sbp-infer chose."""
+    """`blob` converted to `distribute`: a job.boxing the user asks for (its `sbp` a hint), whatever sbp-infer chose.
+
+    `gradient_distribute` is checked (a distribute that fits the blob) and otherwise left to
+    sbp-infer, which decides the gradient's SBP by cost: an SBP changes where the gradient's
+    pieces lie, never its value, so the model zoo's hints (Wide&Deep's) run as they are.
+    """
     what = "flow.parallel_cast"
     if distribute is None:
         fail(f"{what}: distribute is required, e.g. flow.parallel_cast(x, distribute=flow.distribute.broadcast())")
     if gradient_distribute is not None:
-        fail(f"{what}: gradient_distribute is not supported; the gradient's SBP is inferred")
+        nd_sbp(gradient_distribute, blob.shape, placement_here(), f"{what}: gradient_distribute")
     sbp = nd_sbp(distribute, blob.shape, placement_here(), what)
     out = build(job.BoxingOp, [blob], None, name, what, sbp=sbp)
     out.value.owner.attributes["sbp_origin"] = HINT

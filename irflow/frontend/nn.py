@@ -20,7 +20,7 @@ from irflow.frontend.blob import Blob
 from irflow.frontend import dtypes, initializers, math
 from irflow.frontend.math import _mask, _softplus_tail, multiply
 from irflow.frontend.math import relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
-from irflow.frontend.ops import expand_dims, one_hot, reshape, squeeze, transpose, where
+from irflow.frontend.ops import cast, expand_dims, one_hot, reshape, squeeze, transpose, where
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, current, published
 from irflow.frontend.variables import get_variable
@@ -170,12 +170,17 @@ def sigmoid_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | No
     As relu(z) * (1 - l) + (relu(z) - z) * l + log(1 + e**-|z|): no e**z overflows, and for
     labels in [0, 1] neither linear term subtracts nearly equal numbers, so a loss near 0
     keeps its digits (relu(z) - z * l would not). The gradient is sigmoid(z) - l for the
-    logits, at 0 too (see flow.math.softplus), and -z for the labels.
+    logits, at 0 too (see flow.math.softplus), and -z for float labels. int32 and int8 labels
+    (0/1 classes, as Wide&Deep feeds them; OneFlow's kernel takes both) are cast to the
+    logits' dtype and take no gradient.
     """
     what = "flow.nn.sigmoid_cross_entropy_with_logits"
     blobs = isinstance(labels, Blob) and isinstance(logits, Blob)
+    if blobs and labels.dtype in (dtypes.int32, dtypes.int8) and logits.dtype.is_floating_point:
+        labels = cast(labels, logits.dtype)
     if not blobs or (labels.shape, labels.dtype) != (logits.shape, logits.dtype):
-        fail(f"{what}: labels and logits must be Blobs of one shape and dtype, got {labels!r} and {logits!r}")
+        fail(f"{what}: labels and logits must be Blobs of one shape and dtype (or int32/int8 labels), "
+             f"got {labels!r} and {logits!r}")
     positive = relu(logits)
     linear = positive * (1.0 - labels) + (positive - logits) * labels
     return math.add(linear, _softplus_tail(logits), name)

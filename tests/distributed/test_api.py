@@ -304,11 +304,53 @@ def test_parallel_cast_traces_a_hinted_boxing():
     assert boxing.location.line.data == line_of("MARK-cast")
     for bad, message in (
         ({}, "distribute is required"),
-        ({"distribute": flow.distribute.broadcast(), "gradient_distribute": flow.distribute.broadcast()},
-         "gradient_distribute is not supported"),
+        ({"distribute": flow.distribute.broadcast(), "gradient_distribute": flow.distribute.split(2)},
+         "gradient_distribute"),
     ):
         with pytest.raises(flow.TraceError, match=message):
 
             @flow.global_function()
             def g(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
                 return flow.parallel_cast(x, **bad)
+
+
+def test_parallel_cast_gradient_distribute_trains_as_pytorch():
+    """Wide&Deep's embeddings: tables split over the devices, parallel_casts with a gradient_distribute; the
+    hint only places the gradient, so two devices train as torch.optim.SGD does on one."""
+    flow.config.cpu_device_num(2)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    wide0, deep0 = rng.normal(size=(6, 1)).astype(np.float32), rng.normal(size=(6, 4)).astype(np.float32)
+    ids = rng.integers(0, 6, (4, 2)).astype(np.int32)
+    labels = rng.integers(0, 2, (4, 1)).astype(np.int32)
+
+    @flow.global_function(type="train")
+    def train(i: tp.Numpy.Placeholder((4, 2), dtype=flow.int32),
+              y: tp.Numpy.Placeholder((4, 1), dtype=flow.int32)) -> tp.Numpy:
+        i = flow.parallel_cast(i, distribute=flow.distribute.broadcast())
+        wide = flow.get_variable("wide_embedding", shape=(6, 1), distribute=flow.distribute.split(0))
+        deep = flow.get_variable("deep_embedding", shape=(6, 4), distribute=flow.distribute.split(1))
+        w = flow.math.reduce_sum(flow.reshape(flow.gather(params=wide, indices=i), (4, 2)), axis=[1], keepdims=True)
+        w = flow.parallel_cast(w, distribute=flow.distribute.split(0), gradient_distribute=flow.distribute.broadcast())
+        d = flow.parallel_cast(flow.gather(params=deep, indices=i), distribute=flow.distribute.split(0),
+                               gradient_distribute=flow.distribute.split(2))
+        logits = w + flow.math.reduce_sum(flow.reshape(d, (4, 8)), axis=[1], keepdims=True)
+        loss = flow.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=logits)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.5]), momentum=0).minimize(loss)
+        return flow.math.reduce_mean(loss)
+
+    flow.load_variables({"wide_embedding": wide0, "deep_embedding": deep0})
+    wide, deep = torch.tensor(wide0, requires_grad=True), torch.tensor(deep0, requires_grad=True)
+    opt = torch.optim.SGD([wide, deep], lr=0.5)
+    index = torch.tensor(ids, dtype=torch.int64)
+    for _ in range(3):
+        loss = train(ids, labels)
+        opt.zero_grad()
+        logits = wide[index].reshape(4, 2).sum(1, keepdim=True) + deep[index].reshape(4, 8).sum(1, keepdim=True)
+        expected = torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.tensor(labels, dtype=torch.float32))
+        expected.backward()
+        opt.step()
+        np.testing.assert_allclose(loss, expected.item(), rtol=1e-5)
+    values = flow.get_all_variables()
+    np.testing.assert_allclose(values["wide_embedding"].numpy(), wide.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(values["deep_embedding"].numpy(), deep.detach().numpy(), rtol=1e-5, atol=1e-6)

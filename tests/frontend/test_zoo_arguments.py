@@ -187,3 +187,31 @@ def test_weight_decay_patterns_and_loss_scaling_are_checked():
     with pytest.raises(ValueError, match="no loss to scale"):
         flow.optimizer.Adam(lr, loss_scale_factor=1024.0)
     flow.optimizer.RMSProp(lr, loss_scale_policy=None)  # what the zoo passes without --use_fp16
+
+
+@pytest.mark.parametrize("dtype", [flow.int32, flow.int8])
+def test_sigmoid_cross_entropy_takes_integer_labels(dtype):
+    """Wide&Deep feeds its 0/1 click labels as int32 (OneFlow's kernel takes int32 and int8 labels)."""
+    rng = np.random.default_rng(6)
+    labels = rng.integers(0, 2, (5, 1)).astype(dtype.np_dtype)
+    z0 = rng.normal(size=(5, 1)).astype(np.float32) * 3
+
+    @flow.global_function(type="train")
+    def train(y: tp.Numpy.Placeholder((5, 1), dtype=dtype)) -> tp.Numpy:
+        z = flow.get_variable("z", shape=(5, 1), initializer=flow.zeros_initializer())
+        loss = flow.nn.sigmoid_cross_entropy_with_logits(labels=y, logits=z)
+        constant_sgd(2.0).minimize(loss)
+        return loss
+
+    flow.load_variables({"z": z0})
+    z = torch.tensor(z0, requires_grad=True)
+    opt = torch.optim.SGD([z], lr=2.0)
+    for _ in range(3):
+        got = train(labels)
+        opt.zero_grad()
+        expected = torch.nn.functional.binary_cross_entropy_with_logits(
+            z, torch.tensor(labels, dtype=torch.float32), reduction="none")
+        expected.mean().backward()
+        opt.step()
+        np.testing.assert_allclose(got, expected.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(flow.get_all_variables()["z"].numpy(), z.detach().numpy(), rtol=1e-5, atol=1e-6)
