@@ -2048,7 +2048,8 @@ class CenteredRmsPropUpdateOp(UpdateOp):
 
 @irdl_op_definition
 class LambUpdateOp(UpdateOp):
-    """OneFlow's LAMB: bias-corrected Adam direction u = m_hat / sqrt(v_hat + epsilon), scaled by |w| / |u|.
+    """OneFlow's LAMB: bias-corrected Adam direction u = m_hat / sqrt(v_hat + epsilon), scaled by |w| / |u|;
+    with weight_decay, w -= lr * (|w| / |u|) * (u + weight_decay * w), the ratio still of u alone (OneFlow's).
 
     The norms are of the whole variable, so sbp-infer refuses a split one.
     """
@@ -2063,6 +2064,7 @@ class LambUpdateOp(UpdateOp):
     beta1 = prop_def(FloatAttr)
     beta2 = prop_def(FloatAttr)
     epsilon = prop_def(FloatAttr)
+    weight_decay = prop_def(FloatAttr, default_value=FloatAttr(0.0, f64))
     STATE_COUNT: ClassVar[int] = 3
     WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 2, 3)
     WHOLE_VARIABLE: ClassVar[bool] = True

@@ -55,7 +55,7 @@ _OPTIMIZER_KEYS: dict[str, dict[str, object]] = {
     "adam": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "do_bias_correction": True, "weight_decay": 0.0},
     "adamw": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "do_bias_correction": True, "weight_decay": 0.0},
     "rmsprop": {"decay_rate": 0.99, "epsilon": 1e-8, "centered": False},
-    "lamb": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-6},
+    "lamb": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-6, "weight_decay": 0.0},
     "lars": {"momentum": 0.9, "epsilon": 1e-9, "lars_coefficient": 0.0001},
 }
 _COMMON_KEYS = ("kind", "lr", "warmup", "clip_norm", "weight_decay_includes", "weight_decay_excludes")
@@ -407,8 +407,9 @@ def _rmsprop(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params
 
 
 def _lamb(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -> None:
+    decay = {"weight_decay": p["weight_decay"]} if p["weight_decay"] else {}  # the IR shows a decay only where one applies
     _update(t.b, job.LambUpdateOp, [t.var, grad, t.state("m"), t.state("v"), lr, step], beta1=p["beta1"],
-            beta2=p["beta2"], epsilon=p["epsilon"])
+            beta2=p["beta2"], epsilon=p["epsilon"], **decay)
 
 
 def _lars(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -> None:

@@ -391,7 +391,7 @@ class RMSProp(Optimizer):
     centered, the root is of ms - mg**2 + epsilon with mg the same average of g.
 
     epsilon sits inside the square root (torch.optim.RMSprop adds it after); OneFlow's
-    loss_scale_factor, train_step_lbn, loss_scale_policy and variables are not taken.
+    train_step_lbn and variables are not taken (loss_scale_* only as None).
     """
 
     KIND = "rmsprop"
@@ -415,9 +415,10 @@ class LAMB(Optimizer):
     w -= lr * (|w| / |u|) * u per variable (the ratio 1 when either norm is 0).
 
     Epsilon is under the square root (the LAMB paper adds it after); OneFlow's
-    loss_scale_factor, train_step_lbn, loss_scale_policy and variables are not
-    taken, and, as OneFlow 0.x's LAMB, there is no weight decay.  Each device
-    must hold a whole variable (the norms are of all of it).
+    train_step_lbn and variables are not taken.  `weight_decay` (with
+    `weight_decay_includes` / `_excludes` as AdamW's) is OneFlow's later 0.x
+    decay: w -= lr * (|w| / |u|) * (u + weight_decay * w), the ratio of u alone.
+    Each device must hold a whole variable (the norms are of all of it).
     """
 
     KIND = "lamb"
@@ -429,11 +430,16 @@ class LAMB(Optimizer):
         beta2: float = 0.999,
         epsilon: float = 1e-6,
         loss_scale_factor: float | None = None,
+        weight_decay: float | None = None,
+        weight_decay_includes: str | Sequence[str] | None = None,
+        weight_decay_excludes: str | Sequence[str] | None = None,
         grad_clipping: ClipGradient | None = None,
         loss_scale_policy: LossScalePolicy | None = None,
     ):
-        super().__init__(lr_scheduler, beta1=beta1, beta2=beta2, epsilon=epsilon, grad_clipping=grad_clipping,
-                         loss_scale_factor=loss_scale_factor, loss_scale_policy=loss_scale_policy)
+        super().__init__(lr_scheduler, beta1=beta1, beta2=beta2, epsilon=epsilon, weight_decay=weight_decay,
+                         grad_clipping=grad_clipping, loss_scale_factor=loss_scale_factor,
+                         loss_scale_policy=loss_scale_policy,
+                         decay_patterns=_decay_patterns(weight_decay_includes, weight_decay_excludes))
 
 
 class LARS(Optimizer):
@@ -447,8 +453,8 @@ class LARS(Optimizer):
     the local rate is the plain lr (the ratio 1, not lars_coefficient).  The
     momentum `<var>-momentum` holds the negated step, as OneFlow's kernel keeps
     it (the paper's v = m * v + local_lr * g; w -= v is the same update).
-    loss_scale_factor, train_step_lbn, loss_scale_policy and variables are not
-    taken.  Each device must hold a whole variable (the norms are of all of it).
+    train_step_lbn and variables are not taken (loss_scale_* only as None).
+    Each device must hold a whole variable (the norms are of all of it).
     """
 
     KIND = "lars"

@@ -236,15 +236,18 @@ def test_rmsprop_puts_epsilon_under_the_root_as_oneflow(centered: bool):
     assert state <= set(ours) and ("h-weight-mean_gradient" in ours) == centered
 
 
-def oneflow_lamb(lr: float, beta1: float, beta2: float, epsilon: float):
-    """OneFlow's LAMB: epsilon under the root, the trust ratio |w| / |u| of each whole variable."""
+def oneflow_lamb(lr: float, beta1: float, beta2: float, epsilon: float, weight_decay: float = 0.0,
+                 decayed: tuple[str, ...] = ()):
+    """OneFlow's LAMB: epsilon under the root, the trust ratio |w| / |u| of each whole variable; the variables
+    (PyTorch names) in `decayed` also step along weight_decay * w, at the same ratio (of u alone)."""
 
     def update(name, w, g, state, step):
         m = state["m"] = beta1 * state.get("m", 0.0) + (1 - beta1) * g
         v = state["v"] = beta2 * state.get("v", 0.0) + (1 - beta2) * g * g
         u = (m / (1 - beta1**step)) / np.sqrt(v / (1 - beta2**step) + epsilon)
         w_norm, u_norm = np.linalg.norm(w), np.linalg.norm(u)
-        w -= lr * (w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0) * u
+        decay = weight_decay * w if name in decayed else 0.0
+        w -= lr * (w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0) * (u + decay)
 
     return update
 
@@ -258,6 +261,16 @@ def test_lamb_matches_numpy_of_oneflows_formula():
     ours = train_ours(lamb(), model, data)
     assert_weights(ours, train_reference(model, data, oneflow_lamb(LR, 0.9, 0.99, 1e-4)))
     assert {"h-weight-m", "h-weight-v"} <= set(ours)
+
+
+def test_lamb_weight_decay_spares_the_excluded_variables():
+    """BERT's LAMB(weight_decay=..., weight_decay_excludes=["bias", ...]): the weights decay, the biases not."""
+    model, data = torch_model(), batches()
+    lamb = flow.optimizer.LAMB(flow.optimizer.PiecewiseConstantScheduler([], [LR]), beta2=0.99, epsilon=1e-4,
+                               weight_decay=0.5, weight_decay_excludes=["bias", "LayerNorm", "layer_norm"])
+    ours = train_ours(lamb, model, data)
+    want = train_reference(model, data, oneflow_lamb(LR, 0.9, 0.99, 1e-4, 0.5, ("0.weight", "2.weight")))
+    assert_weights(ours, want)
 
 
 def oneflow_lars(lr: float, momentum_beta: float, epsilon: float, lars_coefficient: float):

@@ -213,12 +213,14 @@ def _trust_ratio(xp: ModuleType, norms: Array, numerator: Array, denominator: Ar
 @register("lamb_update")
 def lamb_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """OneFlow's LAMB: Adam's moments with bias correction, u = m_hat / sqrt(v_hat + epsilon) (epsilon
-    under the root, as OneFlow), then w -= lr * (|w| / |u|) * u, the ratio 1 when either norm is 0.
+    under the root, as OneFlow), then w -= lr * (|w| / |u|) * (u + weight_decay * w), the ratio 1 when
+    either norm is 0 and, as OneFlow's lamb kernel, taken before the decay joins u.
 
     `step` is the 1-based count of this update, as adam_update's.
     """
     (w, g, m, v, lr, step), (w_out, m_out, v_out) = ins, outs
     beta1, beta2, epsilon = float(attrs["beta1"]), float(attrs["beta2"]), float(attrs["epsilon"])
+    weight_decay = float(attrs.get("weight_decay", 0.0))
     u, t = xp.empty(w.shape, w.dtype), xp.empty(w.shape, w.dtype)
     corrections = xp.empty((2,), np.float64)
     applied = xp.empty((2,), w.dtype)
@@ -239,6 +241,9 @@ def lamb_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
         _norms(xp, w, u, t, norms)
         xp.copyto(denominator, norms[1, ...])
         _trust_ratio(xp, norms, norms[0, ...], denominator, ratio, positive)
+        if weight_decay:
+            xp.multiply(w, weight_decay, out=t)
+            xp.add(u, t, out=u)
         xp.multiply(ratio, lr, out=ratio)
         xp.multiply(u, ratio, out=u)
         xp.subtract(w, u, out=w_out)

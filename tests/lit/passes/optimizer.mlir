@@ -170,6 +170,23 @@ job.func @lamb(%g: tensor<3xf32>) attributes {job_type = "train"} {
 
 // -----
 
+// Weight decay with OneFlow's excludes (regular expressions searched in the
+// variable's name, as BERT's ["bias", "LayerNorm"]): the weight decays, the
+// bias does not, so its update carries no weight_decay.
+
+job.func @lamb_decay(%gw: tensor<3xf32>, %gb: tensor<3xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "dense-weight", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
+  %b = job.variable {name = "dense-bias", initializer = {kind = "constant", value = 0.0}} : tensor<3xf32>
+  job.apply_gradients %w, %gw, %b, %gb {optimizer = {kind = "lamb", weight_decay = 0.01, weight_decay_excludes = ["bias", "LayerNorm"], lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @lamb_decay
+// CHECK:         job.lamb_update %w, %gw, {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-06 : f64, weight_decay = 1.000000e-02 : f64}
+// CHECK:         job.lamb_update %b, %gb, {{.*}} {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-06 : f64} :
+
+// -----
+
 // LARS: OneFlow's <var>-momentum and defaults (momentum_beta 0.9, epsilon 1e-9, lars_coefficient 1e-4); no step.
 
 job.func @lars(%g: tensor<3xf32>) attributes {job_type = "train"} {
