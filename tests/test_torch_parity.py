@@ -42,7 +42,7 @@ def make_optimizers(kind: str):
     if kind == "momentum":
         ours = flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.05]), momentum=0.9)
         return ours, lambda params: torch.optim.SGD(params, lr=0.05, momentum=0.9)
-    ours = flow.optimizer.Adam(flow.optimizer.PiecewiseConstantScheduler([], [1e-3]))
+    ours = flow.optimizer.Adam(flow.optimizer.PiecewiseConstantScheduler([], [1e-3]), do_bias_correction=True)
     return ours, lambda params: torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
 
 

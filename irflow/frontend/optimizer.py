@@ -256,7 +256,7 @@ class Optimizer:
         beta1: float = 0.9,
         beta2: float = 0.999,
         epsilon: float = 1e-8,
-        do_bias_correction: bool = True,
+        do_bias_correction: bool = False,
         weight_decay: float | None = None,
         grad_clipping: ClipGradient | None = None,
         decay_rate: float = 0.99,
@@ -337,7 +337,8 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-    """Adam; irflow corrects the moments' bias by default (do_bias_correction=True), as the Adam paper does."""
+    """Adam, w -= lr * m / (sqrt(v) + epsilon); with do_bias_correction (False by default, as OneFlow 0.x's
+    Adam and AdamW) m and v are first divided by 1 - beta**step, as the Adam paper and torch.optim.Adam do."""
 
     KIND = "adam"
 
@@ -347,7 +348,7 @@ class Adam(Optimizer):
         beta1: float = 0.9,
         beta2: float = 0.999,
         epsilon: float = 1e-8,
-        do_bias_correction: bool = True,
+        do_bias_correction: bool = False,
         grad_clipping: ClipGradient | None = None,
         loss_scale_factor: float | None = None,
         loss_scale_policy: LossScalePolicy | None = None,
@@ -373,7 +374,7 @@ class AdamW(Optimizer):
         beta1: float = 0.9,
         beta2: float = 0.999,
         epsilon: float = 1e-8,
-        do_bias_correction: bool = True,
+        do_bias_correction: bool = False,
         loss_scale_factor: float | None = None,
         weight_decay: float | None = None,
         weight_decay_includes: str | Sequence[str] | None = None,

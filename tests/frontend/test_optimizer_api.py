@@ -273,6 +273,22 @@ def test_lamb_weight_decay_spares_the_excluded_variables():
     assert_weights(ours, want)
 
 
+def test_adam_and_adamw_do_not_correct_bias_by_default_as_oneflow():
+    """OneFlow 0.x's Adam and AdamW default to do_bias_correction=False: w -= lr * m / (sqrt(v) + epsilon)
+    from the first step on, where torch.optim.Adam divides m and v by 1 - beta**step."""
+
+    def update(name, w, g, state, step):
+        m = state["m"] = 0.9 * state.get("m", 0.0) + 0.1 * g
+        v = state["v"] = 0.999 * state.get("v", 0.0) + 0.001 * g * g
+        w -= LR * m / (np.sqrt(v) + 1e-8)
+
+    for make in (flow.optimizer.Adam, flow.optimizer.AdamW):
+        flow.clear_default_session()
+        model, data = torch_model(), batches()
+        ours = train_ours(make(flow.optimizer.PiecewiseConstantScheduler([], [LR])), model, data)
+        assert_weights(ours, train_reference(model, data, update))
+
+
 def oneflow_lars(lr: float, momentum_beta: float, epsilon: float, lars_coefficient: float):
     """OneFlow's LARS: the rate lr * coefficient * |w| / (epsilon + |g|) per whole variable, lr if a norm is 0."""
 

@@ -134,7 +134,7 @@ def adamw_program(**decay):
             y = flow.layers.layer_norm(h, name="LayerNorm", begin_norm_axis=-1, begin_params_axis=-1)
         loss = flow.math.reduce_mean(flow.math.square(y * flow.constant(np.array([1.0, 2.0], np.float32)) - h))
         lr = flow.optimizer.PolynomialScheduler(0.1, 10, 0.0, warmup=flow.optimizer.warmup.linear(2, 0))
-        flow.optimizer.AdamW(lr, epsilon=1e-6, weight_decay=0.3,
+        flow.optimizer.AdamW(lr, epsilon=1e-6, weight_decay=0.3, do_bias_correction=True,  # torch's AdamW's
                              grad_clipping=flow.optimizer.grad_clipping.by_global_norm(1.0), loss_scale_policy=None,
                              **decay).minimize(loss)
         return loss
