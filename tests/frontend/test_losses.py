@@ -5,8 +5,6 @@ the gradient of sum(out * cotangent), against PyTorch's autograd), at the edges 
 training steps against PyTorch's optimizer, on one device and on two.
 """
 
-import importlib.util
-import pathlib
 from types import SimpleNamespace
 from typing import Tuple
 
@@ -19,11 +17,7 @@ import irflow.typing as tp
 torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
 F = torch.nn.functional
 
-_spec = importlib.util.spec_from_file_location(
-    "composite_checks", pathlib.Path(__file__).with_name("test_composite_ops.py")
-)
-_checks = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-_spec.loader.exec_module(_checks)  # type: ignore[union-attr]
+import test_composite_ops as _checks  # on pytest's pythonpath (pyproject.toml)
 irflow_vjp, values, FLOATS = _checks.irflow_vjp, _checks.values, _checks.FLOATS
 
 

@@ -5,8 +5,6 @@ gradient of sum(out * cotangent), against PyTorch's autograd); edge values where
 naive formula overflows, underflows or meets 0 * inf; training on 1 and 2 devices.
 """
 
-import importlib.util
-import pathlib
 from typing import Tuple
 
 import numpy as np
@@ -17,9 +15,7 @@ import irflow.typing as tp
 
 torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
 
-_spec = importlib.util.spec_from_file_location("composite_checks", pathlib.Path(__file__).with_name("test_composite_ops.py"))
-_checks = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-_spec.loader.exec_module(_checks)  # type: ignore[union-attr]
+import test_composite_ops as _checks  # on pytest's pythonpath (pyproject.toml)
 check, values, FLOATS = _checks.check, _checks.values, _checks.FLOATS
 
 

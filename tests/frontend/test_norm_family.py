@@ -5,8 +5,6 @@ gradient of sum(out * cotangent), against PyTorch's autograd); then momentum-SGD
 train the functions' own variables, against torch.optim.SGD, on one device and on two.
 """
 
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
@@ -17,11 +15,7 @@ import irflow.typing as tp
 torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
 F = torch.nn.functional
 
-_spec = importlib.util.spec_from_file_location(
-    "composite_checks", pathlib.Path(__file__).with_name("test_composite_ops.py")
-)
-_checks = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-_spec.loader.exec_module(_checks)  # type: ignore[union-attr]
+import test_composite_ops as _checks  # on pytest's pythonpath (pyproject.toml)
 values, FLOATS, tol = _checks.values, _checks.FLOATS, _checks.tol
 
 

@@ -4,8 +4,6 @@ The vector-Jacobian products come from test_composite_ops.py's `check` (a train 
 watching the gradient of sum(out * cotangent), against PyTorch's autograd).
 """
 
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
@@ -15,9 +13,7 @@ import irflow.typing as tp
 
 torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
 
-_spec = importlib.util.spec_from_file_location("composite_checks", pathlib.Path(__file__).with_name("test_composite_ops.py"))
-_checks = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
-_spec.loader.exec_module(_checks)  # type: ignore[union-attr]
+import test_composite_ops as _checks  # on pytest's pythonpath (pyproject.toml)
 check, values, FLOATS = _checks.check, _checks.values, _checks.FLOATS
 
 HALVES = (-2.5, -1.5, -0.5, -0.0, 0.0, 0.5, 1.5, 2.5, 3.5, 2.0, -3.0)
