@@ -319,21 +319,48 @@ def _regularized(loss: Blob, penalized: Iterable[tuple[Blob, Regularizer]]) -> B
 
 
 class SGD(Optimizer):
-    """Stochastic gradient descent, with OneFlow's momentum (0.9 by default; 0 for plain SGD)."""
+    """Stochastic gradient descent, with OneFlow's momentum (0.9 by default; 0 for plain SGD).
+
+    The positional order is OneFlow's (`loss_scale_factor` second); `weight_decay`, which
+    OneFlow's SGD does not take (its SGDW does), is irflow's and keyword-only.
+    """
 
     KIND = "sgd"
 
     def __init__(
         self,
         lr_scheduler: LrScheduler,
-        momentum: float = 0.9,
-        weight_decay: float | None = None,
-        grad_clipping: ClipGradient | None = None,
         loss_scale_factor: float | None = None,
+        momentum: float = 0.9,
+        grad_clipping: ClipGradient | None = None,
+        *,
         loss_scale_policy: LossScalePolicy | None = None,
+        weight_decay: float | None = None,
     ):
         super().__init__(lr_scheduler, momentum=momentum, weight_decay=weight_decay, grad_clipping=grad_clipping,
                          loss_scale_factor=loss_scale_factor, loss_scale_policy=loss_scale_policy)
+
+
+class SGDW(Optimizer):
+    """SGD with momentum and decoupled weight decay, `weight_decay_includes` / `_excludes` as AdamW's."""
+
+    KIND = "sgd"
+
+    def __init__(
+        self,
+        lr_scheduler: LrScheduler,
+        loss_scale_factor: float | None = None,
+        momentum: float = 0.9,
+        weight_decay: float | None = None,
+        weight_decay_includes: str | Sequence[str] | None = None,
+        weight_decay_excludes: str | Sequence[str] | None = None,
+        grad_clipping: ClipGradient | None = None,
+        *,
+        loss_scale_policy: LossScalePolicy | None = None,
+    ):
+        super().__init__(lr_scheduler, momentum=momentum, weight_decay=weight_decay, grad_clipping=grad_clipping,
+                         loss_scale_factor=loss_scale_factor, loss_scale_policy=loss_scale_policy,
+                         decay_patterns=_decay_patterns(weight_decay_includes, weight_decay_excludes))
 
 
 class Adam(Optimizer):
@@ -349,8 +376,8 @@ class Adam(Optimizer):
         beta2: float = 0.999,
         epsilon: float = 1e-8,
         do_bias_correction: bool = False,
-        grad_clipping: ClipGradient | None = None,
         loss_scale_factor: float | None = None,
+        grad_clipping: ClipGradient | None = None,
         loss_scale_policy: LossScalePolicy | None = None,
     ):
         super().__init__(lr_scheduler, 0.0, beta1, beta2, epsilon, do_bias_correction, None, grad_clipping,

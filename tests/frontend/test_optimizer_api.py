@@ -396,3 +396,31 @@ def test_two_devices_train_as_one(name: str):
     assert sorted(vars2) == sorted(vars1)
     for n in vars1:
         np.testing.assert_allclose(vars2[n], vars1[n], rtol=1e-10, atol=1e-14, err_msg=n)
+
+
+def oneflow_momentum(lr: float, momentum: float, weight_decay: float = 0.0, decayed: tuple[str, ...] = ()):
+    """OneFlow's momentum update: m = momentum * m - lr * (g + weight_decay * w); w += m (decay in `decayed` only)."""
+
+    def update(name, w, g, state, step):
+        decay = weight_decay * w if name in decayed else 0.0
+        m = state["m"] = momentum * state.get("m", 0.0) - lr * (g + decay)
+        w += m
+
+    return update
+
+
+def test_sgd_takes_oneflows_positional_order():
+    """OneFlow's SGD(lr_scheduler, loss_scale_factor=None, momentum=0.9, grad_clipping=None): the third
+    positional argument is the momentum."""
+    model, data = torch_model(), batches()
+    sgd = flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [LR]), None, 0.5)
+    assert_weights(train_ours(sgd, model, data), train_reference(model, data, oneflow_momentum(LR, 0.5)))
+
+
+def test_sgdw_decays_only_the_variables_its_patterns_allow():
+    """OneFlow's SGDW: momentum SGD whose weight_decay reaches only the variables no exclude pattern matches."""
+    model, data = torch_model(), batches()
+    sgdw = flow.optimizer.SGDW(flow.optimizer.PiecewiseConstantScheduler([], [LR]), momentum=0.8, weight_decay=0.5,
+                               weight_decay_excludes=["bias"])
+    ours = train_ours(sgdw, model, data)  # first: the reference trains `model` in place
+    assert_weights(ours, train_reference(model, data, oneflow_momentum(LR, 0.8, 0.5, ("0.weight", "2.weight"))))
