@@ -2072,10 +2072,10 @@ class LambUpdateOp(UpdateOp):
 
 @irdl_op_definition
 class LarsUpdateOp(UpdateOp):
-    """OneFlow's LARS: momentum at a local rate lr * lars_coefficient * |w| / (epsilon + |g|).
+    """OneFlow's LARS: momentum at a local rate lr * lars_coefficient * |w| / (epsilon + |g| + weight_decay * |w|).
 
-    m = momentum_beta * m - local_lr * g; w += m.  The norms are of the whole
-    variable, so sbp-infer refuses a split one.
+    m = momentum_beta * m - local_lr * (g + weight_decay * w); w += m.  The norms
+    are of the whole variable, so sbp-infer refuses a split one.
     """
 
     name = "job.lars_update"
@@ -2086,6 +2086,7 @@ class LarsUpdateOp(UpdateOp):
     momentum_beta = prop_def(FloatAttr)
     epsilon = prop_def(FloatAttr)
     lars_coefficient = prop_def(FloatAttr)
+    weight_decay = prop_def(FloatAttr, default_value=FloatAttr(0.0, f64))
     STATE_COUNT: ClassVar[int] = 2
     WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 2)
     WHOLE_VARIABLE: ClassVar[bool] = True

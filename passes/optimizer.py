@@ -56,7 +56,7 @@ _OPTIMIZER_KEYS: dict[str, dict[str, object]] = {
     "adamw": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "do_bias_correction": True, "weight_decay": 0.0},
     "rmsprop": {"decay_rate": 0.99, "epsilon": 1e-8, "centered": False},
     "lamb": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-6, "weight_decay": 0.0},
-    "lars": {"momentum": 0.9, "epsilon": 1e-9, "lars_coefficient": 0.0001},
+    "lars": {"momentum": 0.9, "epsilon": 1e-9, "lars_coefficient": 0.0001, "weight_decay": 0.0},
 }
 _COMMON_KEYS = ("kind", "lr", "warmup", "clip_norm", "weight_decay_includes", "weight_decay_excludes")
 _DECAY_RATE: dict[str, object] = {"base_lr": None, "steps": None, "decay_rate": None, "staircase": False}
@@ -413,8 +413,9 @@ def _lamb(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -
 
 
 def _lars(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -> None:
+    decay = {"weight_decay": p["weight_decay"]} if p["weight_decay"] else {}  # as _lamb's
     _update(t.b, job.LarsUpdateOp, [t.var, grad, t.state("momentum"), lr], momentum_beta=p["momentum"],
-            epsilon=p["epsilon"], lars_coefficient=p["lars_coefficient"])
+            epsilon=p["epsilon"], lars_coefficient=p["lars_coefficient"], **decay)
 
 
 _UPDATES: dict[str, Callable[[_Target, SSAValue, SSAValue, SSAValue, Params], None]] = {

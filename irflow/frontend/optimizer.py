@@ -472,13 +472,13 @@ class LAMB(Optimizer):
 
 class LARS(Optimizer):
     """LARS as OneFlow's lars_update kernel computes it: per variable a local rate
-    local_lr = lr * lars_coefficient * |w| / (epsilon + |g|), then m = momentum_beta * m - local_lr * g; w += m.
+    local_lr = lr * lars_coefficient * |w| / (epsilon + |g| + weight_decay * |w|), then
+    m = momentum_beta * m - local_lr * (g + weight_decay * w); w += m.
 
     Where OneFlow differs from the LARS paper (You et al., 2017), this follows
-    OneFlow: epsilon is added to the gradient's norm, the paper's weight-decay
-    term beta * |w| is absent from the denominator (the weight_decay arguments
-    of OneFlow's latest 0.x releases are not taken), and when |w| or |g| is 0
-    the local rate is the plain lr (the ratio 1, not lars_coefficient).  The
+    OneFlow: epsilon is added to the gradient's norm, and when |w| or |g| is 0
+    the local rate is the plain lr (the ratio 1, not lars_coefficient).
+    `weight_decay_includes` / `_excludes` choose the decayed variables, as AdamW's.  The
     momentum `<var>-momentum` holds the negated step, as OneFlow's kernel keeps
     it (the paper's v = m * v + local_lr * g; w -= v is the same update).
     train_step_lbn and variables are not taken (loss_scale_* only as None).
@@ -494,9 +494,13 @@ class LARS(Optimizer):
         epsilon: float = 1e-9,
         lars_coefficient: float = 0.0001,
         loss_scale_factor: float | None = None,
+        weight_decay: float | None = None,
+        weight_decay_includes: str | Sequence[str] | None = None,
+        weight_decay_excludes: str | Sequence[str] | None = None,
         grad_clipping: ClipGradient | None = None,
         loss_scale_policy: LossScalePolicy | None = None,
     ):
-        super().__init__(lr_scheduler, momentum=momentum_beta, epsilon=epsilon, grad_clipping=grad_clipping,
-                         lars_coefficient=lars_coefficient, loss_scale_factor=loss_scale_factor,
-                         loss_scale_policy=loss_scale_policy)
+        super().__init__(lr_scheduler, momentum=momentum_beta, epsilon=epsilon, weight_decay=weight_decay,
+                         grad_clipping=grad_clipping, lars_coefficient=lars_coefficient,
+                         loss_scale_factor=loss_scale_factor, loss_scale_policy=loss_scale_policy,
+                         decay_patterns=_decay_patterns(weight_decay_includes, weight_decay_excludes))

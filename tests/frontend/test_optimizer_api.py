@@ -289,13 +289,16 @@ def test_adam_and_adamw_do_not_correct_bias_by_default_as_oneflow():
         assert_weights(ours, train_reference(model, data, update))
 
 
-def oneflow_lars(lr: float, momentum_beta: float, epsilon: float, lars_coefficient: float):
-    """OneFlow's LARS: the rate lr * coefficient * |w| / (epsilon + |g|) per whole variable, lr if a norm is 0."""
+def oneflow_lars(lr: float, momentum_beta: float, epsilon: float, lars_coefficient: float, weight_decay: float = 0.0,
+                 decayed: tuple[str, ...] = ()):
+    """OneFlow's LARS: the rate lr * coefficient * |w| / (epsilon + |g| + wd * |w|) per whole variable, lr if a
+    norm is 0; the step along g + wd * w (wd = weight_decay for the PyTorch names in `decayed`, else 0)."""
 
     def update(name, w, g, state, step):
+        wd = weight_decay if name in decayed else 0.0
         w_norm, g_norm = np.linalg.norm(w), np.linalg.norm(g)
-        ratio = lars_coefficient * w_norm / (epsilon + g_norm) if w_norm > 0 and g_norm > 0 else 1.0
-        m = state["m"] = momentum_beta * state.get("m", 0.0) - lr * ratio * g
+        ratio = lars_coefficient * w_norm / (epsilon + g_norm + wd * w_norm) if w_norm > 0 and g_norm > 0 else 1.0
+        m = state["m"] = momentum_beta * state.get("m", 0.0) - lr * ratio * (g + wd * w)
         w += m
 
     return update
@@ -314,6 +317,15 @@ def test_lars_matches_numpy_of_oneflows_formula():
     ours = train_ours(lars(), model, data)
     assert_weights(ours, train_reference(model, data, oneflow_lars(LR, 0.8, 1e-3, 0.5)))
     assert {"h-weight-momentum", "h-bias-momentum"} <= set(ours)
+
+
+def test_lars_weight_decay_in_oneflows_positional_order_spares_the_excluded_variables():
+    """OneFlow's LARS(lr_scheduler, momentum_beta, epsilon, lars_coefficient, loss_scale_factor, weight_decay,
+    weight_decay_includes, weight_decay_excludes): the decay enters both the rate's denominator and the step."""
+    model, data = torch_model(), batches()
+    schedule = flow.optimizer.PiecewiseConstantScheduler([], [LR])
+    ours = train_ours(flow.optimizer.LARS(schedule, 0.8, 1e-3, 0.5, None, 0.3, None, ["bias"]), model, data)
+    assert_weights(ours, train_reference(model, data, oneflow_lars(LR, 0.8, 1e-3, 0.5, 0.3, ("0.weight", "2.weight"))))
 
 
 @pytest.mark.parametrize("optimizer, kind", [(flow.optimizer.LAMB, "lamb"), (flow.optimizer.LARS, "lars")])

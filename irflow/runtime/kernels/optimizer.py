@@ -253,14 +253,14 @@ def lamb_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
 
 @register("lars_update")
 def lars_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """OneFlow's LARS: local_lr = lr * lars_coefficient * |w| / (epsilon + |g|), the ratio 1 (the plain lr)
-    when either norm is 0; m = momentum_beta * m - local_lr * g; w += m.
+    """OneFlow's LARS: local_lr = lr * lars_coefficient * |w| / (epsilon + |g| + weight_decay * |w|), the ratio
+    1 (the plain lr) when either norm is 0; m = momentum_beta * m - local_lr * (g + weight_decay * w); w += m.
 
     The paper puts no epsilon at |g| and has no such fallback; OneFlow's kernel does.
     """
     (w, g, m, lr), (w_out, m_out) = ins, outs
     beta, epsilon = float(attrs["momentum_beta"]), float(attrs["epsilon"])
-    coefficient = float(attrs["lars_coefficient"])
+    coefficient, weight_decay = float(attrs["lars_coefficient"]), float(attrs.get("weight_decay", 0.0))
     t = xp.empty(w.shape, w.dtype)
     norms, scalars = xp.empty((2,), w.dtype), xp.empty((3,), w.dtype)
     positive = xp.empty((2,), bool)
@@ -270,9 +270,17 @@ def lars_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
         _norms(xp, w, g, t, norms)
         xp.multiply(norms[0, ...], coefficient, out=numerator)
         xp.add(norms[1, ...], epsilon, out=denominator)
+        if weight_decay:
+            xp.multiply(norms[0, ...], weight_decay, out=ratio)  # ratio as scratch, before it is computed
+            xp.add(denominator, ratio, out=denominator)
         _trust_ratio(xp, norms, numerator, denominator, ratio, positive)
         xp.multiply(ratio, lr, out=ratio)
-        xp.multiply(g, ratio, out=t)
+        if weight_decay:
+            xp.multiply(w, weight_decay, out=t)
+            xp.add(t, g, out=t)
+            xp.multiply(t, ratio, out=t)
+        else:
+            xp.multiply(g, ratio, out=t)
         xp.multiply(m, beta, out=m_out)
         xp.subtract(m_out, t, out=m_out)
         xp.add(w, m_out, out=w_out)
