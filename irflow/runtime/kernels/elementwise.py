@@ -68,7 +68,7 @@ _UNARY = {
 def _ufunc_kernel(ufunc: str) -> KernelFactory:
     def build(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
         (y,) = outs
-        if ufunc == "divide" and np.dtype(y.dtype).kind in "iu":
+        if ufunc == "divide" and _integer(np.dtype(y.dtype)):
             return partial(_truncating_divide, xp, *ins, y)
         return partial(getattr(xp, ufunc), *ins, out=y)
 
@@ -98,7 +98,8 @@ def _truncating_divide(xp: ModuleType, a: Array, b: Array, out: Array) -> None:
 
 
 def _integer(dtype: np.dtype) -> bool:
-    """Only integer division and floor_mod check their divisor for zeros; float ones give inf or NaN."""
+    """An integer output: division truncates, and division and floor_mod check their divisor for zeros
+    (float ones give inf or NaN)."""
     return dtype.kind in "iu"
 
 
@@ -116,7 +117,7 @@ def floor_mod(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
     `out` is written last: it may be `a` or `b`.
     """
     (a, b), (out,) = ins, outs
-    if np.dtype(out.dtype).kind in "iu":
+    if _integer(np.dtype(out.dtype)):
         return partial(_integer_floor_mod, xp, a, b, out)
     rest, moved = xp.empty(out.shape, out.dtype), xp.empty(out.shape, out.dtype)
     flip, nonzero = xp.empty(out.shape, bool), xp.empty(out.shape, bool)
