@@ -20,7 +20,7 @@ from irflow.frontend.blob import Blob
 from irflow.frontend import dtypes, initializers, math
 from irflow.frontend.math import _mask, _softplus_tail, multiply
 from irflow.frontend.math import relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
-from irflow.frontend.ops import cast, expand_dims, one_hot, reshape, squeeze, transpose, where
+from irflow.frontend.ops import cast, expand_dims, one_hot, one_of, reshape, squeeze, transpose, where
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, current, published
 from irflow.frontend.variables import get_variable
@@ -690,10 +690,8 @@ def _transposed(
 
 
 def _either(value: object, alias: object, arg: str, other: str, what: str) -> Blob:
-    """OneFlow's two names for one argument (`value` / `input`): exactly one of them, a Blob."""
-    if (value is None) == (alias is None):
-        fail(f"{what}: give exactly one of {arg} and {other}")
-    given = value if value is not None else alias
+    """`one_of` the two names, a Blob."""
+    given = one_of(value, alias, arg, other, what)
     if not isinstance(given, Blob):
         fail(f"{what}: {arg if value is not None else other} must be a Blob, got {given!r}")
     return given

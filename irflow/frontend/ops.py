@@ -215,6 +215,14 @@ def one_hot(
     return _binary(job.AddOp, _binary(job.MulOp, hot, on_value, what), off, what, name)
 
 
+def one_of(value: object, alias: object, arg: str, other: str, what: str) -> Any:
+    """OneFlow's two names for one argument (concat's `inputs` / `values`, conv2d_transpose's `value` /
+    `input`): exactly one of them given, and that one."""
+    if (value is None) == (alias is None):
+        fail(f"{what}: give exactly one of {arg} and {other}")
+    return value if value is not None else alias
+
+
 def concat(
     inputs: Sequence[Blob] | None = None,
     axis: int = 0,
@@ -223,9 +231,7 @@ def concat(
     values: Sequence[Blob] | None = None,
 ) -> Blob:
     """Join `inputs` along `axis`; `values` is OneFlow's other name for them (one of the two, not both)."""
-    if (inputs is None) == (values is None):
-        fail("flow.concat expects the Blobs as inputs or as values (exactly one of them)")
-    inputs = inputs if values is None else values
+    inputs = one_of(inputs, values, "inputs", "values", "flow.concat")
     if not isinstance(inputs, (list, tuple)):
         fail(f"flow.concat expects a list of Blobs, got {type(inputs).__name__}")
     if len(inputs) == 1 and isinstance(inputs[0], Blob):

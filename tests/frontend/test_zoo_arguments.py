@@ -117,7 +117,7 @@ def test_concat_values_and_identity_n():
 
     a, b = np.ones((2, 1), np.float32), np.arange(4, dtype=np.float32).reshape(2, 2)
     np.testing.assert_array_equal(f(a, b), np.concatenate([a, b], axis=1))
-    with pytest.raises(flow.TraceError, match="as inputs or as values"):
+    with pytest.raises(flow.TraceError, match="flow.concat: give exactly one of inputs and values"):
 
         @flow.global_function()
         def g(a: tp.Numpy.Placeholder((2, 1))) -> tp.Numpy:
