@@ -572,8 +572,9 @@ def finite_checked(step: Callable[[], None], op: buffer.KernelOp, outs: list[Any
 
 
 def _checks_data(op: buffer.KernelOp) -> bool:
-    """Whether `op`'s kernel may stop a step with a DataError, for the dtype it writes."""
-    return kernels.checks_data(op.kernel.data, shape_dtype(op.outs[0].type)[1] if op.outs else np.dtype(np.float32))
+    """Whether `op`'s kernel may stop a step with a DataError, for the dtype it writes (every kernel writes
+    an output: KernelOp's verifier)."""
+    return kernels.checks_data(op.kernel.data, shape_dtype(op.outs[0].type)[1])
 
 
 def _located(run: Callable[[], None], op: buffer.KernelOp, comm: Communicator | None) -> Callable[[], None]:
