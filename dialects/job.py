@@ -506,6 +506,39 @@ class DropoutMaskOp(NullaryOp):
             raise VerifyException(f"dropout rate must be in [0, 1), got {number(props, 'rate')}")
 
 
+@irdl_op_definition
+class RandomUniformOp(NullaryOp):
+    """Seeded draws uniform in [0, 1), new ones each step: the randomness of flow.random.bernoulli.
+
+    A source (as dropout_mask), so every device draws the same whole tensor and a split consumer
+    slices it: samples do not depend on the device count.  float32 or float64, what generators draw.
+    """
+
+    name = "job.random_uniform"
+    seed = prop_def(IntegerAttr)
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        super().check(types, props, result)
+        if dtype_of(result) not in (f32, f64):
+            raise VerifyException(f"uniform draws are float32 or float64, got {fmt(result)}")
+
+
+@irdl_op_definition
+class RandomPermutationOp(NullaryOp):
+    """A seeded random permutation of 0..n-1 (int32), a new one each step (OneFlow's
+    generate_random_batch_permutation_indices); a source, whole on every device."""
+
+    name = "job.random_permutation"
+    seed = prop_def(IntegerAttr)
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        super().check(types, props, result)
+        if len(shape_of(result)) != 1 or dtype_of(result) != i32:
+            raise VerifyException(f"a permutation is a rank-1 int32 tensor, got {fmt(result)}")
+
+
 # ----------------------------------------------------------------- elementwise
 
 
@@ -639,6 +672,32 @@ class CastOp(JobOp):
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
         return aligned_groups(types)
+
+
+@irdl_op_definition
+class BernoulliOp(JobOp):
+    """1 where the uniform draw u < p, else 0, in the result's dtype: Bernoulli(p) samples, p per element.
+
+    The draws are an operand (a job.random_uniform) rather than state of this op, so the op is
+    elementwise and splits like one while its samples stay those of the whole tensor.
+    """
+
+    name = "job.bernoulli"
+    u = operand_def(TensorType)
+    p = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        u, p = types
+        if dtype_of(u) not in (f32, f64):
+            raise VerifyException(f"uniform draws are float32 or float64, got {fmt(u)}")
+        require_float(p, "probability")
+        if not shape_of(u) == shape_of(p) == shape_of(result):
+            raise VerifyException(f"draws, probabilities and samples differ in shape: {fmt(u)}, {fmt(p)} -> {fmt(result)}")
+        if dtype_of(result) not in FLOAT_TYPES + INT_TYPES:
+            raise VerifyException(f"samples must be a number tensor, got {fmt(result)}")
 
 
 @irdl_op_definition
@@ -2579,14 +2638,14 @@ def variable_of(value: SSAValue) -> VariableOp | None:
 
 
 COMPUTE_OPS: list[type[Operation]] = [
-    VariableOp, ConstantOp, FillOp, DropoutMaskOp,
+    VariableOp, ConstantOp, FillOp, DropoutMaskOp, RandomUniformOp, RandomPermutationOp,
     NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SquareOp, ReluOp, SigmoidOp, TanhOp, GeluOp, AbsOp,
     SinOp, CosOp, FloorOp, CeilOp, RoundOp, SignOp, Log1pOp, Expm1Op, ErfOp, ErfcOp,
     TanOp, AsinOp, AcosOp, AtanOp, SinhOp, CoshOp, AsinhOp, AcoshOp, AtanhOp,
     AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp, FloorModOp, Atan2Op,
     EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp,
     ReluGradOp, SigmoidGradOp, TanhGradOp, GeluGradOp,
-    CastOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, UnpinSizeOp,
+    CastOp, BernoulliOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, UnpinSizeOp,
     ConcatOp,
     TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
     GatherOp, GatherGradOp, DimGatherOp, DimGatherGradOp, GatherNdOp, ScatterNdOp,

@@ -36,6 +36,9 @@ NO_GRADIENT: frozenset[type[Operation]] = frozenset(
         job.ConstantOp,
         job.FillOp,
         job.DropoutMaskOp,
+        job.RandomUniformOp,
+        job.RandomPermutationOp,
+        job.BernoulliOp,  # samples: piecewise constant in p
         job.ArgmaxOp,
         job.TopKOp,
         job.SizeOfOp,  # counts elements: piecewise constant

@@ -91,6 +91,7 @@ def _elementwise_except(op: Operation, p: int, excluded: set[int]) -> list[Sig1]
         if issubclass(c, (job.UnaryOp, job.BinaryOp, job.GradOp)) and not issubclass(c, job.SoftmaxLikeGradOp)
     ),
     job.CastOp,
+    job.BernoulliOp,
     job.WhereOp,
     job.BroadcastToOp,
     job.PinSizeOp,
@@ -453,9 +454,18 @@ def _pool(op: Operation, p: int) -> list[Sig1]:
     return [((i,) * len(op.operands), i) for i in (0, 1) if out[i] >= p]
 
 
-@rule(job.VariableOp, job.ConstantOp, job.FillOp, job.DropoutMaskOp, job.LearningRateOp)
+@rule(
+    job.VariableOp,
+    job.ConstantOp,
+    job.FillOp,
+    job.DropoutMaskOp,
+    job.RandomUniformOp,
+    job.RandomPermutationOp,
+    job.LearningRateOp,
+)
 def _whole(op: Operation, p: int) -> list[Sig1]:
-    # Sources are made whole on every device; broadcast -> split is a free local slice.
+    # Sources are made whole on every device; broadcast -> split is a free local slice. A random source
+    # draws the same whole tensor on every device (one seed), so its samples do not depend on the device count.
     return []
 
 

@@ -9,7 +9,6 @@ pads must be 0). SAME is resolved here to explicit pads, so the IR only knows
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -809,13 +808,10 @@ def _check_mask(x: Blob, rate: object, noise_shape: Sequence[int] | None, what: 
 
 
 def _keep_mask(mask_type: Any, rate: float, seed: int | None, name: str, what: str) -> Blob:
-    """`<name>-mask`, a job.dropout_mask: 0 with probability `rate`, else 1/(1-rate).
-
-    Without a seed, the job's name and `name` make one, so that a program draws the same
-    masks on every run.
-    """
+    """`<name>-mask`, a job.dropout_mask: 0 with probability `rate`, else 1/(1-rate); without a seed,
+    the job's and the op's names make one (Trace.op_seed)."""
     if seed is None:
-        seed = zlib.crc32(f"{current(what).name}/{name}".encode()) & 0x7FFFFFFF
+        seed = current(what).op_seed(name)
     return build(job.DropoutMaskOp, [], mask_type, f"{name}-mask", what, rate=float(rate), seed=int(seed))
 
 

@@ -10,6 +10,7 @@ ours (MLIR's diagnostics do the same with the op's location).
 from __future__ import annotations
 
 import contextlib
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -54,12 +55,21 @@ class Trace:
         # a static one is pinned there (docs/dynamic.md); what follows is static on every device alike.
         self.own_sizes: bool = False
         self._counters: dict[str, int] = {}
+        self._seeded: dict[str, int] = {}  # random op name -> seeds derived from it so far
 
     def unique_name(self, prefix: str) -> str:
         """OneFlow's default op and layer names ("Dense_0", "Dense_1", ...), counted per job."""
         n = self._counters.get(prefix, 0)
         self._counters[prefix] = n + 1
         return f"{prefix}_{n}"
+
+    def op_seed(self, name: str) -> int:
+        """The seed of random op `name` given none: fixed by the job's and the op's names, so a program
+        draws the same values on every run; a name met again in this job gets a seed of its own."""
+        uses = self._seeded.get(name, 0)
+        self._seeded[name] = uses + 1
+        key = f"{self.name}/{name}" + (f"#{uses}" if uses else "")
+        return zlib.crc32(key.encode()) & 0x7FFFFFFF
 
     def append(self, op: Operation, location: SourceLocation | None) -> Operation:
         loc = to_loc(location)
