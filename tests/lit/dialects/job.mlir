@@ -26,6 +26,24 @@ job.func @sources() -> (tensor<4x8xf32>, tensor<1x2xf32>, tensor<4x8xf32>, tenso
 
 // -----
 
+// Random sources and Bernoulli samples: the draws are an operand, so bernoulli is elementwise.
+
+job.func @random(%p: tensor<4x8xf16>) -> (tensor<4x8xi8>, tensor<4xi32>) attributes {job_type = "predict"} {
+  %u = job.random_uniform {seed = -5 : i64} : tensor<4x8xf32>
+  %b = job.bernoulli %u, %p : (tensor<4x8xf32>, tensor<4x8xf16>) -> tensor<4x8xi8>
+  %perm = job.random_permutation {seed = 9 : i64, sbp = #job.nd_sbp<[broadcast]>} : tensor<4xi32>
+  job.return %b, %perm : tensor<4x8xi8>, tensor<4xi32>
+}
+
+// CHECK-LABEL: job.func @random(%p: tensor<4x8xf16>) -> (tensor<4x8xi8>, tensor<4xi32>) attributes {job_type = "predict"} {
+// CHECK-NEXT:    %u = job.random_uniform {seed = -5 : i64} : tensor<4x8xf32>
+// CHECK-NEXT:    %b = job.bernoulli %u, %p : (tensor<4x8xf32>, tensor<4x8xf16>) -> tensor<4x8xi8>
+// CHECK-NEXT:    %perm = job.random_permutation {sbp = #job.nd_sbp<[broadcast]>, seed = 9 : i64} : tensor<4xi32>
+// CHECK-NEXT:    job.return %b, %perm : tensor<4x8xi8>, tensor<4xi32>
+// CHECK-NEXT:  }
+
+// -----
+
 // Elementwise: unary, binary with broadcasting, comparisons, activation gradients.
 
 job.func @elementwise(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {

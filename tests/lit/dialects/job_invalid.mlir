@@ -117,6 +117,46 @@ job.func @f() {
 
 // -----
 
+// Uniform draws are float32 or float64.
+
+job.func @f() {
+  // expected-error@+1 {{'job.random_uniform' op uniform draws are float32 or float64, got tensor<4xf16>}}
+  %u = job.random_uniform {seed = 1 : i64} : tensor<4xf16>
+  job.return
+}
+
+// -----
+
+// A permutation is rank 1 and int32.
+
+job.func @f() {
+  // expected-error@+1 {{'job.random_permutation' op a permutation is a rank-1 int32 tensor, got tensor<4xi64>}}
+  %p = job.random_permutation {seed = 1 : i64} : tensor<4xi64>
+  job.return
+}
+
+// -----
+
+// Bernoulli's draws, probabilities and samples share one shape.
+
+job.func @f(%u: tensor<4xf32>, %p: tensor<5xf32>) {
+  // expected-error@+1 {{'job.bernoulli' op draws, probabilities and samples differ in shape: tensor<4xf32>, tensor<5xf32> -> tensor<5xi8>}}
+  %b = job.bernoulli %u, %p : (tensor<4xf32>, tensor<5xf32>) -> tensor<5xi8>
+  job.return
+}
+
+// -----
+
+// Bernoulli's probabilities are floats.
+
+job.func @f(%u: tensor<4xf32>, %p: tensor<4xi32>) {
+  // expected-error@+1 {{'job.bernoulli' op probability must be a floating-point tensor, got tensor<4xi32>}}
+  %b = job.bernoulli %u, %p : (tensor<4xf32>, tensor<4xi32>) -> tensor<4xi32>
+  job.return
+}
+
+// -----
+
 // Cast changes the shape.
 
 job.func @f(%x: tensor<4x8xf32>) {

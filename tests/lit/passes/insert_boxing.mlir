@@ -90,3 +90,22 @@ job.func @parallel_cast(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {plac
 // CHECK-NEXT:    %b = job.boxing %x {{{.*}}, sbp = #job.nd_sbp<[broadcast]>, sbp_in = [#job.nd_sbp<[split(0)]>], sbp_origin = "hint", src_sbp = #job.nd_sbp<[split(0)]>}
 // CHECK-NEXT:    %r = job.relu %b {{{.*}}, sbp_in = [#job.nd_sbp<[broadcast]>],
 // CHECK-NEXT:    job.return %r
+
+// -----
+
+// Bernoulli samples of a split input: the uniform draws are a source, whole on
+// every device (each draws the same tensor from one seed), and the boxing to the
+// split is a local slice. The samples are the one-device ones, with no communication.
+
+job.func @bernoulli(%p: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placement = #job.placement<cpu, ["0:0-1"]>} {
+  %u = job.random_uniform {seed = 3 : i64} : tensor<8x4xf32>
+  %b = job.bernoulli %u, %p : (tensor<8x4xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  %r = job.relu %b : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  job.return %r : tensor<8x4xf32>
+}
+
+// CHECK-LABEL: job.func @bernoulli
+// CHECK-NEXT:    %u = job.random_uniform {{{.*}}, sbp = #job.nd_sbp<[broadcast]>, {{.*}}}
+// CHECK-NEXT:    %u_slice = job.boxing %u {{{.*}}, reason = "job.bernoulli needs [split(0)] for operand 0", sbp = #job.nd_sbp<[split(0)]>, {{.*}}, src_sbp = #job.nd_sbp<[broadcast]>}
+// CHECK-NEXT:    %b = job.bernoulli %u_slice, %p {{{.*}}, sbp = #job.nd_sbp<[split(0)]>, sbp_in = [#job.nd_sbp<[split(0)]>, #job.nd_sbp<[split(0)]>],
+// CHECK-NEXT:    %r = job.relu %b
