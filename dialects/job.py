@@ -539,6 +539,40 @@ class RandomPermutationOp(NullaryOp):
             raise VerifyException(f"a permutation is a rank-1 int32 tensor, got {fmt(result)}")
 
 
+@irdl_op_definition
+class OFRecordDecodeOp(NullaryOp):
+    """One field of the records an OFRecord reader on the host gives each step (flow.data.ofrecord_reader,
+    then OFRecordRawDecoder), as a (batch_size, *shape) tensor.
+
+    The reader's arguments are properties; decoders naming the same `reader` read the same
+    records. `lift-host-inputs` makes the op an argument of its job.func, which the caller
+    feeds from the reader at every call (irflow/frontend/records.py).
+    """
+
+    name = "job.ofrecord_decode"
+    reader = prop_def(StringAttr)
+    data_dir = prop_def(StringAttr)
+    data_part_num = prop_def(IntegerAttr)
+    part_name_prefix = prop_def(StringAttr)
+    part_name_suffix_length = prop_def(IntegerAttr)
+    random_shuffle = prop_def(BoolAttr)
+    shuffle_buffer_size = prop_def(IntegerAttr)
+    shuffle_after_epoch = prop_def(BoolAttr)
+    field = prop_def(StringAttr)
+    truncate = prop_def(BoolAttr)
+
+    @classmethod
+    def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
+        super().check(types, props, result)
+        if dtype_of(result) not in (f32, f64, i8, i32, i64, ui8):
+            raise VerifyException(f"ofrecord_decode gives float32, float64, int8, int32, int64 or uint8, got {fmt(result)}")
+        if integer(props, "data_part_num") < 1 or integer(props, "shuffle_buffer_size") < 1:
+            raise VerifyException(
+                f"ofrecord_decode needs data_part_num >= 1 and shuffle_buffer_size >= 1, got "
+                f"{integer(props, 'data_part_num')} and {integer(props, 'shuffle_buffer_size')}"
+            )
+
+
 # ----------------------------------------------------------------- elementwise
 
 
@@ -2638,7 +2672,7 @@ def variable_of(value: SSAValue) -> VariableOp | None:
 
 
 COMPUTE_OPS: list[type[Operation]] = [
-    VariableOp, ConstantOp, FillOp, DropoutMaskOp, RandomUniformOp, RandomPermutationOp,
+    VariableOp, ConstantOp, FillOp, DropoutMaskOp, RandomUniformOp, RandomPermutationOp, OFRecordDecodeOp,
     NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SquareOp, ReluOp, SigmoidOp, TanhOp, GeluOp, AbsOp,
     SinOp, CosOp, FloorOp, CeilOp, RoundOp, SignOp, Log1pOp, Expm1Op, ErfOp, ErfcOp,
     TanOp, AsinOp, AcosOp, AtanOp, SinhOp, CoshOp, AsinhOp, AcoshOp, AtanhOp,

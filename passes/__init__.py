@@ -7,6 +7,12 @@ from collections.abc import Callable
 from xdsl.passes import ModulePass
 
 
+def _lift_host_inputs() -> type[ModulePass]:
+    from irflow.passes.lift_host_inputs import LiftHostInputsPass
+
+    return LiftHostInputsPass
+
+
 def _autodiff() -> type[ModulePass]:
     from irflow.passes.autodiff import AutodiffPass
 
@@ -63,6 +69,7 @@ def _plan_memory() -> type[ModulePass]:
 
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
+        "lift-host-inputs": _lift_host_inputs,
         "autodiff": _autodiff,
         "optimizer": _optimizer,
         "sbp-infer": _sbp_infer,
@@ -91,7 +98,7 @@ def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 # On one device sbp-infer makes everything broadcast, insert-boxing adds nothing and lower-to-physical
 # changes nothing; on many, they turn the logical job into the one program every device runs.
 TRAIN_PIPELINE = (
-    "autodiff,optimizer,cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,fuse-batch-norm,fuse-elementwise,"
-    "plan-memory"
+    "lift-host-inputs,autodiff,optimizer,cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,fuse-batch-norm,"
+    "fuse-elementwise,plan-memory"
 )
-PREDICT_PIPELINE = "cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,fuse-elementwise,plan-memory"
+PREDICT_PIPELINE = "lift-host-inputs,cse,sbp-infer,insert-boxing,lower-to-physical,convert-job-to-buffer,fuse-elementwise,plan-memory"

@@ -38,6 +38,7 @@ NO_GRADIENT: frozenset[type[Operation]] = frozenset(
         job.DropoutMaskOp,
         job.RandomUniformOp,
         job.RandomPermutationOp,
+        job.OFRecordDecodeOp,  # data from the host (lift-host-inputs makes it an argument)
         job.BernoulliOp,  # samples: piecewise constant in p
         job.ArgmaxOp,
         job.TopKOp,

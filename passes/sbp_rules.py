@@ -461,6 +461,7 @@ def _pool(op: Operation, p: int) -> list[Sig1]:
     job.DropoutMaskOp,
     job.RandomUniformOp,
     job.RandomPermutationOp,
+    job.OFRecordDecodeOp,
     job.LearningRateOp,
 )
 def _whole(op: Operation, p: int) -> list[Sig1]:

@@ -1,5 +1,24 @@
-"""Data sets for examples and tests, as OneFlow's `flow.data` offers them."""
+"""Data for jobs, as OneFlow's `flow.data` offers it: MNIST for examples and tests, and OFRecord readers."""
 
 from irflow.data.mnist import load_mnist
+from irflow.frontend.records import (
+    OFRecordBytesDecoder,
+    OFRecordRawDecoder,
+    image_decoder_unavailable,
+    ofrecord_bytes_decoder,
+    ofrecord_raw_decoder,
+    ofrecord_reader,
+)
 
-__all__ = ["load_mnist"]
+# OneFlow's JPEG decoders and the readers built on them: each raises a TraceError saying why irflow has none.
+OFRecordImageDecoder = ofrecord_image_decoder = image_decoder_unavailable("OFRecordImageDecoder")
+OFRecordImageDecoderRandomCrop = ofrecord_image_decoder_random_crop = image_decoder_unavailable(
+    "OFRecordImageDecoderRandomCrop"
+)
+ofrecord_image_classification_reader = image_decoder_unavailable("ofrecord_image_classification_reader")
+
+__all__ = [
+    "OFRecordBytesDecoder", "OFRecordImageDecoder", "OFRecordImageDecoderRandomCrop", "OFRecordRawDecoder",
+    "load_mnist", "ofrecord_bytes_decoder", "ofrecord_image_classification_reader", "ofrecord_image_decoder",
+    "ofrecord_image_decoder_random_crop", "ofrecord_raw_decoder", "ofrecord_reader",
+]  # fmt: skip

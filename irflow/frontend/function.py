@@ -32,6 +32,7 @@ from irflow.frontend import signature
 from irflow.frontend.blob import Blob
 from irflow.frontend.config import FunctionConfig
 from irflow.frontend.distribute import job_placement, placement_here
+from irflow.frontend.records import HostFeeds
 from irflow.frontend.scope import view_here
 from irflow.frontend.session import Session, default_session
 from irflow.frontend.signature import CALLBACK, FUTURE, Future, TupleParam
@@ -144,6 +145,9 @@ class JobFunction:
         self.output_count = len(blobs)
         self._watchers = [(handler, kind) for _, handler, kind in trace.watches]
         self._finish(trace, [b.value for b in blobs] + [b.value for b, _, _ in trace.watches])
+        # A job that reads OFRecords feeds the arguments lift-host-inputs makes of its decoders at every call.
+        devices = len(job_placement(trace).devices)
+        self._host = HostFeeds(trace.feeds, devices, self.devices > 1) if trace.feeds else None
         return trace.declared
 
     def _finish(self, trace: Trace, values: list[Any]) -> None:
@@ -290,6 +294,8 @@ class JobFunction:
 
     def _run(self, inputs: list[Any]) -> Any:
         exe = self._exe or self.executable()
+        if self._host is not None:
+            inputs = [*inputs, *self._host.next()]
         outputs = exe(inputs)
         if self.devices > 1:  # mirrored: each output is this process's devices' (padded) pieces of its split(0) value
             kinds = signature.leaf_kinds(self._out, self.output_count) + [kind for _, kind in self._watchers]

@@ -27,6 +27,7 @@ from irflow.frontend.locations import fail, to_loc, user_location
 
 if TYPE_CHECKING:
     from irflow.frontend.config import FunctionConfig
+    from irflow.frontend.records import Feed
     from irflow.frontend.regularizers import Regularizer
     from irflow.frontend.scope import LogicalView
     from irflow.frontend.session import VariableDecl
@@ -49,6 +50,7 @@ class Trace:
         self.watches: list[tuple[Blob, Any]] = []
         self.regularizers: dict[str, tuple[Blob, Regularizer]] = {}  # variable name -> (its Blob, penalty)
         self.minimized = False
+        self.feeds: list[Feed] = []  # fields decoded from OFRecord readers, in the order they become arguments
         self.arg_placement = placement  # where the placeholders live: the placement when the job was defined
         self.arg_sbp: dict[int, NdSbpAttr] = {}
         # Mirrored on several devices: each device's sizes are its own, so a dynamic axis past 0 that meets

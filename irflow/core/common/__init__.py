@@ -1,0 +1,1 @@
+"""oneflow.core.common: the DataType enum (data_type_pb2)."""

@@ -1,0 +1,1 @@
+"""oneflow.core.operator: the enums of op_conf.proto that programs use (op_conf_pb2)."""

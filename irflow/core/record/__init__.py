@@ -1,0 +1,1 @@
+"""oneflow.core.record: the OFRecord messages (record_pb2)."""

@@ -1,0 +1,365 @@
+"""OFRecord files as OneFlow writes and reads them, in pure Python and numpy.
+
+A part file is a sequence of records, each an 8-byte little-endian length and
+then an `OFRecord` message (oneflow/core/record/record.proto): a map from
+field names to a `Feature`, one of a bytes list or a packed float, double,
+int32 or int64 list. This module holds the protobuf wire format both ways
+(`irflow.core.record.record_pb2` writes with it), the part files a reader
+opens, and `RecordStream`, the host-side reader a job's
+`flow.data.ofrecord_reader` feeds it from: records in file order, wrapping
+around at the end of an epoch, shuffled deterministically when asked.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+WIRE_VARINT, WIRE_I64, WIRE_LEN, WIRE_I32 = 0, 1, 2, 5
+# Feature's oneof `kind`: field number -> (name, numpy dtype of its packed values; None for bytes).
+KINDS: dict[int, tuple[str, np.dtype | None]] = {
+    1: ("bytes_list", None),
+    2: ("float_list", np.dtype("<f4")),
+    3: ("double_list", np.dtype("<f8")),
+    4: ("int32_list", np.dtype(np.int32)),
+    5: ("int64_list", np.dtype(np.int64)),
+}
+KIND_NUMBERS = {name: number for number, (name, _) in KINDS.items()}
+DATASET_SEED = 524287  # the seed of OneFlow's dataset shuffles (kOneflowDatasetSeed)
+
+
+class RecordFormatError(ValueError):
+    """Bytes that are not the OFRecord wire format; the message says where."""
+
+
+# ----------------------------------------------------------------- the wire format
+
+
+def encode_varint(n: int) -> bytes:
+    """A protobuf varint; negative numbers as their 64-bit two's complement (10 bytes), as int32/int64 fields."""
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def encode_varints(values: np.ndarray) -> bytes:
+    """Many varints at once (a packed int32/int64 list): each value's 7-bit groups, the last without 0x80."""
+    v = np.asarray(values, dtype=np.int64).view(np.uint64)
+    if v.size == 0:
+        return b""
+    groups = (v[:, None] >> (np.arange(10, dtype=np.uint64) * np.uint64(7))) & np.uint64(0x7F)
+    bits = np.zeros(v.shape, dtype=np.int64)
+    rest = v.copy()
+    while rest.any():  # the number of significant bits, 7 at a time
+        bits += rest > 0
+        rest >>= np.uint64(7)
+    count = np.maximum(bits, 1)
+    position = np.arange(10)[None, :]
+    keep = position < count[:, None]
+    more = position < (count - 1)[:, None]
+    encoded = (groups.astype(np.uint8) | np.where(more, 0x80, 0).astype(np.uint8))[keep]
+    return encoded.tobytes()
+
+
+def decode_varints(data: bytes | memoryview, where: str) -> np.ndarray:
+    """The varints of a packed list as uint64, decoded together: each byte's 7 bits shifted into its value."""
+    b = np.frombuffer(data, dtype=np.uint8)
+    if b.size == 0:
+        return np.zeros(0, np.uint64)
+    ends = b < 0x80
+    if not ends[-1]:
+        raise RecordFormatError(f"{where}: a packed list ends inside a varint")
+    value_of = np.concatenate(([0], np.cumsum(ends[:-1])))  # the value each byte belongs to
+    starts = np.flatnonzero(np.concatenate(([True], ends[:-1])))
+    position = np.arange(b.size) - starts[value_of]
+    if position.max() >= 10:
+        raise RecordFormatError(f"{where}: a varint longer than 10 bytes")
+    parts = (b & 0x7F).astype(np.uint64) << (position.astype(np.uint64) * np.uint64(7))
+    return np.bitwise_or.reduceat(parts, starts)
+
+
+def read_varint(buf: memoryview, pos: int, end: int, where: str) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end:
+            raise RecordFormatError(f"{where}: the message ends inside a varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise RecordFormatError(f"{where}: a varint longer than 10 bytes")
+
+
+def fields(buf: memoryview, where: str) -> Iterator[tuple[int, int, int | memoryview]]:
+    """(field number, wire type, value) of each field of a message: an int, or the bytes of a LEN or fixed field."""
+    pos, end = 0, len(buf)
+    while pos < end:
+        tag, pos = read_varint(buf, pos, end, where)
+        number, wire = tag >> 3, tag & 7
+        if wire == WIRE_VARINT:
+            value, pos = read_varint(buf, pos, end, where)
+            yield number, wire, value
+            continue
+        if wire == WIRE_LEN:
+            size, pos = read_varint(buf, pos, end, where)
+        elif wire in (WIRE_I64, WIRE_I32):
+            size = 8 if wire == WIRE_I64 else 4
+        else:
+            raise RecordFormatError(f"{where}: field {number} has wire type {wire}, which OFRecord does not use")
+        if pos + size > end:
+            raise RecordFormatError(f"{where}: field {number} claims {size} bytes, {end - pos} remain")
+        yield number, wire, buf[pos : pos + size]
+        pos += size
+
+
+def parse_record(data: bytes | memoryview, where: str = "record") -> dict[str, tuple[int, memoryview]]:
+    """An OFRecord's features by name: (kind number, the bytes of its list message), decoded on demand."""
+    features: dict[str, tuple[int, memoryview]] = {}
+    for number, wire, entry in fields(memoryview(data), where):
+        if number != 1 or wire != WIRE_LEN:
+            continue  # an unknown field, skipped as protobuf skips it
+        assert isinstance(entry, memoryview)
+        key, feature = "", memoryview(b"")
+        for n, w, v in fields(entry, where):
+            if n == 1 and w == WIRE_LEN:
+                key = bytes(v).decode("utf-8")  # type: ignore[arg-type]
+            elif n == 2 and w == WIRE_LEN:
+                feature = v  # type: ignore[assignment]
+        kind, payload = 0, memoryview(b"")
+        for n, w, v in fields(feature, f"{where}, feature '{key}'"):
+            if n in KINDS and w == WIRE_LEN:
+                kind, payload = n, v  # type: ignore[assignment]  # the last of a oneof wins
+        features[key] = (kind, payload)
+    return features
+
+
+def list_values(kind: int, payload: memoryview, where: str) -> np.ndarray | list[bytes]:
+    """A feature's values: the bytes of a bytes list, else a numpy array (packed or not, as protobuf accepts)."""
+    if kind == 1:
+        return [bytes(v) for n, w, v in fields(payload, where) if n == 1 and w == WIRE_LEN]  # type: ignore[arg-type]
+    dtype = KINDS[kind][1]
+    assert dtype is not None
+    first = payload[:1].tobytes()
+    if first == b"\x0a":  # the usual form: one packed field filling the message
+        size, pos = read_varint(payload, 1, len(payload), where)
+        if pos + size == len(payload):
+            return _packed(payload[pos:], dtype, where)
+    chunks = []
+    for n, w, v in fields(payload, where):
+        if n != 1:
+            continue
+        if w == WIRE_LEN:
+            chunks.append(_packed(v, dtype, where))  # type: ignore[arg-type]
+        elif w == WIRE_VARINT:
+            chunks.append(np.array([v], np.uint64).view(np.int64).astype(dtype))
+        else:
+            chunks.append(np.frombuffer(v, dtype))  # type: ignore[arg-type]
+    return np.concatenate(chunks) if chunks else np.zeros(0, dtype)
+
+
+def _packed(data: memoryview, dtype: np.dtype, where: str) -> np.ndarray:
+    if dtype.kind == "f":
+        if len(data) % dtype.itemsize:
+            raise RecordFormatError(f"{where}: a packed {dtype.name} list of {len(data)} bytes")
+        return np.frombuffer(data, dtype)
+    return decode_varints(data, where).view(np.int64).astype(dtype)  # int32 keeps the low 32 bits, as protobuf
+
+
+def split_records(data: bytes, path: str) -> list[tuple[int, int]]:
+    """(offset, size) of each record of a part file; a file that ends inside a record is an error naming it."""
+    spans, pos, end = [], 0, len(data)
+    while pos < end:
+        if pos + 8 > end:
+            raise RecordFormatError(
+                f"part file '{path}' is truncated: record {len(spans)} at byte {pos} has {end - pos} of its 8 length bytes"
+            )
+        size = int.from_bytes(data[pos : pos + 8], "little", signed=True)
+        if size <= 0 or pos + 8 + size > end:
+            raise RecordFormatError(
+                f"part file '{path}' is truncated or corrupt: record {len(spans)} at byte {pos} claims {size} bytes, "
+                f"{end - pos - 8} remain"
+            )
+        spans.append((pos + 8, size))
+        pos += 8 + size
+    return spans
+
+
+# ----------------------------------------------------------------- the reader
+
+
+@dataclass(frozen=True)
+class ReaderConf:
+    """`flow.data.ofrecord_reader`'s arguments, as its job op carries them."""
+
+    data_dir: str
+    batch_size: int
+    data_part_num: int = 1
+    part_name_prefix: str = "part-"
+    part_name_suffix_length: int = -1
+    random_shuffle: bool = False
+    shuffle_buffer_size: int = 1024
+    shuffle_after_epoch: bool = False
+
+    def part_paths(self) -> list[str]:
+        """OneFlow's part file names: the prefix and the part's number, zero-padded to the suffix length."""
+        width = max(self.part_name_suffix_length, 0)
+        return [os.path.join(self.data_dir, f"{self.part_name_prefix}{i:0{width}d}") for i in range(self.data_part_num)]
+
+    def device_parts(self, devices: int) -> list[list[int]]:
+        """The part files each of `devices` devices reads, as OneFlow balances them: the first ones get one more."""
+        base, extra = divmod(self.data_part_num, devices)
+        bounds = np.cumsum([0] + [base + (d < extra) for d in range(devices)])
+        return [list(range(bounds[d], bounds[d + 1])) for d in range(devices)]
+
+
+class PartFile:
+    """One part file, read whole on first use, with the offset and size of each of its records."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._data: bytes | None = None
+        self.spans: list[tuple[int, int]] = []
+
+    def load(self) -> None:
+        if self._data is None:
+            with open(self.path, "rb") as f:
+                data = f.read()
+            self.spans = split_records(data, self.path)
+            if not self.spans:
+                raise RecordFormatError(f"part file '{self.path}' holds no record")
+            self._data = data
+
+    def record(self, index: int) -> memoryview:
+        assert self._data is not None
+        offset, size = self.spans[index]
+        return memoryview(self._data)[offset : offset + size]
+
+
+@dataclass
+class _Position:
+    """Where a stream is: the part files' order this epoch, the file and record next, the shuffle buffer."""
+
+    order: list[int]
+    file: int = 0
+    record: int = 0
+    epoch: int = 0
+    buffer: list[tuple[str, int, memoryview]] | None = None
+    rng_state: dict | None = None
+
+
+class RecordStream:
+    """The records of some part files, one after another, for ever: OneFlow's OFRecordDataset on one device.
+
+    At the end of the last file an epoch ends and reading starts again at the
+    first; with `shuffle_after_epoch` the files' order is then shuffled (by the
+    epoch's own seed, as OneFlow shuffles its file list). `random_shuffle` draws
+    each record at random from a buffer of `shuffle_buffer_size` upcoming records,
+    refilled from the stream, as OneFlow's RandomShuffleDataset. Seeds are fixed,
+    so two runs read the same batches.
+    """
+
+    def __init__(self, files: Sequence[PartFile], conf: ReaderConf, seed: int = DATASET_SEED):
+        self.files, self.conf, self.seed = list(files), conf, seed
+        self._rng = np.random.Generator(np.random.PCG64(seed))
+        self._at = _Position(order=list(range(len(self.files))))
+
+    def take(self, count: int) -> list[tuple[str, int, memoryview]]:
+        """The next `count` records, each (file path, index in the file, bytes)."""
+        return [self._draw() for _ in range(count)]
+
+    def position(self) -> _Position:
+        """Where the stream is, for `restore` after a step that failed."""
+        at = copy.copy(self._at)
+        at.order, at.buffer = list(at.order), None if at.buffer is None else list(at.buffer)
+        at.rng_state = self._rng.bit_generator.state
+        return at
+
+    def restore(self, at: _Position) -> None:
+        assert at.rng_state is not None
+        self._rng.bit_generator.state = at.rng_state
+        self._at = at
+
+    def _draw(self) -> tuple[str, int, memoryview]:
+        if not self.conf.random_shuffle:
+            return self._next()
+        at = self._at
+        if at.buffer is None:
+            at.buffer = []
+        while len(at.buffer) < self.conf.shuffle_buffer_size:
+            at.buffer.append(self._next())
+        i = int(self._rng.integers(len(at.buffer)))
+        drawn, at.buffer[i] = at.buffer[i], self._next()
+        return drawn
+
+    def _next(self) -> tuple[str, int, memoryview]:
+        at = self._at
+        part = self.files[at.order[at.file]]
+        part.load()
+        drawn = (part.path, at.record, part.record(at.record))
+        at.record += 1
+        if at.record == len(part.spans):
+            at.record, at.file = 0, at.file + 1
+            if at.file == len(self.files):
+                at.file, at.epoch = 0, at.epoch + 1
+                if self.conf.shuffle_after_epoch:
+                    at.order = list(np.random.Generator(np.random.PCG64(self.seed + at.epoch)).permutation(len(self.files)))
+        return drawn
+
+
+# ----------------------------------------------------------------- decoding a field
+
+
+@dataclass(frozen=True)
+class FieldConf:
+    """`flow.data.OFRecordRawDecoder`'s arguments: which feature, and the tensor it becomes per record."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    truncate: bool = False
+
+
+def decode_field(records: Sequence[tuple[str, int, memoryview]], field: FieldConf) -> np.ndarray:
+    """The field of every record as one (batch, *shape) array of its dtype, as OneFlow's raw decoder casts it.
+
+    A bytes list holds one value, read as int8 (OneFlow's char) bytes; any list
+    holds exactly the shape's count of values, or with `truncate` any number, cut
+    to the count or padded with zeros. Anything else is a RecordFormatError naming the record.
+    """
+    count = int(np.prod(field.shape, dtype=np.int64))
+    out = np.zeros((len(records), count), field.dtype)
+    for row, (path, index, data) in enumerate(records):
+        where = f"record {index} of '{path}'"
+        features = parse_record(data, where)
+        if field.name not in features:
+            known = ", ".join(repr(k) for k in sorted(features)) or "none"
+            raise RecordFormatError(f"{where} has no field '{field.name}' (its fields: {known})")
+        kind, payload = features[field.name]
+        if kind == 0:
+            raise RecordFormatError(f"{where}: field '{field.name}' holds no list")
+        values = list_values(kind, payload, f"{where}, field '{field.name}'")
+        if kind == 1:
+            if len(values) != 1:
+                raise RecordFormatError(f"{where}: field '{field.name}' is a bytes list of {len(values)} values; "
+                                        "the raw decoder reads exactly one")
+            values = np.frombuffer(values[0], np.int8)  # type: ignore[arg-type]
+        n = len(values)
+        if n != count and not field.truncate:
+            raise RecordFormatError(
+                f"{where}: field '{field.name}' ({KINDS[kind][0]}) has {n} values, but shape {field.shape} takes "
+                f"{count}" + ("" if field.truncate else "; pass truncate=True to cut or zero-pad it")
+            )
+        n = min(n, count)
+        out[row, :n] = values[:n]  # type: ignore[index]
+    return out.reshape((len(records), *field.shape))

@@ -1,0 +1,266 @@
+"""flow.data.ofrecord_reader and its decoders: a job that reads its own batches from OFRecord files.
+
+The reader is a host-side object, not a tensor: `ofrecord_reader` checks its
+part files and returns a `RecordReader` handle; each decoder traces one
+`job.ofrecord_decode` op (the reader's arguments and the field's as its
+properties), which `lift-host-inputs` makes an argument of the job. At every
+call `HostFeeds` reads the next batch of records (irflow/data/ofrecord.py) and
+passes each decoded field as that argument. On N devices each device reads
+its own share of the part files, as OneFlow's reader does, and contributes its
+rows of the batch.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import numpy as np
+
+from xdsl.ir import SSAValue
+
+from irflow.data import ofrecord
+from irflow.dialects.job import OFRecordDecodeOp, tensor
+from irflow.errors import ExecutionError, SourceLocation
+from irflow.frontend import dtypes
+from irflow.frontend.blob import Blob
+from irflow.frontend.locations import fail, user_location
+from irflow.frontend.tracing import Trace, current
+
+_DECODABLE = (dtypes.float32, dtypes.float64, dtypes.int8, dtypes.int32, dtypes.int64, dtypes.uint8)
+
+
+@dataclass(frozen=True)
+class RecordReader:
+    """What `flow.data.ofrecord_reader` returns: OneFlow's record Blob of shape (batch_size,), which only the
+    decoders take."""
+
+    conf: ofrecord.ReaderConf
+    name: str
+    trace: Trace
+    location: SourceLocation
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.conf.batch_size,)
+
+
+@dataclass(frozen=True)
+class Feed:
+    """One decoded field: which reader, what it becomes, and the user's line that asked for it."""
+
+    reader: RecordReader
+    field: ofrecord.FieldConf
+    location: SourceLocation
+
+
+def _positive(value: object, name: str, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        fail(f"{what}: {name} must be a positive int, got {value!r}")
+    return value
+
+
+def ofrecord_reader(
+    ofrecord_dir: str,
+    batch_size: int = 1,
+    data_part_num: int = 1,
+    part_name_prefix: str = "part-",
+    part_name_suffix_length: int = -1,
+    random_shuffle: bool = False,
+    shuffle_buffer_size: int = 1024,
+    shuffle_after_epoch: bool = False,
+    name: str | None = None,
+) -> RecordReader:
+    """OneFlow's reader of OFRecord part files `<dir>/<prefix><number>`, `batch_size` records per call.
+
+    The files must exist when the job is defined; they are read when it runs.
+    """
+    what = "flow.data.ofrecord_reader"
+    trace = current(what)
+    for value, arg in ((batch_size, "batch_size"), (data_part_num, "data_part_num"),
+                       (shuffle_buffer_size, "shuffle_buffer_size")):  # fmt: skip
+        _positive(value, arg, what)
+    if not isinstance(part_name_suffix_length, int) or isinstance(part_name_suffix_length, bool):
+        fail(f"{what}: part_name_suffix_length must be an int, got {part_name_suffix_length!r}")
+    if not isinstance(ofrecord_dir, (str, os.PathLike)) or not isinstance(part_name_prefix, str):
+        fail(f"{what}: the directory and part_name_prefix must be strings, got {ofrecord_dir!r}, {part_name_prefix!r}")
+    conf = ofrecord.ReaderConf(
+        os.fspath(ofrecord_dir), batch_size, data_part_num, part_name_prefix, part_name_suffix_length,
+        bool(random_shuffle), shuffle_buffer_size, bool(shuffle_after_epoch),
+    )  # fmt: skip
+    if not os.path.isdir(conf.data_dir):
+        fail(f"{what}: no directory '{conf.data_dir}'")
+    missing = [p for p in conf.part_paths() if not os.path.isfile(p)]
+    if missing:
+        held = sorted(os.listdir(conf.data_dir))
+        fail(
+            f"{what}: data_part_num={data_part_num} needs the part file(s) {', '.join(repr(p) for p in missing)}, "
+            f"which do not exist (the directory holds {', '.join(held[:8]) or 'nothing'}{', ...' if len(held) > 8 else ''})"
+        )
+    return RecordReader(conf, name or trace.unique_name("OFRecord_Reader"), trace, user_location())
+
+
+def OFRecordRawDecoder(  # noqa: N802  OneFlow's name
+    input_blob: RecordReader,
+    blob_name: str,
+    shape: Sequence[int],
+    dtype: object,
+    dim1_varying_length: bool = False,
+    truncate: bool = False,
+    auto_zero_padding: bool = False,
+    name: str | None = None,
+) -> Blob:
+    """The field `blob_name` of each record as a (batch_size, *shape) Blob of `dtype`, as OneFlow's raw decoder.
+
+    Every record's field holds `prod(shape)` values (a bytes list: one value of that many bytes,
+    read as int8); `truncate` (and OneFlow's deprecated `auto_zero_padding`) cuts longer ones and
+    pads shorter ones with zeros.
+    """
+    what = "flow.data.OFRecordRawDecoder"
+    trace = current(what)
+    location = user_location()
+    if not isinstance(input_blob, RecordReader):
+        fail(f"{what} decodes the records of flow.data.ofrecord_reader, got {type(input_blob).__name__} {input_blob!r}")
+    if input_blob.trace is not trace:
+        fail(f"{what}: the reader '{input_blob.name}' belongs to job '{input_blob.trace.name}', not to '{trace.name}'")
+    if not isinstance(blob_name, str) or not blob_name:
+        fail(f"{what}: the field name must be a non-empty string, got {blob_name!r}")
+    if dim1_varying_length:
+        fail(
+            f"{what}: dim1_varying_length=True gives each record's row a length of its own, which irflow's "
+            "dynamic shapes (one size per axis, docs/dynamic.md) cannot hold; pass truncate=True to pad each row to shape"
+        )
+    if auto_zero_padding:
+        warnings.warn(f"{what}: auto_zero_padding is deprecated, pass truncate=True", DeprecationWarning, stacklevel=2)
+    try:
+        dims = tuple(int(d) for d in shape)
+        dt = dtypes.as_dtype(dtype)
+    except (TypeError, ValueError) as err:
+        fail(f"{what}: field '{blob_name}': {err}")
+    if any(d < 1 for d in dims) or any(int(d) != d for d in shape):
+        fail(f"{what}: field '{blob_name}': shape must be positive ints, got {tuple(shape)}")
+    if dt not in _DECODABLE:
+        fail(f"{what}: field '{blob_name}' cannot be decoded as {dt!r}; use one of "
+             f"{', '.join(repr(d) for d in _DECODABLE)}")
+    field = ofrecord.FieldConf(blob_name, dims, dt.np_dtype, bool(truncate or auto_zero_padding))
+    _check_first_record(input_blob.conf, field, what)
+    conf = input_blob.conf
+    op = OFRecordDecodeOp.make(
+        [], tensor((conf.batch_size, *dims), dt.element_type),
+        reader=input_blob.name, data_dir=conf.data_dir, data_part_num=conf.data_part_num,
+        part_name_prefix=conf.part_name_prefix, part_name_suffix_length=conf.part_name_suffix_length,
+        random_shuffle=conf.random_shuffle, shuffle_buffer_size=conf.shuffle_buffer_size,
+        shuffle_after_epoch=conf.shuffle_after_epoch, field=blob_name, truncate=field.truncate,
+    )  # fmt: skip
+    trace.append(op, location)
+    label = name or trace.unique_name("OFRecordRawDecoder")
+    hint = blob_name.replace("/", "_")
+    if SSAValue.is_valid_name(hint):
+        op.res.name_hint = hint  # the field's name reads in the IR: %images
+    trace.feeds.append(Feed(input_blob, field, location))
+    return Blob(op.res, trace, label)
+
+
+ofrecord_raw_decoder = OFRecordRawDecoder
+
+
+def _check_first_record(conf: ofrecord.ReaderConf, field: ofrecord.FieldConf, what: str) -> None:
+    """The first record of the first part file has the field at the declared size: a typo in the field's name
+    or shape is an error at the decoder's line now, not at the first call. Later records are checked as read."""
+    path = conf.part_paths()[0]
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            size = int.from_bytes(head, "little", signed=True) if len(head) == 8 else -1
+            body = f.read(size) if size > 0 else b""
+        if len(body) != size or size <= 0:
+            raise ofrecord.RecordFormatError(f"part file '{path}' is truncated or empty: its first record is incomplete")
+        ofrecord.decode_field([(path, 0, memoryview(body))], field)
+    except (ofrecord.RecordFormatError, OSError) as err:
+        fail(f"{what}: {err}")
+
+
+def image_decoder_unavailable(what: str) -> Any:
+    """OneFlow's JPEG decoders (and the readers built on them): irflow has no image codec."""
+
+    def refuse(*args: Any, **kwargs: Any) -> NoReturn:
+        fail(
+            f"flow.data.{what} decodes JPEG images, which needs an image library irflow does not have; "
+            "write the pixels into the records as a bytes or numeric list and read them with "
+            "flow.data.OFRecordRawDecoder(record, name, shape=(c, h, w), dtype=flow.uint8 or flow.float)"
+        )
+
+    refuse.__name__ = what
+    return refuse
+
+
+def OFRecordBytesDecoder(input_blob: RecordReader, blob_name: str, name: str | None = None) -> NoReturn:  # noqa: N802
+    """OneFlow's decoder of a bytes field into a TensorBuffer of each record's bytes: not in irflow."""
+    fail(
+        "flow.data.OFRecordBytesDecoder gives each record's bytes, of lengths of their own, as a TensorBuffer for "
+        "the image ops, which irflow does not have; decode fixed-size bytes with flow.data.OFRecordRawDecoder"
+    )
+
+
+ofrecord_bytes_decoder = OFRecordBytesDecoder
+
+
+class HostFeeds:
+    """The job's readers at run time: every call reads each reader's next batch and decodes its fields.
+
+    `devices` streams per reader, each over its share of the part files, give
+    their rows of the batch one after another (the rows a split(0) gives that
+    device); with `per_device` each field is a list of those pieces (the mirrored
+    view), otherwise one array. A call that fails leaves every stream where it was.
+    """
+
+    def __init__(self, feeds: Sequence[Feed], devices: int, per_device: bool):
+        self.feeds, self.devices, self.per_device = list(feeds), devices, per_device
+        self.streams: dict[str, list[ofrecord.RecordStream]] = {}
+        for feed in self.feeds:
+            conf = feed.reader.conf
+            if feed.reader.name in self.streams:
+                continue
+            if conf.data_part_num < devices or conf.batch_size % devices:
+                fail(
+                    f"flow.data.ofrecord_reader '{feed.reader.name}' runs on {devices} devices, each reading its own "
+                    f"part files and rows: it needs data_part_num >= {devices} (got {conf.data_part_num}) and a "
+                    f"batch_size divisible by {devices} (got {conf.batch_size})",
+                    feed.reader.location,
+                )
+            paths = conf.part_paths()
+            self.streams[feed.reader.name] = [
+                ofrecord.RecordStream([ofrecord.PartFile(paths[i]) for i in parts], conf, ofrecord.DATASET_SEED + d)
+                for d, parts in enumerate(conf.device_parts(devices))
+            ]
+
+    def next(self) -> list[Any]:
+        """Each field of the next batch, in the feeds' order (the order of the arguments they feed)."""
+        positions = {name: [s.position() for s in streams] for name, streams in self.streams.items()}
+        current_feed: Feed | None = None
+        where: SourceLocation | None = None
+        try:
+            batches = {}
+            for feed in self.feeds:
+                current_feed, where = feed, feed.reader.location  # a part file's fault: the reader's line
+                if feed.reader.name not in batches:
+                    rows = feed.reader.conf.batch_size // self.devices
+                    batches[feed.reader.name] = [s.take(rows) for s in self.streams[feed.reader.name]]
+            arrays = []
+            for feed in self.feeds:
+                current_feed, where = feed, feed.location  # a record's fault: the decoder's line
+                pieces = [ofrecord.decode_field(records, feed.field) for records in batches[feed.reader.name]]
+                arrays.append(pieces if self.per_device else pieces[0] if len(pieces) == 1 else np.concatenate(pieces))
+            return arrays
+        except (ofrecord.RecordFormatError, OSError) as err:
+            for name, saved in positions.items():
+                for stream, at in zip(self.streams[name], saved):
+                    stream.restore(at)
+            assert current_feed is not None
+            reader = current_feed.reader
+            raise ExecutionError(
+                f"flow.data.ofrecord_reader '{reader.name}', field '{current_feed.field.name}': {err}", where,
+            ) from None
