@@ -86,7 +86,7 @@ def decode_varints(data: bytes | memoryview, where: str) -> np.ndarray:
     return np.bitwise_or.reduceat(parts, starts)
 
 
-def read_varint(buf: memoryview, pos: int, end: int, where: str) -> tuple[int, int]:
+def read_varint(buf: bytes | memoryview, pos: int, end: int, where: str) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= end:
@@ -123,25 +123,76 @@ def fields(buf: memoryview, where: str) -> Iterator[tuple[int, int, int | memory
         pos += size
 
 
+def _skip(buf: bytes | memoryview, tag: int, pos: int, end: int, where: str) -> int:
+    """The position after the value of a field (`tag` read) that a parser passes over."""
+    wire = tag & 7
+    if wire == WIRE_VARINT:
+        return read_varint(buf, pos, end, where)[1]
+    if wire == WIRE_LEN:
+        size, pos = read_varint(buf, pos, end, where)
+    elif wire in (WIRE_I64, WIRE_I32):
+        size = 8 if wire == WIRE_I64 else 4
+    else:
+        raise RecordFormatError(f"{where}: field {tag >> 3} has wire type {wire}, which OFRecord does not use")
+    if pos + size > end:
+        raise RecordFormatError(f"{where}: field {tag >> 3} claims {size} bytes, {end - pos} remain")
+    return pos + size
+
+
+def _length(buf: bytes | memoryview, pos: int, end: int, where: str) -> tuple[int, int]:
+    """A LEN field's size (read at `pos`) and where its bytes start, checked to fit before `end`."""
+    size = buf[pos] if pos < end else 0x80
+    size, pos = (size, pos + 1) if size < 0x80 else read_varint(buf, pos, end, where)
+    if pos + size > end:
+        raise RecordFormatError(f"{where}: a field claims {size} bytes, {end - pos} remain")
+    return size, pos
+
+
+def record_fields(buf: bytes, pos: int, end: int, where: str) -> dict[str, tuple[int, int, int]]:
+    """The features of the OFRecord in `buf[pos:end]` by name: (kind number, start, end of its list message).
+
+    Written out for the form every writer produces (one-byte tags, map entries of a
+    key and a Feature), since a reader indexes every record it opens; other fields
+    are skipped as protobuf skips unknown ones, and in a oneof the last wins.
+    """
+    features: dict[str, tuple[int, int, int]] = {}
+    while pos < end:
+        tag, pos = read_varint(buf, pos, end, where) if buf[pos] >= 0x80 else (buf[pos], pos + 1)
+        if tag != 0x0A:
+            pos = _skip(buf, tag, pos, end, where)
+            continue
+        size, pos = _length(buf, pos, end, where)
+        stop = pos + size
+        key, kind, first, last = "", 0, stop, stop
+        while pos < stop:
+            tag, pos = read_varint(buf, pos, stop, where) if buf[pos] >= 0x80 else (buf[pos], pos + 1)
+            if tag == 0x0A:
+                size, pos = _length(buf, pos, stop, where)
+                key = buf[pos : pos + size].decode("utf-8")
+            elif tag == 0x12:
+                size, pos = _length(buf, pos, stop, where)
+                q, feature_end = pos, pos + size
+                while q < feature_end:
+                    inner, q = read_varint(buf, q, feature_end, where) if buf[q] >= 0x80 else (buf[q], q + 1)
+                    if inner & 7 == WIRE_LEN and inner >> 3 in KINDS:
+                        n, q = _length(buf, q, feature_end, f"{where}, feature '{key}'")
+                        kind, first, last = inner >> 3, q, q + n
+                        q += n
+                    else:
+                        q = _skip(buf, inner, q, feature_end, where)
+            else:
+                pos = _skip(buf, tag, pos, stop, where)
+                continue
+            pos += size
+        features[key] = (kind, first, last)
+    return features
+
+
 def parse_record(data: bytes | memoryview, where: str = "record") -> dict[str, tuple[int, memoryview]]:
     """An OFRecord's features by name: (kind number, the bytes of its list message), decoded on demand."""
-    features: dict[str, tuple[int, memoryview]] = {}
-    for number, wire, entry in fields(memoryview(data), where):
-        if number != 1 or wire != WIRE_LEN:
-            continue  # an unknown field, skipped as protobuf skips it
-        assert isinstance(entry, memoryview)
-        key, feature = "", memoryview(b"")
-        for n, w, v in fields(entry, where):
-            if n == 1 and w == WIRE_LEN:
-                key = bytes(v).decode("utf-8")  # type: ignore[arg-type]
-            elif n == 2 and w == WIRE_LEN:
-                feature = v  # type: ignore[assignment]
-        kind, payload = 0, memoryview(b"")
-        for n, w, v in fields(feature, f"{where}, feature '{key}'"):
-            if n in KINDS and w == WIRE_LEN:
-                kind, payload = n, v  # type: ignore[assignment]  # the last of a oneof wins
-        features[key] = (kind, payload)
-    return features
+    buf = bytes(data)
+    view = memoryview(buf)
+    return {k: (kind, view[a:b]) for k, (kind, a, b) in record_fields(buf, 0, len(buf), where).items()}
 
 
 def list_values(kind: int, payload: memoryview, where: str) -> np.ndarray | list[bytes]:
@@ -173,6 +224,12 @@ def _packed(data: memoryview, dtype: np.dtype, where: str) -> np.ndarray:
         if len(data) % dtype.itemsize:
             raise RecordFormatError(f"{where}: a packed {dtype.name} list of {len(data)} bytes")
         return np.frombuffer(data, dtype)
+    if len(data) <= 32:  # a few values (a label): a loop beats a dozen numpy calls
+        values, pos, end = [], 0, len(data)
+        while pos < end:
+            value, pos = read_varint(data, pos, end, where)
+            values.append(value)
+        return np.array(values, np.uint64).view(np.int64).astype(dtype)
     return decode_varints(data, where).view(np.int64).astype(dtype)  # int32 keeps the low 32 bits, as protobuf
 
 
@@ -223,27 +280,62 @@ class ReaderConf:
         return [list(range(bounds[d], bounds[d + 1])) for d in range(devices)]
 
 
+@dataclass(frozen=True)
+class FieldIndex:
+    """Where one field lies in each record of a part file: its kind (0: absent), its list message's bytes, and
+    where its values start when the list is the usual single packed field (else -1)."""
+
+    kind: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+    packed: np.ndarray
+
+
 class PartFile:
-    """One part file, read whole on first use, with the offset and size of each of its records."""
+    """One part file, read and indexed whole on first use: where each record's fields lie, so that a batch
+    of a field is gathered from the file's bytes by numpy rather than parsed record by record."""
 
     def __init__(self, path: str):
         self.path = path
-        self._data: bytes | None = None
+        self.data = b""
+        self.count = 0
         self.spans: list[tuple[int, int]] = []
+        self.fields: dict[str, FieldIndex] = {}
 
     def load(self) -> None:
-        if self._data is None:
+        if not self.count:
             with open(self.path, "rb") as f:
-                data = f.read()
-            self.spans = split_records(data, self.path)
-            if not self.spans:
-                raise RecordFormatError(f"part file '{self.path}' holds no record")
-            self._data = data
+                self.index(f.read())
 
-    def record(self, index: int) -> memoryview:
-        assert self._data is not None
-        offset, size = self.spans[index]
-        return memoryview(self._data)[offset : offset + size]
+    @classmethod
+    def head(cls, path: str) -> PartFile:
+        """The file's first record alone (what a decoder checks when the job is defined)."""
+        part = cls(path)
+        with open(path, "rb") as f:
+            head = f.read(8)
+            size = int.from_bytes(head, "little", signed=True) if len(head) == 8 else 0
+            part.index(head + (f.read(size) if size > 0 else b""))
+        return part
+
+    def index(self, data: bytes) -> None:
+        spans = split_records(data, self.path)
+        if not spans:
+            raise RecordFormatError(f"part file '{self.path}' holds no record")
+        columns: dict[str, np.ndarray] = {}
+        for i, (offset, size) in enumerate(spans):
+            for name, (kind, first, last) in record_fields(data, offset, offset + size, f"record {i} of '{self.path}'").items():
+                if name not in columns:
+                    columns[name] = np.zeros((len(spans), 4), np.int64)
+                    columns[name][:, 3] = -1
+                packed = -1
+                if last - first > 1 and data[first] == 0x0A:  # one packed field filling the list message?
+                    n, q = data[first + 1], first + 2
+                    if n >= 0x80:
+                        n, q = read_varint(data, first + 1, last, self.path)
+                    packed = q if q + n == last else -1
+                columns[name][i] = (kind, first, last, packed)
+        self.fields = {name: FieldIndex(*(c[:, j] for j in range(4))) for name, c in columns.items()}
+        self.data, self.spans, self.count = data, spans, len(spans)
 
 
 @dataclass
@@ -254,7 +346,7 @@ class _Position:
     file: int = 0
     record: int = 0
     epoch: int = 0
-    buffer: list[tuple[str, int, memoryview]] | None = None
+    buffer: list[tuple[PartFile, int]] | None = None
     rng_state: dict | None = None
 
 
@@ -274,8 +366,8 @@ class RecordStream:
         self._rng = np.random.Generator(np.random.PCG64(seed))
         self._at = _Position(order=list(range(len(self.files))))
 
-    def take(self, count: int) -> list[tuple[str, int, memoryview]]:
-        """The next `count` records, each (file path, index in the file, bytes)."""
+    def take(self, count: int) -> list[tuple[PartFile, int]]:
+        """The next `count` records, each (its part file, its index there)."""
         return [self._draw() for _ in range(count)]
 
     def position(self) -> _Position:
@@ -290,7 +382,7 @@ class RecordStream:
         self._rng.bit_generator.state = at.rng_state
         self._at = at
 
-    def _draw(self) -> tuple[str, int, memoryview]:
+    def _draw(self) -> tuple[PartFile, int]:
         if not self.conf.random_shuffle:
             return self._next()
         at = self._at
@@ -302,13 +394,13 @@ class RecordStream:
         drawn, at.buffer[i] = at.buffer[i], self._next()
         return drawn
 
-    def _next(self) -> tuple[str, int, memoryview]:
+    def _next(self) -> tuple[PartFile, int]:
         at = self._at
         part = self.files[at.order[at.file]]
         part.load()
-        drawn = (part.path, at.record, part.record(at.record))
+        drawn = (part, at.record)
         at.record += 1
-        if at.record == len(part.spans):
+        if at.record == part.count:
             at.record, at.file = 0, at.file + 1
             if at.file == len(self.files):
                 at.file, at.epoch = 0, at.epoch + 1
@@ -330,36 +422,78 @@ class FieldConf:
     truncate: bool = False
 
 
-def decode_field(records: Sequence[tuple[str, int, memoryview]], field: FieldConf) -> np.ndarray:
-    """The field of every record as one (batch, *shape) array of its dtype, as OneFlow's raw decoder casts it.
+def decode_fields(records: Sequence[tuple[PartFile, int]], wanted: Sequence[FieldConf]) -> list[np.ndarray]:
+    """Each wanted field of every record as one (batch, *shape) array of its dtype, as OneFlow's raw decoder
+    casts it.
 
     A bytes list holds one value, read as int8 (OneFlow's char) bytes; any list
     holds exactly the shape's count of values, or with `truncate` any number, cut
-    to the count or padded with zeros. Anything else is a RecordFormatError naming the record.
+    to the count or padded with zeros. Anything else is a RecordFormatError naming
+    the record, its file and the field. The records of one file are gathered
+    together where their lists have the common form (packed floats of the right
+    size, or small integers of one byte each); the others are decoded one by one.
     """
-    count = int(np.prod(field.shape, dtype=np.int64))
-    out = np.zeros((len(records), count), field.dtype)
-    for row, (path, index, data) in enumerate(records):
-        where = f"record {index} of '{path}'"
-        features = parse_record(data, where)
-        if field.name not in features:
-            known = ", ".join(repr(k) for k in sorted(features)) or "none"
-            raise RecordFormatError(f"{where} has no field '{field.name}' (its fields: {known})")
-        kind, payload = features[field.name]
-        if kind == 0:
+    outs = []
+    files: dict[int, tuple[PartFile, list[int], list[int]]] = {}
+    for row, (part, index) in enumerate(records):
+        files.setdefault(id(part), (part, [], []))
+        files[id(part)][1].append(row)
+        files[id(part)][2].append(index)
+    for field in wanted:
+        count = int(np.prod(field.shape, dtype=np.int64))
+        out = np.zeros((len(records), count), field.dtype)
+        for part, rows, indices in files.values():
+            _gather(part, np.array(rows), np.array(indices), field, count, out)
+        outs.append(out.reshape((len(records), *field.shape)))
+    return outs
+
+
+def _gather(part: PartFile, rows: np.ndarray, indices: np.ndarray, field: FieldConf, count: int, out: np.ndarray) -> None:
+    """`field` of records `indices` of `part` into `out[rows]`."""
+    at = part.fields.get(field.name)
+    kinds = at.kind[indices] if at is not None else np.zeros(len(indices), np.int64)
+    if (kinds == 0).any():
+        bad = int(indices[np.argmax(kinds == 0)])
+        where = f"record {bad} of '{part.path}'"
+        offset, size = part.spans[bad]
+        held = record_fields(part.data, offset, offset + size, where)
+        if field.name in held:
             raise RecordFormatError(f"{where}: field '{field.name}' holds no list")
-        values = list_values(kind, payload, f"{where}, field '{field.name}'")
-        if kind == 1:
-            if len(values) != 1:
-                raise RecordFormatError(f"{where}: field '{field.name}' is a bytes list of {len(values)} values; "
-                                        "the raw decoder reads exactly one")
-            values = np.frombuffer(values[0], np.int8)  # type: ignore[arg-type]
-        n = len(values)
-        if n != count and not field.truncate:
-            raise RecordFormatError(
-                f"{where}: field '{field.name}' ({KINDS[kind][0]}) has {n} values, but shape {field.shape} takes "
-                f"{count}" + ("" if field.truncate else "; pass truncate=True to cut or zero-pad it")
-            )
-        n = min(n, count)
-        out[row, :n] = values[:n]  # type: ignore[index]
-    return out.reshape((len(records), *field.shape))
+        known = ", ".join(repr(k) for k in sorted(held)) or "none"
+        raise RecordFormatError(f"{where} has no field '{field.name}' (its fields: {known})")
+    assert at is not None
+    kind = int(kinds[0])
+    dtype = KINDS[kind][1]
+    if (kinds == kind).all() and dtype is not None and (at.packed[indices] >= 0).all():
+        starts, sizes = at.packed[indices], at.stop[indices] - at.packed[indices]
+        width = count * dtype.itemsize if dtype.kind == "f" else count  # a small integer is one byte
+        if (sizes == width).all():
+            data = part.data
+            raw = np.frombuffer(b"".join([data[a : a + width] for a in starts.tolist()]), np.uint8).reshape(len(rows), width)
+            if dtype.kind == "f":
+                out[rows] = raw.view(dtype).reshape(len(rows), count)
+                return
+            if (raw < 0x80).all():
+                out[rows] = raw
+                return
+    for row, index in zip(rows, indices):
+        _decode_one(part, int(index), field, count, out[row])
+
+
+def _decode_one(part: PartFile, index: int, field: FieldConf, count: int, out: np.ndarray) -> None:
+    at = part.fields[field.name]
+    kind, start, stop = int(at.kind[index]), int(at.start[index]), int(at.stop[index])
+    where = f"record {index} of '{part.path}', field '{field.name}'"
+    values = list_values(kind, memoryview(part.data)[start:stop], where)
+    if kind == 1:
+        if len(values) != 1:
+            raise RecordFormatError(f"{where} is a bytes list of {len(values)} values; the raw decoder reads exactly one")
+        values = np.frombuffer(values[0], np.int8)  # type: ignore[arg-type]
+    n = len(values)
+    if n != count and not field.truncate:
+        raise RecordFormatError(
+            f"{where} ({KINDS[kind][0]}) has {n} values, but shape {field.shape} takes {count}; "
+            "pass truncate=True to cut or zero-pad it"
+        )
+    n = min(n, count)
+    out[:n] = values[:n]  # type: ignore[index]

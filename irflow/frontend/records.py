@@ -170,15 +170,8 @@ ofrecord_raw_decoder = OFRecordRawDecoder
 def _check_first_record(conf: ofrecord.ReaderConf, field: ofrecord.FieldConf, what: str) -> None:
     """The first record of the first part file has the field at the declared size: a typo in the field's name
     or shape is an error at the decoder's line now, not at the first call. Later records are checked as read."""
-    path = conf.part_paths()[0]
     try:
-        with open(path, "rb") as f:
-            head = f.read(8)
-            size = int.from_bytes(head, "little", signed=True) if len(head) == 8 else -1
-            body = f.read(size) if size > 0 else b""
-        if len(body) != size or size <= 0:
-            raise ofrecord.RecordFormatError(f"part file '{path}' is truncated or empty: its first record is incomplete")
-        ofrecord.decode_field([(path, 0, memoryview(body))], field)
+        ofrecord.decode_fields([(ofrecord.PartFile.head(conf.part_paths()[0]), 0)], [field])
     except (ofrecord.RecordFormatError, OSError) as err:
         fail(f"{what}: {err}")
 
@@ -240,27 +233,25 @@ class HostFeeds:
     def next(self) -> list[Any]:
         """Each field of the next batch, in the feeds' order (the order of the arguments they feed)."""
         positions = {name: [s.position() for s in streams] for name, streams in self.streams.items()}
-        current_feed: Feed | None = None
-        where: SourceLocation | None = None
+        decoded: dict[Feed, list[np.ndarray]] = {}
+        reader: RecordReader | None = None
         try:
-            batches = {}
-            for feed in self.feeds:
-                current_feed, where = feed, feed.reader.location  # a part file's fault: the reader's line
-                if feed.reader.name not in batches:
-                    rows = feed.reader.conf.batch_size // self.devices
-                    batches[feed.reader.name] = [s.take(rows) for s in self.streams[feed.reader.name]]
-            arrays = []
-            for feed in self.feeds:
-                current_feed, where = feed, feed.location  # a record's fault: the decoder's line
-                pieces = [ofrecord.decode_field(records, feed.field) for records in batches[feed.reader.name]]
-                arrays.append(pieces if self.per_device else pieces[0] if len(pieces) == 1 else np.concatenate(pieces))
-            return arrays
+            for name, streams in self.streams.items():
+                feeds = [f for f in self.feeds if f.reader.name == name]
+                reader = feeds[0].reader
+                batches = [s.take(reader.conf.batch_size // self.devices) for s in streams]
+                pieces = [ofrecord.decode_fields(records, [f.field for f in feeds]) for records in batches]
+                decoded.update((feed, [p[i] for p in pieces]) for i, feed in enumerate(feeds))
         except (ofrecord.RecordFormatError, OSError) as err:
             for name, saved in positions.items():
                 for stream, at in zip(self.streams[name], saved):
                     stream.restore(at)
-            assert current_feed is not None
-            reader = current_feed.reader
+            assert reader is not None
+            field = next((f for f in self.feeds if f.reader is reader and f"field '{f.field.name}'" in str(err)), None)
             raise ExecutionError(
-                f"flow.data.ofrecord_reader '{reader.name}', field '{current_feed.field.name}': {err}", where,
+                f"flow.data.ofrecord_reader '{reader.name}': {err}", field.location if field else reader.location
             ) from None
+        return [
+            pieces if self.per_device else pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+            for pieces in (decoded[f] for f in self.feeds)
+        ]
