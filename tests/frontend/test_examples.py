@@ -37,3 +37,10 @@ def test_logical_views_example_trains():
     out = run("logical_views.py")
     assert "views: {'train': True, 'eval': True, 'eval scope': True}" in out
     assert accuracy(out) > 80
+
+
+def test_ofrecord_example_writes_records_and_trains_from_them(tmp_path):
+    out = run("ofrecord_train.py", str(tmp_path))
+    assert "wrote 4000 training records in 4 part files" in out
+    assert sorted(p.name for p in (tmp_path / "train").iterdir()) == ["part-0", "part-1", "part-2", "part-3"]
+    assert accuracy(out) > 80
