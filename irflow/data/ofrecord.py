@@ -463,14 +463,14 @@ def _gather(part: PartFile, rows: np.ndarray, indices: np.ndarray, field: FieldC
         raise RecordFormatError(f"{where} has no field '{field.name}' (its fields: {known})")
     assert at is not None
     kind = int(kinds[0])
-    dtype = KINDS[kind][1]
-    if (kinds == kind).all() and dtype is not None and (at.packed[indices] >= 0).all():
+    dtype = KINDS[kind][1] or np.dtype(np.int8)  # a bytes list's one value: packed looks the same
+    if (kinds == kind).all() and (at.packed[indices] >= 0).all():
         starts, sizes = at.packed[indices], at.stop[indices] - at.packed[indices]
         width = count * dtype.itemsize if dtype.kind == "f" else count  # a small integer is one byte
         if (sizes == width).all():
             data = part.data
             raw = np.frombuffer(b"".join([data[a : a + width] for a in starts.tolist()]), np.uint8).reshape(len(rows), width)
-            if dtype.kind == "f":
+            if dtype.kind == "f" or kind == 1:
                 out[rows] = raw.view(dtype).reshape(len(rows), count)
                 return
             if (raw < 0x80).all():

@@ -233,25 +233,21 @@ class HostFeeds:
     def next(self) -> list[Any]:
         """Each field of the next batch, in the feeds' order (the order of the arguments they feed)."""
         positions = {name: [s.position() for s in streams] for name, streams in self.streams.items()}
-        decoded: dict[Feed, list[np.ndarray]] = {}
-        reader: RecordReader | None = None
+        fields, batches = [], {}
+        where: SourceLocation | None = None
+        who = ""
         try:
             for name, streams in self.streams.items():
-                feeds = [f for f in self.feeds if f.reader.name == name]
-                reader = feeds[0].reader
-                batches = [s.take(reader.conf.batch_size // self.devices) for s in streams]
-                pieces = [ofrecord.decode_fields(records, [f.field for f in feeds]) for records in batches]
-                decoded.update((feed, [p[i] for p in pieces]) for i, feed in enumerate(feeds))
+                reader = next(f.reader for f in self.feeds if f.reader.name == name)
+                who, where = reader.name, reader.location  # opening a part file: the reader's line
+                batches[name] = [s.take(reader.conf.batch_size // self.devices) for s in streams]
+            for feed in self.feeds:
+                who, where = feed.reader.name, feed.location  # a record's field: the decoder's line
+                pieces = [ofrecord.decode_fields(records, [feed.field])[0] for records in batches[feed.reader.name]]
+                fields.append(pieces if self.per_device else pieces[0] if len(pieces) == 1 else np.concatenate(pieces))
         except (ofrecord.RecordFormatError, OSError) as err:
             for name, saved in positions.items():
                 for stream, at in zip(self.streams[name], saved):
                     stream.restore(at)
-            assert reader is not None
-            field = next((f for f in self.feeds if f.reader is reader and f"field '{f.field.name}'" in str(err)), None)
-            raise ExecutionError(
-                f"flow.data.ofrecord_reader '{reader.name}': {err}", field.location if field else reader.location
-            ) from None
-        return [
-            pieces if self.per_device else pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
-            for pieces in (decoded[f] for f in self.feeds)
-        ]
+            raise ExecutionError(f"flow.data.ofrecord_reader '{who}': {err}", where) from None
+        return fields

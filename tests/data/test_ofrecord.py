@@ -248,3 +248,18 @@ def test_bad_records_name_their_file_record_and_field(tmp_path):
     (tmp_path / "part-2").write_bytes(data + b"\x01\x02")
     with pytest.raises(o.RecordFormatError, match=r"'.*part-2' is truncated: record 3 .* 2 of its 8 length bytes"):
         o.PartFile(str(tmp_path / "part-2")).load()
+
+
+def test_bytes_fields_gather_as_the_record_by_record_decoding_does(tmp_path):
+    rng = np.random.default_rng(1)
+    pixels = rng.integers(0, 256, (6, 12), dtype=np.uint8)
+    records = [pb.OFRecord(feature={"p": pb.Feature(bytes_list=pb.BytesList(value=[row.tobytes()]))}) for row in pixels]
+    records[4] = pb.OFRecord(feature={"p": pb.Feature(bytes_list=pb.BytesList(value=[pixels[4, :5].tobytes()]))})
+    write(tmp_path / "part-0", records)
+    part = o.PartFile(str(tmp_path / "part-0"))
+    part.load()
+    together, = o.decode_fields([(part, i) for i in (0, 1, 2, 3, 5)], [o.FieldConf("p", (3, 4), np.dtype(np.uint8))])
+    np.testing.assert_array_equal(together, pixels[[0, 1, 2, 3, 5]].reshape(5, 3, 4))
+    padded, = o.decode_fields([(part, 4), (part, 0)], [o.FieldConf("p", (12,), np.dtype(np.int32), truncate=True)])
+    np.testing.assert_array_equal(padded[0], list(pixels[4, :5].astype(np.int8)) + [0] * 7)  # one by one: short
+    np.testing.assert_array_equal(padded[1], pixels[0].astype(np.int8))

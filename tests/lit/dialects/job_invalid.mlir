@@ -854,3 +854,13 @@ job.func @f(%x: tensor<4x8xf32>, %i: tensor<3x3xi32>) {
   %r = job.gather_nd %x, %i : (tensor<4x8xf32>, tensor<3x3xi32>) -> tensor<3xf32>
   job.return
 }
+
+// -----
+
+// An OFRecord field decodes to one of the raw decoder's dtypes.
+
+job.func @f() {
+  // expected-error@+1 {{'job.ofrecord_decode' op ofrecord_decode gives float32, float64, int8, int32, int64 or uint8, got tensor<4xf16>}}
+  %bad = job.ofrecord_decode {reader = "r", data_dir = "/d", data_part_num = 1 : i64, part_name_prefix = "part-", part_name_suffix_length = -1 : i64, random_shuffle = false, shuffle_buffer_size = 1024 : i64, shuffle_after_epoch = false, field = "x", truncate = false} : tensor<4xf16>
+  job.return
+}

@@ -12,6 +12,7 @@
 // CHECK-DAG: sbp-infer:
 // CHECK-DAG: insert-boxing:
 // CHECK-DAG: lower-to-physical: Rewrite each distributed job.func
+// CHECK-DAG: lift-host-inputs: Make each job.ofrecord_decode an argument
 // CHECK-DAG: canonicalize: Applies all canonicalization patterns.
 // CHECK-DAG: {{^}}  cse{{$}}
 // CHECK-DAG: {{^}}  dce
