@@ -2,10 +2,15 @@
 
 from irflow.data.mnist import load_mnist
 from irflow.frontend.records import (
+    BlobConf,
+    ImageCodec,
     OFRecordBytesDecoder,
     OFRecordRawDecoder,
+    RawCodec,
+    decode_ofrecord,
     image_decoder_unavailable,
     ofrecord_bytes_decoder,
+    ofrecord_loader,
     ofrecord_raw_decoder,
     ofrecord_reader,
 )
@@ -18,7 +23,7 @@ OFRecordImageDecoderRandomCrop = ofrecord_image_decoder_random_crop = image_deco
 ofrecord_image_classification_reader = image_decoder_unavailable("ofrecord_image_classification_reader")
 
 __all__ = [
-    "OFRecordBytesDecoder", "OFRecordImageDecoder", "OFRecordImageDecoderRandomCrop", "OFRecordRawDecoder",
+    "BlobConf", "ImageCodec", "RawCodec", "decode_ofrecord", "ofrecord_loader", "OFRecordBytesDecoder", "OFRecordImageDecoder", "OFRecordImageDecoderRandomCrop", "OFRecordRawDecoder",
     "load_mnist", "ofrecord_bytes_decoder", "ofrecord_image_classification_reader", "ofrecord_image_decoder",
     "ofrecord_image_decoder_random_crop", "ofrecord_raw_decoder", "ofrecord_reader",
 ]  # fmt: skip

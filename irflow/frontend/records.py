@@ -201,6 +201,83 @@ def OFRecordBytesDecoder(input_blob: RecordReader, blob_name: str, name: str | N
 ofrecord_bytes_decoder = OFRecordBytesDecoder
 
 
+# ----------------------------------------------------------------- OneFlow's older API
+
+
+@dataclass(frozen=True)
+class RawCodec:
+    """`flow.data.RawCodec`: decode a BlobConf's field with the raw decoder."""
+
+    truncate: bool = False
+    auto_zero_padding: bool = False
+
+
+@dataclass(frozen=True)
+class ImageCodec:
+    """`flow.data.ImageCodec`: decode a BlobConf's field as a JPEG image, which irflow cannot (see below)."""
+
+    image_preprocessors: Sequence[Any] | None = None
+
+
+@dataclass(frozen=True)
+class BlobConf:
+    """`flow.data.BlobConf(name, shape, dtype, codec)`: one field of `decode_ofrecord`."""
+
+    name: str
+    shape: Sequence[int]
+    dtype: object
+    codec: RawCodec | ImageCodec
+    preprocessors: Sequence[Any] | None = None
+
+
+def decode_ofrecord(
+    ofrecord_dir: str,
+    blobs: Sequence[BlobConf],
+    batch_size: int = 1,
+    data_part_num: int = 1,
+    part_name_prefix: str = "part-",
+    part_name_suffix_length: int = -1,
+    shuffle: bool = False,
+    buffer_size: int = 1024,
+    name: str | None = None,
+) -> tuple[Blob, ...]:
+    """OneFlow's deprecated reader and decoders in one call: a Blob per BlobConf, in their order."""
+    warnings.warn("flow.data.decode_ofrecord is deprecated; use flow.data.ofrecord_reader and "
+                  "flow.data.OFRecordRawDecoder", DeprecationWarning, stacklevel=2)  # fmt: skip
+    record = ofrecord_reader(ofrecord_dir, batch_size, data_part_num, part_name_prefix, part_name_suffix_length,
+                             random_shuffle=shuffle, shuffle_buffer_size=buffer_size, name=name)  # fmt: skip
+    decoded = []
+    for conf in blobs:
+        if not isinstance(conf, BlobConf):
+            fail(f"flow.data.decode_ofrecord takes flow.data.BlobConf fields, got {type(conf).__name__} {conf!r}")
+        if isinstance(conf.codec, ImageCodec):
+            image_decoder_unavailable("ImageCodec")()
+        if not isinstance(conf.codec, RawCodec):
+            fail(f"flow.data.BlobConf '{conf.name}': codec must be flow.data.RawCodec(), got {conf.codec!r}")
+        if conf.preprocessors:
+            fail(f"flow.data.BlobConf '{conf.name}': preprocessors work on decoded images, which irflow has not")
+        decoded.append(OFRecordRawDecoder(record, conf.name, conf.shape, conf.dtype,
+                                          truncate=conf.codec.truncate or conf.codec.auto_zero_padding))  # fmt: skip
+    return tuple(decoded)
+
+
+def ofrecord_loader(
+    ofrecord_dir: str,
+    batch_size: int = 1,
+    data_part_num: int = 1,
+    part_name_prefix: str = "part-",
+    part_name_suffix_length: int = -1,
+    shuffle: bool = False,
+    shuffle_buffer_size: int = 1024,
+    name: str | None = None,
+) -> RecordReader:
+    """OneFlow's deprecated name of `ofrecord_reader`, with `shuffle` for `random_shuffle`."""
+    warnings.warn("flow.data.ofrecord_loader is deprecated; use flow.data.ofrecord_reader",
+                  DeprecationWarning, stacklevel=2)  # fmt: skip
+    return ofrecord_reader(ofrecord_dir, batch_size, data_part_num, part_name_prefix, part_name_suffix_length,
+                           random_shuffle=shuffle, shuffle_buffer_size=shuffle_buffer_size, name=name)  # fmt: skip
+
+
 class HostFeeds:
     """The job's readers at run time: every call reads each reader's next batch and decodes its fields.
 

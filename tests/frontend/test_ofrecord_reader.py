@@ -243,3 +243,26 @@ def test_a_truncated_part_file_fails_the_first_call_naming_it(tmp_path, mnist):
     with pytest.raises(flow.ExecutionError, match=r"part file '.*part-0' is truncated or corrupt: record 29") as caught:
         read()
     assert caught.value.location.line == line_of("record = flow.data.ofrecord_reader(str(directory)")
+
+
+def test_oneflows_older_decode_ofrecord_reads_the_same(tmp_path, mnist):
+    images, labels = mnist
+    write_parts(tmp_path / "ds", images[:40], labels[:40], parts=1)
+
+    with pytest.warns(DeprecationWarning, match="decode_ofrecord is deprecated"):
+        @flow.global_function(type="predict")
+        def read() -> Tuple[tp.Numpy, tp.Numpy]:
+            return flow.data.decode_ofrecord(str(tmp_path / "ds"), (
+                flow.data.BlobConf("images", shape=(784,), dtype=flow.float, codec=flow.data.RawCodec()),
+                flow.data.BlobConf("labels", shape=(), dtype=flow.int32, codec=flow.data.RawCodec()),
+            ), batch_size=BATCH)  # fmt: skip
+
+    got_images, got_labels = read()
+    np.testing.assert_array_equal(got_images, images[:BATCH].reshape(BATCH, -1))
+    np.testing.assert_array_equal(got_labels, labels[:BATCH])
+    with pytest.warns(DeprecationWarning), pytest.raises(flow.TraceError, match="ImageCodec decodes JPEG images"):
+        @flow.global_function(type="predict")
+        def jpeg() -> tp.Numpy:
+            return flow.data.decode_ofrecord(str(tmp_path / "ds"), [
+                flow.data.BlobConf("images", shape=(28, 28, 1), dtype=flow.float, codec=flow.data.ImageCodec()),
+            ], batch_size=BATCH)[0]  # fmt: skip
