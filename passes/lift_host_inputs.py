@@ -6,9 +6,10 @@ turns each into a new argument of its job.func, after the placeholders and in
 the ops' order, with the op's result name: from here on a decoded field is an
 input like any placeholder, so sbp-infer splits its batch over the job's
 devices, lower-to-physical gives it per-device shapes and convert-job-to-buffer
-a `buffer.input`. The func records what feeds each new argument in
-`host_inputs` (the argument's index and the op's properties), which is what
-the frontend reads its records by (irflow/data/ofrecord.py). A job without such
+a `buffer.input`. The func keeps what feeds each new argument in
+`host_inputs` (the argument's index and the op's properties), so the lowered
+IR still says where those inputs come from; the frontend feeds them in the
+same order from its readers (irflow/frontend/records.py). A job without such
 ops is left as it is.
 """
 

@@ -126,6 +126,8 @@ def OFRecordRawDecoder(  # noqa: N802  OneFlow's name
         fail(f"{what} decodes the records of flow.data.ofrecord_reader, got {type(input_blob).__name__} {input_blob!r}")
     if input_blob.trace is not trace:
         fail(f"{what}: the reader '{input_blob.name}' belongs to job '{input_blob.trace.name}', not to '{trace.name}'")
+    if any(f.reader.name == input_blob.name and f.reader is not input_blob for f in trace.feeds):
+        fail(f"{what}: two readers of job '{trace.name}' are named '{input_blob.name}'; give each its own name")
     if not isinstance(blob_name, str) or not blob_name:
         fail(f"{what}: the field name must be a non-empty string, got {blob_name!r}")
     if dim1_varying_length:

@@ -44,6 +44,20 @@ job.func @random(%p: tensor<4x8xf16>) -> (tensor<4x8xi8>, tensor<4xi32>) attribu
 
 // -----
 
+// A field of the records an OFRecord reader gives each step (lift-host-inputs makes it an argument).
+
+job.func @records() -> tensor<16x784xf32> attributes {job_type = "predict"} {
+  %images = job.ofrecord_decode {reader = "OFRecord_Reader_0", data_dir = "mnist/train", data_part_num = 4 : i64, part_name_prefix = "part-", part_name_suffix_length = 5 : i64, random_shuffle = true, shuffle_buffer_size = 1024 : i64, shuffle_after_epoch = true, field = "images", truncate = false} : tensor<16x784xf32>
+  job.return %images : tensor<16x784xf32>
+}
+
+// CHECK-LABEL: job.func @records() -> tensor<16x784xf32> attributes {job_type = "predict"} {
+// CHECK-NEXT:    %images = job.ofrecord_decode {data_dir = "mnist/train", data_part_num = 4 : i64, field = "images", part_name_prefix = "part-", part_name_suffix_length = 5 : i64, random_shuffle = true, reader = "OFRecord_Reader_0", shuffle_after_epoch = true, shuffle_buffer_size = 1024 : i64, truncate = false} : tensor<16x784xf32>
+// CHECK-NEXT:    job.return %images : tensor<16x784xf32>
+// CHECK-NEXT:  }
+
+// -----
+
 // Elementwise: unary, binary with broadcasting, comparisons, activation gradients.
 
 job.func @elementwise(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
