@@ -28,7 +28,6 @@ KINDS: dict[int, tuple[str, np.dtype | None]] = {
     4: ("int32_list", np.dtype(np.int32)),
     5: ("int64_list", np.dtype(np.int64)),
 }
-KIND_NUMBERS = {name: number for number, (name, _) in KINDS.items()}
 DATASET_SEED = 524287  # the seed of OneFlow's dataset shuffles (kOneflowDatasetSeed)
 
 

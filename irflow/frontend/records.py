@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import numpy as np
-
 from xdsl.ir import SSAValue
 
 from irflow.data import ofrecord
