@@ -52,8 +52,8 @@ def encode_varint(n: int) -> bytes:
 def encode_varints(values: np.ndarray) -> bytes:
     """Many varints at once (a packed int32/int64 list): each value's 7-bit groups, the last without 0x80."""
     v = np.asarray(values, dtype=np.int64).view(np.uint64)
-    if v.size == 0:
-        return b""
+    if v.size <= 8:  # a label or two: one at a time is quicker than the arrays below
+        return b"".join(encode_varint(int(n)) for n in v)
     groups = (v[:, None] >> (np.arange(10, dtype=np.uint64) * np.uint64(7))) & np.uint64(0x7F)
     bits = np.zeros(v.shape, dtype=np.int64)
     rest = v.copy()

@@ -89,6 +89,12 @@ def test_the_message_api_programs_use():
         pb.Int32List(value=[2**31])
     with pytest.raises(TypeError):
         pb.FloatList(value=["1.0"])
+    with pytest.raises(TypeError, match="expected one of: int"):
+        pb.Int64List(value=[1.5])
+    with pytest.raises(ValueError, match="out of range"):
+        pb.Int32List(value=np.array([0, 2**31]))  # a numpy array is checked at once, then value by value
+    assert pb.Int32List(value=np.arange(3)).value == [0, 1, 2]
+    assert pb.FloatList(value=np.array([0.1])).value == [float(np.float32(0.1))]
     with pytest.raises(AttributeError):
         pb.FloatList().value = [1.0]
     with pytest.raises(pb.DecodeError, match="OFRecord"):

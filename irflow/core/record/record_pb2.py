@@ -57,7 +57,12 @@ class _Message:
         if type(other) is not type(self):
             raise TypeError(f"CopyFrom expects a {type(self).__name__}, got {type(other).__name__}")
         if other is not self:
-            self.ParseFromString(other.SerializeToString())
+            self.Clear()
+            self._merge(other)
+
+    def _merge(self, other: Any) -> None:
+        """Add `other`'s content (of this type), as MergeFrom; CopyFrom clears first."""
+        raise NotImplementedError
 
     def Clear(self) -> None:  # noqa: N802
         raise NotImplementedError
@@ -78,19 +83,29 @@ class DecodeError(Exception):
 class _Values(list):
     """A repeated field: checks (and converts) each value, and tells its message when it changes."""
 
-    def __init__(self, check: Callable[[Any], Any], changed: Callable[[], None]):
+    def __init__(self, check: Callable[[Any], Any], changed: Callable[[], None], dtype: np.dtype | None = None):
         super().__init__()
-        self._check, self._changed = check, changed
+        self._check, self._changed, self._dtype = check, changed, dtype
 
     def append(self, value: Any) -> None:
         super().append(self._check(value))
         self._changed()
 
     def extend(self, values: Iterable[Any]) -> None:
-        if isinstance(values, np.ndarray):
-            values = values.tolist()
-        super().extend([self._check(v) for v in values])
+        super().extend(self._numeric(values))
         self._changed()
+
+    def _numeric(self, values: Iterable[Any]) -> list[Any]:
+        """The values checked and converted: numbers of a numeric list at once (a record's 784 pixels),
+        anything else one by one, which says what is wrong with a value."""
+        values = values if isinstance(values, np.ndarray) else list(values)
+        if self._dtype is not None and len(values):
+            array = np.asarray(values) if not isinstance(values, list) or not isinstance(values[0], str) else None
+            if array is not None and array.ndim == 1 and array.dtype.kind in "fiu":
+                info = np.finfo(self._dtype) if self._dtype.kind == "f" else np.iinfo(self._dtype)
+                if self._dtype.kind == "f" or (array.dtype.kind != "f" and info.min <= array.min() and array.max() <= info.max):
+                    return array.astype(self._dtype).tolist()
+        return [self._check(v) for v in (values.tolist() if isinstance(values, np.ndarray) else values)]
 
     def insert(self, index: Any, value: Any) -> None:
         super().insert(index, self._check(value))
@@ -149,7 +164,7 @@ class _List(_Message):
 
     def __init__(self, value: Iterable[Any] | None = None):
         self._on_change: Callable[[], None] | None = None  # set while it is an unselected member of a Feature
-        self._value = _Values(type(self).CHECK, self._changed)
+        self._value = _Values(type(self).CHECK, self._changed, wire.KINDS[self.KIND][1])
         if value is not None:
             self._value.extend(value)
 
@@ -178,6 +193,10 @@ class _List(_Message):
         assert dtype is not None
         packed = np.array(values, dtype).tobytes() if dtype.kind == "f" else wire.encode_varints(np.array(values))
         return b"\x0a" + wire.encode_varint(len(packed)) + packed
+
+    def _merge(self, other: _List) -> None:
+        list.extend(self._value, other._value)  # checked when they went in
+        self._changed()
 
     def _merge_bytes(self, data: bytes) -> None:
         values = wire.list_values(self.KIND, memoryview(data), type(self).__name__)
@@ -264,6 +283,11 @@ class Feature(_Message):
         body = self._members[self._kind]._payload()
         return bytes([_LISTS[self._kind].KIND << 3 | wire.WIRE_LEN]) + wire.encode_varint(len(body)) + body
 
+    def _merge(self, other: Feature) -> None:
+        if other._kind is not None:
+            self._select(other._kind)
+            self._member(other._kind)._merge(other._members[other._kind])
+
     def _merge_bytes(self, data: bytes) -> None:
         for number, kind, payload in wire.fields(memoryview(data), "Feature"):
             if number in wire.KINDS and kind == wire.WIRE_LEN:
@@ -322,6 +346,10 @@ class OFRecord(_Message):
             entry = b"\x0a" + wire.encode_varint(len(name)) + name + b"\x12" + wire.encode_varint(len(body)) + body
             out.append(b"\x0a" + wire.encode_varint(len(entry)) + entry)
         return b"".join(out)
+
+    def _merge(self, other: OFRecord) -> None:
+        for key, value in other._feature.items():
+            self._feature[key].CopyFrom(value)  # a map's entry is replaced, not merged, as in protobuf
 
     def _merge_bytes(self, data: bytes) -> None:
         for key, (number, payload) in wire.parse_record(data, "OFRecord").items():
