@@ -88,6 +88,9 @@ from irflow.frontend.watch import watch, watch_diff
 from irflow.runtime.mpi import prepare_rank as _prepare_rank
 
 train = _types.SimpleNamespace(CheckPoint=_CheckPoint)  # OneFlow's older checkpoint API
+name_scope = scope.name_scope  # OneFlow's older names for flow.scope.namespace
+experimental = _types.SimpleNamespace(name_scope=scope.name_scope)
+deprecated = _types.SimpleNamespace(variable_scope=scope.name_scope)
 clip = clamp = clip_by_scalar = clip_by_value  # OneFlow's other names for flow.math.clip_by_value
 FixedTensorDef = _tensor_def("numpy", "FixedTensorDef")  # deprecated: tp.Numpy.Placeholder
 MirroredTensorDef = _tensor_def("list_numpy", "MirroredTensorDef")  # deprecated: tp.ListNumpy.Placeholder
@@ -98,11 +101,12 @@ __all__ = [
     "Blob", "CheckpointError", "CompileError", "ExecutionError", "FixedTensorDef", "FunctionConfig", "IrflowError",
     "MirroredTensorDef", "TraceError",
     "cast", "char", "checkpoint", "clamp", "clear_default_session", "clip", "clip_by_scalar", "clip_by_value",
-    "concat", "config", "constant", "constant_initializer", "constant_like", "data", "distribute", "double", "env",
+    "concat", "config", "constant", "constant_initializer", "constant_like", "data", "deprecated", "distribute", "double",
+    "env", "experimental",
     "expand_dims", "flatten", "float", "float16", "float32", "float64",
     "function_config", "gather", "get_all_variables", "get_variable", "global_function", "glorot_normal_initializer",
     "glorot_uniform_initializer", "identity", "identity_n", "int8", "int32", "int64", "kaiming_initializer", "layers",
-    "load_variables", "losses", "math", "matmul", "nn", "one_hot", "ones_initializer", "ones_like", "optimizer", "parallel_cast", "random",
+    "load_variables", "losses", "math", "matmul", "name_scope", "nn", "one_hot", "ones_initializer", "ones_like", "optimizer", "parallel_cast", "random",
     "random_normal_initializer", "random_uniform_initializer", "regularizers", "reshape", "scope", "slice", "squeeze",
     "sync_default_session", "train", "transpose", "where",
     "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "variance_scaling_initializer",

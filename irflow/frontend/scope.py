@@ -8,6 +8,7 @@ GPU runs on the CPU after one warning per session, as OneFlow falls back.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -72,6 +73,14 @@ def namespace(name: str) -> NameScope:
     if not isinstance(name, str) or not name:
         fail(f"flow.scope.namespace: name must be a non-empty string, got {name!r}")
     return NameScope(name)
+
+
+def name_scope(name: str) -> NameScope:
+    """OneFlow's deprecated `flow.name_scope` (also `flow.experimental.name_scope` and
+    `flow.deprecated.variable_scope`): `namespace` under its older names, as the model zoo and BERT's docs use it."""
+    warnings.warn("flow.name_scope / flow.experimental.name_scope / flow.deprecated.variable_scope are deprecated; "
+                  "write flow.scope.namespace(name)", DeprecationWarning, stacklevel=2)
+    return namespace(name)
 
 
 class LogicalView:

@@ -170,3 +170,26 @@ def test_numpy_list_gives_each_devices_array(devices):
         np.testing.assert_array_equal(part, x * 2)
     (whole,) = consistent(np.zeros((4, 2), np.float32)).get().numpy_list()
     np.testing.assert_array_equal(whole, np.ones((4, 2), np.float32))
+
+
+def test_name_scope_and_its_other_names_prefix_variables_as_namespace_does():
+    """`flow.name_scope` (BERT's docs), `flow.deprecated.variable_scope` and `flow.experimental.name_scope` (the
+    model zoo) are OneFlow's deprecated names of `flow.scope.namespace`: each warns, and they nest."""
+    with pytest.warns(DeprecationWarning, match="flow.scope.namespace"):
+
+        @flow.global_function()
+        def infer(x: tp.Numpy.Placeholder((2, 3))) -> tp.Numpy:
+            with flow.name_scope("cls-squad"):
+                h = flow.layers.dense(x, 4, name="output")
+            with flow.deprecated.variable_scope("Resnet"), flow.experimental.name_scope("stem"):
+                return flow.layers.dense(h, 2, use_bias=False, name="fc")
+
+    assert sorted(flow.get_all_variables()) == ["Resnet-stem-fc-weight", "cls-squad-output-bias",
+                                                "cls-squad-output-weight"]
+
+
+@pytest.mark.parametrize("scope", [lambda: flow.name_scope(""), lambda: flow.deprecated.variable_scope(3)])
+def test_name_scope_needs_a_name(scope):
+    with pytest.warns(DeprecationWarning), pytest.raises(flow.TraceError, match="non-empty string") as err:
+        scope()
+    assert "test_legacy_api.py" in str(err.value)
