@@ -21,7 +21,14 @@ from irflow.frontend import checkpoint, distribute, layers, losses, math, nn, op
 from irflow.frontend.blob import Blob
 from irflow.frontend.checkpoint import CheckPoint as _CheckPoint
 from irflow.frontend.checkpoint import get_all_variables, load_variables
-from irflow.frontend.config import FunctionConfig, config, env, function_config
+from irflow.frontend.config import (
+    FunctionConfig,
+    config,
+    eager_execution_enabled,
+    enable_eager_execution,
+    env,
+    function_config,
+)
 from irflow.frontend.distribute import parallel_cast
 from irflow.frontend.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
 from irflow.frontend.function import global_function
@@ -102,7 +109,7 @@ __all__ = [
     "MirroredTensorDef", "TraceError",
     "cast", "char", "checkpoint", "clamp", "clear_default_session", "clip", "clip_by_scalar", "clip_by_value",
     "concat", "config", "constant", "constant_initializer", "constant_like", "data", "deprecated", "distribute", "double",
-    "env", "experimental",
+    "eager_execution_enabled", "enable_eager_execution", "env", "experimental",
     "expand_dims", "flatten", "float", "float16", "float32", "float64",
     "function_config", "gather", "get_all_variables", "get_variable", "global_function", "glorot_normal_initializer",
     "glorot_uniform_initializer", "identity", "identity_n", "int8", "int32", "int64", "kaiming_initializer", "layers",

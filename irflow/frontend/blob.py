@@ -10,7 +10,7 @@ dtype, as OneFlow's scalar ops do.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from xdsl.ir import SSAValue
 
@@ -59,6 +59,11 @@ class Blob:
 
     def __bool__(self) -> bool:
         fail(f"the truth value of Blob '{self.name}' is unknown while a job is defined; use flow.math ops instead")
+
+    def numpy(self) -> NoReturn:
+        """OneFlow's eager mode reads a blob's value inside the job function; a traced job has none yet."""
+        fail(f"Blob '{self.name}' has no value while a job is defined (irflow compiles job functions, as OneFlow's "
+             "lazy mode); return it from the job, or pass it to flow.watch(blob, handler)")
 
     __hash__ = object.__hash__  # Blobs compare elementwise (flow.math installs ==), yet stay usable as dict keys
     __array_ufunc__ = None  # `np.float32(2) * blob` defers to Blob.__rmul__ instead of making an object array

@@ -387,6 +387,7 @@ class EnvState:
     log_dir: str | None = None
     grpc_use_no_signal: bool = True
     initialized: bool = False
+    eager_execution: bool = False
 
 
 class Env(Settings):
@@ -437,3 +438,25 @@ def _port(name: str, value: object) -> int:
 
 config = SessionConfig()
 env = Env()
+
+
+def enable_eager_execution(val: bool = True) -> None:
+    """OneFlow 0.x's eager mode, chosen before any job function is defined (as OneFlow requires).
+
+    irflow traces and compiles every job function, as OneFlow's lazy mode does; a job function built of flow ops
+    computes the same values in either mode, so the choice is recorded. What only eager mode allows, reading a
+    blob's value inside the job function (`blob.numpy()`), is a TraceError at that line.
+    """
+    value = _flag("flow.enable_eager_execution", val)
+    defined = default_session().jobs
+    if defined:
+        raise ExecutionError(
+            f"flow.enable_eager_execution({value!r}) comes after the job function {next(iter(defined))!r} "
+            "was defined; choose the mode before defining any (or after flow.clear_default_session())"
+        )
+    env.state.eager_execution = value
+
+
+def eager_execution_enabled() -> bool:
+    """Whether flow.enable_eager_execution chose eager mode (recorded; irflow compiles either way)."""
+    return env.state.eager_execution

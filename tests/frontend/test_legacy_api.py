@@ -193,3 +193,57 @@ def test_name_scope_needs_a_name(scope):
     with pytest.warns(DeprecationWarning), pytest.raises(flow.TraceError, match="non-empty string") as err:
         scope()
     assert "test_legacy_api.py" in str(err.value)
+
+
+def sgd_step_job():
+    """A train job as OneFlow 0.x's eager page writes it: defined anew inside the step, then called."""
+
+    @flow.global_function(type="train")
+    def train(x: tp.Numpy.Placeholder((4, 3)), y: tp.Numpy.Placeholder((4,), dtype=flow.int32)) -> tp.Numpy:
+        logits = flow.layers.dense(x, 2, kernel_initializer=flow.constant_initializer(0.1), name="fc")
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.5]), momentum=0).minimize(loss)
+        return loss
+
+    return train
+
+
+def test_eager_mode_job_functions_defined_per_call_train_as_one_job():
+    """flow.enable_eager_execution(True) is recorded; each step's new definition compiles and takes one SGD step
+    of the variables it shares by name, as a hand-written numpy loop does."""
+    flow.enable_eager_execution(True)
+    try:
+        assert flow.eager_execution_enabled()
+        x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+        y = np.array([0, 1, 1, 0], np.int32)
+        for _ in range(3):
+            sgd_step_job()(x, y)
+        w, b = numpy_sgd_steps(x.astype(np.float64), y, 0.5, 0.0, 3)
+        values = flow.get_all_variables()
+        np.testing.assert_allclose(values["fc-weight"].numpy(), w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(values["fc-bias"].numpy(), b, rtol=1e-5, atol=1e-6)
+    finally:
+        flow.clear_default_session()
+        flow.enable_eager_execution(False)
+    assert not flow.eager_execution_enabled()
+
+
+def test_the_mode_is_chosen_before_any_job_function():
+    sgd_step_job()
+    with pytest.raises(flow.ExecutionError, match="after the job function 'train' was defined"):
+        flow.enable_eager_execution(True)
+    assert not flow.eager_execution_enabled()
+    with pytest.raises(ValueError, match="True or False"):
+        flow.enable_eager_execution("yes")
+
+
+def test_reading_a_blobs_value_inside_a_job_function_names_the_line():
+    """What only eager mode allows: blob.numpy() while the job is defined."""
+    with pytest.raises(flow.TraceError, match="Blob .* has no value while a job is defined") as err:
+
+        @flow.global_function()
+        def infer(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+            print(flow.math.relu(x).numpy())
+            return x
+
+    assert "test_legacy_api.py" in str(err.value)
