@@ -14,13 +14,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from irflow.errors import ExecutionError
 from irflow.frontend import dtypes, optimizer
+from irflow.frontend.locations import fail
 from irflow.frontend.scope import LogicalView, PlacementScope
 from irflow.frontend.session import ResourceConfig, default_session
 from irflow.runtime import threads
+
+
+_NO_CUSTOM_OPS = (
+    "irflow cannot load OneFlow kernel libraries; its ops are defined in the job dialect (irflow/dialects/job.py)"
+)
 
 
 # ----------------------------------------------------------------- checks of setting values
@@ -371,10 +377,7 @@ class SessionConfig(Settings):
     def load_library(self, path: str | os.PathLike[str]) -> None:
         """OneFlow loads custom C++ ops from a shared library; irflow's ops are defined in its dialect instead."""
         path = _text("flow.config.load_library", path)
-        raise ExecutionError(
-            f"flow.config.load_library({path!r}): irflow cannot load OneFlow kernel libraries; "
-            "its ops are defined in the job dialect (irflow/dialects/job.py)"
-        )
+        raise ExecutionError(f"flow.config.load_library({path!r}): {_NO_CUSTOM_OPS}")
 
 
 @dataclass
@@ -460,3 +463,14 @@ def enable_eager_execution(val: bool = True) -> None:
 def eager_execution_enabled() -> bool:
     """Whether flow.enable_eager_execution chose eager mode (recorded; irflow compiles either way)."""
     return env.state.eager_execution
+
+
+
+def user_op_builder(op_type_name: str) -> NoReturn:
+    """OneFlow's builder of custom ops, whose kernels come from flow.config.load_library: none exist here."""
+    fail(f"flow.user_op_builder({op_type_name!r}): a custom op needs its OneFlow kernel library; {_NO_CUSTOM_OPS}")
+
+
+def custom_op_module(op_module_name: str, module_path: str = "") -> NoReturn:
+    """OneFlow's `flow.experimental.custom_op_module`: builds and loads a custom op's C++ and Python kernels."""
+    raise ExecutionError(f"flow.experimental.custom_op_module({op_module_name!r}): {_NO_CUSTOM_OPS}")

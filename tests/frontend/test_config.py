@@ -75,6 +75,19 @@ def test_env_records_the_cluster():
 def test_load_library_says_why_it_cannot():
     with pytest.raises(flow.ExecutionError, match="cannot load OneFlow kernel libraries"):
         flow.config.load_library("./libuser_op.so")
+    with pytest.raises(flow.ExecutionError, match=r"custom_op_module\('user_relu'\): irflow cannot load"):
+        flow.experimental.custom_op_module("user_relu", "./user_relu")
+
+
+def test_a_custom_op_in_a_job_is_a_trace_error_at_its_line():
+    """The custom-op pages' jobs build their op with flow.user_op_builder, which needs the op's kernel library."""
+    with pytest.raises(flow.TraceError, match=r"user_op_builder\('myrelu'\): a custom op needs") as err:
+
+        @flow.global_function()
+        def f(x: tp.Numpy.Placeholder((2,))) -> tp.Numpy:
+            return flow.user_op_builder("myrelu").Op("relu").Input("in", [x]).Output("out").Build()
+
+    assert "test_config.py" in str(err.value)
 
 
 def test_device_counts_are_fixed_once_the_session_started():
