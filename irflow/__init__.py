@@ -24,13 +24,13 @@ from irflow.frontend.checkpoint import get_all_variables, load_variables
 from irflow.frontend.config import (
     FunctionConfig,
     config,
-    custom_op_module,
     eager_execution_enabled,
     enable_eager_execution,
     env,
     function_config,
     user_op_builder,
 )
+from irflow.frontend.config import custom_op_module as _custom_op_module
 from irflow.frontend.distribute import parallel_cast
 from irflow.frontend.dtypes import char, double, float, float16, float32, float64, int8, int32, int64, uint8
 from irflow.frontend.function import global_function
@@ -98,7 +98,7 @@ from irflow.runtime.mpi import prepare_rank as _prepare_rank
 
 train = _types.SimpleNamespace(CheckPoint=_CheckPoint)  # OneFlow's older checkpoint API
 name_scope = scope.name_scope  # OneFlow's older names for flow.scope.namespace
-experimental = _types.SimpleNamespace(name_scope=scope.name_scope, custom_op_module=custom_op_module)
+experimental = _types.SimpleNamespace(name_scope=scope.name_scope, custom_op_module=_custom_op_module)
 deprecated = _types.SimpleNamespace(variable_scope=scope.name_scope)
 clip = clamp = clip_by_scalar = clip_by_value  # OneFlow's other names for flow.math.clip_by_value
 FixedTensorDef = _tensor_def("numpy", "FixedTensorDef")  # deprecated: tp.Numpy.Placeholder
@@ -110,15 +110,17 @@ __all__ = [
     "Blob", "CheckpointError", "CompileError", "ExecutionError", "FixedTensorDef", "FunctionConfig", "IrflowError",
     "MirroredTensorDef", "TraceError",
     "cast", "char", "checkpoint", "clamp", "clear_default_session", "clip", "clip_by_scalar", "clip_by_value",
-    "concat", "config", "constant", "constant_initializer", "constant_like", "data", "deprecated", "distribute", "double",
-    "eager_execution_enabled", "enable_eager_execution", "env", "experimental",
+    "concat", "config", "constant", "constant_initializer", "constant_like", "data", "deprecated", "distribute",
+    "double", "eager_execution_enabled", "enable_eager_execution", "env", "experimental",
     "expand_dims", "flatten", "float", "float16", "float32", "float64",
     "function_config", "gather", "get_all_variables", "get_variable", "global_function", "glorot_normal_initializer",
     "glorot_uniform_initializer", "identity", "identity_n", "int8", "int32", "int64", "kaiming_initializer", "layers",
-    "load_variables", "losses", "math", "matmul", "name_scope", "nn", "one_hot", "ones_initializer", "ones_like", "optimizer", "parallel_cast", "random",
+    "load_variables", "losses", "math", "matmul", "name_scope", "nn", "one_hot", "ones_initializer", "ones_like",
+    "optimizer", "parallel_cast", "random",
     "random_normal_initializer", "random_uniform_initializer", "regularizers", "reshape", "scope", "slice", "squeeze",
     "sync_default_session", "train", "transpose", "where",
-    "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "user_op_builder", "variance_scaling_initializer",
+    "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "user_op_builder",
+    "variance_scaling_initializer",
     "watch", "watch_diff", "xavier_normal_initializer", "xavier_uniform_initializer", "zeros_initializer", "zeros_like",
     "gen_tensor_buffer", "tensor_buffer_to_list_of_tensors", "tensor_buffer_to_tensor", "tensor_to_tensor_buffer",
 ]  # fmt: skip

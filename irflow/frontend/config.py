@@ -465,7 +465,6 @@ def eager_execution_enabled() -> bool:
     return env.state.eager_execution
 
 
-
 def user_op_builder(op_type_name: str) -> NoReturn:
     """OneFlow's builder of custom ops, whose kernels come from flow.config.load_library: none exist here."""
     fail(f"flow.user_op_builder({op_type_name!r}): a custom op needs its OneFlow kernel library; {_NO_CUSTOM_OPS}")

@@ -77,7 +77,8 @@ def namespace(name: str) -> NameScope:
 
 def name_scope(name: str) -> NameScope:
     """OneFlow's deprecated `flow.name_scope` (also `flow.experimental.name_scope` and
-    `flow.deprecated.variable_scope`): `namespace` under its older names, as the model zoo and BERT's docs use it."""
+    `flow.deprecated.variable_scope`): `namespace` under its older names,
+    which OneFlow-era models and BERT's documentation page write."""
     warnings.warn("flow.name_scope / flow.experimental.name_scope / flow.deprecated.variable_scope are deprecated; "
                   "write flow.scope.namespace(name)", DeprecationWarning, stacklevel=2)
     return namespace(name)
