@@ -2185,6 +2185,91 @@ class LarsUpdateOp(UpdateOp):
     WHOLE_VARIABLE: ClassVar[bool] = True
 
 
+class SparseUpdateOp(UpdateOp):
+    """An update of only some elements: those where `present` (int8, of the variable's shape, operand #2) is
+    nonzero take the dense update's step; the others keep their variable and state (OneFlow's lazy_adam and
+    indexed_slices_* model updates; the optimizer pass builds `present` with ordinary job ops)."""
+
+    @classmethod
+    def check_operands(cls, types: Sequence[Attribute], props: Props) -> None:
+        w, present = types[0], types[2]
+        if shape_of(present) != shape_of(w) or dtype_of(present) != i8:
+            raise VerifyException(f"{cls.name}: present must be int8 of the variable's shape {fmt(w)}, "
+                                  f"got {fmt(present)}")
+        super().check_operands([*types[:2], w, *types[3:]], props)
+
+
+@irdl_op_definition
+class LazyAdamUpdateOp(SparseUpdateOp):
+    """OneFlow's lazy_adam where `present`: m, v as Adam's; w -= lr * sqrt(1 - beta2**step) / (1 - beta1**step)
+    * m / (sqrt(v) + epsilon) (torch.optim.SparseAdam's form: epsilon is not bias-corrected)."""
+
+    name = "job.lazy_adam_update"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    present = operand_def(TensorType)
+    m = operand_def(TensorType)
+    v = operand_def(TensorType)
+    lr = operand_def(TensorType)
+    step = operand_def(TensorType)
+    beta1 = prop_def(FloatAttr)
+    beta2 = prop_def(FloatAttr)
+    epsilon = prop_def(FloatAttr)
+    STATE_COUNT: ClassVar[int] = 4
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 3, 4)
+
+
+@irdl_op_definition
+class IndexedSlicesSgdUpdateOp(SparseUpdateOp):
+    """job.sgd_update of the rows `present` marks (OneFlow's indexed_slices_sgd_update)."""
+
+    name = "job.indexed_slices_sgd_update"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    present = operand_def(TensorType)
+    lr = operand_def(TensorType)
+    weight_decay = prop_def(FloatAttr, default_value=FloatAttr(0.0, f64))
+    STATE_COUNT: ClassVar[int] = 2
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0,)
+
+
+@irdl_op_definition
+class IndexedSlicesMomentumUpdateOp(SparseUpdateOp):
+    """job.momentum_update of the rows `present` marks (OneFlow's indexed_slices_momentum_update)."""
+
+    name = "job.indexed_slices_momentum_update"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    present = operand_def(TensorType)
+    momentum = operand_def(TensorType)
+    lr = operand_def(TensorType)
+    beta = prop_def(FloatAttr)
+    weight_decay = prop_def(FloatAttr, default_value=FloatAttr(0.0, f64))
+    STATE_COUNT: ClassVar[int] = 3
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 3)
+
+
+@irdl_op_definition
+class IndexedSlicesAdamUpdateOp(SparseUpdateOp):
+    """job.adam_update of the rows `present` marks (OneFlow's indexed_slices_adam_update)."""
+
+    name = "job.indexed_slices_adam_update"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    present = operand_def(TensorType)
+    m = operand_def(TensorType)
+    v = operand_def(TensorType)
+    lr = operand_def(TensorType)
+    step = operand_def(TensorType)
+    beta1 = prop_def(FloatAttr)
+    beta2 = prop_def(FloatAttr)
+    epsilon = prop_def(FloatAttr)
+    weight_decay = prop_def(FloatAttr, default_value=FloatAttr(0.0, f64))
+    do_bias_correction = prop_def(BoolAttr, default_value=BoolAttr.from_bool(True))
+    STATE_COUNT: ClassVar[int] = 4
+    WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 3, 4)
+
+
 @irdl_op_definition
 class MinimizeOp(EffectOp):
     """Marks the loss of a train job and carries the optimizer; `autodiff` consumes it.
@@ -2690,7 +2775,8 @@ COMPUTE_OPS: list[type[Operation]] = [
     Conv2DOp, Conv2DGradInputOp, Conv2DGradFilterOp,
     MaxPool2DOp, AvgPool2DOp, MaxPool2DGradOp, AvgPool2DGradOp,
     BoxingOp, LearningRateOp, AssignOp, SgdUpdateOp, MomentumUpdateOp, AdamUpdateOp, RmsPropUpdateOp,
-    CenteredRmsPropUpdateOp, LambUpdateOp, LarsUpdateOp, MinimizeOp, ApplyGradientsOp, DiffOp,
+    CenteredRmsPropUpdateOp, LambUpdateOp, LarsUpdateOp, LazyAdamUpdateOp, IndexedSlicesSgdUpdateOp,
+    IndexedSlicesMomentumUpdateOp, IndexedSlicesAdamUpdateOp, MinimizeOp, ApplyGradientsOp, DiffOp,
 ]  # fmt: skip
 
 Job = Dialect("job", [FuncOp, ReturnOp, *COMPUTE_OPS, *PHYSICAL_OPS], [SbpAttr, NdSbpAttr, PlacementAttr, BoundedAttr, TensorBufferAttr])

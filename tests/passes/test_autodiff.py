@@ -216,7 +216,9 @@ def test_every_op_is_classified():
     without_rule = {job.ReduceMaxGradOp, job.ReduceProdGradOp, job.MaxPool2DGradOp, job.TensorToTensorBufferOp,
                     job.TensorBufferToTensorOp, job.TensorBufferGetOp}
     effects = {job.AssignOp, job.SgdUpdateOp, job.MomentumUpdateOp, job.AdamUpdateOp, job.RmsPropUpdateOp,
-               job.CenteredRmsPropUpdateOp, job.LambUpdateOp, job.LarsUpdateOp, job.MinimizeOp, job.ApplyGradientsOp}
+               job.CenteredRmsPropUpdateOp, job.LambUpdateOp, job.LarsUpdateOp, job.LazyAdamUpdateOp,
+               job.IndexedSlicesSgdUpdateOp, job.IndexedSlicesMomentumUpdateOp, job.IndexedSlicesAdamUpdateOp,
+               job.MinimizeOp, job.ApplyGradientsOp}
     for cls in job.COMPUTE_OPS:
         kinds = [cls in GRADIENTS, cls in NO_GRADIENT, cls in without_rule, cls in effects]
         assert sum(kinds) == 1, cls.name

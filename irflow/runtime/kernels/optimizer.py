@@ -286,3 +286,65 @@ def lars_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
         xp.add(w, m_out, out=w_out)
 
     return run
+
+
+def _present_only(xp: ModuleType, dense: Run, present: Array, originals: Sequence[Array], steps: Sequence[Array],
+                  outs: Sequence[Array]) -> Run:
+    """`dense` writes every element's new value into `steps`; then each out takes it where `present` is nonzero
+    and its original (the variable or state as read) elsewhere, so elements not present keep theirs."""
+    absent = xp.empty(present.shape, bool)
+
+    def run() -> None:
+        dense()
+        xp.equal(present, 0, out=absent)
+        for original, step, out in zip(originals, steps, outs):
+            xp.copyto(step, original, where=absent)
+            xp.copyto(out, step)
+
+    return run
+
+
+def _sparse(dense: Callable[..., Run]) -> Callable[..., Run]:
+    """The kernel of a job.SparseUpdateOp: `dense`'s update (ins without `present`, ins[2]) where `present`."""
+
+    def build(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+        w, g, present, *rest = ins
+        originals = [w, *rest[: len(outs) - 1]]
+        steps = [xp.empty(o.shape, o.dtype) for o in outs]
+        return _present_only(xp, dense(xp, attrs, [w, g, *rest], steps), present, originals, steps, outs)
+
+    return build
+
+
+def _lazy_adam(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """OneFlow's lazy_adam step (torch.optim.SparseAdam's): Adam's moments, then
+    w -= lr * sqrt(1 - beta2**step) / (1 - beta1**step) * m / (sqrt(v) + epsilon), the rate's factor in float64."""
+    (w, g, m, v, lr, step), (w_out, m_out, v_out) = ins, outs
+    beta1, beta2, epsilon = float(attrs["beta1"]), float(attrs["beta2"]), float(attrs["epsilon"])
+    t = xp.empty(w.shape, w.dtype)
+    shape = np.broadcast_shapes(lr.shape, step.shape)
+    exact = xp.empty((2, *shape), np.float64)
+    step_size, root = exact[0, ...], exact[1, ...]
+    step_size_w = xp.empty(shape, w.dtype)
+
+    def run() -> None:
+        _bias_correction(xp, beta2, step, root)
+        xp.sqrt(root, out=root)
+        _bias_correction(xp, beta1, step, step_size)
+        xp.divide(root, step_size, out=step_size)
+        xp.multiply(step_size, lr, out=step_size)
+        xp.copyto(step_size_w, step_size)
+        _moments(xp, g, m, v, m_out, v_out, t, beta1, beta2)
+        xp.sqrt(v_out, out=t)
+        xp.add(t, epsilon, out=t)
+        xp.divide(m_out, t, out=t)
+        xp.multiply(t, step_size_w, out=t)
+        xp.subtract(w, t, out=w_out)
+
+    return run
+
+
+register("lazy_adam_update")(_sparse(_lazy_adam))
+register("indexed_slices_sgd_update")(_sparse(sgd_update))
+register("indexed_slices_momentum_update")(_sparse(momentum_update))
+register("indexed_slices_adam_update")(_sparse(adam_update))

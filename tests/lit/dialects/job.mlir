@@ -327,7 +327,7 @@ job.func @conv(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<2x4x8
 
 // Training state: learning rate, assignments, optimizer updates, minimize and apply_gradients.
 
-job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>) attributes {job_type = "train"} {
+job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>, %present: tensor<3xi8>) attributes {job_type = "train"} {
   %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3xf32>
   %m = job.variable {name = "w-momentum", initializer = {kind = "zeros"}, trainable = false} : tensor<3xf32>
   %v = job.variable {name = "w-velocity", initializer = {kind = "zeros"}, trainable = false} : tensor<3xf32>
@@ -343,12 +343,16 @@ job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>) attributes {job_type = "t
   job.centered_rmsprop_update %w, %g, %m, %v, %lr {decay_rate = 0.9 : f64, epsilon = 1.0e-06 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
   job.lamb_update %w, %g, %m, %v, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-06 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
   job.lars_update %w, %g, %m, %lr {momentum_beta = 0.9 : f64, epsilon = 1.0e-09 : f64, lars_coefficient = 1.0e-04 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
+  job.lazy_adam_update %w, %g, %present, %m, %v, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-08 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xi8>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+  job.indexed_slices_sgd_update %w, %g, %present, %lr : tensor<3xf32>, tensor<3xf32>, tensor<3xi8>, tensor<f32>
+  job.indexed_slices_momentum_update %w, %g, %present, %m, %lr {beta = 0.9 : f64, weight_decay = 0.1 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xi8>, tensor<3xf32>, tensor<f32>
+  job.indexed_slices_adam_update %w, %g, %present, %m, %v, %lr, %step {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-08 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xi8>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
   job.minimize %loss {optimizer = {kind = "sgd", lr = 0.1}} : tensor<f32>
   job.apply_gradients %w, %g {optimizer = {kind = "sgd", lr = 0.1}} : tensor<3xf32>, tensor<3xf32>
   job.return
 }
 
-// CHECK-LABEL: job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>) attributes {job_type = "train"} {
+// CHECK-LABEL: job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>, %present: tensor<3xi8>) attributes {job_type = "train"} {
 // CHECK-NEXT:    %w = job.variable {initializer = {kind = "zeros"}, name = "w"} : tensor<3xf32>
 // CHECK-NEXT:    %m = job.variable {initializer = {kind = "zeros"}, name = "w-momentum", trainable = false} : tensor<3xf32>
 // CHECK-NEXT:    %v = job.variable {initializer = {kind = "zeros"}, name = "w-velocity", trainable = false} : tensor<3xf32>
@@ -364,12 +368,16 @@ job.func @train(%g: tensor<3xf32>, %loss: tensor<f32>) attributes {job_type = "t
 // CHECK-NEXT:    job.centered_rmsprop_update %w, %g, %m, %v, %lr {decay_rate = 9.000000e-01 : f64, epsilon = 1.000000e-06 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
 // CHECK-NEXT:    job.lamb_update %w, %g, %m, %v, %lr, %step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-06 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
 // CHECK-NEXT:    job.lars_update %w, %g, %m, %lr {epsilon = 1.000000e-09 : f64, lars_coefficient = 1.000000e-04 : f64, momentum_beta = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
+// CHECK-NEXT:    job.lazy_adam_update %w, %g, %present, %m, %v, %lr, %step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-08 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xi8>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
+// CHECK-NEXT:    job.indexed_slices_sgd_update %w, %g, %present, %lr : tensor<3xf32>, tensor<3xf32>, tensor<3xi8>, tensor<f32>
+// CHECK-NEXT:    job.indexed_slices_momentum_update %w, %g, %present, %m, %lr {beta = 9.000000e-01 : f64, weight_decay = 1.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xi8>, tensor<3xf32>, tensor<f32>
+// CHECK-NEXT:    job.indexed_slices_adam_update %w, %g, %present, %m, %v, %lr, %step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-08 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xi8>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<i64>
 // CHECK-NEXT:    job.minimize %loss {optimizer = {kind = "sgd", lr = 1.000000e-01 : f64}} : tensor<f32>
 // CHECK-NEXT:    job.apply_gradients %w, %g {optimizer = {kind = "sgd", lr = 1.000000e-01 : f64}} : tensor<3xf32>, tensor<3xf32>
 // CHECK-NEXT:    job.return
 // CHECK-NEXT:  }
-// CHECK-GENERIC:      "job.func"() <{function_type = (tensor<3xf32>, tensor<f32>) -> (), job_type = "train", sym_name = "train"}> ({
-// CHECK-GENERIC-NEXT: ^bb0(%g: tensor<3xf32>, %loss: tensor<f32>):
+// CHECK-GENERIC:      "job.func"() <{function_type = (tensor<3xf32>, tensor<f32>, tensor<3xi8>) -> (), job_type = "train", sym_name = "train"}> ({
+// CHECK-GENERIC-NEXT: ^bb0(%g: tensor<3xf32>, %loss: tensor<f32>, %present: tensor<3xi8>):
 // CHECK-GENERIC-NEXT:   %w = "job.variable"() <{initializer = {kind = "zeros"}, name = "w", trainable = true}> : () -> tensor<3xf32>
 // CHECK-GENERIC:        "job.adam_update"(%w, %g, %m, %v, %lr, %step) <{beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, do_bias_correction = false, epsilon = 1.000000e-08 : f64, weight_decay = 0.000000e+00 : f64}>
 

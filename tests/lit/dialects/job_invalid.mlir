@@ -478,6 +478,17 @@ job.func @f(%g: tensor<2xf32>, %lr: tensor<f32>) {
 
 // -----
 
+// A sparse update whose mask of present elements is not int8 of the variable's shape.
+
+job.func @f(%g: tensor<3xf32>, %present: tensor<3xf32>, %lr: tensor<f32>) {
+  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3xf32>
+  // expected-error@+1 {{'job.indexed_slices_sgd_update' op job.indexed_slices_sgd_update: present must be int8 of the variable's shape tensor<3xf32>, got tensor<3xf32>}}
+  job.indexed_slices_sgd_update %w, %g, %present, %lr : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
+  job.return
+}
+
+// -----
+
 // A learning rate that is not a scalar.
 
 job.func @f(%g: tensor<3xf32>, %lr: tensor<1xf32>) {

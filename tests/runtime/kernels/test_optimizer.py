@@ -230,3 +230,44 @@ def test_rmsprop_matches_torch_when_epsilon_is_zero(build_kernel, rng, centered)
         g[...] = grad
         step()
         np.testing.assert_allclose(w, param.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_lazy_adam_writes_only_the_present_elements(build_kernel, rng, in_place) -> None:
+    """OneFlow's lazy_adam where `present`: w -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps); the rest,
+    in the outputs too when they are not the inputs, keeps w, m and v."""
+    w, g, m, v = rng.standard_normal(SHAPE), np.zeros(SHAPE), np.zeros(SHAPE), np.zeros(SHAPE)
+    present, lr, count = np.zeros(SHAPE, np.int8), scalar(0.01, np.float64), np.array(0, np.int64)
+    outs = [w, m, v] if in_place else [np.full(SHAPE, np.nan) for _ in range(3)]
+    step, _ = build_kernel("lazy_adam_update", [w, g, present, m, v, lr, count], outs, beta1=0.8, beta2=0.9,
+                           epsilon=1e-3)
+    want = [w.copy(), m.copy(), v.copy()]
+    for k in range(1, 4):
+        g[...], present[...], count[...] = rng.standard_normal(SHAPE), rng.integers(0, 2, SHAPE), k
+        if not in_place:
+            w[...], m[...], v[...] = want
+        ref_w, ref_m, ref_v = (a.copy() for a in want)
+        for i in zip(*np.nonzero(present)):
+            ref_m[i] = 0.8 * ref_m[i] + 0.2 * g[i]
+            ref_v[i] = 0.9 * ref_v[i] + 0.1 * g[i] ** 2
+            ref_w[i] -= 0.01 * math.sqrt(1 - 0.9**k) / (1 - 0.8**k) * ref_m[i] / (math.sqrt(ref_v[i]) + 1e-3)
+        want = [ref_w, ref_m, ref_v]
+        step()
+        for got, expected in zip(outs, want):
+            np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
+
+
+def test_indexed_slices_momentum_updates_the_present_rows(build_kernel, rng) -> None:
+    """OneFlow's momentum on the rows `present` counts (here rows 0 and 2, gathered 3 times); the others keep
+    w and m."""
+    w, g, mom = rng.standard_normal(SHAPE), rng.standard_normal(SHAPE), rng.standard_normal(SHAPE)
+    present = np.zeros(SHAPE, np.int8)
+    present[[0, 2]] = 3
+    step, (got_w, got_m) = build_kernel("indexed_slices_momentum_update", [w, g, present, mom, scalar(0.1, np.float64)],
+                                        [(SHAPE, np.float64)] * 2, beta=0.9, weight_decay=0.1)
+    step()
+    want_m, want_w = mom.copy(), w.copy()
+    want_m[[0, 2]] = 0.9 * mom[[0, 2]] - 0.1 * (g[[0, 2]] + 0.1 * w[[0, 2]])
+    want_w[[0, 2]] += want_m[[0, 2]]
+    np.testing.assert_allclose(got_m, want_m, rtol=1e-14)
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-14)

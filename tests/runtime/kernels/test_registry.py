@@ -13,6 +13,7 @@ relu_grad sigmoid_grad tanh_grad gelu_grad softmax_grad log_softmax_grad
 sparse_softmax_cross_entropy_grad softmax_cross_entropy_grad conv2d_grad_input conv2d_grad_filter
 max_pool2d_grad avg_pool2d_grad slice_grad gather_grad dim_gather_grad reduce_max_grad reduce_prod_grad
 sgd_update momentum_update adam_update rmsprop_update centered_rmsprop_update lamb_update lars_update
+lazy_adam_update indexed_slices_sgd_update indexed_slices_momentum_update indexed_slices_adam_update
 """.split()
 
 
