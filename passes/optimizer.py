@@ -2,10 +2,11 @@
 
 The optimizer dictionary that job.minimize carries (docs/training.md):
 
-    {kind = "sgd" | "adam" | "adamw" | "rmsprop" | "lamb" | "lars",
+    {kind = "sgd" | "adam" | "adamw" | "rmsprop" | "lamb" | "lars" | "lazy_adam",
      momentum, beta1, beta2, epsilon, do_bias_correction, weight_decay, decay_rate, centered, lars_coefficient,
      clip_norm,                                   (optional)
      weight_decay_includes | weight_decay_excludes = [regular expressions]   (optional, one of them)
+     indexed_slices = [variable names]            (optional: function_config.indexed_slices_optimizer_conf)
      lr = {kind = "piecewise_constant", boundaries, values} | {kind = "piecewise_scaling", base_lr, boundaries, scales}
         | {kind = "cosine", base_lr, steps, alpha} | {kind = "linear_cosine", base_lr, steps, num_periods, alpha, beta}
         | {kind = "polynomial", base_lr, steps, end_learning_rate, power, cycle}
@@ -57,8 +58,14 @@ _OPTIMIZER_KEYS: dict[str, dict[str, object]] = {
     "rmsprop": {"decay_rate": 0.99, "epsilon": 1e-8, "centered": False},
     "lamb": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-6, "weight_decay": 0.0},
     "lars": {"momentum": 0.9, "epsilon": 1e-9, "lars_coefficient": 0.0001, "weight_decay": 0.0},
+    "lazy_adam": {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8},
 }
-_COMMON_KEYS = ("kind", "lr", "warmup", "clip_norm", "weight_decay_includes", "weight_decay_excludes")
+_COMMON_KEYS = ("kind", "lr", "warmup", "clip_norm", "weight_decay_includes", "weight_decay_excludes",
+                "indexed_slices")
+_INDEXED_SLICES_KINDS = ("sgd", "adam", "adamw", "lazy_adam")
+"""The optimizers whose update has an indexed-slices form (OneFlow's indexed_slices_{sgd,momentum,adam}_update)."""
+LAZY_ADAM_ZERO = 1e-12
+"""A gradient element below this in magnitude is absent for LazyAdam (OneFlow's lazy_adam kernel's test)."""
 _DECAY_RATE: dict[str, object] = {"base_lr": None, "steps": None, "decay_rate": None, "staircase": False}
 _SCHEDULE_KEYS: dict[str, dict[str, object]] = {
     "piecewise_constant": {"boundaries": None, "values": None},
@@ -84,7 +91,9 @@ class OptimizerPass(ModulePass):
     variable) feeds job.learning_rate; gradients are optionally clipped by
     their global norm with ordinary job ops; each variable gets the update op
     of its optimizer (job.sgd_update, momentum_update, adam_update,
-    rmsprop_update, centered_rmsprop_update, lamb_update or lars_update), with
+    rmsprop_update, centered_rmsprop_update, lamb_update, lars_update or
+    lazy_adam_update; indexed_slices_* for the variables whose gradient is
+    an indexed slice, see `_indexed_rows`), with
     optimizer state kept in zero-initialized non-trainable variables named
     `<var>-momentum`, `<var>-m`, `<var>-v`, `<var>-mean_square`,
     `<var>-mean_gradient`, so checkpoints save it.  The step
@@ -110,6 +119,7 @@ class OptimizerConfig:
     clip_norm: float | None
     decay_includes: tuple[str, ...] | None = None
     decay_excludes: tuple[str, ...] = ()
+    indexed_slices: tuple[str, ...] = ()
 
     def params_of(self, variable: str) -> Mapping[str, float | bool]:
         """The params for one variable: OneFlow's weight_decay_includes / _excludes patterns (regular expressions
@@ -195,6 +205,7 @@ def parse_optimizer(attr: Attribute, location: SourceLocation | None) -> Optimiz
     includes, excludes = (_patterns(top, key) for key in ("weight_decay_includes", "weight_decay_excludes"))
     if includes is not None and excludes is not None:
         top.fail("optimizer takes weight_decay_includes or weight_decay_excludes, not both")
+    indexed_slices = _strings(top, "indexed_slices") or ()
 
     if "lr" not in top.data:
         top.fail("optimizer needs 'lr', the learning-rate schedule")
@@ -214,17 +225,24 @@ def parse_optimizer(attr: Attribute, location: SourceLocation | None) -> Optimiz
             "steps": IntegerAttr(int(warm.number("steps", lo=0.0)), i64),
             "multiplier": FloatAttr(multiplier, job.f64),
         })
-    return OptimizerConfig(kind, params, DictionaryAttr(schedule), clip_norm, includes, excludes or ())
+    return OptimizerConfig(kind, params, DictionaryAttr(schedule), clip_norm, includes, excludes or (), indexed_slices)
 
 
-def _patterns(reader: _Reader, key: str) -> tuple[str, ...] | None:
-    """An array of regular expressions over variable names, each checked to compile; None when absent."""
+def _strings(reader: _Reader, key: str) -> tuple[str, ...] | None:
+    """An array of strings; None when absent."""
     attr = reader.data.get(key)
     if attr is None:
         return None
     if not isinstance(attr, ArrayAttr) or not all(isinstance(a, StringAttr) for a in attr.data):
         reader.fail(f"{reader.path}.{key} must be an array of strings, got {attr}")
-    patterns = tuple(a.data for a in attr.data)  # type: ignore[union-attr]
+    return tuple(a.data for a in attr.data)  # type: ignore[union-attr]
+
+
+def _patterns(reader: _Reader, key: str) -> tuple[str, ...] | None:
+    """An array of regular expressions over variable names, each checked to compile; None when absent."""
+    patterns = _strings(reader, key)
+    if patterns is None:
+        return None
     for pattern in patterns:
         try:
             re.compile(pattern)
@@ -331,6 +349,11 @@ def lower_apply_gradients(apply: job.ApplyGradientsOp) -> None:
         if dtype_of(var.type) not in FLOAT_TYPES:
             raise CompileError(f"variable '{name}' of type {var.type} cannot be trained", location)
         seen.add(name)
+    unknown = sorted(set(config.indexed_slices) - seen)
+    if unknown:
+        raise CompileError(f"indexed_slices_optimizer_conf names {', '.join(map(repr, unknown))}, which this job "
+                           f"does not train (it trains {', '.join(map(repr, sorted(seen))) or 'nothing'})", location)
+    indexed = {var: _indexed_rows(apply, config, var, grad) for var, grad in pairs}
 
     step = _variable(declared, b, TRAIN_STEP, tensor((), i64), hint="train_step")
     lr = b.emit(job.LearningRateOp, [step], schedule=config.schedule)
@@ -349,11 +372,46 @@ def lower_apply_gradients(apply: job.ApplyGradientsOp) -> None:
         assert isinstance(var.owner, job.VariableOp)
         b.placement = var.owner.placement or shared  # a variable's state and update live on its devices
         name = var.owner.var_name.data
-        _UPDATES[config.kind](_Target(b, declared, var, name), grad, lr, next_step, config.params_of(name))
+        rows = indexed[var]
+        present = None if rows is None else _present(b, job.GreaterOp, rows, 0.0, name)
+        _UPDATES[config.kind](_Target(b, declared, var, name, present), grad, lr, next_step, config.params_of(name))
 
     b.placement = shared
     _update(b, job.AssignOp, [step, next_step])
     Rewriter.erase_op(apply)
+
+
+def _indexed_rows(apply: job.ApplyGradientsOp, config: OptimizerConfig, var: SSAValue,
+                  grad: SSAValue) -> SSAValue | None:
+    """How many times each row of `var` is gathered (a job.gather_grad of ones, of var's type), where
+    indexed_slices_optimizer_conf makes its gradient an indexed slice; None where the update stays dense.
+
+    As OneFlow's IndexedSlicesOptimizerRewritePass: the variable is named, its gradient is the gather_grad
+    of a gather along axis 0 and feeds the update alone (no clipping), and the optimizer has an
+    indexed-slices update with no L2 term folded into the gradient (Adam's weight_decay).  The rows not
+    gathered keep their value and state; a gathered row is updated even where its gradient is 0.
+    """
+    assert isinstance(var.owner, job.VariableOp)
+    name = var.owner.var_name.data
+    source = grad.owner
+    if (name not in config.indexed_slices or config.kind not in _INDEXED_SLICES_KINDS
+            or (config.kind == "adam" and config.params_of(name)["weight_decay"])
+            or config.clip_norm is not None or not isinstance(source, job.GatherGradOp)
+            or source.axis.value.data != 0 or source.batch_dims is not None and source.batch_dims.value.data
+            or any(use.operation is not apply for use in grad.uses)):
+        return None
+    b = GradientBuilder(InsertPoint.after(source))
+    b.at(source)
+    rows = b.emit(job.GatherGradOp, [b.fill(1.0, source.dy.type), source.indices], grad.type, axis=0)
+    rows.name_hint = _hint(f"{name}-rows")
+    return rows
+
+
+def _present(b: GradientBuilder, compare: type[job.JobOp], x: SSAValue, bound: float, name: str) -> SSAValue:
+    """The int8 mask `compare(x, bound)` of the elements a sparse update writes, named `<var>-present`."""
+    present = b.emit(compare, [x, b.scalar(bound, x)])
+    present.name_hint = _hint(f"{name}-present")
+    return present
 
 
 def _update(b: GradientBuilder, cls: type[job.UpdateOp], operands: Sequence[SSAValue], **props: object) -> None:
@@ -368,6 +426,8 @@ class _Target:
     declared: Mapping[str, job.VariableOp]
     var: SSAValue
     name: str
+    rows: SSAValue | None = None
+    """Where the gradient is an indexed slice: int8, nonzero at the rows it holds (`_indexed_rows`)."""
 
     def state(self, suffix: str) -> SSAValue:
         """The variable's zero-initialized state `<var>-<suffix>` (OneFlow's names), of the variable's type."""
@@ -378,10 +438,13 @@ Params = Mapping[str, float | bool]
 
 
 def _sgd(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -> None:
+    rows = [] if t.rows is None else [t.rows]
     if p["momentum"] == 0.0:
-        _update(t.b, job.SgdUpdateOp, [t.var, grad, lr], weight_decay=p["weight_decay"])
+        cls = job.SgdUpdateOp if t.rows is None else job.IndexedSlicesSgdUpdateOp
+        _update(t.b, cls, [t.var, grad, *rows, lr], weight_decay=p["weight_decay"])
     else:
-        _update(t.b, job.MomentumUpdateOp, [t.var, grad, t.state("momentum"), lr], beta=p["momentum"],
+        cls = job.MomentumUpdateOp if t.rows is None else job.IndexedSlicesMomentumUpdateOp
+        _update(t.b, cls, [t.var, grad, *rows, t.state("momentum"), lr], beta=p["momentum"],
                 weight_decay=p["weight_decay"])
 
 
@@ -392,8 +455,19 @@ def _adam(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params, *
         # adam_update's own weight_decay is AdamW's decoupled decay.
         grad = t.b.emit(job.AddOp, [grad, t.b.emit(job.MulOp, [t.var, t.b.scalar(float(decay), t.var)])])
         decay = 0.0
-    _update(t.b, job.AdamUpdateOp, [t.var, grad, t.state("m"), t.state("v"), lr, step], beta1=p["beta1"],
+    cls = job.AdamUpdateOp if t.rows is None else job.IndexedSlicesAdamUpdateOp
+    rows = [] if t.rows is None else [t.rows]
+    _update(t.b, cls, [t.var, grad, *rows, t.state("m"), t.state("v"), lr, step], beta1=p["beta1"],
             beta2=p["beta2"], epsilon=p["epsilon"], weight_decay=decay, do_bias_correction=p["do_bias_correction"])
+
+
+def _lazy_adam(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -> None:
+    """OneFlow's LazyAdam: the elements whose gradient is not 0 (all of an indexed slice's rows) are updated."""
+    present = t.rows
+    if present is None:
+        present = _present(t.b, job.GreaterEqualOp, t.b.emit(job.AbsOp, [grad]), LAZY_ADAM_ZERO, t.name)
+    _update(t.b, job.LazyAdamUpdateOp, [t.var, grad, present, t.state("m"), t.state("v"), lr, step],
+            beta1=p["beta1"], beta2=p["beta2"], epsilon=p["epsilon"])
 
 
 def _rmsprop(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -> None:
@@ -425,4 +499,5 @@ _UPDATES: dict[str, Callable[[_Target, SSAValue, SSAValue, SSAValue, Params], No
     "rmsprop": _rmsprop,
     "lamb": _lamb,
     "lars": _lars,
+    "lazy_adam": _lazy_adam,
 }

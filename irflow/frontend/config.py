@@ -211,6 +211,7 @@ class FunctionConfig(Settings):
         self.placement_scope: PlacementScope | None = None
         self.check_finite = False
         self.conv_heuristic = True
+        self.indexed_slices: tuple[str, ...] = ()
         self.train = TrainConfig()
 
     def cudnn_conv_heuristic_search_algo(self, value: bool = True) -> None:
@@ -249,6 +250,22 @@ class FunctionConfig(Settings):
         if not isinstance(value, bool):
             raise TypeError(f"detect_anomaly expects True or False, got {value!r}")
         self.check_finite = value
+
+    def indexed_slices_optimizer_conf(self, value: dict[str, Any]) -> None:
+        """{"include_op_names": {"op_name": [variable names]}, "enable": True}: the gradients of these variables
+        that are a gather along axis 0 become indexed slices, and SGD, momentum, Adam, AdamW and LazyAdam
+        update only the rows gathered (OneFlow's IndexedSlicesOptimizerRewritePass; docs/training.md)."""
+        what = "function_config.indexed_slices_optimizer_conf"
+        if not isinstance(value, dict) or "include_op_names" not in value or set(value) - {"include_op_names", "enable"}:
+            raise ValueError(f"{what} expects {{'include_op_names': {{'op_name': [variable names]}}}} and optionally "
+                             f"'enable', got {value!r}")
+        names = value["include_op_names"]
+        if not isinstance(names, dict) or set(names) != {"op_name"}:
+            raise ValueError(f"{what}: include_op_names expects {{'op_name': [variable names]}}, got {names!r}")
+        names = [names["op_name"]] if isinstance(names["op_name"], str) else names["op_name"]
+        if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
+            raise ValueError(f"{what}: op_name expects a list of variable names, got {names!r}")
+        self.indexed_slices = tuple(dict.fromkeys(names)) if _flag(f"{what} enable", value.get("enable", True)) else ()
 
     def enable_auto_mixed_precision(self, value: bool = True) -> None:
         """Off only: irflow computes every op in the job's own dtypes, and float16 compute would change results."""

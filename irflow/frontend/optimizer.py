@@ -3,8 +3,9 @@
 `minimize(loss)` appends `job.minimize %loss {optimizer = {...}}`; the autodiff
 and optimizer passes turn it into gradients and update ops. The dictionary:
 
-    {kind = "sgd" | "adam" | "adamw" | "rmsprop" | "lamb" | "lars", momentum, beta1, beta2, epsilon,
+    {kind = "sgd" | "adam" | "adamw" | "rmsprop" | "lamb" | "lars" | "lazy_adam", momentum, beta1, beta2, epsilon,
      do_bias_correction, weight_decay, decay_rate, centered, lars_coefficient, clip_norm (only when clipping),
+     indexed_slices = [variable names] (only with function_config.indexed_slices_optimizer_conf),
      lr = {kind = "piecewise_constant", boundaries = [ints], values = [floats]}
         | {kind = "piecewise_scaling", base_lr, boundaries = [ints], scales = [floats]}
         | {kind = "cosine", base_lr, steps, alpha}
@@ -13,7 +14,7 @@ and optimizer passes turn it into gradients and update ops. The dictionary:
         | {kind = "exponential" | "inverse_time" | "natural_exp", base_lr, steps, decay_rate, staircase},
      warmup = {kind = "linear" | "constant", steps, multiplier} (only with a warmup)}
 
-Every key is always present (but the optional two), so a pass reads the same
+Every key is always present (but the optional ones), so a pass reads the same
 shape whatever the kind; the values a kind does not use keep their defaults.
 """
 
@@ -302,8 +303,10 @@ class Optimizer:
         if trace.minimized:
             fail(f"{what}: job '{trace.name}' already minimizes a loss; a job has one optimizer")
         own_value(trace, loss, what)
+        indexed = list(trace.config.indexed_slices)
+        spec = {**self.spec, "indexed_slices": indexed} if indexed else self.spec
         objective = _regularized(loss, trace.regularizers.values()) if trace.regularizers else loss
-        append_op(job.MinimizeOp.create(operands=[objective.value], properties={"optimizer": job.to_attr(self.spec)}), what)
+        append_op(job.MinimizeOp.create(operands=[objective.value], properties={"optimizer": job.to_attr(spec)}), what)
         trace.minimized = True
 
 
@@ -504,3 +507,30 @@ class LARS(Optimizer):
                          grad_clipping=grad_clipping, lars_coefficient=lars_coefficient,
                          loss_scale_factor=loss_scale_factor, loss_scale_policy=loss_scale_policy,
                          decay_patterns=_decay_patterns(weight_decay_includes, weight_decay_excludes))
+
+
+class LazyAdam(Optimizer):
+    """OneFlow's LazyAdam: Adam that updates only the elements whose gradient is not 0 (|g| >= 1e-12, OneFlow's
+    lazy_adam kernel), so the rows of an embedding table that a step did not gather keep their value, m and v.
+
+    The updated elements take m = beta1 * m + (1 - beta1) * g, v = beta2 * v + (1 - beta2) * g**2 and
+    w -= lr * sqrt(1 - beta2**step) / (1 - beta1**step) * m / (sqrt(v) + epsilon), step counting every train
+    step (torch.optim.SparseAdam's update; epsilon is not bias-corrected, as it is in Adam's).  For a variable
+    that function_config.indexed_slices_optimizer_conf names, the gathered rows are updated whole, as SparseAdam
+    does.  OneFlow's train_step_lbn and variables are not taken (loss_scale_* only as None).
+    """
+
+    KIND = "lazy_adam"
+
+    def __init__(
+        self,
+        lr_scheduler: LrScheduler,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        epsilon: float = 1e-8,
+        loss_scale_factor: float | None = None,
+        grad_clipping: ClipGradient | None = None,
+        loss_scale_policy: LossScalePolicy | None = None,
+    ):
+        super().__init__(lr_scheduler, beta1=beta1, beta2=beta2, epsilon=epsilon, grad_clipping=grad_clipping,
+                         loss_scale_factor=loss_scale_factor, loss_scale_policy=loss_scale_policy)

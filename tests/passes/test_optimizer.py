@@ -149,6 +149,39 @@ def test_adamw_decay_is_decoupled_and_adam_decay_is_l2():
     assert isinstance(u1.grad.owner, job.AddOp)
 
 
+EMBEDDING = """
+job.func @train(%i: tensor<3xi32>) -> tensor<f64> attributes {{job_type = "train"}} {{
+  %w = job.variable {{name = "emb", initializer = {{kind = "constant", value = 1.0}}}} : tensor<4x2xf64>
+  %e = job.gather %w, %i {{axis = {axis} : i64}} : (tensor<4x2xf64>, tensor<3xi32>) -> tensor<{shape}xf64>
+  %l = job.reduce_sum %e {{axes = array<i64: 0, 1>}} : (tensor<{shape}xf64>) -> tensor<f64>
+  job.minimize %l {{optimizer = {{{optimizer}, indexed_slices = ["emb"], {lr}}}}} : tensor<f64>
+  job.return %l : tensor<f64>
+}}
+"""
+
+
+@pytest.mark.parametrize(("optimizer", "axis", "update"), [
+    ('kind = "sgd", momentum = 0.0', 0, job.IndexedSlicesSgdUpdateOp),
+    ('kind = "sgd", momentum = 0.5', 0, job.IndexedSlicesMomentumUpdateOp),
+    ('kind = "adamw", weight_decay = 0.1', 0, job.IndexedSlicesAdamUpdateOp),
+    ('kind = "lazy_adam"', 0, job.LazyAdamUpdateOp),
+    ('kind = "adam", weight_decay = 0.1', 0, job.AdamUpdateOp),  # L2 joins the gradient: not the gather's alone
+    ('kind = "rmsprop"', 0, job.RmsPropUpdateOp),  # no indexed-slices form, as in OneFlow
+    ('kind = "sgd", momentum = 0.0, clip_norm = 1.0', 0, job.SgdUpdateOp),  # clipping reads the gradient too
+    ('kind = "sgd", momentum = 0.0', 1, job.SgdUpdateOp),  # a gather along axis 1 gives no rows
+])
+def test_indexed_slices_take_oneflows_conditions(optimizer: str, axis: int, update: type):
+    text = EMBEDDING.format(optimizer=optimizer, axis=axis, shape="3x2" if axis == 0 else "4x3", lr=PIECEWISE_1)
+    module = Parser(make_context(), text).parse_module()
+    for p in (AutodiffPass(), OptimizerPass()):
+        p.apply(make_context(), module)
+    module.verify()
+    (op,) = [op for op in ops_of(module, job.UpdateOp) if not isinstance(op, job.AssignOp)]
+    assert type(op) is update
+    if isinstance(op, job.SparseUpdateOp):  # the mask is of the rows a gather_grad counts, LazyAdam's too
+        assert isinstance(op.operands[2].owner.operands[0].owner, job.GatherGradOp)
+
+
 def test_clip_by_global_norm_is_built_from_job_ops():
     module = lowered(f'kind = "sgd", momentum = 0.0, clip_norm = 2.5, {PIECEWISE_1}')
     (u1, u2) = ops_of(module, job.SgdUpdateOp)
@@ -204,6 +237,10 @@ def test_schedule_defaults_are_filled_in_oneflows():
         (f'kind = "rmsprop", decay_rate = 1.0, {PIECEWISE_1}', "optimizer.decay_rate must be in [0.0, 1.0)"),
         (f'kind = "sgd", clip_norm = 0.0, {PIECEWISE_1}', "optimizer.clip_norm must be in (0.0, inf]"),
         (f'kind = "sgd", momentum = "high", {PIECEWISE_1}', "optimizer.momentum has the wrong kind of value"),
+        (f'kind = "lazy_adam", beta2 = -0.5, {PIECEWISE_1}', "optimizer.beta2 must be in [0.0, 1.0)"),
+        (f'kind = "sgd", indexed_slices = "w1", {PIECEWISE_1}', "optimizer.indexed_slices must be an array of strings"),
+        (f'kind = "sgd", indexed_slices = ["w1", "w3"], {PIECEWISE_1}',
+         "indexed_slices_optimizer_conf names 'w3', which this job does not train (it trains 'w1', 'w2')"),
     ],
 )
 def test_bad_optimizer_dictionaries_are_compile_errors_at_minimize(optimizer: str, message: str):

@@ -199,3 +199,84 @@ job.func @lars(%g: tensor<3xf32>) attributes {job_type = "train"} {
 // CHECK:         %w-momentum = job.variable {initializer = {kind = "constant", value = 0.000000e+00 : f64}, name = "w-momentum", trainable = false} : tensor<3xf32>
 // CHECK-NEXT:    job.lars_update %w, %g, %w-momentum, %lr {epsilon = 1.000000e-09 : f64, lars_coefficient = 1.000000e-04 : f64, momentum_beta = 9.000000e-01 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>
 // CHECK-NEXT:    job.assign %train_step, %next_step
+
+// -----
+
+// LazyAdam (OneFlow's lazy_adam): only the elements whose gradient is not 0
+// (|g| >= 1e-12, the kernel's test) are updated; the mask %emb-present is
+// built from ordinary job ops, and the others keep w, m and v.
+
+job.func @lazy_adam(%g: tensor<4x2xf32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "emb", initializer = {kind = "constant", value = 0.0}} : tensor<4x2xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "lazy_adam", beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<4x2xf32>, tensor<4x2xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @lazy_adam
+// CHECK:         %next_step = job.add %train_step
+// CHECK-NEXT:    %[[ABS:.*]] = job.abs %g : (tensor<4x2xf32>) -> tensor<4x2xf32>
+// CHECK-NEXT:    %[[ZERO:.*]] = job.fill {value = 1.000000e-12 : f64} : tensor<f32>
+// CHECK-NEXT:    %emb-present = job.greater_equal %[[ABS]], %[[ZERO]] : (tensor<4x2xf32>, tensor<f32>) -> tensor<4x2xi8>
+// CHECK-NEXT:    %emb-m = job.variable
+// CHECK-NEXT:    %emb-v = job.variable
+// CHECK-NEXT:    job.lazy_adam_update %w, %g, %emb-present, %emb-m, %emb-v, %lr, %next_step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-08 : f64} : tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xi8>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>, tensor<i64>
+// CHECK-NEXT:    job.assign %train_step, %next_step
+
+// -----
+
+// indexed_slices (function_config.indexed_slices_optimizer_conf): the gradient
+// of "emb" is the gather_grad of a gather along axis 0 and feeds only the
+// update, so Adam updates the rows a gather_grad of ones counts (%emb-rows).
+// "dense", not named, keeps job.adam_update.
+
+job.func @indexed_slices(%dy: tensor<3x2xf32>, %i: tensor<3xi32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "emb", initializer = {kind = "constant", value = 0.0}} : tensor<4x2xf32>
+  %g = job.gather_grad %dy, %i : (tensor<3x2xf32>, tensor<3xi32>) -> tensor<4x2xf32>
+  %v = job.variable {name = "dense", initializer = {kind = "constant", value = 0.0}} : tensor<4x2xf32>
+  %h = job.gather_grad %dy, %i : (tensor<3x2xf32>, tensor<3xi32>) -> tensor<4x2xf32>
+  job.apply_gradients %w, %g, %v, %h {optimizer = {kind = "adam", beta1 = 0.9, beta2 = 0.999, epsilon = 1.0e-08, do_bias_correction = false, indexed_slices = ["emb"], lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @indexed_slices
+// CHECK:         %g = job.gather_grad %dy, %i
+// CHECK-NEXT:    %[[ONES:.*]] = job.fill {value = 1.000000e+00 : f64} : tensor<3x2xf32>
+// CHECK-NEXT:    %emb-rows = job.gather_grad %[[ONES]], %i : (tensor<3x2xf32>, tensor<3xi32>) -> tensor<4x2xf32>
+// CHECK:         %emb-present = job.greater %emb-rows, %{{.*}} : (tensor<4x2xf32>, tensor<f32>) -> tensor<4x2xi8>
+// CHECK:         job.indexed_slices_adam_update %w, %g, %emb-present, %emb-m, %emb-v, %lr, %next_step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, do_bias_correction = false, epsilon = 1.000000e-08 : f64} : tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xi8>, tensor<4x2xf32>, tensor<4x2xf32>, tensor<f32>, tensor<i64>
+// CHECK:         job.adam_update %v, %h, %dense-m, %dense-v, %lr, %next_step
+
+// -----
+
+// SGD and momentum take the indexed-slices form too; clipping reads the
+// gradient, so it is no longer the update's alone and stays dense (as in
+// OneFlow's rewrite pass).
+
+job.func @indexed_sgd(%dy: tensor<3x2xf32>, %i: tensor<3xi32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "emb", initializer = {kind = "constant", value = 0.0}} : tensor<4x2xf32>
+  %g = job.gather_grad %dy, %i : (tensor<3x2xf32>, tensor<3xi32>) -> tensor<4x2xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "sgd", momentum = 0.0, indexed_slices = ["emb"], lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<4x2xf32>, tensor<4x2xf32>
+  job.return
+}
+
+job.func @indexed_momentum(%dy: tensor<3x2xf32>, %i: tensor<3xi32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "emb", initializer = {kind = "constant", value = 0.0}} : tensor<4x2xf32>
+  %g = job.gather_grad %dy, %i : (tensor<3x2xf32>, tensor<3xi32>) -> tensor<4x2xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "sgd", momentum = 0.9, indexed_slices = ["emb"], lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<4x2xf32>, tensor<4x2xf32>
+  job.return
+}
+
+job.func @indexed_clipped(%dy: tensor<3x2xf32>, %i: tensor<3xi32>) attributes {job_type = "train"} {
+  %w = job.variable {name = "emb", initializer = {kind = "constant", value = 0.0}} : tensor<4x2xf32>
+  %g = job.gather_grad %dy, %i : (tensor<3x2xf32>, tensor<3xi32>) -> tensor<4x2xf32>
+  job.apply_gradients %w, %g {optimizer = {kind = "sgd", momentum = 0.0, clip_norm = 1.0, indexed_slices = ["emb"], lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<4x2xf32>, tensor<4x2xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @indexed_sgd
+// CHECK:         job.indexed_slices_sgd_update %w, %g, %emb-present, %lr : tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xi8>, tensor<f32>
+// CHECK-LABEL: job.func @indexed_momentum
+// CHECK:         job.indexed_slices_momentum_update %w, %g, %emb-present, %emb-momentum, %lr {beta = 9.000000e-01 : f64} : tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xi8>, tensor<4x2xf32>, tensor<f32>
+// CHECK-LABEL: job.func @indexed_clipped
+// CHECK-NOT:     indexed_slices_
+// CHECK:         job.sgd_update %w, %{{.*}}, %lr
