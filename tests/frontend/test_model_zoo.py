@@ -14,6 +14,8 @@ import pytest
 
 import irflow as flow
 import irflow.typing as tp
+from irflow.compiler import run_pipeline
+from irflow.dialects import job
 
 rng = np.random.default_rng(2020)
 
@@ -492,8 +494,8 @@ def wide_and_deep(dense_fields, wide_sparse_fields, deep_sparse_fields):
 
 
 def test_wide_and_deep_on_two_devices():
-    """main(): the flow.config lines, flow.train.CheckPoint().init(), train_job().async_get and eval_job().get().
-    OneFlow's script uses LazyAdam with indexed_slices_optimizer_conf, which irflow has not: Adam here."""
+    """main(): the flow.config lines, flow.train.CheckPoint().init(), train_job().async_get and eval_job().get();
+    _get_train_conf's indexed_slices_optimizer_conf and LazyAdam update only the embedding rows gathered."""
     flow.config.cpu_device_num(2)
     flow.config.enable_model_io_v2(True)
     flow.config.enable_debug_mode(True)
@@ -501,6 +503,7 @@ def test_wide_and_deep_on_two_devices():
     flow.config.nccl_use_compute_stream(True)
     train_conf = flow.FunctionConfig()
     train_conf.default_data_type(flow.float)
+    train_conf.indexed_slices_optimizer_conf(dict(include_op_names=dict(op_name=["wide_embedding", "deep_embedding"])))
     inputs = (tp.Numpy.Placeholder((ROWS, 1), dtype=flow.int32), tp.Numpy.Placeholder((ROWS, DENSE)),
               tp.Numpy.Placeholder((ROWS, WIDE), dtype=flow.int32), tp.Numpy.Placeholder((ROWS, DEEP), dtype=flow.int32))
 
@@ -510,7 +513,7 @@ def test_wide_and_deep_on_two_devices():
             labels, dense_fields, wide, deep = flow.identity_n([labels, dense_fields, wide, deep])
         logits = wide_and_deep(dense_fields, wide, deep)
         loss = flow.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
-        flow.optimizer.Adam(flow.optimizer.PiecewiseConstantScheduler([], [0.01])).minimize(loss)
+        flow.optimizer.LazyAdam(flow.optimizer.PiecewiseConstantScheduler([], [0.01])).minimize(loss)
         return flow.math.reduce_mean(loss)
 
     @flow.global_function()
@@ -520,9 +523,10 @@ def test_wide_and_deep_on_two_devices():
         return loss, flow.math.sigmoid(logits), labels
 
     flow.train.CheckPoint().init()
+    start = {name: v.numpy().copy() for name, v in flow.get_all_variables().items()}
     batch = (rng.integers(0, 2, (ROWS, 1)).astype(np.int32), rng.random((ROWS, DENSE)).astype(np.float32),
-             rng.integers(0, VOCAB_SIZE, (ROWS, WIDE)).astype(np.int32),
-             rng.integers(0, VOCAB_SIZE, (ROWS, DEEP)).astype(np.int32))
+             rng.integers(0, VOCAB_SIZE // 2, (ROWS, WIDE)).astype(np.int32),
+             rng.integers(0, VOCAB_SIZE // 2, (ROWS, DEEP)).astype(np.int32))
     losses = []
     for _ in range(3):
         train_job(*batch).async_get(lambda loss: losses.append(float(loss.mean())))
@@ -532,3 +536,14 @@ def test_wide_and_deep_on_two_devices():
     assert predict.numpy().shape == (ROWS, 1) and np.all((predict.numpy() > 0) & (predict.numpy() < 1))
     np.testing.assert_array_equal(labels.numpy(), batch[0])
     assert np.isfinite(loss.mean())
+    trained = {name: v.numpy() for name, v in flow.get_all_variables().items()}
+    for table, ids in (("wide_embedding", batch[2]), ("deep_embedding", batch[3])):
+        gathered = np.isin(np.arange(VOCAB_SIZE), ids)  # the upper half of the vocabulary is never gathered
+        np.testing.assert_array_equal(trained[table][~gathered], start[table][~gathered])
+        assert not trained[f"{table}-m"][~gathered].any() and trained[f"{table}-m"][gathered].any()
+        assert not np.array_equal(trained[table][gathered], start[table][gathered])
+    module = train_job.module.clone()
+    run_pipeline(module, "autodiff,optimizer")
+    updates = sorted(op.operands[0].owner.var_name.data for op in module.walk() if isinstance(op, job.LazyAdamUpdateOp)
+                     and isinstance(op.operands[2].owner.operands[0].owner, job.GatherGradOp))
+    assert updates == ["deep_embedding", "wide_embedding"]  # the mask counts the rows gathered: indexed slices
