@@ -351,8 +351,9 @@ def lower_apply_gradients(apply: job.ApplyGradientsOp) -> None:
         seen.add(name)
     unknown = sorted(set(config.indexed_slices) - seen)
     if unknown:
-        raise CompileError(f"indexed_slices_optimizer_conf names {', '.join(map(repr, unknown))}, which this job "
-                           f"does not train (it trains {', '.join(map(repr, sorted(seen))) or 'nothing'})", location)
+        raise CompileError(f"optimizer: indexed_slices_optimizer_conf names {', '.join(map(repr, unknown))}, which "
+                           f"this job does not train (it trains {', '.join(map(repr, sorted(seen))) or 'nothing'})",
+                           location)
     indexed = {var: _indexed_rows(apply, config, var, grad) for var, grad in pairs}
 
     step = _variable(declared, b, TRAIN_STEP, tensor((), i64), hint="train_step")
