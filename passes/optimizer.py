@@ -427,8 +427,8 @@ class _Target:
     declared: Mapping[str, job.VariableOp]
     var: SSAValue
     name: str
-    rows: SSAValue | None = None
-    """Where the gradient is an indexed slice: int8, nonzero at the rows it holds (`_indexed_rows`)."""
+    present: SSAValue | None = None
+    """Where the gradient is an indexed slice: int8, nonzero at the rows gathered (`_indexed_rows`)."""
 
     def state(self, suffix: str) -> SSAValue:
         """The variable's zero-initialized state `<var>-<suffix>` (OneFlow's names), of the variable's type."""
@@ -439,13 +439,13 @@ Params = Mapping[str, float | bool]
 
 
 def _sgd(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -> None:
-    rows = [] if t.rows is None else [t.rows]
+    present = [] if t.present is None else [t.present]
     if p["momentum"] == 0.0:
-        cls = job.SgdUpdateOp if t.rows is None else job.IndexedSlicesSgdUpdateOp
-        _update(t.b, cls, [t.var, grad, *rows, lr], weight_decay=p["weight_decay"])
+        cls = job.SgdUpdateOp if t.present is None else job.IndexedSlicesSgdUpdateOp
+        _update(t.b, cls, [t.var, grad, *present, lr], weight_decay=p["weight_decay"])
     else:
-        cls = job.MomentumUpdateOp if t.rows is None else job.IndexedSlicesMomentumUpdateOp
-        _update(t.b, cls, [t.var, grad, *rows, t.state("momentum"), lr], beta=p["momentum"],
+        cls = job.MomentumUpdateOp if t.present is None else job.IndexedSlicesMomentumUpdateOp
+        _update(t.b, cls, [t.var, grad, *present, t.state("momentum"), lr], beta=p["momentum"],
                 weight_decay=p["weight_decay"])
 
 
@@ -456,15 +456,15 @@ def _adam(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params, *
         # adam_update's own weight_decay is AdamW's decoupled decay.
         grad = t.b.emit(job.AddOp, [grad, t.b.emit(job.MulOp, [t.var, t.b.scalar(float(decay), t.var)])])
         decay = 0.0
-    cls = job.AdamUpdateOp if t.rows is None else job.IndexedSlicesAdamUpdateOp
-    rows = [] if t.rows is None else [t.rows]
-    _update(t.b, cls, [t.var, grad, *rows, t.state("m"), t.state("v"), lr, step], beta1=p["beta1"],
+    cls = job.AdamUpdateOp if t.present is None else job.IndexedSlicesAdamUpdateOp
+    present = [] if t.present is None else [t.present]
+    _update(t.b, cls, [t.var, grad, *present, t.state("m"), t.state("v"), lr, step], beta1=p["beta1"],
             beta2=p["beta2"], epsilon=p["epsilon"], weight_decay=decay, do_bias_correction=p["do_bias_correction"])
 
 
 def _lazy_adam(t: _Target, grad: SSAValue, lr: SSAValue, step: SSAValue, p: Params) -> None:
     """OneFlow's LazyAdam: the elements whose gradient is not 0 (all of an indexed slice's rows) are updated."""
-    present = t.rows
+    present = t.present
     if present is None:
         present = _present(t.b, job.GreaterEqualOp, t.b.emit(job.AbsOp, [grad]), LAZY_ADAM_ZERO, t.name)
     _update(t.b, job.LazyAdamUpdateOp, [t.var, grad, present, t.state("m"), t.state("v"), lr, step],
