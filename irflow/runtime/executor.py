@@ -14,6 +14,11 @@ touch a cut are bound per *variant*, one per distinct set of input sizes, made
 on first use and kept: a variant's views are views of the same arena, and its
 kernels take their scratch arrays from slabs made once at the bound, so no
 step allocates array memory, whatever its sizes.
+
+Kernels' transient scratch (what each run writes before reading it) is one
+workspace per executor, shared by every kernel and sized by the largest need
+(kernels/workspace.py): binding builds each kernel once to size it, then again
+on it those that took scratch.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from irflow.dialects.mesh import local_region, mesh_group
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, hierarchy_of
 from irflow.errors import CompileError, ExecutionError, source_location
 from irflow.runtime import interrupts, kernels, threads
-from irflow.runtime.kernels import algorithms
+from irflow.runtime.kernels import algorithms, workspace
 from irflow.runtime.attributes import python_value
 from irflow.runtime.communicator import Communicator, Site
 from irflow.runtime.sharding import Layout, transfer_steps
@@ -101,6 +106,10 @@ class Executor:
         self.plan: list[Callable[[], None] | Any] = []
         self.scratch: dict[Any, _ScratchModule] = {}
         self.variants: dict[tuple[int, ...], tuple[list[Any], list[Any], list[Callable[[], None]]]] = {}
+        # The kernels' transient scratch, one for all (kernels/workspace.py): each kernel is built once while it
+        # sizes the workspace, and those that took scratch (`unsized`, by plan index) again on it.
+        self.workspace = workspace.Workspace(xp)
+        self.unsized: dict[int, tuple[buffer.KernelOp, Communicator | None]] = {}
         for op in program.body.block.ops:
             try:
                 self.bind(op, store)
@@ -110,9 +119,15 @@ class Executor:
         self.outputs.sort(key=lambda p: p[0])
         # Variables a step writes before a kernel that may stop it, each with a copy made once to keep them in.
         self.kept = [(view, xp.empty_like(view)) for view in self.exposed(program)]
-        if self.cuts:  # the bound's variant first: it sizes every scratch slab, and its errors are compile errors
-            bounds = tuple(bound for *_, bound in self.dims)
-            self.input_views, self.output_views, self.steps = self.variant(bounds * (self.comm.size if self.summed else 1))
+        bounds = tuple(bound for *_, bound in self.dims) * (self.comm.size if self.summed else 1)
+        if self.cuts:  # the bound's variant: it sizes every scratch slab, and its errors are compile errors
+            self.variant(bounds)
+        self.workspace.allocate()
+        for index, (op, comm) in self.unsized.items():
+            self.plan[index] = self.step(op, self.views, xp, comm)
+        if self.cuts:  # built again, on the workspace
+            self.variants.clear()
+            self.input_views, self.output_views, self.steps = self.variant(bounds)
         else:
             self.input_views = [v for _, v in self.inputs]
             self.output_views = [v for _, v in self.outputs]
@@ -221,7 +236,10 @@ class Executor:
         elif isinstance(op, buffer.OutputOp):
             self.outputs.append((op.index.value.data, self.views[op.buf]))
         elif isinstance(op, (buffer.KernelOp, buffer.CopyOp)):
-            self.plan.append(self.step(op, self.views, xp, comm))
+            run = self.step(op, self.views, xp, comm)
+            if run is None:
+                self.unsized[len(self.plan)] = (op, comm)  # type: ignore[assignment]
+            self.plan.append(run)
         elif isinstance(op, (buffer.CollectiveOp, buffer.PointToPointOp)):
             self.plan.append(self.collective(op, comm))
         elif isinstance(op, buffer.TransferOp):
@@ -231,9 +249,10 @@ class Executor:
 
     def step(
         self, op: buffer.KernelOp | buffer.CopyOp, views: dict[SSAValue, Any], xp: Any, comm: Communicator | None
-    ) -> Callable[[], None]:
+    ) -> Callable[[], None] | None:
         """The run of a kernel or copy over `views`; `xp` is the array module the kernel is built with,
-        `comm` the communicator of the devices the op runs on."""
+        `comm` the communicator of the devices the op runs on. None while the workspace is sized, for a
+        kernel that took scratch: it is built again once the workspace is made."""
         if isinstance(op, buffer.CopyOp):
             src, dst, copyto = views[op.src], views[op.dst], self.xp.copyto
             return lambda: copyto(dst, src.reshape(dst.shape))
@@ -243,7 +262,10 @@ class Executor:
             attrs["coordinate"] = comm.coords[attrs["mesh_axis"]] if comm else 0
         ins = [views[v] for v in op.ins]
         outs = [views[v] for v in op.outs]
-        run = factory(xp, attrs, ins, outs)
+        with workspace.building(workspace.Claim(self.workspace)) as claim:
+            run = factory(xp, attrs, ins, outs)
+        if claim.took and self.workspace.sizing:
+            return None  # its own arrays go now: only the largest kernel's need stays
         run = _located(run, op, comm) if _checks_data(op) else run
         return finite_checked(run, op, without_padding(op, outs, comm), self.xp) if self.check_finite else run
 
@@ -308,7 +330,8 @@ class Executor:
                 try:
                     # heuristics only: a measured choice is per size, and each new size would be measured again
                     with algorithms.search(False), algorithms.varying_sizes():
-                        steps.append(self.step(entry, views, scratch, self.placed(entry)[1]))
+                        # None while the workspace is sized: the bound's variant is then built again
+                        steps.append(self.step(entry, views, scratch, self.placed(entry)[1]))  # type: ignore[arg-type]
                 except (LookupError, ValueError, TypeError) as e:
                     raise CompileError(f"cannot build '{entry.name}' at sizes {list(sizes)}: {e}", source_location(entry)) from e
                 finally:
@@ -485,7 +508,8 @@ def row_sources(program: buffer.ProgramOp) -> list[int | None]:
 class _ScratchModule:
     """The array module a kernel on cut views is built with: `xp`, except that the arrays it makes while
     it is built (`empty`, `zeros`, `full`, `arange`, `asarray`) are views of slabs made when it is first
-    built, at the bound.  A variant's kernel asks for the same arrays, never larger, in the same order;
+    built, at the bound (its transient scratch comes from the executor's workspace, sized with the bound's
+    variant).  A variant's kernel asks for the same arrays, never larger, in the same order;
     each lays out the batch first, so a variant's arrays are prefixes of the bound's, and what a kernel
     fills once at build (padding borders, row offsets) is the same in every variant.  Once built
     (`sealed`), calls go to `xp` itself, as in a kernel built on static views."""

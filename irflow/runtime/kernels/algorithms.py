@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from types import ModuleType
 
+from . import workspace
 from .parallel import thread_count
 from .registry import Run
 
@@ -86,6 +87,7 @@ class _Measured:
         self.candidates = {heuristic: candidates[heuristic]} | dict(candidates)
         self.built: dict[str, Run] = {}
         self.runs: dict[int, Run] = {}  # thread count -> the chosen algorithm's run
+        self.claim = workspace.held()  # the candidates, built at a run, take their scratch from the kernel's claim
 
     def __call__(self) -> None:
         count = thread_count(self.xp)
@@ -98,7 +100,8 @@ class _Measured:
 
     def _build(self, name: str) -> Run:
         if name not in self.built:
-            with search(True):  # built at a run, after the job's build: a kernel a candidate builds measures too
+            # built at a run, after the job's build: a kernel a candidate builds measures too
+            with search(True), workspace.building(self.claim):
                 self.built[name] = self.candidates[name]()
         return self.built[name]
 

@@ -40,6 +40,7 @@ from typing import Any
 
 from irflow.runtime import threads
 
+from . import workspace
 from .registry import Array, Run, sequence
 
 
@@ -191,14 +192,19 @@ class Split:
     ):
         self.xp, self.chunks, self.prologue, self.part, self.combine = xp, chunks, sequence(prologue), part, combine
         self.plans: dict[int, Run] = {}
+        self.claim = workspace.held()  # a later thread count's plan takes its scratch from the kernel's claim
         self.plan(1)  # the one-thread plan at build, as every kernel builds its steps then
 
     def plan(self, count: int) -> Run:
         run = self.plans.get(count)
         if run is None:
-            built = [self.part(span) for span in spans(self.chunks, count)]
+            with workspace.building(self.claim):
+                built = []
+                for index, span in enumerate(spans(self.chunks, count)):
+                    with workspace.lane(index):  # the parts run at once: each its own lane's scratch
+                        built.append(self.part(span))
+                finish = sequence(self.combine([value for _, value in built]))
             parts = [sequence(steps) for steps, _ in built]
-            finish = sequence(self.combine([value for _, value in built]))
             prologue = self.prologue
 
             def run() -> None:
@@ -235,9 +241,10 @@ def chunk_sum(xp: ModuleType, slots: Array, out: Array) -> Run:
 class Pulled:
     """A kernel's run: `prologue`, then `chunks` independent chunks taken one at a time by the threads, then `finish`.
 
-    `lane()` makes one thread's scratch and returns the steps of chunk i with it; every chunk must
-    write only its own part of the outputs (a reduction: a slot of its own, which `finish` adds in
-    chunk order). Lane 0 is built with the kernel; another when a thread count first needs it.
+    `lane()` makes one thread's scratch (`workspace.scratch`, from that lane's region) and returns the
+    steps of chunk i with it; every chunk must write only its own part of the outputs (a reduction: a
+    slot of its own, which `finish` adds in chunk order). Lane 0 is built with the kernel; another when
+    a thread count first needs it, under the kernel's claim.
     """
 
     def __init__(
@@ -251,12 +258,14 @@ class Pulled:
         self.xp, self.chunks, self.lane = xp, chunks, lane
         self.prologue, self.finish = sequence(prologue), sequence(finish)
         self.lanes: list[list[Run]] = []
+        self.claim = workspace.held()
         self._lanes(1)
 
     def _lanes(self, count: int) -> list[list[Run]]:
         while len(self.lanes) < count:
-            steps = self.lane()
-            self.lanes.append([sequence(steps(index)) for index in range(self.chunks)])
+            with workspace.building(self.claim), workspace.lane(len(self.lanes)):
+                steps = self.lane()
+                self.lanes.append([sequence(steps(index)) for index in range(self.chunks)])
         return self.lanes[:count]
 
     def __call__(self) -> None:
@@ -291,11 +300,11 @@ def pulled_sum(
     """A `Pulled` reduction: `lane()(i, into)` are the steps writing chunk i's term (of `shape`) to `into`;
     the terms of each of `reduction_groups` go to its slot, in chunk order, and the slots to `out`, then `finish`."""
     groups = reduction_groups(chunks, math.prod(shape) * dtype.itemsize)
-    slots = xp.empty((len(groups), *shape), dtype)
+    slots = workspace.scratch(xp, (len(groups), *shape), dtype)  # each written by its group's first term
     shared = any(len(group) > 1 for group in groups)
 
     def group_lane() -> Callable[[int], list[Run]]:
-        term, spare = lane(), xp.empty(shape, dtype) if shared else None
+        term, spare = lane(), workspace.scratch(xp, shape, dtype) if shared else None
 
         def steps(index: int) -> list[Run]:
             first, *rest = groups[index]
