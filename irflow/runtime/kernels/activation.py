@@ -19,6 +19,7 @@ from numpy.typing import DTypeLike
 from .erf import ErrorFunction
 from .registry import Array, Run, register
 from .shapes import compute_dtype
+from .workspace import scratch
 
 _RSQRT2 = 1.0 / math.sqrt(2.0)
 _RSQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -43,8 +44,8 @@ def relu(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: S
 def sigmoid(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """Through t = exp(-|x|) in (0, 1], so no exp overflows: sigmoid(|x|) = 1/(1+t), sigmoid(-|x|) = t/(1+t)."""
     (x,), (y,) = ins, outs
-    t = xp.empty(y.shape, compute_dtype(y.dtype))
-    negative = xp.empty(y.shape, bool)
+    t = scratch(xp, y.shape, compute_dtype(y.dtype))
+    negative = scratch(xp, y.shape, bool)
 
     def run() -> None:
         xp.less(x, 0, out=negative)
@@ -74,7 +75,7 @@ def gelu(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: S
 @register("relu_grad")
 def relu_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     (dy, y), (dx,) = ins, outs
-    active = xp.empty(dx.shape, bool)
+    active = scratch(xp, dx.shape, bool)
 
     def run() -> None:
         xp.greater(y, 0, out=active)
@@ -87,7 +88,7 @@ def relu_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
 def sigmoid_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """dx = dy * y * (1 - y)."""
     (dy, y), (dx,) = ins, outs
-    t = xp.empty(dx.shape, compute_dtype(dx.dtype))
+    t = scratch(xp, dx.shape, compute_dtype(dx.dtype))
 
     def run() -> None:
         xp.subtract(1, y, out=t)
@@ -101,7 +102,7 @@ def sigmoid_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array],
 def tanh_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """dx = dy * (1 - y*y)."""
     (dy, y), (dx,) = ins, outs
-    t = xp.empty(dx.shape, compute_dtype(dx.dtype))
+    t = scratch(xp, dx.shape, compute_dtype(dx.dtype))
 
     def run() -> None:
         xp.square(y, out=t)
@@ -116,7 +117,7 @@ def gelu_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
     """dx = dy * (Phi(x) + x * phi(x)), phi the standard normal density."""
     (dy, x), (dx,) = ins, outs
     cdf = _StandardNormalCdf(xp, dx.shape, dx.dtype)
-    density = xp.empty(dx.shape, compute_dtype(dx.dtype))
+    density = scratch(xp, dx.shape, compute_dtype(dx.dtype))
 
     def run() -> None:
         xp.square(x, out=density, dtype=density.dtype)  # float16 x: square in the wider dtype
@@ -136,7 +137,7 @@ class _StandardNormalCdf:
     def __init__(self, xp: ModuleType, shape: Sequence[int], dtype: DTypeLike):
         self._xp = xp
         self._erf = ErrorFunction(xp, shape, dtype)
-        self._out = xp.empty(shape, compute_dtype(dtype))
+        self._out = scratch(xp, shape, compute_dtype(dtype))
 
     def __call__(self, x: Array) -> Array:
         xp, out = self._xp, self._out

@@ -48,6 +48,7 @@ from .parallel import Pulled, even_chunks, pulled_sum
 from .registry import Array, Run, register, sequence
 from .shapes import expect_shape
 from .window import Window
+from .workspace import scratch
 
 # One chunk's columns: small enough to stay in L2/L3 (conv2 of LeNet, 1 thread: 2 MiB ~10% faster than 4).
 # Each thread runs its own chunks, so the size is per thread.
@@ -88,28 +89,30 @@ class _Conv:
         """Weights (F, C/groups, kh, kw) -> (groups, F/groups, C/groups, kh, kw), a view."""
         return w.reshape(self.groups, self.fg, *w.shape[1:])
 
-    def padded(self, xp: ModuleType, dtype: DTypeLike, channels_last: bool | None = None) -> Array:
+    def padded(self, xp: ModuleType, dtype: DTypeLike, channels_last: bool | None = None, transient: bool = False) -> Array:
         """Zeros of the padded input's shape, as an NCHW-ordered view of storage in the chosen layout
-        (`channels_last`, or where that is None the columns')."""
+        (`channels_last`, or where that is None the columns'); `transient`: scratch that every run zeroes
+        itself, not borders zeroed once and kept."""
         n, c = self.x_shape[:2]
         hp, wp = self.window.padded_hw
+        make = partial(scratch, xp) if transient else xp.zeros
         if self.channels_last if channels_last is None else channels_last:
-            return xp.zeros((n, hp, wp, c), dtype).transpose(0, 3, 1, 2)
-        return xp.zeros((n, c, hp, wp), dtype)
+            return make((n, hp, wp, c), dtype).transpose(0, 3, 1, 2)
+        return make((n, c, hp, wp), dtype)
 
     def matrices(self, xp: ModuleType, cols: int, dtype: DTypeLike) -> Array:
         """A (groups, chunk rows, cols) buffer in the chosen orientation."""
         if self.channels_last:
-            return xp.empty((self.groups, self.chunk_rows, cols), dtype)
-        return xp.empty((self.groups, cols, self.chunk_rows), dtype).swapaxes(1, 2)
+            return scratch(xp, (self.groups, self.chunk_rows, cols), dtype)
+        return scratch(xp, (self.groups, cols, self.chunk_rows), dtype).swapaxes(1, 2)
 
     def image_rows(self, matrix: Array, chunk: _Chunk) -> Array:
         """A chunk's rows of a (groups, M, X) matrix as (groups, images, oh, ow, X), a view."""
         return matrix[:, : chunk.rows].reshape(self.groups, chunk.stop - chunk.start, *self.y_shape[2:], -1)
 
     def weight_matrix(self, xp: ModuleType, w: Array) -> tuple[Array, Run]:
-        """A (groups, K, F/groups) buffer for w, and the step that copies w into it."""
-        weights = xp.empty((self.groups, self.k, self.fg), w.dtype)
+        """A (groups, K, F/groups) buffer for w, and the step that copies w into it (every run: it is scratch)."""
+        weights = scratch(xp, (self.groups, self.k, self.fg), w.dtype)
         target = weights.reshape(self.groups, *self.window.kernel, self.cg, self.fg)
         return weights, partial(xp.copyto, target, self.per_group(w).transpose(0, 3, 4, 2, 1))
 
@@ -152,7 +155,7 @@ class _Conv:
         Stored channel-major, (groups, F/groups, M), whatever the columns' layout: the copy then moves
         whole (oh, ow) planes rather than transposing every image.
         """
-        rows = xp.empty((self.groups, self.fg, self.chunk_rows), dy.dtype).swapaxes(1, 2)
+        rows = scratch(xp, (self.groups, self.fg, self.chunk_rows), dy.dtype).swapaxes(1, 2)
         grouped = self.grouped(dy).transpose(1, 0, 3, 4, 2)  # (g, N, oh, ow, F/g)
         copies: list[Run] = [partial(xp.copyto, self.image_rows(rows, c), grouped[:, c.start : c.stop]) for c in chunks]
         return rows, copies
@@ -326,13 +329,13 @@ def _conv2d_by_shifts(
     weights, summed over the chunk's grid (`_Shifts`); the valid (oh, ow) of each image go to y."""
     shifts = _Shifts(conv)
     (kh, kw), (oh, ow), f = conv.window.kernel, conv.y_shape[2:], conv.fg
-    taps = xp.empty((kh, kw, conv.cg, f), w.dtype)
+    taps = scratch(xp, (kh, kw, conv.cg, f), w.dtype)
     copy_taps = partial(xp.copyto, taps, w.transpose(2, 3, 1, 0))
 
     def lane() -> Callable[[int], list[Run]]:
-        flat, pad = shifts.padded(xp, x)
-        product = xp.empty((shifts.grid_rows, f), y.dtype)
-        term = xp.empty(product.shape, y.dtype)
+        flat, pad = shifts.padded(xp, x)  # its padding stays zero from run to run: its own
+        product = scratch(xp, (shifts.grid_rows, f), y.dtype)
+        term = scratch(xp, product.shape, y.dtype)
 
         def chunk_steps(index: int) -> list[Run]:
             start, count, rows = shifts.chunks[index]
@@ -408,10 +411,10 @@ class _InPlace:
         (groups, prod(X), M) matrix view."""
         g, *inner, n, h, w = shape
         if by_rows:
-            storage = xp.empty((g, n, h, w, *inner), dtype)
+            storage = scratch(xp, (g, n, h, w, *inner), dtype)
             matrix = storage.reshape(g, n * h * w, math.prod(inner)).swapaxes(1, 2)
             return storage.transpose(0, *range(4, 4 + len(inner)), 1, 2, 3), matrix
-        storage = xp.empty(shape, dtype)
+        storage = scratch(xp, shape, dtype)
         return storage, storage.reshape(g, math.prod(inner), n * h * w)
 
     def matrix(self, xp: ModuleType, a: Array, into: bool, by_rows: bool = False) -> tuple[Array, list[Run]]:
@@ -450,7 +453,7 @@ class _InPlace:
             return self.matrix(xp, dx, into=False)
         conv, window = self.conv, self.conv.window
         shaped, columns = self.columns_buffer(xp, dx.dtype, by_rows=True)
-        sink = conv.padded(xp, dx.dtype, channels_last=False)
+        sink = conv.padded(xp, dx.dtype, channels_last=False, transient=True)
         steps: list[Run] = [partial(sink.fill, 0)]
         for i, j in window.taps():
             target = conv.grouped(window.tap(sink, i, j))  # (N, groups, C/groups, oh, ow)
@@ -606,7 +609,7 @@ def _as_correlation(conv: _Conv) -> dict[str, Any] | None:
 
 def _grad_input_by_correlation(xp: ModuleType, conv: _Conv, attrs: Mapping[str, Any], dy: Array, w: Array, dx: Array) -> Run:
     """dx = conv2d(dy, flipped w^T): gathers of dy and one GEMM per chunk, no col2im scatter."""
-    flipped = xp.empty((conv.x_shape[1], conv.fg, *conv.window.kernel), w.dtype)  # (C, F/groups, kh, kw)
+    flipped = scratch(xp, (conv.x_shape[1], conv.fg, *conv.window.kernel), w.dtype)  # (C, F/groups, kh, kw)
     source = conv.per_group(w).transpose(0, 2, 1, 3, 4)[..., ::-1, ::-1]  # (g, C/g, F/g, kh, kw)
     flip = partial(xp.copyto, flipped.reshape(source.shape), source)
     return sequence([flip, conv2d(xp, attrs, [dy, flipped], [dx])])
@@ -638,14 +641,14 @@ def _grad_input_by_im2col(xp: ModuleType, conv: _Conv, dy: Array, w: Array, dx: 
     """dx per chunk: dy times each tap's (F/groups, C/groups) weights, added back where the tap read."""
     window = conv.window
     taps = list(window.taps())
-    tap_weights = xp.empty((conv.groups, len(taps), conv.fg, conv.cg), w.dtype)
+    tap_weights = scratch(xp, (conv.groups, len(taps), conv.fg, conv.cg), w.dtype)
     weights_view = tap_weights.reshape(conv.groups, *window.kernel, conv.fg, conv.cg)
-    sink = conv.padded(xp, dx.dtype)  # the chunks are disjoint images of it
+    sink = conv.padded(xp, dx.dtype, transient=True)  # the chunks are disjoint images of it, each zeroed first
     interior = window.interior(sink)
 
     def lane() -> Callable[[int], list[Run]]:
         rows, row_copies = conv.dy_rows(xp, dy, conv.chunks)
-        per_tap = xp.empty((conv.groups, len(taps), conv.chunk_rows, conv.cg), dx.dtype)
+        per_tap = scratch(xp, (conv.groups, len(taps), conv.chunk_rows, conv.cg), dx.dtype)
 
         def chunk_steps(index: int) -> list[Run]:
             chunk = conv.chunks[index]

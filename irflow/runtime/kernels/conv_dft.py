@@ -34,6 +34,7 @@ from .activation import relu_into
 from .parallel import Split, summed
 from .registry import Array, Run
 from .window import Window
+from .workspace import scratch
 
 # The transforms' GEMMs are thin (K = 14-64) and run at about half the per-bin GEMMs' rate: the
 # transform path is chosen when its multiply-adds are below im2col's divided by this.
@@ -137,9 +138,9 @@ def _analysis(xp: ModuleType, grid: _Grid, src: Array, offsets: tuple[int, int],
     (u, v), m = grid.bins, n * channels
     rows = xp.asarray(_row_analysis(grid, b, offsets[1]).astype(src.dtype))
     columns = xp.asarray(_column_analysis(grid, a, offsets[0], rotated).astype(src.dtype))
-    pixels = xp.empty((a, b, m), src.dtype)
-    half = xp.empty((v, 2, a, m), src.dtype)
-    spectrum = xp.empty((v, columns.shape[0], m), src.dtype)
+    pixels = scratch(xp, (a, b, m), src.dtype)
+    half = scratch(xp, (v, 2, a, m), src.dtype)
+    spectrum = scratch(xp, (v, columns.shape[0], m), src.dtype)
     source = src.reshape(m, a, b).transpose(1, 2, 0)
     steps: list[Run] = [
         *(partial(xp.copyto, pixels[..., s : s + _COPY_SPAN], source[..., s : s + _COPY_SPAN]) for s in range(0, m, _COPY_SPAN)),
@@ -180,9 +181,9 @@ class _Synthesis:
         row_angle = _phase(v, np.arange(b) + offsets[1], sw)  # (V, B)
         weight = _row_weights(grid)[:, None]
         self.rows = xp.asarray(np.concatenate([weight * np.cos(row_angle), -weight * np.sin(row_angle)]).astype(dst.dtype))
-        self.spectrum = xp.empty((v, u, 4 if stacked else 2, self.m), dst.dtype)
-        self.half = xp.empty((a, 2, v, self.m), dst.dtype)
-        self.rows_out = xp.empty((a, self.m, b), dst.dtype)
+        self.spectrum = scratch(xp, (v, u, 4 if stacked else 2, self.m), dst.dtype)
+        self.half = scratch(xp, (a, 2, v, self.m), dst.dtype)
+        self.rows_out = scratch(xp, (a, self.m, b), dst.dtype)
 
     def steps(self) -> list[Run]:
         """Columns per v, then rows per output row a into (A, M, B) scratch, then one copy (or relu) into dst.
@@ -222,7 +223,7 @@ def _weight_spectrum(xp: ModuleType, grid: _Grid, w: Array, forward: bool, stack
     matrix = xp.asarray(np.stack(parts, axis=2).reshape(len(parts) * u * v, taps).astype(w.dtype))
     per_tap = w.reshape(f, c, taps)
     channels_in, channels_out = (c, f) if forward else (f, c)
-    spectrum = xp.empty((v, u, 2, len(parts) // 2, channels_in, channels_out), w.dtype)
+    spectrum = scratch(xp, (v, u, 2, len(parts) // 2, channels_in, channels_out), w.dtype)
     out = spectrum.reshape(-1, channels_in, channels_out).transpose(1, 0, 2)
     return spectrum, partial(xp.matmul, matrix, per_tap.transpose(1, 2, 0) if forward else per_tap.transpose(0, 2, 1), out=out)
 
@@ -267,7 +268,7 @@ def _through_weights(
             data = analysis.spectrum.reshape(v, u, 1, 2 * count, channels)
             product = partial(xp.matmul, data, weights[:, :, :, 0], out=synthesis.spectrum.reshape(v, u, 2, 2 * count, out))
         else:
-            interleaved = xp.empty((v, u, count, 2, channels), src.dtype)
+            interleaved = scratch(xp, (v, u, count, 2, channels), src.dtype)
             split = analysis.spectrum.reshape(v, u, 2, count, channels).transpose(0, 1, 3, 2, 4)
             steps.append(partial(xp.copyto, interleaved, split))
             data = interleaved.reshape(v, u, 1, count, 2 * channels)
@@ -287,7 +288,7 @@ def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Ar
     weights, fill_weights = _weight_spectrum(xp, grid, w, True, _stacked(x.shape[1], y.shape[1]))
     prologue, constant = [fill_weights], None
     if epilogue is not None:
-        constant = xp.empty((w.shape[0],), y.dtype)
+        constant = scratch(xp, (w.shape[0],), y.dtype)
         prologue.append(partial(xp.multiply, bias[0], float(np.prod(grid.size)), out=constant))
     offsets = ((0, 0), (-window.pads[0], -window.pads[2]))
     return _through_weights(xp, grid, x, weights, y, offsets, prologue, constant, epilogue == "bias_add_relu")
@@ -316,7 +317,7 @@ def conv2d_grad_filter(xp: ModuleType, window: Window, dy: Array, x: Array, dw: 
         images, count = slice(span.start, span.stop), span.stop - span.start
         inputs = _analysis(xp, grid, x[images], (0, 0), rotated=True)
         grads = _analysis(xp, grid, dy[images], (-window.pads[0], -window.pads[2]))
-        per_bin = xp.empty((v, u, 2, f, c), dw.dtype)
+        per_bin = scratch(xp, (v, u, 2, f, c), dw.dtype)
         stacked = grads.spectrum.reshape(v, u, 1, 2 * count, f).swapaxes(-1, -2)
         product = partial(xp.matmul, stacked, inputs.spectrum.reshape(v, u, 2, 2 * count, c), out=per_bin)
         return [*inputs.steps, *grads.steps, product], per_bin

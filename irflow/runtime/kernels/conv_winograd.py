@@ -25,6 +25,7 @@ import numpy as np
 from .parallel import Pulled, even_chunks, pulled_sum
 from .registry import Array, Run
 from .window import Window
+from .workspace import scratch
 
 _G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
 # Bytes of a chunk's bins, (16, images x tiles, C), at most: they stay in a core's L2 (1 MB here). Forward,
@@ -112,10 +113,10 @@ class _Tiles:
     def input_bins(self, xp: ModuleType, x: Array) -> tuple[Array, Callable[[range], list[Run]]]:
         """A lane's (16, most x tiles x C) bins of the input, and the steps that fill them for a chunk: B^T d B."""
         c, hp, wp, th, tw = self.c, self.hp, self.wp, self.th, self.tw
-        padded = xp.zeros((self.most, hp, wp, c), x.dtype)
+        padded = xp.zeros((self.most, hp, wp, c), x.dtype)  # borders zeroed once and kept: its own
         # the padded input's columns j::2 (j < 4) as (row parity, hp / 2, images, tw, C), then through B^T along them
-        columns, across = (xp.empty((4, self.most * hp * tw * c), x.dtype) for _ in range(2))
-        bins = xp.empty((16, self.most * th * tw * c), x.dtype)
+        columns, across = (scratch(xp, (4, self.most * hp * tw * c), x.dtype) for _ in range(2))
+        bins = scratch(xp, (16, self.most * th * tw * c), x.dtype)
 
         def steps(chunk: range) -> list[Run]:
             k, m = len(chunk), self.tiles(chunk)
@@ -144,8 +145,8 @@ def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Ar
     grid = _Tiles(window, x)
     c, f, th, tw, most = grid.c, w.shape[0], grid.th, grid.tw, grid.most
     filters = xp.asarray(np.kron(_G, _G).T.astype(w.dtype))  # (9, 16)
-    transformed = xp.empty((f, c, 16), w.dtype)
-    weights = xp.empty((16, c, f), w.dtype)
+    transformed = scratch(xp, (f, c, 16), w.dtype)
+    weights = scratch(xp, (16, c, f), w.dtype)
     # (F * C, 9) x (9, 16): the filters' transform, then turned to the per-bin GEMMs' (bin, C, F)
     prologue = [
         partial(xp.matmul, w.reshape(f * c, 9), filters, out=transformed.reshape(f * c, 16)),
@@ -154,9 +155,9 @@ def conv2d(xp: ModuleType, window: Window, epilogue: str | None, x: Array, w: Ar
 
     def lane() -> Callable[[int], list[Run]]:
         bins, transform = grid.input_bins(xp, x)
-        products = xp.empty((16, most * th * tw * f), y.dtype)
-        reduced = xp.empty((2, 4 * most * th * tw * f), y.dtype)  # A^T along the bins' rows
-        out = xp.empty((4, most * th * tw * f), y.dtype)
+        products = scratch(xp, (16, most * th * tw * f), y.dtype)
+        reduced = scratch(xp, (2, 4 * most * th * tw * f), y.dtype)  # A^T along the bins' rows
+        out = scratch(xp, (4, most * th * tw * f), y.dtype)
 
         def chunk_steps(index: int) -> list[Run]:
             chunk = grid.chunks[index]
@@ -196,13 +197,14 @@ def conv2d_grad_filter(xp: ModuleType, window: Window, dy: Array, x: Array, dw: 
     filters = xp.asarray(np.kron(_G, _G).astype(dw.dtype))  # (16, 9)
     odd = any(size % 2 for size in window.out_hw)
 
-    total = xp.empty((16, f, c), dw.dtype)
+    total = scratch(xp, (16, f, c), dw.dtype)
 
     def lane() -> Callable[[int, Array], list[Run]]:
         bins, transform = grid.input_bins(xp, x)
-        tiles = xp.zeros((2, 2, most * th * tw * f), dy.dtype)  # dy by position in its tile
-        half = xp.empty((2, 4, most * th * tw * f), dy.dtype)  # A along the tiles' columns
-        grads = xp.empty((16, most * th * tw * f), dy.dtype)
+        # dy by position in its tile: each term writes all of its rows (zeroing them first where odd sizes leave some)
+        tiles = scratch(xp, (2, 2, most * th * tw * f), dy.dtype)
+        half = scratch(xp, (2, 4, most * th * tw * f), dy.dtype)  # A along the tiles' columns
+        grads = scratch(xp, (16, most * th * tw * f), dy.dtype)
 
         def term(index: int, into: Array) -> list[Run]:
             chunk = grid.chunks[index]

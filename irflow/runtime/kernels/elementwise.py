@@ -18,6 +18,7 @@ from .activation import relu_into
 from .erf import ErrorFunction
 from .registry import Array, DataError, KernelFactory, Run, first_position, register
 from .shapes import expect_shape, normalize_axes
+from .workspace import scratch
 
 _BINARY = {
     "add": "add",
@@ -119,8 +120,8 @@ def floor_mod(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
     (a, b), (out,) = ins, outs
     if _integer(np.dtype(out.dtype)):
         return partial(_integer_floor_mod, xp, a, b, out)
-    rest, moved = xp.empty(out.shape, out.dtype), xp.empty(out.shape, out.dtype)
-    flip, nonzero = xp.empty(out.shape, bool), xp.empty(out.shape, bool)
+    rest, moved = scratch(xp, out.shape, out.dtype), scratch(xp, out.shape, out.dtype)
+    flip, nonzero = scratch(xp, out.shape, bool), scratch(xp, out.shape, bool)
 
     def run() -> None:
         xp.fmod(a, b, out=rest)
@@ -159,7 +160,7 @@ def where(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: 
     Not in place: out is filled from y before x is read.
     """
     (condition, x, y), (out,) = ins, outs
-    chosen = xp.empty(condition.shape, bool)
+    chosen = scratch(xp, condition.shape, bool)
 
     def run() -> None:
         xp.not_equal(condition, 0, out=chosen)

@@ -15,6 +15,7 @@ from numpy.typing import DTypeLike
 
 from .registry import Array
 from .shapes import compute_dtype
+from .workspace import scratch
 
 _THRESH = 0.46875  # erf(x) = x R(x^2) below, erfc(x) = exp(-x^2) R(x) above
 _MID = 4.0  # erfc switches to an expansion in 1/x^2 above
@@ -65,7 +66,7 @@ _Q = (
 
 
 class ErrorFunction:
-    """erf/erfc over arrays of one shape, with scratch allocated once (at kernel build time).
+    """erf/erfc over arrays of one shape, with scratch made at kernel build time (`workspace.scratch`).
 
     `out` may be the same memory as `x`: x is read completely before out is written.
     """
@@ -74,9 +75,9 @@ class ErrorFunction:
         dt = compute_dtype(dtype)
         self._xp = xp
         self._y, self._clipped, self._z, self._num, self._den, self._head, self._tail = (
-            xp.empty(shape, dt) for _ in range(7)
+            scratch(xp, shape, dt) for _ in range(7)
         )
-        self._neg, self._small, self._large = (xp.empty(shape, bool) for _ in range(3))
+        self._neg, self._small, self._large = (scratch(xp, shape, bool) for _ in range(3))
 
     def erf(self, x: Array, out: Array) -> None:
         xp, head, tail = self._xp, self._head, self._tail

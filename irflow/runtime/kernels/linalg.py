@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from . import workspace
 from .blas import accumulating_gemm
 from .optimizer import momentum_update, sgd_update
 from .parallel import Split
@@ -104,7 +105,7 @@ def _updating(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
     accumulated = outs[-1]  # m (w for SGD): the GEMM adds into it
     # Split by rows, every part's GEMM reads all of b while the parts write their rows of w: w must lie apart.
     if accumulating_gemm(xp, a, b, accumulated) is None or any(np.may_share_memory(outs[0], x) for x in (a, b)):
-        product = xp.empty(shape, w.dtype)
+        product = workspace.scratch(xp, shape, w.dtype)
         return sequence([matmul(xp, {}, [a, b], [product]), UPDATES[update](xp, params, [w, product, *state, lr], outs)])
     weight_decay = float(params.get("weight_decay", 0.0))
     beta = float(params["beta"]) if state else None
@@ -120,7 +121,7 @@ def _updating(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
         prologue.append(partial(xp.copyto, accumulated, held))
     decay = scratch = None
     if weight_decay and state:  # momentum's term in w: lr x weight_decay, times w into scratch
-        decay, scratch = xp.empty((), w.dtype), xp.empty(w.shape, w.dtype)
+        decay, scratch = workspace.scratch(xp, (), w.dtype), workspace.scratch(xp, w.shape, w.dtype)
         prologue.append(partial(xp.multiply, lr, weight_decay, out=decay))
 
     def part(span: range) -> tuple[list[Run], None]:

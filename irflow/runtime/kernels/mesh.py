@@ -20,6 +20,7 @@ import numpy as np
 from .nn import check_labels
 from .registry import Array, Run, register
 from .shapes import expect_shape
+from .workspace import scratch
 
 
 def _along(axis: int, start: int, stop: int) -> tuple[slice, ...]:
@@ -117,7 +118,7 @@ def class_split_sum_exp(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[
     (x, m), (s,) = ins, outs
     _, valid = _owned(attrs, x.shape[1])
     real = x[:, :valid]
-    t = xp.empty(real.shape, s.dtype)
+    t = scratch(xp, real.shape, s.dtype)
     shift = m[:, None]
 
     def run() -> None:
@@ -218,7 +219,7 @@ def class_split_dot(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     (dy, y), (dot,) = ins, outs
     _, valid = _owned(attrs, y.shape[1])
     a, b = dy[:, :valid], y[:, :valid]
-    t = xp.empty(b.shape, dot.dtype)
+    t = scratch(xp, b.shape, dot.dtype)
 
     def run() -> None:
         xp.multiply(a, b, out=t)

@@ -16,16 +16,17 @@ from numpy.typing import DTypeLike
 
 from .registry import Array, Run, check_indices, register
 from .shapes import kept_shape, normalize_axes
+from .workspace import scratch
 
 
 class _LogSumExp:
-    """log(sum(exp(x), axis, keepdims=True)) for arrays of one shape, with scratch of its own."""
+    """log(sum(exp(x), axis, keepdims=True)) for arrays of one shape, with scratch of its own (`workspace.scratch`)."""
 
     def __init__(self, xp: ModuleType, shape: Sequence[int], dtype: DTypeLike, axis: int):
         self._xp, self._axis = xp, axis
-        self._shifted = xp.empty(shape, dtype)
-        self._max = xp.empty(kept_shape(shape, (axis,)), dtype)
-        self._lse = xp.empty(kept_shape(shape, (axis,)), dtype)
+        self._shifted = scratch(xp, shape, dtype)
+        self._max = scratch(xp, kept_shape(shape, (axis,)), dtype)
+        self._lse = scratch(xp, kept_shape(shape, (axis,)), dtype)
 
     def __call__(self, x: Array) -> Array:
         """The keepdims log-sum-exp; valid until the next call."""
@@ -72,8 +73,8 @@ def softmax_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array],
     """dx = y * (dy - sum(dy * y))."""
     (dy, y), (dx,) = ins, outs
     axis = _axis(attrs, y.ndim)
-    t = xp.empty(dx.shape, dx.dtype)
-    dot = xp.empty(kept_shape(dx.shape, (axis,)), dx.dtype)
+    t = scratch(xp, dx.shape, dx.dtype)
+    dot = scratch(xp, kept_shape(dx.shape, (axis,)), dx.dtype)
 
     def run() -> None:
         xp.multiply(dy, y, out=t)
@@ -89,8 +90,8 @@ def log_softmax_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arr
     """dx = dy - exp(y) * sum(dy)."""
     (dy, y), (dx,) = ins, outs
     axis = _axis(attrs, y.ndim)
-    t = xp.empty(dx.shape, dx.dtype)
-    total = xp.empty(kept_shape(dx.shape, (axis,)), dx.dtype)
+    t = scratch(xp, dx.shape, dx.dtype)
+    total = scratch(xp, kept_shape(dx.shape, (axis,)), dx.dtype)
 
     def run() -> None:
         xp.sum(dy, axis=axis, keepdims=True, out=total)
@@ -113,7 +114,7 @@ class _LabelPicker:
         self._xp = xp
         self._classes = c
         self._rows = xp.arange(0, n * c, c, dtype=np.int64)
-        self.index = xp.empty(n, np.int64)
+        self.index = scratch(xp, n, np.int64)
 
     def __call__(self, labels: Array) -> Array:
         check_labels(self._xp, labels, self._classes)
@@ -133,7 +134,7 @@ def sparse_softmax_cross_entropy(
     (logits, labels), (loss,) = ins, outs
     lse = _LogSumExp(xp, logits.shape, loss.dtype, 1)
     pick = _LabelPicker(xp, logits.shape)
-    picked = xp.empty(loss.shape, loss.dtype)
+    picked = scratch(xp, loss.shape, loss.dtype)
 
     def run() -> None:
         xp.take(logits, pick(labels), out=picked)
@@ -147,7 +148,7 @@ def softmax_cross_entropy(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequenc
     """loss[n] = -sum_c labels[n, c] * log_softmax(logits)[n, c]."""
     (logits, labels), (loss,) = ins, outs
     lse = _LogSumExp(xp, logits.shape, loss.dtype, 1)
-    t = xp.empty(logits.shape, loss.dtype)
+    t = scratch(xp, logits.shape, loss.dtype)
 
     def run() -> None:
         xp.subtract(logits, lse(logits), out=t)
@@ -166,7 +167,7 @@ def sparse_softmax_cross_entropy_grad(
     (dloss, logits, labels), (dlogits,) = ins, outs
     lse = _LogSumExp(xp, logits.shape, dlogits.dtype, 1)
     pick = _LabelPicker(xp, logits.shape)
-    picked = xp.empty(dloss.shape, dlogits.dtype)
+    picked = scratch(xp, dloss.shape, dlogits.dtype)
     scale = dloss[:, None]
 
     def run() -> None:
@@ -188,8 +189,8 @@ def softmax_cross_entropy_grad(
     """dlogits = (softmax(logits) * sum(labels) - labels) * dloss[:, None]; labels need not sum to 1."""
     (dloss, logits, labels), (dlogits,) = ins, outs
     lse = _LogSumExp(xp, logits.shape, dlogits.dtype, 1)
-    t = xp.empty(logits.shape, dlogits.dtype)
-    mass = xp.empty((logits.shape[0], 1), dlogits.dtype)
+    t = scratch(xp, logits.shape, dlogits.dtype)
+    mass = scratch(xp, (logits.shape[0], 1), dlogits.dtype)
     scale = dloss[:, None]
 
     def run() -> None:

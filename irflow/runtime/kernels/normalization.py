@@ -44,6 +44,7 @@ from .activation import relu_into
 from .linalg import gemm
 from .parallel import Pulled, chunk_sum, even_chunks
 from .registry import Array, Run, register, sequence
+from .workspace import scratch as transient
 
 CHUNK_BYTES = 1 << 19
 
@@ -75,8 +76,8 @@ class _Layout:
         return array.reshape(self.c)
 
     def plane(self) -> Array:
-        """A (C, B) array for a per-channel vector spread along B (see `spread`)."""
-        return self.xp.empty((self.c, self.b), self.dtype)
+        """A (C, B) array for a per-channel vector spread along B (see `spread`) in every run before it is read."""
+        return transient(self.xp, (self.c, self.b), self.dtype)
 
     def spread(self, vector: Array, plane: Array) -> Run:
         """plane[c, :] = vector[c]: numpy broadcasts a (C, B) operand over (rows, C, B) 2-3x faster than a (C, 1) one."""
@@ -94,8 +95,8 @@ class _Layout:
         `sums` per-channel sums into the chunk's own (sums, C) slot, added in chunk order and handed to `finish`;
         `scratch`: whether the steps use the lane's chunk-sized buffers."""
         xp = self.xp
-        slots = xp.empty((len(self.chunks), sums, self.c), self.dtype)
-        totals = xp.empty((sums, self.c), self.dtype)
+        slots = transient(xp, (len(self.chunks), sums, self.c), self.dtype)
+        totals = transient(xp, (sums, self.c), self.dtype)
 
         def lane() -> Callable[[int], list[Run]]:
             own = _Lane(self, scratch)
@@ -111,15 +112,15 @@ class _Lane:
     def __init__(self, layout: _Layout, scratch: bool = True):
         xp, dtype, rows = layout.xp, layout.dtype, layout.rows if scratch else 0
         self.layout = layout
-        self.scratch = xp.empty((rows, layout.c, layout.b), dtype)
-        self.row_sums = xp.empty((rows, layout.c), dtype)
-        self.ones_b, self.ones_a = xp.ones(layout.b, dtype), xp.ones(rows, dtype)
+        self.scratch = transient(xp, (rows, layout.c, layout.b), dtype)
+        self.row_sums = transient(xp, (rows, layout.c), dtype)
+        self.ones_b, self.ones_a = xp.ones(layout.b, dtype), xp.ones(rows, dtype)  # kept: filled once
         self.flags: Array | None = None
 
     def mask(self, rows: int) -> Array:
         """A boolean chunk of `rows` rows, the lane's own (made on first use)."""
         if self.flags is None:
-            self.flags = self.layout.xp.empty(self.scratch.shape, bool)
+            self.flags = transient(self.layout.xp, self.scratch.shape, bool)
         return self.flags[:rows]
 
     def sums(self, chunk: Array, into: Array) -> list[Run]:
@@ -156,7 +157,7 @@ def batch_norm_stats(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arr
     x3 = layout.view(x, "x", kernel)
     mean, var = layout.vector(mean_out, "mean", kernel), layout.vector(var_out, "variance", kernel)
     own, centre = _Lane(layout), layout.plane()
-    slots = xp.empty((2, len(layout.chunks), layout.c), x.dtype)  # per pass, a chunk's sums, added in chunk order
+    slots = transient(xp, (2, len(layout.chunks), layout.c), x.dtype)  # per pass, a chunk's sums, added in chunk order
     steps: list[Run] = []
     for index, rows in enumerate(layout.chunks):
         steps += own.sums(x3[rows], slots[0, index])
@@ -178,7 +179,7 @@ def batch_norm(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
     x3, y3 = layout.view(x, "x", kernel), layout.view(y_out, "y", kernel)
     mean, var = layout.vector(mean_in, "mean", kernel), layout.vector(var_in, "variance", kernel)
     gamma, beta = layout.vector(gamma_in, "gamma", kernel), layout.vector(beta_in, "beta", kernel)
-    rstd, scale, shift = (xp.empty(layout.c, y_out.dtype) for _ in range(3))
+    rstd, scale, shift = (transient(xp, layout.c, y_out.dtype) for _ in range(3))
     s, t = layout.plane(), layout.plane()
     prologue = [
         *_scale(xp, var, gamma, epsilon, rstd, scale),
@@ -213,7 +214,7 @@ def batch_norm_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     mean, var = layout.vector(mean_in, "mean", kernel), layout.vector(var_in, "variance", kernel)
     gamma = layout.vector(gamma_in, "gamma", kernel)
     dgamma, dbeta = layout.vector(dgamma_out, "dgamma", kernel), layout.vector(dbeta_out, "dbeta", kernel)
-    rstd, scale, k_x, k_0 = (xp.empty(layout.c, dx_out.dtype) for _ in range(4))
+    rstd, scale, k_x, k_0 = (transient(xp, layout.c, dx_out.dtype) for _ in range(4))
     centre, s, kx, k0 = (layout.plane() for _ in range(4))
 
     def sums(rows: slice, lane: _Lane, slot: Array) -> list[Run]:

@@ -16,6 +16,7 @@ import numpy as np
 
 from .parallel import Split
 from .registry import Array, Run, register, sequence
+from .workspace import scratch
 
 # Variables of at least this many elements are updated one slice per CPU thread when there are several.
 # Momentum, float32, wall time best of 100 at load ~1.6, 1 -> 2 threads: LeNet's 512x3136 dense weight
@@ -61,7 +62,7 @@ def sgd_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
         w, g, w_out, t = arrays
         return [*_step(xp, g, w, lr, weight_decay, t), partial(xp.subtract, w, t, out=w_out)]
 
-    return _elementwise(xp, [w, g, w_out, xp.empty(w.shape, w.dtype)], steps)
+    return _elementwise(xp, [w, g, w_out, scratch(xp, w.shape, w.dtype)], steps)
 
 
 @register("momentum_update")
@@ -80,7 +81,7 @@ def momentum_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
             partial(xp.add, w, m_out, out=w_out),
         ]
 
-    return _elementwise(xp, [w, g, m, w_out, m_out, xp.empty(w.shape, w.dtype)], steps)
+    return _elementwise(xp, [w, g, m, w_out, m_out, scratch(xp, w.shape, w.dtype)], steps)
 
 
 def _bias_correction(xp: ModuleType, beta: float, step: Array, out: Array) -> None:
@@ -102,11 +103,11 @@ def adam_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
     epsilon = float(attrs["epsilon"])
     weight_decay = float(attrs.get("weight_decay", 0.0))
     bias_correction = bool(attrs.get("do_bias_correction", True))
-    t = xp.empty(w.shape, w.dtype)
+    t = scratch(xp, w.shape, w.dtype)
     # Scalar factors are computed in float64 and applied in w's dtype, as torch does with Python floats.
     shape = np.broadcast_shapes(lr.shape, step.shape)
-    exact = xp.empty((3, *shape), np.float64)
-    applied = xp.empty((3, *shape), w.dtype)
+    exact = scratch(xp, (3, *shape), np.float64)
+    applied = scratch(xp, (3, *shape), w.dtype)
     step_size, root_correction, decay = (exact[i, ...] for i in range(3))  # 0-d views, not scalars
     step_size_w, root_correction_w, decay_w = (applied[i, ...] for i in range(3))
     decayed = w_out if weight_decay else w
@@ -189,7 +190,7 @@ def rmsprop_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array
         ]
 
     w_out, ms_out, *mg_out = outs
-    return _elementwise(xp, [w, g, ms, w_out, ms_out, xp.empty(w.shape, w.dtype), *centered, *mg_out], steps)
+    return _elementwise(xp, [w, g, ms, w_out, ms_out, scratch(xp, w.shape, w.dtype), *centered, *mg_out], steps)
 
 
 def _norms(xp: ModuleType, a: Array, b: Array, scratch: Array, out: Array) -> None:
@@ -221,11 +222,11 @@ def lamb_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
     (w, g, m, v, lr, step), (w_out, m_out, v_out) = ins, outs
     beta1, beta2, epsilon = float(attrs["beta1"]), float(attrs["beta2"]), float(attrs["epsilon"])
     weight_decay = float(attrs.get("weight_decay", 0.0))
-    u, t = xp.empty(w.shape, w.dtype), xp.empty(w.shape, w.dtype)
-    corrections = xp.empty((2,), np.float64)
-    applied = xp.empty((2,), w.dtype)
-    norms, scalars = xp.empty((2,), w.dtype), xp.empty((2,), w.dtype)
-    positive = xp.empty((2,), bool)
+    u, t = scratch(xp, w.shape, w.dtype), scratch(xp, w.shape, w.dtype)
+    corrections = scratch(xp, (2,), np.float64)
+    applied = scratch(xp, (2,), w.dtype)
+    norms, scalars = scratch(xp, (2,), w.dtype), scratch(xp, (2,), w.dtype)
+    positive = scratch(xp, (2,), bool)
     ratio, denominator = scalars[0, ...], scalars[1, ...]
 
     def run() -> None:
@@ -261,9 +262,9 @@ def lars_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
     (w, g, m, lr), (w_out, m_out) = ins, outs
     beta, epsilon = float(attrs["momentum_beta"]), float(attrs["epsilon"])
     coefficient, weight_decay = float(attrs["lars_coefficient"]), float(attrs.get("weight_decay", 0.0))
-    t = xp.empty(w.shape, w.dtype)
-    norms, scalars = xp.empty((2,), w.dtype), xp.empty((3,), w.dtype)
-    positive = xp.empty((2,), bool)
+    t = scratch(xp, w.shape, w.dtype)
+    norms, scalars = scratch(xp, (2,), w.dtype), scratch(xp, (3,), w.dtype)
+    positive = scratch(xp, (2,), bool)
     ratio, numerator, denominator = (scalars[i, ...] for i in range(3))
 
     def run() -> None:

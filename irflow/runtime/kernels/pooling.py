@@ -22,6 +22,7 @@ from .parallel import Pulled, even_chunks
 from .registry import Array, Run, register
 from .shapes import expect_shape
 from .window import Window, padded_sink, padded_source
+from .workspace import scratch as transient
 
 # One chunk of a pool's input: its taps, masks and gradient stay in L2 (LeNet's first pool, 2x2 over
 # (100, 32, 28, 28): 3.2 ms over the whole batch, 1.7 ms in chunks of ~490 KiB).
@@ -105,7 +106,7 @@ def max_pool2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
             rows = row_taps[0][c]
         else:
             if lane not in scratch:
-                scratch[lane] = xp.empty(shape, x.dtype)
+                scratch[lane] = transient(xp, shape, x.dtype)
             rows = scratch[lane][: c.stop - c.start]
             out += _fold(xp, xp.maximum, rows, [tap[c] for tap in row_taps])
         columns = [window.column_tap(rows, j) for j in range(window.kernel[1])]
@@ -161,7 +162,7 @@ def max_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
 
     def steps(c: slice, lane: int) -> list[Run]:
         if lane not in scratch:
-            scratch[lane] = (xp.empty(shape, bool), xp.empty(shape, bool), xp.empty(shape, dx.dtype))
+            scratch[lane] = (transient(xp, shape, bool), transient(xp, shape, bool), transient(xp, shape, dx.dtype))
         hit, unclaimed, routed = (a[: c.stop - c.start] for a in scratch[lane])
         out: list[Run] = refresh(c)
         if epilogue:
@@ -197,7 +198,7 @@ def avg_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
 
     def steps(c: slice, lane: int) -> list[Run]:
         if lane not in shares:
-            shares[lane] = xp.empty((_largest(chunks), *dy.shape[1:]), dx.dtype)
+            shares[lane] = transient(xp, (_largest(chunks), *dy.shape[1:]), dx.dtype)
         share = shares[lane][: c.stop - c.start]
         adds = [partial(xp.add, target[c], share, out=target[c]) for target in targets]
         return [partial(xp.multiply, dy[c], inverse_counts, out=share), partial(sink[c].fill, 0), *adds, *land(c)]

@@ -16,6 +16,7 @@ import numpy as np
 
 from .registry import Array, DataError, Run, first_position, register
 from .shapes import expect_shape
+from .workspace import scratch
 
 
 def _uniform(xp: ModuleType, seed: int, like: Array) -> tuple[Array, Run]:
@@ -25,7 +26,7 @@ def _uniform(xp: ModuleType, seed: int, like: Array) -> tuple[Array, Run]:
     A negative seed (OneFlow's seeds are any int64) stands for its two's complement.
     """
     rng = xp.random.default_rng(seed % 2**64)
-    draws = like if like.dtype in (np.float32, np.float64) else xp.empty(like.shape, np.float32)
+    draws = like if like.dtype in (np.float32, np.float64) else scratch(xp, like.shape, np.float32)
     return draws, lambda: rng.random(dtype=draws.dtype, out=draws)
 
 
@@ -80,7 +81,7 @@ def random_permutation(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[A
     """A permutation of 0..n-1: the order that sorts n float64 uniform draws, each order equally likely
     (the draws tie with probability below n**2 / 2**53)."""
     (perm,) = outs
-    keys, draw = _uniform(xp, int(attrs["seed"]), xp.empty(perm.shape, np.float64))
+    keys, draw = _uniform(xp, int(attrs["seed"]), scratch(xp, perm.shape, np.float64))
 
     def run() -> None:
         draw()

@@ -9,6 +9,7 @@ from typing import Any
 
 from .registry import Array, KernelFactory, Run, register
 from .shapes import expect_shape, kept_shape, normalize_axes
+from .workspace import scratch
 
 
 def _reduction(name: str, fn: str) -> KernelFactory:
@@ -62,8 +63,8 @@ def reduce_max_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     (dy, x, y), (dx,) = ins, outs
     axes = normalize_axes(attrs["axes"], x.ndim)
     kept = kept_shape(x.shape, axes)
-    is_max = xp.empty(x.shape, bool)
-    share = xp.empty(kept, dx.dtype)
+    is_max = scratch(xp, x.shape, bool)
+    share = scratch(xp, kept, dx.dtype)
 
     def run() -> None:
         xp.equal(x, y.reshape(kept), out=is_max)
@@ -84,10 +85,10 @@ def reduce_prod_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arr
     (dy, x), (dx,) = ins, outs
     axes = normalize_axes(attrs["axes"], x.ndim)
     kept = kept_shape(x.shape, axes)
-    zero, silent = xp.empty(x.shape, bool), xp.empty(x.shape, bool)
-    nonzero = xp.empty(x.shape, dx.dtype)
-    count, product = xp.empty(kept, dx.dtype), xp.empty(kept, dx.dtype)
-    some, many = xp.empty(kept, bool), xp.empty(kept, bool)
+    zero, silent = scratch(xp, x.shape, bool), scratch(xp, x.shape, bool)
+    nonzero = scratch(xp, x.shape, dx.dtype)
+    count, product = scratch(xp, kept, dx.dtype), scratch(xp, kept, dx.dtype)
+    some, many = scratch(xp, kept, bool), scratch(xp, kept, bool)
 
     def run() -> None:
         xp.equal(x, 0, out=zero)

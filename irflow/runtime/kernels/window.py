@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from .registry import Array, Run
+from .workspace import scratch
 
 
 def _pair(values: Sequence[int], what: str) -> tuple[int, int]:
@@ -102,11 +103,12 @@ def padded_source(xp: ModuleType, x: Array, window: Window, fill: float) -> tupl
 def padded_sink(xp: ModuleType, dx: Array, window: Window) -> tuple[Array, Callable[[slice], list[Run]]]:
     """A buffer of the padded shape to scatter a gradient into, and for a slice of the images the steps that land it in `dx`.
 
-    Without padding this is `dx` itself, with no steps.
+    Without padding this is `dx` itself, with no steps. The buffer is scratch (`workspace.scratch`): a user zeroes
+    each chunk of it, or writes all of it, in every run.
     """
     if not any(window.pads):
         return dx, _no_steps
-    padded = xp.zeros((*dx.shape[:-2], *window.padded_hw), dtype=dx.dtype)
+    padded = scratch(xp, (*dx.shape[:-2], *window.padded_hw), dx.dtype)
     interior = window.interior(padded)
     return padded, lambda images: [partial(xp.copyto, dx[images], interior[images])]
 
