@@ -200,3 +200,58 @@ def test_gpu_programs_align_buffers_to_256_bytes(mlp_module, monkeypatch):
     assert all(b.offset % 256 == 0 for b in exe.memory_plan().buffers)
     cpu = compile_job(mlp_module, "mlp", VariableStore())
     assert cpu.program.device.data == "cpu" and any(b.offset % 256 for b in cpu.memory_plan().buffers)
+
+
+def test_kernels_share_one_workspace_sized_by_the_largest_need():
+    """Every convolution and update of a train job takes its transient scratch from the executor's one workspace
+    (kernels/workspace.py), whose regions are the largest kernel's need, each kernel built alone as the executor's
+    sizing pass builds it, not their sum; and a step still allocates nothing but its results."""
+    import irflow as flow
+    import irflow.typing as tp
+    from irflow.runtime.kernels import workspace
+
+    flow.clear_default_session()
+    try:
+
+        @flow.global_function(type="train")
+        def cnn(
+            images: tp.Numpy.Placeholder((4, 3, 16, 16)), labels: tp.Numpy.Placeholder((4,), dtype=flow.int32)
+        ) -> tp.Numpy:
+            h = flow.layers.conv2d(images, 8, 3, padding="SAME", activation=flow.nn.relu, name="c1")
+            h = flow.layers.conv2d(h, 16, 3, strides=2, padding="SAME", activation=flow.nn.relu, name="c2")
+            h = flow.layers.conv2d(h, 16, 1, padding="SAME", name="c3")
+            logits = flow.layers.dense(flow.reshape(h, (4, -1)), 10, name="fc")
+            loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+            flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
+            return loss
+
+        exe = cnn.executable().executor
+        shared = exe.workspace
+        alone = []
+        for op, comm in exe.unsized.values():
+            exe.workspace = workspace.Workspace(np)
+            assert exe.step(op, exe.views, np, comm) is None  # sizing: its arrays go
+            alone.append((op.kernel.data, exe.workspace.needs))
+        exe.workspace = shared
+        took = sorted(name for name, _ in alone)
+        assert took.count("conv2d") == 3 and took.count("conv2d_grad_filter") == 3 and "conv2d_grad_input" in took
+        assert took.count("momentum_update") >= 3
+        largest = [max(needs[k] for _, needs in alone) for k in (0, 1)]
+        assert shared.needs == largest
+        assert shared.nbytes == sum(largest) < sum(sum(needs) for _, needs in alone) / 3
+
+        rng = np.random.default_rng(0)
+        inputs = [rng.standard_normal((4, 3, 16, 16)).astype(np.float32), np.array([1, 2, 3, 4], np.int32)]
+        cnn(*inputs)
+        tracemalloc.start()
+        try:
+            before = tracemalloc.take_snapshot()
+            exe.feed(inputs)
+            for run in exe.steps:
+                run()
+            after = tracemalloc.take_snapshot()
+        finally:
+            tracemalloc.stop()
+        assert sum(s.size_diff for s in after.compare_to(before, "filename") if s.size_diff > 0) <= 4096
+    finally:
+        flow.clear_default_session()
