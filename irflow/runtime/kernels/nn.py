@@ -20,7 +20,7 @@ from .workspace import scratch
 
 
 class _LogSumExp:
-    """log(sum(exp(x), axis, keepdims=True)) for arrays of one shape, with scratch of its own (`workspace.scratch`)."""
+    """log(sum(exp(x), axis, keepdims=True)) for arrays of one shape, its scratch from `workspace.scratch`."""
 
     def __init__(self, xp: ModuleType, shape: Sequence[int], dtype: DTypeLike, axis: int):
         self._xp, self._axis = xp, axis
