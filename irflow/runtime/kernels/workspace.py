@@ -27,6 +27,7 @@ each has its own workspace, as device executors of one process may run at once.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -39,7 +40,9 @@ from .registry import Array
 
 _ALIGN = 64  # each array starts on a cache line, as the arena's buffers do
 
-_current: ContextVar[Claim | None] = ContextVar("irflow_scratch_claim", default=None)
+# The claim of the kernel being built and the region its scratch goes to (0, or lane i's i + 1): per thread, as a
+# kernel's parts may be built at a run on whichever thread runs them.
+_current: ContextVar[tuple[Claim, int] | None] = ContextVar("irflow_scratch_claim", default=None)
 
 
 class Workspace:
@@ -82,16 +85,17 @@ class Claim:
     def __init__(self, workspace: Workspace):
         self.workspace = workspace
         self.cursors: dict[int, int] = {}
-        self.region = 0
         self.took = False
+        self._lock = threading.Lock()
 
-    def take(self, shape: tuple[int, ...], dtype: np.dtype) -> Array:
-        workspace, region = self.workspace, self.region
+    def take(self, region: int, shape: tuple[int, ...], dtype: np.dtype) -> Array:
+        workspace = self.workspace
         size = math.prod(shape) * dtype.itemsize
-        start = self.cursors.get(region, 0)
-        end = start + -(-size // _ALIGN) * _ALIGN
-        self.cursors[region] = end
-        self.took = True
+        with self._lock:
+            start = self.cursors.get(region, 0)
+            end = start + -(-size // _ALIGN) * _ALIGN
+            self.cursors[region] = end
+            self.took = True
         if workspace.regions is None:
             kind = min(region, 1)
             workspace.needs[kind] = max(workspace.needs[kind], end)
@@ -105,21 +109,23 @@ class Claim:
 def scratch(xp: ModuleType, shape: Any, dtype: Any) -> Array:
     """An uninitialized array that a kernel's every run writes before it reads: from the workspace of the
     kernel being built (shared with the executor's other kernels), or without one `xp.empty`."""
-    claim = _current.get()
-    if claim is None:
+    current = _current.get()
+    if current is None:
         return xp.empty(shape, dtype)
-    return claim.take(tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),), np.dtype(dtype))
+    claim, region = current
+    return claim.take(region, tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),), np.dtype(dtype))
 
 
 def held() -> Claim | None:
     """The claim of the kernel being built, for parts of it built later under `building(claim)`."""
-    return _current.get()
+    current = _current.get()
+    return None if current is None else current[0]
 
 
 @contextmanager
 def building(claim: Claim | None) -> Iterator[Claim | None]:
-    """Kernels' `scratch` inside comes from `claim` (none: arrays of their own)."""
-    token = _current.set(claim)
+    """Kernels' `scratch` inside comes from `claim`'s region 0 (no claim: arrays of their own)."""
+    token = _current.set(None if claim is None else (claim, 0))
     try:
         yield claim
     finally:
@@ -130,12 +136,12 @@ def building(claim: Claim | None) -> Iterator[Claim | None]:
 def lane(index: int) -> Iterator[None]:
     """The `scratch` of lane `index` of the kernel being built (the scratch its thread uses alone) comes from
     that lane's region."""
-    claim = _current.get()
-    if claim is None:
+    current = _current.get()
+    if current is None:
         yield
         return
-    outer, claim.region = claim.region, index + 1
+    token = _current.set((current[0], index + 1))
     try:
         yield
     finally:
-        claim.region = outer
+        _current.reset(token)
