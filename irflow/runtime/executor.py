@@ -109,7 +109,7 @@ class Executor:
         # The kernels' transient scratch, one for all (kernels/workspace.py): each kernel is built once while it
         # sizes the workspace, and those that took scratch (`unsized`, by plan index) again on it.
         self.workspace = workspace.Workspace(xp)
-        self.unsized: dict[int, tuple[buffer.KernelOp, Communicator | None]] = {}
+        self.unsized: dict[int, tuple[buffer.KernelOp | buffer.CopyOp, Communicator | None]] = {}
         for op in program.body.block.ops:
             try:
                 self.bind(op, store)
@@ -238,7 +238,7 @@ class Executor:
         elif isinstance(op, (buffer.KernelOp, buffer.CopyOp)):
             run = self.step(op, self.views, xp, comm)
             if run is None:
-                self.unsized[len(self.plan)] = (op, comm)  # type: ignore[assignment]
+                self.unsized[len(self.plan)] = (op, comm)
             self.plan.append(run)
         elif isinstance(op, (buffer.CollectiveOp, buffer.PointToPointOp)):
             self.plan.append(self.collective(op, comm))
