@@ -206,9 +206,7 @@ class Executor:
             self.plan.append(op)
         elif isinstance(op, buffer.ArenaOp):
             size, alignment = op.size.value.data, op.alignment.value.data
-            raw = xp.zeros(size + alignment, dtype=np.uint8)
-            start = (-raw.data.ptr if hasattr(raw.data, "ptr") else -raw.ctypes.data) % alignment
-            self.arena = raw[start : start + size]
+            self.arena = workspace.aligned(partial(xp.zeros, dtype=np.uint8), size, alignment)
         elif isinstance(op, buffer.ViewOp):
             shape, dtype = shape_dtype(op.res.type)
             offset = op.offset.value.data

@@ -18,19 +18,21 @@ different threads: region 0 is sized by the largest kernel-level need and every 
 the largest lane's, so a lane built at a later thread count fits as lane 0 did.
 
 Binding is two passes: every kernel is built once with arrays of its own while the workspace
-`sizes` the regions, then `allocate` makes them and the kernels that asked for scratch are built
+sizes the regions, then `allocate` makes them and the kernels that asked for scratch are built
 again on them. An array that does not fit its region later (a build at a run asking more than
 any kernel did at binding) is made on its own, as without a workspace. Executors share nothing:
-each has its own workspace, as device executors of one process may run at once.
+the simulated devices of one process (runtime/inprocess.py) interleave their kernels on one
+thread and could share one, but nothing else ties a device's executor to that driver.
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -74,9 +76,15 @@ class Workspace:
         return sum(region.size for region in self.regions or ())
 
     def _buffer(self, size: int) -> Array:
-        raw = self.xp.empty(size + _ALIGN, np.uint8)
-        start = (-raw.data.ptr if hasattr(raw.data, "ptr") else -raw.ctypes.data) % _ALIGN
-        return raw[start : start + size]
+        return aligned(partial(self.xp.empty, dtype=np.uint8), size, _ALIGN)
+
+
+def aligned(make: Callable[[int], Array], size: int, alignment: int) -> Array:
+    """`size` bytes starting at a multiple of `alignment`, cut from `make(n)`, a uint8 array of n bytes
+    (numpy's or cupy's: a cupy array's address is `data.ptr`)."""
+    raw = make(size + alignment)
+    start = (-raw.data.ptr if hasattr(raw.data, "ptr") else -raw.ctypes.data) % alignment
+    return raw[start : start + size]
 
 
 class Claim:
