@@ -293,7 +293,7 @@ def _present_only(xp: ModuleType, dense: Run, present: Array, originals: Sequenc
                   outs: Sequence[Array]) -> Run:
     """`dense` writes every element's new value into `steps`; then each out takes it where `present` is nonzero
     and its original (the variable or state as read) elsewhere, so elements not present keep theirs."""
-    absent = xp.empty(present.shape, bool)
+    absent = scratch(xp, present.shape, bool)
 
     def run() -> None:
         dense()
@@ -311,7 +311,7 @@ def _sparse(dense: Callable[..., Run]) -> Callable[..., Run]:
     def build(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
         w, g, present, *rest = ins
         originals = [w, *rest[: len(outs) - 1]]
-        steps = [xp.empty(o.shape, o.dtype) for o in outs]
+        steps = [scratch(xp, o.shape, o.dtype) for o in outs]
         return _present_only(xp, dense(xp, attrs, [w, g, *rest], steps), present, originals, steps, outs)
 
     return build
@@ -322,11 +322,11 @@ def _lazy_adam(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
     w -= lr * sqrt(1 - beta2**step) / (1 - beta1**step) * m / (sqrt(v) + epsilon), the rate's factor in float64."""
     (w, g, m, v, lr, step), (w_out, m_out, v_out) = ins, outs
     beta1, beta2, epsilon = float(attrs["beta1"]), float(attrs["beta2"]), float(attrs["epsilon"])
-    t = xp.empty(w.shape, w.dtype)
+    t = scratch(xp, w.shape, w.dtype)
     shape = np.broadcast_shapes(lr.shape, step.shape)
-    exact = xp.empty((2, *shape), np.float64)
+    exact = scratch(xp, (2, *shape), np.float64)
     step_size, root = exact[0, ...], exact[1, ...]
-    step_size_w = xp.empty(shape, w.dtype)
+    step_size_w = scratch(xp, shape, w.dtype)
 
     def run() -> None:
         _bias_correction(xp, beta2, step, root)
