@@ -45,7 +45,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 from xdsl.utils.exceptions import VerifyException
 
-from irflow.textir.builder import BuilderBase
+from irflow.textir.builder import BuilderBase, clip
 
 # ----------------------------------------------------------------- scalar tables
 
@@ -57,14 +57,17 @@ _FLOATS: dict[str, Attribute] = {
     "f80": Float80Type(),
     "f128": Float128Type(),
 }
-_INT_TYPE = re.compile(r"([su]?)i(\d+)")
+_INT_TYPE = re.compile(r"([su]?)i([0-9]+)")
 _SIGNEDNESS = {"": Signedness.SIGNLESS, "s": Signedness.SIGNED, "u": Signedness.UNSIGNED}
-_SHAPED_FAST = re.compile(r"(tensor|memref)<((?:\d+x)*)([su]?i\d+|bf16|f16|f32|f64|index)>")
-_LOC_FILE = re.compile(r'loc\(("[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"):(\d+):(\d+)\)')
-_SYMBOL_PART = re.compile(r'@([A-Za-z_][\w$.]*|"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+")')
-_DENSE_TOKEN = re.compile(r"\s*(?:(\[)|(\])|(,)|(true|false)|(-?(?:0x[0-9A-Fa-f]+|\d+(?:\.\d*(?:[eE][+\-]?\d+)?)?)))")
+_SHAPED_FAST = re.compile(r"(tensor|memref)<((?:[0-9]+x)*)([su]?i[0-9]+|bf16|f16|f32|f64|index)>")
+_LOC_FILE = re.compile(r'loc\(("[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"):([0-9]+):([0-9]+)\)')
+_SYMBOL_PART = re.compile(r'@([A-Za-z_][A-Za-z0-9_$.]*|"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+")')
+# grammar.lark's INT and FLOAT: Python's int() and float() would also take `1_000`, `+1`, `inf` and other scripts' digits
+_NUMBER = r"-?(?:0x[0-9A-Fa-f]+|[0-9]+(?:\.[0-9]*(?:[eE][+\-]?[0-9]+)?)?)"
+_DENSE_TOKEN = re.compile(rf"[ \t\n\r\f\v]*(?:(\[)|(\])|(,)|(true|false)|({_NUMBER}))")
+_DENSE_ARRAY_ITEM = re.compile(rf"true|false|{_NUMBER}")
 _MAX_INT_WIDTH = (1 << 24) - 1  # MLIR's limit; `1 << width` for a wider type exhausts memory
-_WIDE_INT = re.compile(r"(?<![\w$.])[su]?i(\d{8,})(?![\w$.])")
+_WIDE_INT = re.compile(r"(?<![A-Za-z0-9_$.])[su]?i([0-9]{8,})(?![A-Za-z0-9_$.])")
 _MAX_SPLAT = 1 << 24  # elements a `dense<x> : tensor<...>` splat may expand to
 
 _ESCAPES = {"n": b"\n", "t": b"\t", "\\": b"\\", '"': b'"'}
@@ -316,6 +319,8 @@ class AttributeBuilder(BuilderBase):
             if not isinstance(elem, IntegerType | AnyFloat):
                 raise self._error("dense array elements must be integers or floats", tok)
             items = [v.strip() for v in values_text.split(",")] if values_text.strip() else []
+            if (bad := next((v for v in items if not _DENSE_ARRAY_ITEM.fullmatch(v)), None)) is not None:
+                raise self._error(f"invalid dense array '{clip(tok)}': '{clip(bad)}' is not a number", tok)
             try:
                 if isinstance(elem, IntegerType):
                     values = [1 if v == "true" else 0 if v == "false" else int(v, 0 if "x" in v else 10) for v in items]

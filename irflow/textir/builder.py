@@ -125,7 +125,7 @@ class ResourceHandles(set[tuple[str, str]]):
         return interface is not None and interface.lookup(key) is not None
 
 
-_VALUE_IN_LIST = re.compile(r"%[\w$.\-]+")
+_VALUE_IN_LIST = re.compile(r"%[A-Za-z0-9_$.\-]+")
 
 
 def nth_value(tok: Token, index: int) -> tuple[tuple[int, int]]:

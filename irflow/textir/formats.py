@@ -176,7 +176,7 @@ def format_plan(cls: type[Operation]) -> FormatPlan | None:
         return None
     if op_def.results and not state.get("results"):
         return None  # result types inferred by the format: not modelled
-    terminal = "FORM_" + re.sub(r"\W", "_", cls.name).upper()
+    terminal = "FORM_" + re.sub(r"[^A-Za-z0-9_]", "_", cls.name).upper()
     return FormatPlan(
         cls.name,
         terminal,

@@ -23,38 +23,48 @@ _LEXER_ORDER = (
     "RESULTS", "VALUES", "STRING", "FLOAT", "INT", "SHAPED_TYPE", "DENSE", "DENSE_ARRAY", "LOC",
     "DIALECT_ATTR", "DIALECT_TYPE", "SYMBOL", "BLOCK_ID", "FUNC_TYPE", "BUILTIN_ATTR",
 )  # fmt: skip
-_SKIP = r"(?:\s++|//[^\n]*+)*+"  # possessive: never give back part of a comment
+_SKIP = r"(?:[ \t\n\r\f\v]++|//[^\n]*+)*+"  # possessive: never give back part of a comment
 
 # Bracketed tokens: the lexer matches the prefix, then scans to the balanced close.  The most common
 # forms, a static shape of a scalar and `loc("file":line:col)`, are matched whole instead (no scan).
 _PREFIX = {
-    "SHAPED_TYPE": r"(?:tensor|memref)<(?:\d+x)*[a-z]\w*>(?![\w$.<>])|(?:tensor|memref|vector|complex|tuple)(?=<)",
+    "SHAPED_TYPE": r"(?:tensor|memref)<(?:[0-9]+x)*[a-z][A-Za-z0-9_]*>(?![A-Za-z0-9_$.<>])|(?:tensor|memref|vector|complex|tuple)(?=<)",
     "DENSE": r"dense(?=<)",
     "DENSE_ARRAY": r"array(?=<)",
-    "LOC": r'loc\("[^"\\\n]*+":\d+:\d+\)|loc(?=\()',
-    "DIALECT_ATTR": r"#[A-Za-z_][\w$.]*",
-    "DIALECT_TYPE": r"![A-Za-z_][\w$.]*",
-    "BUILTIN_ATTR": r"(?!(?:tensor|memref|vector|complex|tuple|dense|array)<)[a-z_]\w*(?=<)",
+    "LOC": r'loc\("[^"\\\n]*+":[0-9]+:[0-9]+\)|loc(?=\()',
+    "DIALECT_ATTR": r"#[A-Za-z_][A-Za-z0-9_$.]*",
+    "DIALECT_TYPE": r"![A-Za-z_][A-Za-z0-9_$.]*",
+    "BUILTIN_ATTR": r"(?!(?:tensor|memref|vector|complex|tuple|dense|array)<)[a-z_][A-Za-z0-9_]*(?=<)",
 }
 # Brackets deeper than this are an error: regions, arrays and dictionaries (`{`, `[`, `<`; parentheses
 # do not count) and any bracket inside one token.  xDSL's verifier, printer and attribute parser
 # recurse once or more per level.
 MAX_NESTING = 64
 _CLOSE = {"<": ">", "(": ")", "[": "]", "{": "}"}
-_SCAN = re.compile(r'[^<>()\[\]{}"\-]++|"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"|->|>=|.', re.S)
+# Outside its string literals a body is ASCII, as all IR text is: a character from \x80 up is an error.
+_SCAN = re.compile(r'[^<>()\[\]{}"\-\x80-\U0010ffff]++|"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"|->|>=|.', re.S)
+
+
+def not_ascii(char: str) -> str:
+    """The message for a character IR text cannot hold outside a string literal (or a comment)."""
+    return f"unexpected character '{char}' (U+{ord(char):04X}): IR text outside string literals is ASCII"
 
 
 class TokenError(Exception):
-    """A token the lexer cannot finish (unbalanced brackets, nesting too deep), at a text offset."""
+    """A token the lexer cannot finish (nesting too deep, a character not ASCII), at a text offset."""
 
     def __init__(self, message: str, offset: int) -> None:
         super().__init__(message)
         self.message, self.offset = message, offset
 
 
+class Unbalanced(TokenError):
+    """A token's brackets that do not balance: reported at the token's start, with the offset in it."""
+
+
 # A `<...>` body without strings or `-`, whose brackets nest two deep at most and balance: its end is
 # where the scan below would find it, in one match (`array<i64: 1, 0>`, `#job.nd_sbp<[split(0)]>`).
-_PLAIN = r'[^<>()\[\]{}"\-]'
+_PLAIN = r'[^<>()\[\]{}"\-\x80-\U0010ffff]'
 _FLAT = re.compile(rf"<(?:{_PLAIN}|\({_PLAIN}*+\)|\[(?:{_PLAIN}|\({_PLAIN}*+\))*+\])*+>")
 
 
@@ -73,11 +83,13 @@ def balanced_end(text: str, pos: int) -> int:
                 raise TokenError(f"brackets nested deeper than {MAX_NESTING}", m.start())
         elif piece in (">", ")", "]", "}"):
             if not stack or stack.pop() != piece:
-                raise TokenError(f"'{piece}' at offset {m.start() - pos} closes nothing opened here", m.start())
+                raise Unbalanced(f"'{piece}' at offset {m.start() - pos} closes nothing opened here", m.start())
             if not stack:
                 return m.end()
+        elif len(piece) == 1 and not piece.isascii():  # a string literal may hold any character
+            raise TokenError(not_ascii(piece), m.start())
         i = m.end()
-    raise TokenError(f"the '{text[pos]}' is never closed", pos)
+    raise Unbalanced(f"the '{text[pos]}' is never closed", pos)
 
 
 class TextIRLexer(Lexer):
@@ -96,7 +108,7 @@ class TextIRLexer(Lexer):
         terminals = {t.name: t for t in conf.terminals}
         self.literal = {t.pattern.value: t.name for t in conf.terminals if isinstance(t.pattern, PatternStr)}
         groups = [f"(?P<{name}>{_PREFIX.get(name) or terminals[name].pattern.to_regexp()})" for name in _LEXER_ORDER]
-        groups += [r"(?P<WORD>[A-Za-z_][\w$.]*)", r"(?P<PUNCT>->|[(){}\[\]<>,:=])"]
+        groups += [r"(?P<WORD>[A-Za-z_][A-Za-z0-9_$.]*)", r"(?P<PUNCT>->|[(){}\[\]<>,:=])"]
         self.regex = re.compile(_SKIP + "(?:" + "|".join(groups) + ")")
         self.skip = re.compile(_SKIP)
         self.word_terminals = [
@@ -170,9 +182,7 @@ class TextIRLexer(Lexer):
                 if text[end - 1] not in ">)" and end < len(text) and text[end] in "<(":  # a prefix: scan
                     try:
                         end = balanced_end(text, end)
-                    except TokenError as e:
-                        if e.message.startswith("brackets nested"):
-                            raise
+                    except Unbalanced as e:
                         raise TokenError(f"'{value}{text[end]}': {e.message}", start) from None
                     value = text[start:end]
             elif kind == "FUNC_TYPE" and kind not in states[parser_state.position]:

@@ -34,7 +34,7 @@ from xdsl.ir import Region
 
 from irflow.errors import IRParseError, SourceLocation
 from irflow.gc_paused import gc_paused
-from irflow.textir.lexer import TextIRLexer, TokenError
+from irflow.textir.lexer import TextIRLexer, TokenError, not_ascii
 from irflow.textir.verification import first_verify_failure
 from irflow.textir.attributes import AttributeBuilder
 from irflow.textir.builder import clip, source_lines
@@ -97,7 +97,7 @@ class _LarkParser:
         self.human = {t.name: self._describe(t) for t in self.lark.terminals}
         terminals = {t.name: t.pattern.to_regexp() for t in self.lark.terminals}
         types = "|".join(f"(?P<{k}>{terminals[k]})" for k in ("SHAPED_TYPE", "DIALECT_TYPE", "BUILTIN_TYPE"))
-        self.builder.function_type_part = re.compile(rf"\s*(?:(?P<arrow>\)\s*->\s*\(?)|[,()]|{types})")
+        self.builder.function_type_part = re.compile(rf"\s*(?:(?P<arrow>\)\s*->\s*\(?)|[,()]|{types})", re.ASCII)
 
     def _tables(self) -> None:
         """lark's LALR table as `_run` reads it: per state, each symbol's next state (shift or goto)
@@ -191,9 +191,15 @@ class _LarkParser:
             else:
                 got = f"'{clip(tok.value)}'"
                 where = (tok.line or 1, tok.column or 1)
+                after = tok.start_pos + len(tok.value)  # `%a名 =`: the name ends at the letter that is not ASCII
+                if not b.text[after : after + 1].isascii():
+                    line = b.text.count("\n", 0, after) + 1
+                    return b._error(not_ascii(b.text[after]), (line, after - b.text.rfind("\n", 0, after)))
             return b._error(f"expected {self.expected(e.expected)}, got {got}", where)
         if isinstance(e, UnexpectedCharacters):
             got = b.text[e.pos_in_stream : e.pos_in_stream + 1]
+            if not got.isascii():
+                return b._error(not_ascii(got), (e.line, e.column))
             return b._error(f"unexpected character '{got}', expected {self.expected(e.allowed)}", (e.line, e.column))
         if isinstance(e, UnexpectedEOF):
             return b._error(

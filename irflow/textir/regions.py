@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,17 @@ from xdsl.ir import (
 )
 
 from irflow.textir.builder import BuilderBase, ParsedRegion, nth_value
+
+_VALUE_NAME = re.compile(r"[A-Za-z_$.\-][A-Za-z0-9_$.\-]*")
+
+
+def is_value_name(name: str) -> bool:
+    """Whether `%name` prints and reads back: xDSL's rule for a name hint, in ASCII as all IR text is.
+
+    xDSL's own check (`SSAValue.is_valid_name`) takes any script's letters and
+    digits after the first character (`w权重`), which no MLIR parser reads.
+    """
+    return _VALUE_NAME.fullmatch(name) is not None
 
 
 class RegionBuilder(BuilderBase):
