@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from xdsl.dialects.builtin import ArrayAttr, FunctionType, ModuleOp, StringAttr
-from xdsl.ir import SSAValue
 
 from irflow import typing as tp
 from irflow.dialects.bounds import dynamic_axes, element_shapes, with_dynamic
@@ -39,6 +38,7 @@ from irflow.frontend.signature import CALLBACK, FUTURE, Future, TupleParam
 from irflow.frontend.locations import to_loc, user_location
 from irflow.frontend.tracing import Trace, tracing
 from irflow.textir import print_module
+from irflow.textir.regions import is_value_name
 from irflow.textir.verification import first_verify_failure
 
 JOB_TYPES = ("train", "predict")
@@ -253,7 +253,7 @@ class JobFunction:
             if isinstance(spec, TupleParam):
                 return tuple(make(f"{name}_{i}", s) for i, s in enumerate(spec.items))
             arg = next(block_args)
-            if SSAValue.is_valid_name(name):
+            if is_value_name(name):
                 arg.name_hint = name  # the placeholder's parameter name reads in the IR: %images
             return Blob(arg, trace, name)
 

@@ -24,6 +24,7 @@ from irflow.dialects.sbp import NdSbpAttr, PlacementAttr
 from irflow.errors import SourceLocation, TraceError
 from irflow.frontend.blob import Blob
 from irflow.frontend.locations import fail, to_loc, user_location
+from irflow.textir.regions import is_value_name
 
 if TYPE_CHECKING:
     from irflow.frontend.config import FunctionConfig
@@ -145,7 +146,7 @@ def build(
     for pin in pins:
         trace.append(pin, location)
     trace.append(op, location)
-    if blob_name is not None and SSAValue.is_valid_name(blob_name):
+    if blob_name is not None and is_value_name(blob_name):
         op.results[0].name_hint = blob_name  # the user's name reads in the IR: %dense1-weight, %softmax_loss
     return Blob(op.results[0], trace, blob_name or trace.unique_name(op_class.name.removeprefix("job.")))
 

@@ -108,3 +108,34 @@ def test_values_carry_the_names_users_gave(stages) -> None:
         assert f"{name} " in job or f"{name}:" in job
     if "%labels" in job:
         assert "%softmax_loss = job.sparse_softmax_cross_entropy" in job
+
+
+def test_names_in_any_script_print_as_ir_that_reads_back(tmp_path, monkeypatch, capsys) -> None:
+    """A job, variable or layer named outside ASCII: the names stay in its strings, every dumped stage reads back.
+
+    Its values print as numbers: `%w权重` would be no MLIR value name (xDSL's own check takes it).
+    """
+    flow.clear_default_session()
+    monkeypatch.setenv("IRFLOW_DUMP_IR", str(tmp_path))
+
+    @flow.global_function(type="train")
+    def 训练(images: IMAGES, w٣: tp.Numpy.Placeholder((784, 10), dtype=flow.float)) -> tp.Numpy:
+        weight = flow.get_variable(name="权重", shape=(784, 10), dtype=flow.float, initializer=flow.zeros_initializer())
+        bias = flow.get_variable(name="b偏置", shape=(10,), dtype=flow.float, initializer=flow.zeros_initializer())
+        flat = flow.reshape(images, (BATCH, 784), name="flat")
+        logits = flow.nn.bias_add(flow.matmul(flat, weight + w٣, name="y名"), bias)
+        loss = flow.math.reduce_mean(logits, name="loss")
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    job_text = 训练.ir()
+    assert job_text.isascii() and "%flat = job.reshape" in job_text and "%loss = job.reduce_mean" in job_text
+    variables = [op.var_name.data for op in parse_module(job_text).walk() if op.name == "job.variable"]
+    assert sorted(variables) == ["b偏置", "权重"]
+    assert '@"\\E8\\AE\\AD\\E7\\BB\\83"' in job_text  # the job's name, 训练, as MLIR escapes it
+    stages = 训练.executable().stages  # compiling writes each stage to $IRFLOW_DUMP_IR
+    dumped = sorted(tmp_path.glob("*.mlir"))
+    assert len(dumped) == len(stages) > 5
+    for path in dumped:
+        assert main([str(path), "--verify-roundtrip"]) == 0, capsys.readouterr().err
+        capsys.readouterr()
