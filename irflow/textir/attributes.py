@@ -159,19 +159,19 @@ class AttributeBuilder(BuilderBase):
             text = tok.value
             hexa = "0x" in text or "0X" in text
             value = int(text, 16) if hexa else int(text)
+            if not isinstance(type, IntegerType | IndexType | AnyFloat | None):
+                raise self._error(f"an integer cannot have type {type}", tok)
+            self._check_packable(type, tok)
             try:
                 if type is None:
                     attr = IntegerAttr(value, i64)
                 elif isinstance(type, IntegerType | IndexType):
                     attr = IntegerAttr(value, type)
-                elif isinstance(type, AnyFloat):
-                    if hexa:
-                        raw = value.to_bytes(type.compile_time_size, "little")
-                        attr = FloatAttr(next(type.iter_unpack(raw)), type)
-                    else:
-                        attr = FloatAttr(float(value), type)
+                elif hexa:
+                    raw = value.to_bytes(type.compile_time_size, "little")
+                    attr = FloatAttr(next(type.iter_unpack(raw)), type)
                 else:
-                    raise self._error(f"an integer cannot have type {type}", tok)
+                    attr = FloatAttr(float(value), type)
             except (VerifyException, OverflowError, ValueError, NotImplementedError) as e:
                 raise self._error(str(e), tok) from None
             self.attr_cache[key] = attr
@@ -184,12 +184,18 @@ class AttributeBuilder(BuilderBase):
         if attr is None:
             if not isinstance(type, AnyFloat | None):
                 raise self._error(f"a float cannot have type {type}", tok)
+            self._check_packable(type, tok)
             try:
                 attr = FloatAttr(float(tok), type or f64)
             except (OverflowError, VerifyException) as e:
                 raise self._error(f"{tok} does not fit {type}: {e}", tok) from None
             self.attr_cache[key] = attr
         return attr
+
+    def _check_packable(self, type: Attribute | None, tok: Token) -> None:
+        """xDSL has no struct format for f80 and f128 values: it could neither print nor store them."""
+        if isinstance(type, Float80Type | Float128Type):
+            raise self._error(f"{type} values are not supported (xDSL cannot print or store one)", tok)
 
     def bool_attr(self, children: list[Any]) -> Attribute:
         (tok,) = children
@@ -230,6 +236,7 @@ class AttributeBuilder(BuilderBase):
         elem = type.element_type
         if not isinstance(elem, IntegerType | IndexType | AnyFloat):
             raise _Unsupported
+        self._check_packable(elem, tok)
         shape = list(type.get_shape())
         if any(d < 0 for d in shape):
             raise self._error("a dense attribute needs a static shape", tok)
@@ -318,6 +325,9 @@ class AttributeBuilder(BuilderBase):
             elem = self._scalar_type(elem_text.strip())
             if not isinstance(elem, IntegerType | AnyFloat):
                 raise self._error("dense array elements must be integers or floats", tok)
+            if isinstance(elem, IntegerType) and elem.width.data == 0:
+                raise self._error("dense array elements of type i0 hold no data", tok)
+            self._check_packable(elem, tok)
             items = [v.strip() for v in values_text.split(",")] if values_text.strip() else []
             if (bad := next((v for v in items if not _DENSE_ARRAY_ITEM.fullmatch(v)), None)) is not None:
                 raise self._error(f"invalid dense array '{clip(tok)}': '{clip(bad)}' is not a number", tok)

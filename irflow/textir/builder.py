@@ -101,6 +101,10 @@ class BuilderBase(Transformer):
             raise self._error(f"invalid {what} '{clip(text)}': {e.msg}", tok) from None
         except VerifyException as e:
             raise self._error(f"invalid {what} '{tok}': {e}", tok) from None
+        except IRParseError:
+            raise
+        except Exception:  # noqa: BLE001 - xDSL asserts on some input (`dense<1> : tensor<2xcomplex<f32>>`)
+            raise self._error(f"invalid {what} '{clip(text)}': xDSL's attribute parser cannot read it", tok) from None
 
 
 class ResourceHandles(set[tuple[str, str]]):

@@ -228,3 +228,30 @@ def test_a_crlf_line_is_shown_without_its_carriage_return() -> None:
     e = error_of(FILL.replace("\n", "\r\n") + "%b = job.relu %c : (tensor<4xf32>) -> tensor<4xf32>\r\n")
     assert (e.location.line, e.location.col) == (2, 15)
     assert str(e).split("\n")[1:] == ["%b = job.relu %c : (tensor<4xf32>) -> tensor<4xf32>", "              ^"]
+
+
+@pytest.mark.parametrize(
+    "attr, col, message",
+    [
+        # xDSL's DenseArrayBase divides by the element's byte width (found by the property tests)
+        pytest.param("array<i0: 0>", 39, "dense array elements of type i0 hold no data", id="i0-array"),
+        pytest.param("array<i0>", 39, "dense array elements of type i0 hold no data", id="empty-i0-array"),
+        # xDSL parses these and then cannot print them: no struct format for f80 and f128
+        pytest.param("1.0 : f80", 39, "f80 values are not supported (xDSL cannot print or store one)", id="f80"),
+        pytest.param("1 : f128", 39, "f128 values are not supported (xDSL cannot print or store one)", id="f128-int"),
+        pytest.param("0x1 : f80", 39, "f80 values are not supported (xDSL cannot print or store one)", id="f80-bits"),
+        pytest.param("array<f80: 1.0>", 39, "f80 values are not supported (xDSL cannot print or store one)", id="f80-array"),
+        pytest.param("dense<1.0> : tensor<2xf128>", 39, "f128 values are not supported (xDSL cannot print or store one)",
+                     id="f128-dense"),  # fmt: skip
+        # raised inside the conversion's try and wrapped again: "<string>:1:39: error: <string>:1:39: error: ..."
+        pytest.param("1 : none", 39, "an integer cannot have type none", id="int-of-non-number-type"),
+        # xDSL's attribute parser asserts that a complex element is a pair
+        pytest.param("dense<1> : tensor<2xcomplex<f32>>", 39,
+                     "invalid dense attribute 'dense<1> : tensor<2xcomplex<f32>>': xDSL's attribute parser cannot read it",
+                     id="complex-dense-of-a-number"),  # fmt: skip
+    ],
+)
+def test_values_xdsl_cannot_build_or_print_are_located_errors(attr: str, col: int, message: str) -> None:
+    """Each was a Python error wrapped as `invalid IR: ZeroDivisionError: ...` or a module the printer crashed on."""
+    e = error_of("%a = job.fill {value = 1.0 : f32, d = " + attr + "} : tensor<4xf32>\n")
+    assert (e.message, e.location.line, e.location.col) == (message, 1, col)
