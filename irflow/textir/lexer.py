@@ -45,9 +45,17 @@ _CLOSE = {"<": ">", "(": ")", "[": "]", "{": "}"}
 _SCAN = re.compile(r'[^<>()\[\]{}"\-\x80-\U0010ffff]++|"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"|->|>=|.', re.S)
 
 
+def shown(char: str) -> str:
+    """A character as a message shows it: quoted, with its code point where it is not ASCII or not printable."""
+    code = f"U+{ord(char):04X}"
+    if not char.isprintable():
+        return code
+    return f"'{char}'" if char.isascii() else f"'{char}' ({code})"
+
+
 def not_ascii(char: str) -> str:
     """The message for a character IR text cannot hold outside a string literal (or a comment)."""
-    return f"unexpected character '{char}' (U+{ord(char):04X}): IR text outside string literals is ASCII"
+    return f"unexpected character {shown(char)}: IR text outside string literals is ASCII"
 
 
 class TokenError(Exception):

@@ -34,7 +34,7 @@ from xdsl.ir import Region
 
 from irflow.errors import IRParseError, SourceLocation
 from irflow.gc_paused import gc_paused
-from irflow.textir.lexer import TextIRLexer, TokenError, not_ascii
+from irflow.textir.lexer import TextIRLexer, TokenError, not_ascii, shown
 from irflow.textir.verification import first_verify_failure
 from irflow.textir.attributes import AttributeBuilder
 from irflow.textir.builder import clip, source_lines
@@ -193,14 +193,13 @@ class _LarkParser:
                 where = (tok.line or 1, tok.column or 1)
                 after = tok.start_pos + len(tok.value)  # `%a名 =`: the name ends at the letter that is not ASCII
                 if not b.text[after : after + 1].isascii():
-                    line = b.text.count("\n", 0, after) + 1
-                    return b._error(not_ascii(b.text[after]), (line, after - b.text.rfind("\n", 0, after)))
+                    return b._error(not_ascii(b.text[after]), _position(b.text, after))
             return b._error(f"expected {self.expected(e.expected)}, got {got}", where)
         if isinstance(e, UnexpectedCharacters):
             got = b.text[e.pos_in_stream : e.pos_in_stream + 1]
             if not got.isascii():
                 return b._error(not_ascii(got), (e.line, e.column))
-            return b._error(f"unexpected character '{got}', expected {self.expected(e.allowed)}", (e.line, e.column))
+            return b._error(f"unexpected character {shown(got)}, expected {self.expected(e.allowed)}", (e.line, e.column))
         if isinstance(e, UnexpectedEOF):
             return b._error(
                 f"unexpected end of input, expected {self.expected(set(e.expected))}", _end_position(b.text)
@@ -228,8 +227,7 @@ class _LarkParser:
         except IRParseError:
             raise
         except TokenError as e:
-            line = text.count("\n", 0, e.offset) + 1
-            raise b._error(e.message, (line, e.offset - text.rfind("\n", 0, e.offset))) from None
+            raise b._error(e.message, _position(text, e.offset)) from None
         except Exception as e:  # noqa: BLE001
             # xDSL refusing a construct the grammar accepts (say, an i640 array): still a parse error
             where = self.lexer.last
@@ -256,6 +254,11 @@ def format_plans(ctx: Context) -> list[FormatPlan]:
 def grammar_text(plans: list[FormatPlan] | None = None) -> str:
     """grammar.lark with `format_op` made from the default context's ops' formats (or from `plans`)."""
     return GRAMMAR.read_text() + format_grammar(format_plans(default_context()) if plans is None else plans)
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """The line and column of `offset` in `text`."""
+    return text.count("\n", 0, offset) + 1, offset - text.rfind("\n", 0, offset)
 
 
 def _end_position(text: str) -> tuple[int, int]:

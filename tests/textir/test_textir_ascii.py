@@ -58,7 +58,8 @@ def test_a_character_outside_ascii_is_an_error_where_it_stands(text: str, line: 
     e = info.value
     assert (e.location.line, e.location.col) == (line, col), str(e)
     char = text.splitlines()[line - 1][col - 1]
-    assert e.message == f"unexpected character '{char}' (U+{ord(char):04X}): IR text outside string literals is ASCII"
+    shown = f"'{char}' (U+{ord(char):04X})" if char.isprintable() else f"U+{ord(char):04X}"  # a space shows no more
+    assert e.message == f"unexpected character {shown}: IR text outside string literals is ASCII"
 
 
 @pytest.mark.parametrize("item", ["1_0", "+1", "0x1_0", "1e5", "inf", "nan", "1 2"])
@@ -91,3 +92,10 @@ def test_strings_symbols_locations_and_comments_keep_any_unicode() -> None:
         again = parse_module(printed, ctx=ctx)
         assert again.is_structurally_equivalent(module)
         assert print_module(again, **form) == printed
+
+
+def test_a_control_character_is_named_by_its_code_point() -> None:
+    with pytest.raises(IRParseError) as info:
+        parse_module("%a = job.fill\x00 {value = 1.0 : f32} : tensor<4xf32>\n")
+    assert info.value.message.startswith("unexpected character U+0000, expected ")
+    assert (info.value.location.line, info.value.location.col) == (1, 14)
