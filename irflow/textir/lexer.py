@@ -41,8 +41,11 @@ _PREFIX = {
 # recurse once or more per level.
 MAX_NESTING = 64
 _CLOSE = {"<": ">", "(": ")", "[": "]", "{": "}"}
+# grammar.lark's STRING.  A body's strings must be whole and valid before xDSL reads the body: its string
+# regex backtracks exponentially on an unclosed one (`loc("a.py:1:2)` took minutes).
+_STRING = r'"[^"\\\n\v\f]*+(?:\\(?:["nt\\]|[0-9A-Fa-f]{2})[^"\\\n\v\f]*+)*+"'
 # Outside its string literals a body is ASCII, as all IR text is: a character from \x80 up is an error.
-_SCAN = re.compile(r'[^<>()\[\]{}"\-\x80-\U0010ffff]++|"[^"\\\n]*+(?:\\.[^"\\\n]*+)*+"|->|>=|.', re.S)
+_SCAN = re.compile(rf'[^<>()\[\]{{}}"\-\x80-\U0010ffff]++|{_STRING}|->|>=|.', re.S)
 
 
 def shown(char: str) -> str:
@@ -94,6 +97,8 @@ def balanced_end(text: str, pos: int) -> int:
                 raise Unbalanced(f"'{piece}' at offset {m.start() - pos} closes nothing opened here", m.start())
             if not stack:
                 return m.end()
+        elif piece == '"':  # not the start of a string literal
+            raise TokenError(r'a string literal that is never closed, or holds an escape other than \n \t \" \\ \XX', m.start())
         elif len(piece) == 1 and not piece.isascii():  # a string literal may hold any character
             raise TokenError(not_ascii(piece), m.start())
         i = m.end()

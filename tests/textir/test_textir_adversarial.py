@@ -140,3 +140,29 @@ def test_a_resource_key_names_one_resource_in_a_parse_and_across_parses() -> Non
             assert print_module(parse_module(printed, ctx=context()), **form) == printed
 
 
+
+
+@pytest.mark.parametrize(
+    "text, col",
+    [
+        pytest.param('%a = job.fill {value = 1.0 : f32} : tensor<4xf32> loc("' + "a" * 60 + ":1:2)\n", 55, id="unclosed"),
+        pytest.param('%a = job.fill {value = 1.0 : f32} : tensor<4xf32> loc("' + "a" * 60 + '\\q":1:2)\n', 55, id="bad-escape"),
+        pytest.param('%a = job.fill {value = 1.0 : f32, s = #job.sbp<"' + "a" * 60 + ">} : tensor<4xf32>\n", 48, id="attribute"),
+    ],
+)
+def test_a_bad_string_in_a_bracketed_token_fails_fast_where_it_starts(text: str, col: int) -> None:
+    """xDSL's string regex backtracks exponentially on an unclosed string (found by the property tests: a
+    `loc("...` took minutes); the body's strings are checked before xDSL reads it.  In a subprocess, so
+    that a regression fails within the timeout instead of hanging the suite."""
+    script = (
+        "import sys\n"
+        "from irflow.errors import IRParseError\n"
+        "from irflow.textir import parse_module\n"
+        "try:\n"
+        "    parse_module(sys.stdin.read())\n"
+        "except IRParseError as e:\n"
+        "    print(e.message, e.location.line, e.location.col)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], input=text, capture_output=True, text=True, timeout=60, check=True)
+    message = "a string literal that is never closed, or holds an escape other than \\n \\t \\\" \\\\ \\XX"
+    assert out.stdout == f"{message} 1 {col}\n"
