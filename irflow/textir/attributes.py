@@ -70,8 +70,6 @@ _MAX_INT_WIDTH = (1 << 24) - 1  # MLIR's limit; `1 << width` for a wider type ex
 _WIDE_INT = re.compile(r"(?<![A-Za-z0-9_$.])[su]?i([0-9]{8,})(?![A-Za-z0-9_$.])")
 _MAX_SPLAT = 1 << 24  # elements a `dense<x> : tensor<...>` splat may expand to
 
-_ESCAPES = {"n": b"\n", "t": b"\t", "\\": b"\\", '"': b'"'}
-
 
 class _Bits(int):
     """A hexadecimal literal: for a float element it is the bit pattern, as in MLIR (`0x7FC00000 : f32`)."""
@@ -81,27 +79,6 @@ def _float(value: object, type: AnyFloat) -> float:
     if isinstance(value, _Bits):
         return next(type.iter_unpack(int(value).to_bytes(type.compile_time_size, "little")))
     return float(value)  # type: ignore[arg-type]
-
-
-def unescape(literal: str) -> str:
-    """The value of an MLIR string literal (quotes included): \\n \\t \\\\ \\" and \\XX hex escapes."""
-    body = literal[1:-1]
-    if "\\" not in body:
-        return body
-    out = bytearray()
-    i = 0
-    while (j := body.find("\\", i)) >= 0:
-        out += body[i:j].encode()
-        c = body[j + 1 : j + 2]
-        if c in _ESCAPES:
-            out += _ESCAPES[c]
-            i = j + 2
-        else:
-            out.append(int(body[j + 1 : j + 3], 16))
-            i = j + 3
-    out += body[i:].encode()
-    return out.decode("utf-8")
-
 
 
 class _Unsupported(Exception):
@@ -149,7 +126,7 @@ class AttributeBuilder(BuilderBase):
 
     def attr_key(self, children: list[Any]) -> tuple[str, Token]:
         (tok,) = children
-        return (unescape(tok) if tok.type == "STRING" else str(tok)), tok
+        return (self._unescape(tok, tok) if tok.type == "STRING" else str(tok)), tok
 
     def int_attr(self, children: list[Any]) -> Attribute:
         tok, type = children
@@ -202,13 +179,7 @@ class AttributeBuilder(BuilderBase):
         return IntegerAttr(1 if tok == "true" else 0, i1)
 
     def _string(self, tok: Token) -> StringAttr:
-        attr = self.attr_cache.get(tok.value)
-        if attr is None:
-            try:
-                attr = self.attr_cache[tok.value] = StringAttr(unescape(tok.value))
-            except UnicodeDecodeError:
-                raise self._error("string is not valid UTF-8", tok) from None
-        return attr  # type: ignore[return-value]
+        return self._string_of(tok.value, tok)
 
     def array_attr(self, children: list[Any]) -> Attribute:
         items = children
@@ -348,7 +319,7 @@ class AttributeBuilder(BuilderBase):
         attr = self.attr_cache.get(tok.value)
         if attr is None:
             parts = [p[1:-1] if p.startswith('"') else p for p in _SYMBOL_PART.findall(tok.value)]
-            parts = [unescape(f'"{p}"') for p in parts]
+            parts = [self._unescape(f'"{p}"', tok) for p in parts]
             attr = self.attr_cache[tok.value] = SymbolRefAttr(parts[0], parts[1:])
         return attr  # type: ignore[return-value]
 
@@ -382,10 +353,10 @@ class AttributeBuilder(BuilderBase):
             attr = self.int_cache[value] = IntAttr(value)
         return attr
 
-    def _string_of(self, literal: str) -> StringAttr:
+    def _string_of(self, literal: str, tok: Token) -> StringAttr:
         attr = self.attr_cache.get(literal)
         if attr is None:
-            attr = self.attr_cache[literal] = StringAttr(unescape(literal))
+            attr = self.attr_cache[literal] = StringAttr(self._unescape(literal, tok))
         return attr  # type: ignore[return-value]
 
     def _loc(self, tok: Token) -> Attribute:
@@ -395,7 +366,7 @@ class AttributeBuilder(BuilderBase):
             if text == "loc(unknown)":
                 loc = UnknownLoc()
             elif m := _LOC_FILE.fullmatch(text):
-                loc = _file_line_col(self._string_of(m[1]), self._int(int(m[2])), self._int(int(m[3])))
+                loc = _file_line_col(self._string_of(m[1], tok), self._int(int(m[2])), self._int(int(m[3])))
             else:
                 loc = self._xdsl_attribute(tok, "location", lambda p: p.parse_optional_location())
             self.loc_cache[text] = loc

@@ -30,6 +30,29 @@ if TYPE_CHECKING:
     from irflow.textir.ops import OpInfo
 
 
+_ESCAPES = {"n": b"\n", "t": b"\t", "\\": b"\\", '"': b'"'}
+
+
+def unescape(literal: str) -> str:
+    """The value of an MLIR string literal (quotes included): \\n \\t \\\\ \\" and \\XX hex escapes."""
+    body = literal[1:-1]
+    if "\\" not in body:
+        return body
+    out = bytearray()
+    i = 0
+    while (j := body.find("\\", i)) >= 0:
+        out += body[i:j].encode()
+        c = body[j + 1 : j + 2]
+        if c in _ESCAPES:
+            out += _ESCAPES[c]
+            i = j + 2
+        else:
+            out.append(int(body[j + 1 : j + 3], 16))
+            i = j + 3
+    out += body[i:].encode()
+    return out.decode("utf-8")
+
+
 @dataclass
 class ParsedRegion:
     """A region being parsed: its blocks, labels and the values it defines."""
@@ -83,6 +106,13 @@ class BuilderBase(Transformer):
         else:
             line, col = where
         return IRParseError(message, SourceLocation(self.filename, line, col), source_line(self.text, line))
+
+    def _unescape(self, literal: str, tok: Token) -> str:
+        """`unescape(literal)`, or an error at `tok` where its bytes are not UTF-8 (`"\\FF"`)."""
+        try:
+            return unescape(literal)
+        except UnicodeDecodeError:
+            raise self._error("string is not valid UTF-8", tok) from None
 
     def _xdsl_attribute(
         self, tok: Token, what: str, parse: Callable[[AttrParser], Attribute | None], text: str | None = None

@@ -33,7 +33,6 @@ from xdsl.irdl import AttrSizedOperandSegments, IRDLOperation, ParsePropInAttrDi
 from xdsl.utils.exceptions import VerifyException
 
 from irflow.textir import formats
-from irflow.textir.attributes import unescape
 from irflow.textir.builder import BuilderBase
 
 # ----------------------------------------------------------------- plain op forms
@@ -165,7 +164,7 @@ class OpBuilder(BuilderBase):
 
     def generic_op(self, children: list[Any]) -> Operation:
         name, uses, successors, props, regions, attrs, ftype = children
-        info = self._op_class(unescape(name), name)
+        info = self._op_class(self._unescape(name, name), name)
         props = dict(props or {})
         attrs = dict(attrs or {})
         if issubclass(info.cls, IRDLOperation):
@@ -186,7 +185,7 @@ class OpBuilder(BuilderBase):
 
     def generic_name(self, children: list[Any]) -> Token:
         (tok,) = children
-        self._op_class(unescape(tok), tok)
+        self._op_class(self._unescape(tok, tok), tok)
         return tok
 
     def successors(self, children: list[Any]) -> list[Block]:

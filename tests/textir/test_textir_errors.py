@@ -255,3 +255,24 @@ def test_values_xdsl_cannot_build_or_print_are_located_errors(attr: str, col: in
     """Each was a Python error wrapped as `invalid IR: ZeroDivisionError: ...` or a module the printer crashed on."""
     e = error_of("%a = job.fill {value = 1.0 : f32, d = " + attr + "} : tensor<4xf32>\n")
     assert (e.message, e.location.line, e.location.col) == (message, 1, col)
+
+
+@pytest.mark.parametrize(
+    "text, col, message",
+    [
+        # unescape() read `\q` as a hex escape: "invalid IR: ValueError: invalid literal for int() with base 16"
+        pytest.param('%a = job.fill {value = 1.0 : f32, s = @"\\q"} : tensor<4xf32>\n', 39, "unexpected character '@'",
+                     id="symbol-bad-escape"),  # fmt: skip
+        # the rest wrapped "invalid IR: UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff ..."
+        pytest.param('%a = job.fill {value = 1.0 : f32, s = @"\\FF"} : tensor<4xf32>\n', 39, "string is not valid UTF-8",
+                     id="symbol-not-utf8"),  # fmt: skip
+        pytest.param('%a = job.fill {value = 1.0 : f32, "\\FF" = 1} : tensor<4xf32>\n', 35, "string is not valid UTF-8",
+                     id="key-not-utf8"),  # fmt: skip
+        pytest.param('%a = "\\FF"() : () -> ()\n', 6, "string is not valid UTF-8", id="op-name-not-utf8"),
+        pytest.param('%a = job.fill {value = 1.0 : f32} : tensor<4xf32> loc("\\FF":1:2)\n', 51, "string is not valid UTF-8",
+                     id="file-not-utf8"),  # fmt: skip
+    ],
+)
+def test_escapes_in_names_are_checked_where_they_stand(text: str, col: int, message: str) -> None:
+    e = error_of(text)
+    assert message in e.message and (e.location.line, e.location.col) == (1, col), str(e)

@@ -14,6 +14,7 @@ few hundred every time, in a few seconds.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import pathlib
 import re
@@ -52,10 +53,8 @@ KINDS = [
 ]  # fmt: skip
 # A crash the parser or a verifier wrapped (`invalid IR: TypeError: ...`, `failed to verify (KeyError: ...)`)
 # instead of saying what is wrong.
-CRASH = re.compile(
-    r"(?:invalid IR: |failed to verify \()(?:TypeError|KeyError|IndexError|LookupError|AttributeError|AssertionError"
-    r"|RecursionError|RuntimeError|NameError|UnboundLocalError|ZeroDivisionError|StopIteration)"
-)
+PYTHON_ERRORS = "|".join(n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException))
+CRASH = re.compile(rf"(?:invalid IR: |failed to verify \()(?:{PYTHON_ERRORS}):")
 
 
 @functools.cache
