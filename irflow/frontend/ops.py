@@ -459,44 +459,32 @@ def gather(
     """flow.gather: the slices of `params` along `axis` at the int32/int64 `indices`, shaped as params with
     that axis replaced by the indices' shape.
 
-    With `batch_dims` b > 0 (OneFlow's batch_gather), the first b axes of params and indices are batch
-    axes of equal sizes, each batch entry gathering with its own indices, and the indices' batch axes
-    replace none of params': the result is params.shape[:axis] + indices.shape[b:] + params.shape[axis + 1:].
-    `axis` defaults to batch_dims, as in OneFlow. OneFlow's batch_gather takes no other axis and reads all
-    but the last axis of the indices as batch axes; irflow follows batch_dims as TensorFlow defines it,
-    the same when the indices have b + 1 axes, and also takes an axis past the batch axes.
+    `batch_dims` > 0 makes it OneFlow's batch_gather, which takes `axis` only as batch_dims (its default)
+    and then reads neither: the indices' leading ndim - 1 axes are batch axes, equal to params' first ones,
+    and each batch entry gathers along the next axis of params with its own indices, which that axis's size
+    becomes: BERT's masked-LM loss gathers (b, s, h) at (b, p) positions with axis=2, batch_dims=2. Another
+    axis is a TraceError, as OneFlow refuses it (NotImplementedError past the batch axes).
 
     An index outside the axis stops the step with an ExecutionError at this line, naming it and its
     position, whatever `validate_indices` says (OneFlow ignores that argument too).
-
-    Where TensorFlow's reading does not fit and OneFlow's does (`_oneflow_batch_gather`: BERT's
-    masked-LM loss gathers (b, s, h) at (b, p) positions with axis=2, batch_dims=2), irflow reads the
-    call as OneFlow's batch_gather does: the indices' leading ndim - 1 axes are the batch axes, and
-    the gather is along the next.
     """
+    what = "flow.gather"
     if not isinstance(params, Blob):
-        fail(f"flow.gather: params must be a Blob, got {type(params).__name__} {params!r}")
+        fail(f"{what}: params must be a Blob, got {type(params).__name__} {params!r}")
     if not dtypes.is_int(batch_dims) or batch_dims < 0:
-        fail(f"flow.gather: batch_dims must be a non-negative int, got {batch_dims!r}")
-    if _oneflow_batch_gather(params, indices, axis, batch_dims):
-        batch_dims = axis = indices.ndim - 1
-    axis = axis_index(batch_dims if axis is None else axis, params.ndim, "flow.gather")
-    if axis < batch_dims:
-        fail(f"flow.gather: axis {axis} must not be one of the batch_dims={batch_dims} batch axes")
-    batch = int(batch_dims) or None  # 0 is the op's default: left out of the IR
-    return build(job.GatherOp, [params, indices], None, name, "flow.gather", axis=axis, batch_dims=batch)
-
-
-def _oneflow_batch_gather(params: Blob, indices: object, axis: int | None, batch_dims: int) -> bool:
-    """Whether a batch_dims call means OneFlow's batch_gather where TensorFlow's reading cannot: batch_dims
-    at least the indices' rank with their shapes not leading params', axis batch_dims (or None), and the
-    indices' leading ndim - 1 (at least one) axes leading params' as OneFlow's kernel needs them."""
-    if not batch_dims or not isinstance(indices, Blob) or indices.ndim < 2 or indices.ndim > batch_dims:
-        return False
+        fail(f"{what}: batch_dims must be a non-negative int, got {batch_dims!r}")
+    if not batch_dims:
+        axis = axis_index(0 if axis is None else axis, params.ndim, what)
+        return build(job.GatherOp, [params, indices], None, name, what, axis=axis)
+    # compared before it is normalized, as OneFlow does: axis == batch_dims passes whatever params' rank
+    if axis is not None and axis != batch_dims and axis_index(axis, params.ndim, what) != batch_dims:
+        fail(f"{what}: with batch_dims={batch_dims} (OneFlow's batch_gather) axis must be {batch_dims} or None, "
+             f"got {axis!r}")  # fmt: skip
+    if not isinstance(indices, Blob) or not 2 <= indices.ndim <= params.ndim:
+        fail(f"{what}: with batch_dims={batch_dims} (OneFlow's batch_gather) indices must be a Blob of 2 to "
+             f"{params.ndim} axes (params' rank), the last one gathering, got {indices!r}")  # fmt: skip
     lead = indices.ndim - 1
-    tensorflow_fits = params.shape[:batch_dims] == indices.shape[:batch_dims]
-    at_batch_axis = axis is None or (dtypes.is_int(axis) and axis % max(params.ndim, 1) == batch_dims)
-    return at_batch_axis and not tensorflow_fits and params.shape[:lead] == indices.shape[:lead]
+    return build(job.GatherOp, [params, indices], None, name, what, axis=lead, batch_dims=lead)
 
 
 def dim_gather(input: Blob, dim: int, index: Blob, name: str | None = None) -> Blob:  # noqa: A002

@@ -321,34 +321,42 @@ def test_gather_index_out_of_range_is_named_at_the_users_line_and_changes_nothin
         np.testing.assert_array_equal(value.numpy(), before[name], err_msg=name)
 
 
-def torch_batch_gather(params: "torch.Tensor", indices: np.ndarray, axis: int, batch: int) -> "torch.Tensor":
-    """flow.gather with batch_dims in PyTorch: torch_gather of each batch entry's params at its own indices."""
-    entries = int(np.prod(indices.shape[:batch], dtype=np.int64))
-    flat_params = params.reshape((entries,) + tuple(params.shape[batch:]))
-    flat_indices = indices.reshape((entries,) + indices.shape[batch:])
-    picked = torch.stack([torch_gather(flat_params[k], flat_indices[k], axis - batch) for k in range(entries)])
-    return picked.reshape(tuple(params.shape[:axis]) + indices.shape[batch:] + tuple(params.shape[axis + 1 :]))
+def torch_batch_gather(params: "torch.Tensor", indices: np.ndarray) -> "torch.Tensor":
+    """OneFlow's batch_gather in PyTorch: torch.gather along the indices' last axis, their index broadcast
+    over params' trailing axes (the indices' leading axes are batch axes)."""
+    at, rest = indices.ndim - 1, tuple(params.shape[indices.ndim :])
+    index = torch.from_numpy(indices.astype(np.int64)).reshape(indices.shape + (1,) * len(rest))
+    return torch.gather(params, at, index.expand(indices.shape + rest))
+
+
+def batch_gathered_by_hand(params: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """out[b..., j, ...] = params[b..., indices[b..., j], ...], entry by entry."""
+    out = np.empty(indices.shape + params.shape[indices.ndim :], params.dtype)
+    for where in np.ndindex(*indices.shape):
+        out[where] = params[where[:-1] + (indices[where],)]
+    return out
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape, index_shape, axis, batch", [
-    ((3, 6, 2), (3, 4), None, 1),  # axis defaults to batch_dims, as OneFlow's batch_gather
+    ((3, 6, 2), (3, 4), None, 1),  # axis defaults to batch_dims
     ((2, 3, 5, 4), (2, 3, 6), 2, 2),
-    ((3, 2, 5), (3, 2, 4), -1, 1),  # past the batch axes, as TensorFlow
-    ((2, 5), (2,), 1, 1),
+    ((3, 2, 5), (3, 2, 4), None, 1),  # batch axes: the indices' leading two, whatever batch_dims says
+    ((2, 5, 3), (2, 4), 2, 2),  # BERT's call: batch_dims past the indices' batch axes
+    ((2, 5), (2, 3), -1, 1),
 ])  # fmt: skip
-def test_gather_with_batch_dims_forward_matches_torch(dtype, shape, index_shape, axis, batch):
+def test_gather_with_batch_dims_forward_is_oneflows_batch_gather(dtype, shape, index_shape, axis, batch):
     params = rng.standard_normal(shape).astype(dtype)
-    at = batch if axis is None else axis % len(shape)
-    indices = rng.integers(0, shape[at], index_shape).astype(np.int32)
+    indices = rng.integers(0, shape[len(index_shape) - 1], index_shape).astype(np.int32)
 
     @flow.global_function(function_config=config_of(dtype))
     def pick(p: tp.Numpy.Placeholder(shape, dtype=getattr(flow, dtype)),
              i: tp.Numpy.Placeholder(index_shape, dtype=flow.int32)) -> tp.Numpy:
         return flow.gather(p, i, axis=axis, batch_dims=batch)
 
-    expected = torch_batch_gather(torch.from_numpy(params), indices, at, batch).numpy()
-    np.testing.assert_array_equal(pick(params, indices), expected)
+    got = pick(params, indices)
+    np.testing.assert_array_equal(got, torch_batch_gather(torch.from_numpy(params), indices).numpy())
+    np.testing.assert_array_equal(got, batch_gathered_by_hand(params, indices))
 
 
 BATCH_IDS = rng.integers(0, 7, (6, 5)).astype(np.int32)  # 5 lookups per row, repeated within some rows
@@ -369,7 +377,7 @@ def define_batch_gather_train(dtype: str) -> Callable[..., np.ndarray]:
 
 
 def batch_gather_loss(p: dict[str, "torch.Tensor"]) -> "torch.Tensor":
-    picked = torch_batch_gather(p["rows"], BATCH_IDS, 1, 1)
+    picked = torch_batch_gather(p["rows"], BATCH_IDS)
     return torch.mean(torch.square(torch.sin(picked) * p["weigh"] - 0.25))
 
 
@@ -386,6 +394,34 @@ def test_gather_with_batch_dims_on_several_devices_matches_one(devices):
     many = on_devices(devices, define, "gather", BATCH_INITIAL, [BATCH_IDS], "float64")
     assert_same_steps(many, one, "float64")
     assert_same_steps(many, torch_steps(BATCH_INITIAL, batch_gather_loss, "float64"), "float64")
+
+
+DEEP_IDS = rng.integers(0, 4, (4, 3, 5)).astype(np.int32)  # batch axes (4, 3), whatever batch_dims=1 says
+DEEP_INITIAL = {"deep": rng.standard_normal((4, 3, 4, 2))}
+
+
+def define_deep_batch_gather_train(dtype: str) -> Callable[..., np.ndarray]:
+    """3-D indices with batch_dims=1: OneFlow gathers along params' axis 2 with batch axes (4, 3)."""
+
+    @flow.global_function(type="train", function_config=config_of(dtype))
+    def train(ids: tp.Numpy.Placeholder((4, 3, 5), dtype=flow.int32)) -> tp.Numpy:
+        picked = flow.gather(variable("deep", (4, 3, 4, 2), flow.distribute.split(0)), ids, batch_dims=1)
+        loss = flow.math.reduce_mean(flow.math.square(flow.math.tanh(picked) - 0.5))
+        sgd().minimize(loss)
+        return loss
+
+    return train
+
+
+def deep_batch_gather_loss(p: dict[str, "torch.Tensor"]) -> "torch.Tensor":
+    return torch.mean(torch.square(torch.tanh(torch_batch_gather(p["deep"], DEEP_IDS)) - 0.5))
+
+
+@pytest.mark.parametrize("devices, dtype", [(1, "float32"), (1, "float64"), (2, "float64")])
+def test_gather_with_batch_dims_over_3d_indices_trains_as_torch(devices, dtype):
+    define = lambda: define_deep_batch_gather_train(dtype)  # noqa: E731
+    ours = on_devices(devices, define, "gather", DEEP_INITIAL, [DEEP_IDS], dtype)
+    assert_same_steps(ours, torch_steps(DEEP_INITIAL, deep_batch_gather_loss, dtype), dtype)
 
 
 @pytest.mark.parametrize("devices, where", [(1, r"gather: index 7 at position \[4, 2\]"),
@@ -408,16 +444,20 @@ def test_gather_with_batch_dims_index_out_of_range_is_named_at_the_users_line(de
 
 
 @pytest.mark.parametrize("index_shape, axis, batch, message", [
-    ((2, 3), 0, 1, r"flow.gather: axis 0 must not be one of the batch_dims=1 batch axes"),
+    ((2, 3), 0, 1, r"flow.gather: with batch_dims=1 \(OneFlow's batch_gather\) axis must be 1 or None, got 0"),
+    ((2, 3), 2, 1, r"flow.gather: with batch_dims=1 \(OneFlow's batch_gather\) axis must be 1 or None, got 2"),
     ((2, 3), None, -1, r"flow.gather: batch_dims must be a non-negative int, got -1"),
     ((3, 3), None, 1, r"flow.gather: gather with batch_dims 1 needs that many leading axes of params "
-                      r"tensor<2x5xf32> and indices tensor<3x3xi32> equal"),
-    ((2,), None, 2, r"flow.gather: axis must be an int in \[-2, 2\), got 2"),
+                      r"tensor<2x5x4xf32> and indices tensor<3x3xi32> equal"),
+    ((2,), None, 2, r"flow.gather: with batch_dims=2 \(OneFlow's batch_gather\) indices must be a Blob of 2 to 3 "
+                    r"axes \(params' rank\), the last one gathering"),
+    ((2, 5, 4, 1), 1, 1, r"flow.gather: with batch_dims=1 .* indices must be a Blob of 2 to 3 axes"),
+    ((2, 3), 5, 0, r"flow.gather: axis must be an int in \[-3, 3\), got 5"),
 ])  # fmt: skip
 def test_gather_with_bad_batch_dims_is_a_trace_error(index_shape, axis, batch, message):
     with pytest.raises(flow.TraceError, match=message) as info:
         @flow.global_function()
-        def batched(p: tp.Numpy.Placeholder((2, 5)), i: tp.Numpy.Placeholder(index_shape, dtype=flow.int32)
+        def batched(p: tp.Numpy.Placeholder((2, 5, 4)), i: tp.Numpy.Placeholder(index_shape, dtype=flow.int32)
                     ) -> tp.Numpy:
             return flow.gather(p, i, axis=axis, batch_dims=batch)  # the batched gather
 
