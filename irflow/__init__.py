@@ -50,7 +50,12 @@ from irflow.frontend.initializers import (
     zeros_initializer,
 )
 from irflow.frontend.losses import smooth_l1_loss
-from irflow.frontend.math import clip_by_value
+from irflow.frontend.math import (
+    clip_by_value,
+    unsorted_batch_segment_sum,
+    unsorted_segment_sum,
+    unsorted_segment_sum_like,
+)
 from irflow.frontend.ops import (
     argwhere,
     broadcast_like,
@@ -119,8 +124,8 @@ __all__ = [
     "optimizer", "parallel_cast", "random",
     "random_normal_initializer", "random_uniform_initializer", "regularizers", "reshape", "scope", "slice", "squeeze",
     "sync_default_session", "train", "transpose", "where",
-    "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "user_op_builder",
-    "variance_scaling_initializer",
+    "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "unsorted_batch_segment_sum",
+    "unsorted_segment_sum", "unsorted_segment_sum_like", "user_op_builder", "variance_scaling_initializer",
     "watch", "watch_diff", "xavier_normal_initializer", "xavier_uniform_initializer", "zeros_initializer", "zeros_like",
     "gen_tensor_buffer", "tensor_buffer_to_list_of_tensors", "tensor_buffer_to_tensor", "tensor_to_tensor_buffer",
 ]  # fmt: skip

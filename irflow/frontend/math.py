@@ -428,12 +428,36 @@ def unsorted_segment_sum(
     position; OneFlow's CPU kernel skips ids above and stops on negative ones.
     """
     what = "flow.math.unsorted_segment_sum"
-    if not dtypes.is_int(num_segments) or num_segments < 1:
-        fail(f"{what}: num_segments must be a positive int, got {num_segments!r}")
+    _check_num_segments(num_segments, what)
     axis = _segment_axis(data, segment_ids, axis, what)
     shape = data.shape[:axis] + (int(num_segments),) + data.shape[axis + segment_ids.ndim:]
     return build(job.GatherGradOp, [data, segment_ids], job.tensor(shape, data.dtype.element_type), name, what,
                  axis=axis)  # fmt: skip
+
+
+def unsorted_batch_segment_sum(data: Blob, segment_ids: Blob, num_segments: int, name: str | None = None) -> Blob:
+    """unsorted_segment_sum within each batch entry: segment_ids (2 or more axes) has data's leading shape, all
+    but its last axis batch axes, and data's axis segment_ids.ndim - 1 becomes num_segments sums per entry.
+
+    The adjoint of flow.gather's batch_gather (OneFlow's batch_gather gradient is this op): job.gather_grad
+    with those batch axes, so its gradient is that batch_gather, split on a batch axis as it is. An id
+    outside [0, num_segments) is an ExecutionError naming it and its position, as in unsorted_segment_sum.
+    """
+    what = "flow.math.unsorted_batch_segment_sum"
+    _check_num_segments(num_segments, what)
+    _segment_axis(data, segment_ids, 0, what)
+    if segment_ids.ndim < 2:
+        fail(f"{what}: segment_ids needs a batch axis before its segment axis (2 or more axes, as OneFlow's "
+             f"op), got shape {segment_ids.shape}")  # fmt: skip
+    at = segment_ids.ndim - 1
+    shape = data.shape[:at] + (int(num_segments),) + data.shape[at + 1:]
+    return build(job.GatherGradOp, [data, segment_ids], job.tensor(shape, data.dtype.element_type), name, what,
+                 axis=at, batch_dims=at)  # fmt: skip
+
+
+def _check_num_segments(num_segments: object, what: str) -> None:
+    if not dtypes.is_int(num_segments) or num_segments < 1:
+        fail(f"{what}: num_segments must be a positive int, got {num_segments!r}")
 
 
 def unsorted_segment_sum_like(data: Blob, segment_ids: Blob, like: Blob, axis: int = 0, name: str | None = None) -> Blob:

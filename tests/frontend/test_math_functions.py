@@ -5,6 +5,7 @@ gradient of sum(out * cotangent), against PyTorch's autograd); edge values where
 naive formula overflows, underflows or meets 0 * inf; training on 1 and 2 devices.
 """
 
+import re
 from typing import Tuple
 
 import numpy as np
@@ -398,6 +399,98 @@ def test_unsorted_segment_sum_of_an_id_out_of_range_is_an_execution_error(bad):
 def test_unsorted_segment_sum_refuses_ids_that_do_not_fit_the_data():
     with pytest.raises(flow.TraceError, match="must be data's axes from 0 on"):
         run(lambda d, i: flow.math.unsorted_segment_sum(d, i, 2), np.ones((3, 2), np.float32), np.zeros(2, np.int32))
+
+
+def torch_batch_segment_sum(t, ids, num_segments):
+    """OneFlow's unsorted_batch_segment_sum in PyTorch: scatter_add along ids' last axis, ids broadcast over
+    data's trailing axes."""
+    at, rest = ids.dim() - 1, tuple(t.shape[ids.dim():])
+    index = ids.long().reshape(tuple(ids.shape) + (1,) * len(rest)).expand(tuple(t.shape))
+    out_shape = tuple(t.shape[:at]) + (num_segments,) + rest
+    return torch.zeros(out_shape, dtype=t.dtype).scatter_add(at, index, t)
+
+
+def test_unsorted_batch_segment_sum_is_oneflows_example():
+    data = np.array([[1, 2, 3, 4]] * 3, np.float32)
+    ids = np.array([[0, 0, 0, 1], [0, 0, 1, 0], [0, 1, 0, 0]], np.int32)
+    out = run(lambda d, i: flow.math.unsorted_batch_segment_sum(d, i, 2), data, ids)
+    np.testing.assert_array_equal(out, [[6, 4], [7, 3], [8, 2]])  # OneFlow's docstring's result
+    assert flow.unsorted_batch_segment_sum is flow.math.unsorted_batch_segment_sum  # both names, as in OneFlow
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape, id_shape, num_segments", [((3, 5), (3, 5), 4), ((2, 3, 5, 2), (2, 3, 5), 6),
+                                                           ((4, 6, 3), (4, 6), 2)])  # fmt: skip
+def test_unsorted_batch_segment_sum_matches_scatter_add(dtype, shape, id_shape, num_segments):
+    """Each batch entry sums its own slices by id (repeats add up, an id none has gives 0); the gradient is
+    the batch gather of dy at the ids."""
+    x = values(dtype, shape=shape)
+    ids = np.random.default_rng(len(shape)).integers(0, num_segments - 1, id_shape).astype(np.int32)  # one id unused
+    check(lambda b, i: flow.math.unsorted_batch_segment_sum(b, i, num_segments),
+          lambda t, i: torch_batch_segment_sum(t, i, num_segments), [x, ids], dtype)  # fmt: skip
+
+
+BATCH_SEGMENTS = np.array([[0, 2, 0, 1, 2, 2], [1, 1, 0, 0, 2, 1], [2, 0, 0, 0, 0, 1], [0, 1, 2, 0, 1, 2]], np.int32)
+
+
+def batch_segment_steps(devices):
+    """3 SGD steps through unsorted_batch_segment_sum of a variable split along the batch axis on `devices`."""
+    flow.clear_default_session()
+    flow.config.cpu_device_num(devices)
+    scale = np.random.default_rng(3).normal(size=(4, 3, 3))
+
+    @flow.global_function(type="train")
+    def step(ids: tp.Numpy.Placeholder((4, 6), dtype=flow.int32)) -> tp.Numpy:
+        w = flow.get_variable("w", (4, 6, 3), initializer=flow.random_normal_initializer(seed=1),
+                              distribute=flow.distribute.split(0))  # fmt: skip
+        sums = flow.math.unsorted_batch_segment_sum(w, ids, 3)
+        loss = flow.math.reduce_sum(flow.math.square(sums) * flow.constant(scale.astype(np.float32)))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.05]), momentum=0).minimize(loss)
+        return loss
+
+    w0 = flow.get_all_variables()["w"].numpy().copy()
+    losses = [float(step(BATCH_SEGMENTS)) for _ in range(3)]
+    if devices > 1:
+        assert re.search(r"= job\.gather_grad .*sbp = #job\.nd_sbp<\[split", step.ir("sbp-infer"))
+    w = torch.tensor(w0, requires_grad=True)
+    opt = torch.optim.SGD([w], lr=0.05)
+    want = []
+    for _ in range(3):
+        opt.zero_grad()
+        loss = (torch_batch_segment_sum(w, torch.tensor(BATCH_SEGMENTS), 3) ** 2 * torch.tensor(scale)).sum()
+        loss.backward()
+        opt.step()
+        want.append(loss.item())
+    np.testing.assert_allclose(losses, want, rtol=1e-5)
+    np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_unsorted_batch_segment_sum_trains_as_pytorch(devices):
+    batch_segment_steps(devices)
+
+
+@pytest.mark.parametrize("data_shape, id_shape, num_segments, message", [
+    ((3, 4), (3,), 2, r"segment_ids needs a batch axis before its segment axis \(2 or more axes, as OneFlow's op\), "
+                      r"got shape \(3,\)"),
+    ((3, 4), (4, 3), 2, r"segment_ids of shape \(4, 3\) must be data's axes from 0 on, of data's shape \(3, 4\)"),
+    ((3, 4), (3, 4), 0, r"num_segments must be a positive int, got 0"),
+])  # fmt: skip
+def test_unsorted_batch_segment_sum_with_bad_arguments_is_a_trace_error(data_shape, id_shape, num_segments, message):
+    with pytest.raises(flow.TraceError, match=r"flow.math.unsorted_batch_segment_sum: " + message) as info:
+        @flow.global_function()
+        def f(d: tp.Numpy.Placeholder(data_shape), i: tp.Numpy.Placeholder(id_shape, dtype=flow.int32)) -> tp.Numpy:
+            return flow.math.unsorted_batch_segment_sum(d, i, num_segments)  # the batch segment sum
+
+    assert info.value.location.file == __file__
+    assert open(__file__).read().splitlines()[info.value.location.line - 1].endswith("# the batch segment sum")
+
+
+def test_unsorted_batch_segment_sum_of_an_id_out_of_range_is_an_execution_error():
+    ids = np.array([[0, 1], [2, 1]], np.int32)
+    with pytest.raises(flow.ExecutionError, match=r"index 2 at position \[1, 0\] is outside \[0, 2\)") as info:
+        run(lambda d, i: flow.math.unsorted_batch_segment_sum(d, i, 2), np.ones((2, 2, 3), np.float32), ids)
+    assert info.value.location.file == __file__
 
 
 # ----------------------------------------------------------------- in_top_k, tril, two_stage_reduce_*
