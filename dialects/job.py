@@ -1409,6 +1409,41 @@ class ScatterNdOp(JobOp):
             )
 
 
+class TensorScatterNdOp(JobOp):
+    """params with each slice of `updates` written where `indices` (..., K) point: OneFlow's
+    tensor_scatter_nd_update and _add, linear in params and updates together."""
+
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0, 2),)
+    params = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    updates = operand_def(TensorType)
+    res = result_def(TensorType)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        params, indices, updates = types
+        if gather_nd_shape(params, indices) != shape_of(updates) or dtype_of(updates) != dtype_of(params):
+            raise VerifyException(f"gather_nd of params {fmt(params)} at indices {fmt(indices)} does not have the "
+                                  f"updates' type {fmt(updates)}")  # fmt: skip
+        return params
+
+
+@irdl_op_definition
+class TensorScatterNdUpdateOp(TensorScatterNdOp):
+    """params with the slices at `indices` replaced by the sum of the updates pointing there, as OneFlow's
+    kernel zeroes them and then adds (a repeated index gets the sum of its updates)."""
+
+    name = "job.tensor_scatter_nd_update"
+
+
+@irdl_op_definition
+class TensorScatterNdAddOp(TensorScatterNdOp):
+    """params with each slice of `updates` added where `indices` point (repeats add up): params + scatter_nd."""
+
+    name = "job.tensor_scatter_nd_add"
+
+
 # ----------------------------------------------------------------- linear algebra
 
 
@@ -2767,7 +2802,8 @@ COMPUTE_OPS: list[type[Operation]] = [
     CastOp, BernoulliOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, UnpinSizeOp,
     ConcatOp,
     TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
-    GatherOp, GatherGradOp, DimGatherOp, DimGatherGradOp, GatherNdOp, ScatterNdOp,
+    GatherOp, GatherGradOp, DimGatherOp, DimGatherGradOp, GatherNdOp, ScatterNdOp, TensorScatterNdUpdateOp,
+    TensorScatterNdAddOp,
     MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ReduceProdOp, ReduceProdGradOp, ArgmaxOp, TopKOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
     SparseSoftmaxCrossEntropyOp, SoftmaxCrossEntropyOp,

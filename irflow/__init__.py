@@ -84,6 +84,8 @@ from irflow.frontend.ops import (
     slice,
     squeeze,
     stack,
+    tensor_scatter_nd_add,
+    tensor_scatter_nd_update,
     transpose,
     where,
     zero_pad2d,

@@ -550,6 +550,18 @@ def _scatter_nd(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) ->
     return [b.emit(job.GatherNdOp, [g, op.operands[1]]), None]
 
 
+@gradient(job.TensorScatterNdAddOp, job.TensorScatterNdUpdateOp)
+def _tensor_scatter_nd(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    """OneFlow's rules: the updates get gather_nd of dy (every repeat all of it, since update adds repeats up);
+    params get dy, where update wrote with dy's slices there zeroed (update of dy with zeros)."""
+    params, indices, updates = _operands(op)
+    dparams: SSAValue | None = dy
+    if needs[0] and isinstance(op, job.TensorScatterNdUpdateOp):
+        dparams = b.emit(job.TensorScatterNdUpdateOp, [dy, indices, b.fill(0.0, updates.type)])
+    dupdates = b.emit(job.GatherNdOp, [dy, indices]) if needs[2] else None
+    return [dparams if needs[0] else None, None, dupdates]
+
+
 # ----------------------------------------------------------------- linear algebra and reductions
 
 

@@ -290,6 +290,15 @@ def _scatter_nd(op: Operation, p: int) -> list[Sig1]:
     return [((j, BROADCAST), i) for i, j in slices] + [((j, j), PARTIAL) for j in rows]
 
 
+@rule(job.TensorScatterNdUpdateOp, job.TensorScatterNdAddOp)
+def _tensor_scatter_nd(op: Operation, p: int) -> list[Sig1]:
+    """params, updates and the result split along a slice axis alike, the indices whole (OneFlow's signature;
+    its other, indices and updates split with params broadcast, would add or write each device's part only).
+    Partial params with partial updates come with the op's linear group."""
+    slices, _ = _nd_axes(op, shape_of(op.operands[0].type), p)
+    return [((i, BROADCAST, j), i) for i, j in slices]
+
+
 # ----------------------------------------------------------------- linear algebra and reductions
 
 

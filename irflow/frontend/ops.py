@@ -1,7 +1,7 @@
 """Array ops at the top of the `flow` namespace.
 
-reshape, flatten, transpose, matmul, concat, stack, pad, slice, where, gather, dim_gather, cast, identity, constant,
-one_hot, ...
+reshape, flatten, transpose, matmul, concat, stack, pad, slice, where, gather, dim_gather, gather_nd, scatter_nd,
+tensor_scatter_nd_update / _add, cast, identity, constant, one_hot, ...
 """
 
 from __future__ import annotations
@@ -517,6 +517,29 @@ def scatter_nd(indices: Blob, updates: Blob, shape: Sequence[int], name: str | N
         fail(f"{what}: updates must be a Blob, got {type(updates).__name__} {updates!r}")
     dims = _dims(shape, what)
     return build(job.ScatterNdOp, [updates, indices], job.tensor(dims, updates.dtype.element_type), name, what)
+
+
+def tensor_scatter_nd_update(params: Blob, indices: Blob, updates: Blob, name: str | None = None) -> Blob:
+    """flow.tensor_scatter_nd_update: params with the slices where `indices` (..., K) point replaced by
+    `updates`' slices. As OneFlow's kernel zeroes those slices and then adds, a repeated index gets the sum
+    of its updates. Gradients as OneFlow's: gather_nd of dy for the updates, dy with the written slices
+    zeroed for params. A coordinate outside its axis stops the step with an ExecutionError at this line."""
+    return _tensor_scatter_nd(job.TensorScatterNdUpdateOp, params, indices, updates, name,
+                              "flow.tensor_scatter_nd_update")  # fmt: skip
+
+
+def tensor_scatter_nd_add(params: Blob, indices: Blob, updates: Blob, name: str | None = None) -> Blob:
+    """flow.tensor_scatter_nd_add: params with each slice of `updates` added where `indices` (..., K) point,
+    repeats adding up (params + scatter_nd); gradients dy for params and gather_nd of dy for the updates."""
+    return _tensor_scatter_nd(job.TensorScatterNdAddOp, params, indices, updates, name, "flow.tensor_scatter_nd_add")
+
+
+def _tensor_scatter_nd(op: type[job.TensorScatterNdOp], params: Blob, indices: Blob, updates: Blob,
+                       name: str | None, what: str) -> Blob:  # fmt: skip
+    for argument, blob in (("params", params), ("updates", updates)):
+        if not isinstance(blob, Blob):
+            fail(f"{what}: {argument} must be a Blob, got {type(blob).__name__} {blob!r}")
+    return build(op, [params, indices, updates], None, name, what)
 
 
 def constant(

@@ -1,4 +1,5 @@
-"""flow.where, flow.gather (batch_dims too), flow.dim_gather, flow.gather_nd / scatter_nd, flow.math.reduce_prod,
+"""flow.where, flow.gather (batch_dims too), flow.dim_gather, flow.gather_nd / scatter_nd, flow.tensor_scatter_nd_update
+/ _add, flow.math.reduce_prod,
 flow.stack, the pads and flow.broadcast_like / reshape_like against PyTorch: forward and gradient in float32 and
 float64, SGD steps of a train job whose loss goes through the op, and the same job on 2 and 3 simulated devices
 against one device."""
@@ -650,6 +651,133 @@ def test_gather_nd_and_scatter_nd_with_bad_arguments_are_trace_errors(call, mess
     with pytest.raises(flow.TraceError, match=message) as info:
         @flow.global_function()
         def nd(p: tp.Numpy.Placeholder((4, 5)), i: tp.Numpy.Placeholder((2, 3), dtype=flow.int32)) -> tp.Numpy:
+            return call(p, i)
+
+    located_here(info, re.match(r"flow\.\w+", message).group())  # the lambda's line in the table above
+
+
+# ----------------------------------------------------------------- flow.tensor_scatter_nd_update and _add
+
+
+def torch_tensor_scatter_nd(params: "torch.Tensor", indices: np.ndarray, updates: "torch.Tensor",
+                            update: bool) -> "torch.Tensor":  # fmt: skip
+    """OneFlow's kernels in PyTorch: for update the indexed slices zeroed first (writing zeros, the same
+    whichever repeat wins), then the updates added there with accumulate=True, so repeats add up."""
+    at = torch_coordinates(indices)
+    if update:
+        params = params.index_put(at, torch.zeros((), dtype=params.dtype))
+    return params.index_put(at, updates, accumulate=True)
+
+
+def test_tensor_scatter_nd_is_oneflows_example():
+    @flow.global_function()
+    def both(x: tp.Numpy.Placeholder((5, 3)), i: tp.Numpy.Placeholder((3, 1), dtype=flow.int32),
+             u: tp.Numpy.Placeholder((3, 3))) -> Tuple[tp.Numpy, tp.Numpy]:
+        return flow.tensor_scatter_nd_update(params=x, indices=i, updates=u), flow.tensor_scatter_nd_add(x, i, u)
+
+    x = np.tile(np.array([1, 2, 3], np.float32), (5, 1))
+    updated, added = both(x, np.array([[0], [4], [2]], np.int32), np.repeat(np.arange(1, 4, dtype=np.float32), 3)
+                          .reshape(3, 3))  # fmt: skip
+    np.testing.assert_array_equal(updated, [[1, 1, 1], [1, 2, 3], [3, 3, 3], [1, 2, 3], [2, 2, 2]])  # OneFlow's doc
+    np.testing.assert_array_equal(added, [[2, 3, 4], [1, 2, 3], [4, 5, 6], [1, 2, 3], [3, 4, 5]])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, index_shape", [((3, 4, 5), (2, 6, 2)), ((5, 3), (4, 1)), ((3, 4), (7, 2))])
+def test_tensor_scatter_nd_forward_matches_torch(dtype, shape, index_shape):
+    params = rng.standard_normal(shape).astype(dtype)
+    indices = np.stack([rng.integers(0, min(n, 2), index_shape[:-1]) for n in shape[: index_shape[-1]]],
+                       -1).astype(np.int32)  # few coordinates: repeated  # fmt: skip
+    sliced = index_shape[:-1] + shape[index_shape[-1] :]
+    updates = rng.standard_normal(sliced).astype(dtype)
+    T = tp.Numpy.Placeholder
+
+    @flow.global_function(function_config=config_of(dtype))
+    def nd(p: T(shape, dtype=getattr(flow, dtype)), i: T(index_shape, dtype=flow.int32),
+           u: T(sliced, dtype=getattr(flow, dtype))) -> Tuple[tp.Numpy, tp.Numpy]:
+        return flow.tensor_scatter_nd_update(p, i, u), flow.tensor_scatter_nd_add(p, i, u)
+
+    updated, added = nd(params, indices, updates)
+    for got, update in ((updated, True), (added, False)):
+        want = torch_tensor_scatter_nd(torch.from_numpy(params), indices, torch.from_numpy(updates), update)
+        np.testing.assert_allclose(got, want.numpy(), **tol(dtype))
+
+
+WRITE_INITIAL = {"base": rng.standard_normal((4, 5, 6)), "patch": rng.standard_normal((6, 3, 6))}
+
+
+def define_write_train(dtype: str) -> Callable[..., np.ndarray]:
+    """A variable written (update) and added (add) into another at (row, column) pairs, some repeated: on
+    several devices both split along their slices' last axis."""
+
+    @flow.global_function(type="train", function_config=config_of(dtype))
+    def train(at: tp.Numpy.Placeholder((6, 3, 2), dtype=flow.int32)) -> tp.Numpy:
+        base = variable("base", (4, 5, 6), flow.distribute.split(2))
+        patch = variable("patch", (6, 3, 6), flow.distribute.split(2))
+        written = flow.tensor_scatter_nd_update(base, at, patch)
+        added = flow.tensor_scatter_nd_add(base, at, patch * 0.5)
+        loss = (flow.math.reduce_mean(flow.math.square(flow.math.tanh(written) - 0.5))
+                + flow.math.reduce_mean(flow.math.square(added - 0.25) * flow.math.sigmoid(written)))
+        sgd().minimize(loss)
+        return loss
+
+    return train
+
+
+def write_loss(p: dict[str, "torch.Tensor"]) -> "torch.Tensor":
+    written = torch_tensor_scatter_nd(p["base"], ND_INDICES, p["patch"], update=True)
+    added = torch_tensor_scatter_nd(p["base"], ND_INDICES, p["patch"] * 0.5, update=False)
+    return torch.mean(torch.square(torch.tanh(written) - 0.5)) + torch.mean(
+        torch.square(added - 0.25) * torch.sigmoid(written))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tensor_scatter_nd_train_steps_match_torch(dtype):
+    assert len({tuple(c) for c in ND_INDICES.reshape(-1, 2)}) < 18  # repeats: update sums them
+    ours = our_steps(define_write_train(dtype), WRITE_INITIAL, [ND_INDICES], dtype)
+    assert_same_steps(ours, torch_steps(WRITE_INITIAL, write_loss, dtype), dtype)
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_tensor_scatter_nd_on_several_devices_matches_one(devices):
+    define = lambda: define_write_train("float64")  # noqa: E731
+    one = on_devices(1, define, "tensor_scatter_nd_update", WRITE_INITIAL, [ND_INDICES], "float64")
+    many = on_devices(devices, define, "tensor_scatter_nd_add", WRITE_INITIAL, [ND_INDICES], "float64")
+    assert_same_steps(many, one, "float64")
+    assert_same_steps(many, torch_steps(WRITE_INITIAL, write_loss, "float64"), "float64")
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_tensor_scatter_nd_coordinate_out_of_range_is_named_at_the_users_line(devices):
+    flow.config.cpu_device_num(devices)
+    train = define_write_train("float64")
+    flow.load_variables({k: v.copy() for k, v in WRITE_INITIAL.items()})
+    before = {name: v.numpy().copy() for name, v in flow.get_all_variables().items()}
+    at = ND_INDICES.copy()
+    at[4, 2, 0] = -1
+    with pytest.raises(flow.ExecutionError, match=r"tensor_scatter_nd_update.*: index -1 at position \[4, 2, 0\] "
+                                                  r"is outside \[0, 4\) \(axis 0 of params has 4 entries\)") as info:
+        train(at)
+    lookup = next(n for n, text in enumerate(open(__file__).read().splitlines(), 1)
+                  if "= flow.tensor_scatter_nd_update(base" in text)  # fmt: skip
+    assert info.value.location.file == __file__ and info.value.location.line == lookup
+    for name, value in flow.get_all_variables().items():
+        np.testing.assert_array_equal(value.numpy(), before[name], err_msg=name)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda p, i: flow.tensor_scatter_nd_update(p, i, p), r"flow.tensor_scatter_nd_update: gather_nd of params "
+                                                          r"tensor<4x5xf32> at indices tensor<3x1xi32> does not have "
+                                                          r"the updates' type tensor<4x5xf32>"),
+    (lambda p, i: flow.tensor_scatter_nd_add(p, i, 1.0), r"flow.tensor_scatter_nd_add: updates must be a Blob, got "
+                                                         r"float 1.0"),
+    (lambda p, i: flow.tensor_scatter_nd_add(p, p, p), r"flow.tensor_scatter_nd_add: gather_nd indices must be "
+                                                       r"int32/int64, got tensor<4x5xf32>"),
+])  # fmt: skip
+def test_tensor_scatter_nd_with_bad_arguments_are_trace_errors(call, message):
+    with pytest.raises(flow.TraceError, match=message) as info:
+        @flow.global_function()
+        def nd(p: tp.Numpy.Placeholder((4, 5)), i: tp.Numpy.Placeholder((3, 1), dtype=flow.int32)) -> tp.Numpy:
             return call(p, i)
 
     located_here(info, re.match(r"flow\.\w+", message).group())  # the lambda's line in the table above

@@ -371,6 +371,10 @@ CASES = [
          inputs={"i": np.array([[2, 3], [0, 1], [2, 3], [1, 0]])}),
     Case("scatter_nd", job.ScatterNdOp, {"u": (3, 2)}, lambda e, v: e(job.ScatterNdOp, [v["u"], v["i"]], tensor((3, 2), f64)),
          inputs={"i": np.array([[2], [0], [2]])}),
+    *(Case(op.name.removeprefix("job."), op, {"a": (3, 4, 2), "u": (4, 2)},
+           lambda e, v, op=op: e(op, [v["a"], v["i"], v["u"]]),
+           inputs={"i": np.array([[2, 3], [0, 1], [2, 3], [1, 0]])})  # a repeated index: update adds its two up
+      for op in (job.TensorScatterNdUpdateOp, job.TensorScatterNdAddOp)),
     Case("gather_grad", job.GatherGradOp, {"dy": (2, 5)},
          lambda e, v: e(job.GatherGradOp, [v["dy"], v["i"]], tensor((2, 3), f64), axis=-1),
          inputs={"i": np.array([1, 0, 1, 1, 2])}),

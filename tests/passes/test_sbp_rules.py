@@ -71,6 +71,8 @@ SAMPLES: list[tuple[str, Operation]] = [
     ("gather_nd", make(job.GatherNdOp, [t(4, 5, 6), tensor((6, 2, 2), i32)])),
     ("gather_nd-uneven", make(job.GatherNdOp, [t(5, 7), tensor((5, 1), i32)])),
     ("scatter_nd", make(job.ScatterNdOp, [t(6, 2, 6), tensor((6, 2, 2), i32)], t(4, 5, 6))),
+    ("tensor_scatter_nd_update", make(job.TensorScatterNdUpdateOp, [t(4, 5, 6), tensor((6, 2, 2), i32), t(6, 2, 6)])),
+    ("tensor_scatter_nd_add-uneven", make(job.TensorScatterNdAddOp, [t(5, 7), tensor((5, 1), i32), t(5, 7)])),
     ("gather_grad", make(job.GatherGradOp, [t(4, 6, 2, 5), tensor((6, 2), i32)], t(4, 6, 5), axis=1)),
     ("gather_grad-uneven", make(job.GatherGradOp, [t(7, 4), tensor((7,), i32)], t(5, 4))),
     ("matmul", make(job.MatmulOp, [t(6, 4), t(4, 6)])),
@@ -125,7 +127,7 @@ def logical_inputs(op: Operation, rng: np.random.Generator) -> list[np.ndarray]:
     arrays = []
     for i, v in enumerate(op.operands):
         shape = tuple(v.type.get_shape())  # type: ignore[attr-defined]
-        if isinstance(op, (job.GatherNdOp, job.ScatterNdOp)) and i == 1:  # each coordinate within its axis
+        if isinstance(op, (job.GatherNdOp, job.ScatterNdOp, job.TensorScatterNdOp)) and i == 1:  # each coordinate within its axis
             whole = shape_of((op.results[0] if isinstance(op, job.ScatterNdOp) else op.operands[0]).type)
             columns = [rng.integers(0, n, shape[:-1]) for n in whole[: shape[-1]]]
             arrays.append(np.stack(columns, axis=-1).astype(np.int32))

@@ -1,4 +1,4 @@
-"""Data movement: reshape, transpose, concat, slice, the gathers and scatter_nd (+ gradients), broadcast_to, fill.
+"""Data movement: reshape, transpose, concat, slice, the gathers and scatters (+ gradients), broadcast_to, fill.
 
 Views of ins and outs are taken once at build time: a view of an arena view
 keeps reading and writing the arena, so each step is just `copyto`.
@@ -12,7 +12,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
-from .registry import Array, DataError, Run, check_indices, first_position, register, sequence
+from .registry import Array, DataError, KernelFactory, Run, check_indices, first_position, register, sequence
 from .shapes import expect_shape, normalize_axes
 
 
@@ -238,3 +238,29 @@ def scatter_nd(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
         xp.add.at(out, at, updates)
 
     return run
+
+
+def _tensor_scatter_nd(kernel: str, zero_first: bool) -> KernelFactory:
+    """tensor_scatter_nd_update (`zero_first`: the indexed slices zeroed, then added to, as OneFlow's kernel,
+    so a repeated index gets the sum of its updates) or tensor_scatter_nd_add: params copied, then each slice
+    of updates added at its indices by `add.at`; every coordinate checked before anything is written."""
+
+    def build(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+        (params, indices, updates), (out,) = ins, outs
+        expect_shape(kernel, "the result", out.shape, params.shape)
+        at, check = _nd_picked(xp, kernel, params, indices, updates)
+
+        def run() -> None:
+            check()
+            xp.copyto(out, params)
+            if zero_first:
+                out[at] = 0
+            xp.add.at(out, at, updates)
+
+        return run
+
+    return build
+
+
+for _name, _zero_first in (("tensor_scatter_nd_update", True), ("tensor_scatter_nd_add", False)):
+    register(_name, checks_data=True)(_tensor_scatter_nd(_name, _zero_first))

@@ -584,8 +584,8 @@ job.func @run_time_tensor_buffer(%x: tensor<3x5xf32, #job.bounded<[0, 1]>>) -> (
 // and its gradient scatters back into params' shape; with batch_dims the
 // indices' leading axes are params' and replace none of them; dim_gather
 // takes its index's shape; gather_nd picks by the indices' last axis of
-// coordinates and scatter_nd adds back; a product
-// reduction and its gradient.
+// coordinates and scatter_nd adds back; tensor_scatter_nd_update and _add
+// write the slices into params' type; a product reduction and its gradient.
 
 job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x8xf32>, %y: tensor<8xf32>, %i: tensor<2x3xi32>, %i3: tensor<2x3x5xi32>) -> tensor<4x8xf32> {
   %w = job.where %c, %x, %y : (tensor<4x1xi8>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
@@ -598,6 +598,8 @@ job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x8xf32>, %y: tensor<8xf32>, %i:
   %dgg = job.dim_gather_grad %dg, %i3 {dim = 2 : i64} : (tensor<2x3x5xf32>, tensor<2x3x5xi32>) -> tensor<2x3x8xf32>
   %nd = job.gather_nd %dgg, %i : (tensor<2x3x8xf32>, tensor<2x3xi32>) -> tensor<2xf32>
   %snd = job.scatter_nd %nd, %i : (tensor<2xf32>, tensor<2x3xi32>) -> tensor<2x3x8xf32>
+  %tsu = job.tensor_scatter_nd_update %snd, %i, %nd : (tensor<2x3x8xf32>, tensor<2x3xi32>, tensor<2xf32>) -> tensor<2x3x8xf32>
+  %tsa = job.tensor_scatter_nd_add %tsu, %i, %nd : (tensor<2x3x8xf32>, tensor<2x3xi32>, tensor<2xf32>) -> tensor<2x3x8xf32>
   %prod = job.reduce_prod %back {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
   %pg = job.reduce_prod_grad %prod, %back {axes = array<i64: 1>} : (tensor<4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   job.return %pg : tensor<4x8xf32>
@@ -614,6 +616,8 @@ job.func @select(%c: tensor<4x1xi8>, %x: tensor<4x8xf32>, %y: tensor<8xf32>, %i:
 // CHECK-NEXT:    %dgg = job.dim_gather_grad %dg, %i3 {dim = 2 : i64} : (tensor<2x3x5xf32>, tensor<2x3x5xi32>) -> tensor<2x3x8xf32>
 // CHECK-NEXT:    %nd = job.gather_nd %dgg, %i : (tensor<2x3x8xf32>, tensor<2x3xi32>) -> tensor<2xf32>
 // CHECK-NEXT:    %snd = job.scatter_nd %nd, %i : (tensor<2xf32>, tensor<2x3xi32>) -> tensor<2x3x8xf32>
+// CHECK-NEXT:    %tsu = job.tensor_scatter_nd_update %snd, %i, %nd : (tensor<2x3x8xf32>, tensor<2x3xi32>, tensor<2xf32>) -> tensor<2x3x8xf32>
+// CHECK-NEXT:    %tsa = job.tensor_scatter_nd_add %tsu, %i, %nd : (tensor<2x3x8xf32>, tensor<2x3xi32>, tensor<2xf32>) -> tensor<2x3x8xf32>
 // CHECK-NEXT:    %prod = job.reduce_prod %back {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
 // CHECK-NEXT:    %pg = job.reduce_prod_grad %prod, %back {axes = array<i64: 1>} : (tensor<4xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    job.return %pg : tensor<4x8xf32>

@@ -875,3 +875,13 @@ job.func @f() {
   %bad = job.ofrecord_decode {reader = "r", data_dir = "/d", data_part_num = 1 : i64, part_name_prefix = "part-", part_name_suffix_length = -1 : i64, random_shuffle = false, shuffle_buffer_size = 1024 : i64, shuffle_after_epoch = false, field = "x", truncate = false} : tensor<4xf16>
   job.return
 }
+
+// -----
+
+// tensor_scatter_nd's updates are the slices gather_nd would take from params there.
+
+job.func @f(%x: tensor<4x8xf32>, %i: tensor<3x1xi32>, %u: tensor<3x4xf32>) {
+  // expected-error@+1 {{'job.tensor_scatter_nd_add' op gather_nd of params tensor<4x8xf32> at indices tensor<3x1xi32> does not have the updates' type tensor<3x4xf32>}}
+  %r = job.tensor_scatter_nd_add %x, %i, %u : (tensor<4x8xf32>, tensor<3x1xi32>, tensor<3x4xf32>) -> tensor<4x8xf32>
+  job.return
+}

@@ -350,3 +350,22 @@ job.func @pick_nd(%i: tensor<3x2xi32>) -> tensor<f32> attributes {job_type = "tr
 // CHECK-LABEL: job.func @pick_nd
 // CHECK:         %e_grad = job.scatter_nd %g_grad, %i : (tensor<3x4xf32>, tensor<3x2xi32>) -> tensor<2x5x4xf32>
 // CHECK-NEXT:    job.apply_gradients %e, %e_grad
+
+// -----
+
+// tensor_scatter_nd_update: the updates' gradient is gather_nd of dy, params' is
+// dy with the written slices zeroed (an update of dy with zeros); for _add, dy.
+
+job.func @write_nd(%i: tensor<3x2xi32>) -> tensor<f32> attributes {job_type = "train"} {
+  %e = job.variable {name = "e", initializer = {kind = "constant", value = 0.0}} : tensor<2x5x4xf32>
+  %u = job.variable {name = "u", initializer = {kind = "constant", value = 1.0}} : tensor<3x4xf32>
+  %w = job.tensor_scatter_nd_update %e, %i, %u : (tensor<2x5x4xf32>, tensor<3x2xi32>, tensor<3x4xf32>) -> tensor<2x5x4xf32>
+  %l = job.reduce_sum %w {axes = array<i64: 0, 1, 2>} : (tensor<2x5x4xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @write_nd
+// CHECK:         %[[ZERO:.*]] = job.fill {value = 0.000000e+00 : f64} : tensor<3x4xf32>
+// CHECK-NEXT:    %e_grad = job.tensor_scatter_nd_update %w_grad, %i, %[[ZERO]] : (tensor<2x5x4xf32>, tensor<3x2xi32>, tensor<3x4xf32>) -> tensor<2x5x4xf32>
+// CHECK-NEXT:    %u_grad = job.gather_nd %w_grad, %i : (tensor<2x5x4xf32>, tensor<3x2xi32>) -> tensor<3x4xf32>

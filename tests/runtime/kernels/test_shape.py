@@ -251,3 +251,38 @@ def test_gather_nd_refuses_coordinates_outside_their_axis_before_writing(build_k
         run()
     assert np.isnan(result).all()  # nothing written
     assert checks_data(name, np.dtype(np.float64))
+
+
+def tensor_scattered_by_hand(params: np.ndarray, indices: np.ndarray, updates: np.ndarray, update: bool):
+    """OneFlow's tensor_scatter_nd kernels, slice by slice: a copy of params, the indexed slices zeroed first
+    when `update`, then each slice of updates added at its index."""
+    out = params.copy()
+    if update:
+        for where in np.ndindex(*indices.shape[:-1]):
+            out[tuple(int(c) for c in indices[where])] = 0
+    for where in np.ndindex(*indices.shape[:-1]):
+        out[tuple(int(c) for c in indices[where])] += updates[where]
+    return out
+
+
+@pytest.mark.parametrize("name", ["tensor_scatter_nd_update", "tensor_scatter_nd_add"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape, index_shape", ND_GATHERS)
+def test_tensor_scatter_nd(kernel, rng, name, dtype, shape, index_shape) -> None:
+    params = (rng.standard_normal(shape) * 10).astype(dtype)
+    indices = nd_indices(rng, shape, index_shape, few=True)  # repeated: update sums them, as OneFlow's kernel
+    updates = (rng.standard_normal(nd_gathered_by_hand(params, indices).shape) * 10).astype(dtype)
+    expected = tensor_scattered_by_hand(params, indices, updates, name.endswith("update"))
+    (out,) = kernel(name, [params, indices, updates], [(shape, dtype)])
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("name", ["tensor_scatter_nd_update", "tensor_scatter_nd_add"])
+def test_tensor_scatter_nd_refuses_coordinates_outside_their_axis_before_writing(build_kernel, name) -> None:
+    indices = np.array([[0, 1], [2, 4], [1, 0]], np.int32)
+    run, (result,) = build_kernel(name, [np.ones((3, 4, 2)), indices, np.ones((3, 2))], [((3, 4, 2), np.float64)])
+    with pytest.raises(DataError, match=r"index 4 at position \[1, 1\] is outside \[0, 4\) "
+                                        r"\(axis 1 of params has 4 entries\)"):
+        run()
+    assert np.isnan(result).all()  # nothing written
+    assert checks_data(name, np.dtype(np.float64))
