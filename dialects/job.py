@@ -616,6 +616,8 @@ CoshOp = _define("cosh", "hyperbolic cosine", UnaryOp)
 AsinhOp = _define("asinh", "inverse hyperbolic sine", UnaryOp)
 AcoshOp = _define("acosh", "inverse hyperbolic cosine, >= 0; NaN below 1", UnaryOp)
 AtanhOp = _define("atanh", "inverse hyperbolic tangent; +-inf at +-1, NaN outside [-1, 1]", UnaryOp)
+LgammaOp = _define("lgamma", "log|Gamma(x)|; +inf at 0, the negative integers and -inf", UnaryOp)
+DigammaOp = _define("digamma", "Gamma'(x)/Gamma(x), lgamma's derivative; NaN at the negative integers", UnaryOp)
 
 
 class CompareOp(BinaryOp):
@@ -2795,7 +2797,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     VariableOp, ConstantOp, FillOp, DropoutMaskOp, RandomUniformOp, RandomPermutationOp, OFRecordDecodeOp,
     NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, SquareOp, ReluOp, SigmoidOp, TanhOp, GeluOp, AbsOp,
     SinOp, CosOp, FloorOp, CeilOp, RoundOp, SignOp, Log1pOp, Expm1Op, ErfOp, ErfcOp,
-    TanOp, AsinOp, AcosOp, AtanOp, SinhOp, CoshOp, AsinhOp, AcoshOp, AtanhOp,
+    TanOp, AsinOp, AcosOp, AtanOp, SinhOp, CoshOp, AsinhOp, AcoshOp, AtanhOp, LgammaOp, DigammaOp,
     AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp, FloorModOp, Atan2Op,
     EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp,
     ReluGradOp, SigmoidGradOp, TanhGradOp, GeluGradOp,

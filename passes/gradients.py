@@ -245,6 +245,12 @@ gradient(job.ErfOp)(_gaussian(2.0 / math.sqrt(math.pi)))
 gradient(job.ErfcOp)(_gaussian(-2.0 / math.sqrt(math.pi)))
 
 
+@gradient(job.LgammaOp)
+def _lgamma(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    # digamma, as PyTorch's; OneFlow 0.x's lgamma kernel has no backward (an assert where digamma would be)
+    return [b.emit(job.MulOp, [dy, b.emit(job.DigammaOp, [op.operands[0]])])]
+
+
 @gradient(job.TanOp)
 def _tan(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
     # 1 + y*y, PyTorch's form: OneFlow's 1 / cos(x)**2 recomputes the cosine

@@ -29,7 +29,7 @@ from irflow.passes.memory_schedule import shorten_lifetimes
 # so the output may take the memory of an input that dies there.
 ELEMENTWISE_KERNELS = frozenset(
     "neg exp log sqrt rsqrt square relu sigmoid tanh gelu abs identity "
-    "sin cos floor ceil round sign log1p expm1 erf erfc tan asin acos atan sinh cosh asinh acosh atanh "
+    "sin cos floor ceil round sign log1p expm1 erf erfc tan asin acos atan sinh cosh asinh acosh atanh lgamma digamma "
     "add sub mul div maximum minimum pow floor_mod atan2 "
     "relu_grad sigmoid_grad tanh_grad gelu_grad bias_add bias_add_relu".split()
 )

@@ -85,6 +85,7 @@ cosh = _unary(job.CoshOp, "flow.math.cosh")
 asinh = _unary(job.AsinhOp, "flow.math.asinh")
 acosh = _unary(job.AcoshOp, "flow.math.acosh")
 atanh = _unary(job.AtanhOp, "flow.math.atanh")
+lgamma = _unary(job.LgammaOp, "flow.math.lgamma")  # its gradient is digamma, which OneFlow 0.x's kernel lacks
 sigmoid_v2 = _unary(job.SigmoidOp, "flow.math.sigmoid_v2")  # OneFlow's second kernel of the same function
 tanh_v2 = _unary(job.TanhOp, "flow.math.tanh_v2")
 

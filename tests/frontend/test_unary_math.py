@@ -1,4 +1,4 @@
-"""flow.math's unary job ops (sin ... erfc) against PyTorch: forward and gradient, training, 2 devices.
+"""flow.math's unary job ops (sin ... erfc, lgamma) against PyTorch: forward and gradient, training, 2 devices.
 
 The vector-Jacobian products come from test_composite_ops.py's `check` (a train job
 watching the gradient of sum(out * cotangent), against PyTorch's autograd).
@@ -105,6 +105,24 @@ def test_domain_edges_give_pytorchs_infinities_and_nans(name):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+def test_lgamma_and_its_gradient_digamma(dtype):
+    """Against PyTorch in float64 (torch.digamma in float32 keeps fewer digits below 0 than ours, computed
+    in float64 and rounded once): both sides of 0, near the roots at 1 and 2, tiny and huge x."""
+    x = values(dtype, 1.0, 2.0, 1.0 + 1e-6, 0.5, -0.5, -2.5, -3.7, 1e-10, -1e-10, 30.0, 1e10, scale=4.0)
+    (out,), (grad,) = check(flow.math.lgamma, torch.lgamma, [x], dtype, oracle_dtype=torch.float64)
+    assert np.isfinite(out).all() and np.isfinite(grad).all()
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf * 0 in PyTorch's and our chain rule
+def test_lgamma_at_its_poles_and_infinities_is_pytorchs():
+    """+inf at 0, the negative integers and both infinities; the gradient dy * digamma is -inf at 0, NaN at
+    the negative integers and -inf, as PyTorch's (-0.0 is test_gamma.py's: check adds a zero to x)."""
+    x = np.array([[0.0, -2.0, -1.0, -4.0, np.inf, -np.inf, np.nan, 3.0]], np.float32)
+    (out,), (grad,) = check(flow.math.lgamma, torch.lgamma, [x], flow.float32, oracle_dtype=torch.float32)
+    assert np.isinf(out[0, :6]).all() and np.isnan(grad[0, 1:4]).all()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("name", STEPS)
 def test_piecewise_constant_ops_have_gradient_zero(name, dtype):
     """Returned next to x itself, so the loss depends on a variable: the gradient is the cotangent of x alone."""
@@ -161,6 +179,7 @@ def test_an_integer_operand_is_a_trace_error():
 def sines(m, h):
     """The loss path of the first training test, written once for flow.math (m) and once for the torch shim."""
     y = m.sin(h) * m.cos(h * 0.5) + m.log1p(m.abs(h)) + m.expm1(h * 0.3) + m.erf(h) - m.erfc(h)
+    y = y + m.lgamma(m.square(h) + 0.25)
     return y + m.floor(h) + m.ceil(h) + m.round(h) + m.sign(h)  # piecewise constant: no gradient
 
 

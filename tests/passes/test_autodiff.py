@@ -211,10 +211,10 @@ job.func @predict(%x: tensor<2xf32>) -> tensor<2xf32> attributes {job_type = "pr
 
 
 def test_every_op_is_classified():
-    """Each op is differentiable, gradient-free, or without a rule: the two max backward ops, reduce_prod's
-    and the TensorBuffer conversions (none in OneFlow either)."""
+    """Each op is differentiable, gradient-free, or without a rule: the two max backward ops, reduce_prod's,
+    digamma (lgamma's backward) and the TensorBuffer conversions (none in OneFlow either)."""
     without_rule = {job.ReduceMaxGradOp, job.ReduceProdGradOp, job.MaxPool2DGradOp, job.TensorToTensorBufferOp,
-                    job.TensorBufferToTensorOp, job.TensorBufferGetOp}
+                    job.TensorBufferToTensorOp, job.TensorBufferGetOp, job.DigammaOp}
     effects = {job.AssignOp, job.SgdUpdateOp, job.MomentumUpdateOp, job.AdamUpdateOp, job.RmsPropUpdateOp,
                job.CenteredRmsPropUpdateOp, job.LambUpdateOp, job.LarsUpdateOp, job.LazyAdamUpdateOp,
                job.IndexedSlicesSgdUpdateOp, job.IndexedSlicesMomentumUpdateOp, job.IndexedSlicesAdamUpdateOp,
@@ -303,7 +303,7 @@ DYNAMIC_X = np.array([[0.5, -1.0, 2.0, 1.5], [-0.3, 0.8, -1.2, 0.1]])
 CASES = [
     *(_unary(c) for c in (job.NegOp, job.ExpOp, job.SquareOp, job.ReluOp, job.SigmoidOp, job.TanhOp,
                           job.GeluOp, job.AbsOp, job.SinOp, job.CosOp, job.Expm1Op, job.ErfOp, job.ErfcOp)),
-    *(_unary(c, positive=True) for c in (job.LogOp, job.SqrtOp, job.RsqrtOp, job.Log1pOp)),
+    *(_unary(c, positive=True) for c in (job.LogOp, job.SqrtOp, job.RsqrtOp, job.Log1pOp, job.LgammaOp)),
     *(_unary(c) for c in (job.TanOp, job.AtanOp, job.SinhOp, job.CoshOp, job.AsinhOp)),
     *(_inside(c, job.TanhOp) for c in (job.AsinOp, job.AcosOp, job.AtanhOp)),
     _inside(job.AcoshOp, job.ExpOp, job.ExpOp),

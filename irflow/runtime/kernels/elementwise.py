@@ -1,4 +1,5 @@
-"""Elementwise kernels: broadcasting binaries, floor_mod, comparisons, where, unary math, erf and erfc, cast, bias_add.
+"""Elementwise kernels: broadcasting binaries, floor_mod, comparisons, where, unary math, erf, erfc, lgamma and digamma, cast,
+bias_add.
 
 Most are a single ufunc call with `out=`, which numpy and cupy both make safe
 when the memory planner gives the output the same memory as an input; the
@@ -16,6 +17,7 @@ import numpy as np
 
 from .activation import relu_into
 from .erf import ErrorFunction
+from .gamma import Gamma
 from .registry import Array, DataError, KernelFactory, Run, first_position, register
 from .shapes import expect_shape, normalize_axes
 from .workspace import scratch
@@ -178,18 +180,18 @@ def cast(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: S
     return partial(xp.copyto, y, x, casting="unsafe")
 
 
-def _error_function_kernel(method: str) -> KernelFactory:
-    """erf or erfc: `ErrorFunction`'s method of that name, with its scratch made at build time."""
+def _special_function_kernel(cls: type[ErrorFunction | Gamma], method: str) -> KernelFactory:
+    """erf, erfc, lgamma or digamma: the method of that name of `cls`, with its scratch made at build time."""
 
     def build(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
         (x,), (y,) = ins, outs
-        return partial(getattr(ErrorFunction(xp, y.shape, y.dtype), method), x, y)
+        return partial(getattr(cls(xp, y.shape, y.dtype), method), x, y)
 
     return build
 
 
-for _name in ("erf", "erfc"):
-    register(_name)(_error_function_kernel(_name))
+for _cls, _name in ((ErrorFunction, "erf"), (ErrorFunction, "erfc"), (Gamma, "lgamma"), (Gamma, "digamma")):
+    register(_name)(_special_function_kernel(_cls, _name))
 
 
 def bias_column(kernel: str, attrs: Mapping[str, Any], x: Array, bias: Array) -> Array:

@@ -146,12 +146,13 @@ class ErrorFunction:
 
     def _ratio(self, z: Array, num: Sequence[float], den: Sequence[float], out: Array) -> None:
         """out = num(z) / den(z); `out` may be `z`."""
-        _horner(self._xp, z, den, self._den)
-        _horner(self._xp, z, num, self._num)
+        horner(self._xp, z, den, self._den)
+        horner(self._xp, z, num, self._num)
         self._xp.divide(self._num, self._den, out=out)
 
 
-def _horner(xp: ModuleType, z: Array, coeffs: Sequence[float], out: Array) -> None:
+def horner(xp: ModuleType, z: Array, coeffs: Sequence[float], out: Array) -> None:
+    """out = the polynomial with `coeffs` (highest degree first) at z; `out` must not be `z`."""
     xp.multiply(z, coeffs[0], out=out)
     for c in coeffs[1:-1]:
         xp.add(out, c, out=out)

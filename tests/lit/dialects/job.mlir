@@ -158,7 +158,8 @@ job.func @unary_math(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
-// The inverse and hyperbolic trigonometry of OneFlow's flow.math: tan ... atanh.
+// The inverse and hyperbolic trigonometry of OneFlow's flow.math: tan ... atanh;
+// lgamma and digamma (its derivative).
 
 job.func @trigonometry(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %tan = job.tan %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
@@ -170,7 +171,9 @@ job.func @trigonometry(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %asinh = job.asinh %cosh : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %acosh = job.acosh %asinh : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %atanh = job.atanh %acosh : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  job.return %atanh : tensor<4x8xf32>
+  %lgamma = job.lgamma %atanh : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %digamma = job.digamma %lgamma : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  job.return %digamma : tensor<4x8xf32>
 }
 
 // CHECK-LABEL: job.func @trigonometry(%x: tensor<4x8xf32>) -> tensor<4x8xf32> attributes {job_type = "predict"} {
@@ -183,7 +186,9 @@ job.func @trigonometry(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 // CHECK-NEXT:    %asinh = job.asinh %cosh : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    %acosh = job.acosh %asinh : (tensor<4x8xf32>) -> tensor<4x8xf32>
 // CHECK-NEXT:    %atanh = job.atanh %acosh : (tensor<4x8xf32>) -> tensor<4x8xf32>
-// CHECK-NEXT:    job.return %atanh : tensor<4x8xf32>
+// CHECK-NEXT:    %lgamma = job.lgamma %atanh : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %digamma = job.digamma %lgamma : (tensor<4x8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    job.return %digamma : tensor<4x8xf32>
 // CHECK-NEXT:  }
 
 // -----

@@ -299,6 +299,27 @@ job.func @arcsine(%x: tensor<4x3xf32>) -> tensor<f32> attributes {job_type = "tr
 
 // -----
 
+// lgamma's gradient is digamma of its input (OneFlow 0.x's kernel has none).
+
+job.func @log_gamma(%x: tensor<4x3xf32>) -> tensor<f32> attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.5}} : tensor<4x3xf32>
+  %g = job.lgamma %w : (tensor<4x3xf32>) -> tensor<4x3xf32> loc("model.py":4:8)
+  %l = job.reduce_sum %g {axes = array<i64: 0, 1>} : (tensor<4x3xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @log_gamma
+// CHECK:         %g_grad = job.broadcast_to
+// CHECK-NEXT:    %[[PSI:.*]] = job.digamma %w : (tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    %w_grad = job.mul %g_grad, %[[PSI]] : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+// CHECK-NEXT:    job.apply_gradients %w, %w_grad
+
+// LOC-LABEL: job.func @log_gamma
+// LOC:         job.digamma {{.*}} loc("model.py":4:8)
+
+// -----
+
 // floor_mod: x's gradient passes as it is; y's is -dy * floor(x / y), summed over
 // the axis y was broadcast along.
 

@@ -27,7 +27,7 @@ SHARED_API = frozenset(
     """
     add subtract multiply divide floor_divide maximum minimum power negative absolute reciprocal square sqrt exp log tanh
     sin cos floor ceil rint sign log1p expm1 tan arcsin arccos arctan sinh cosh arcsinh arccosh arctanh remainder fmod arctan2
-    equal not_equal less less_equal greater greater_equal logical_and logical_or logical_xor logical_not
+    equal not_equal less less_equal greater greater_equal logical_and logical_or logical_xor logical_not signbit
     sum mean max min prod argmax argsort flip matmul dot einsum take put take_along_axis copyto clip trunc where
     empty zeros ones full arange asarray broadcast_to shares_memory may_share_memory lib random
     """.split()
