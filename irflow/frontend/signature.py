@@ -467,7 +467,8 @@ def _checked(
     elif array.shape != spec.shape:
         raise ExecutionError(f"{job}() {who}: expected shape {spec.shape}, given {array.shape}",
                              user_location())
-    return np.array(array, copy=True, order="C") if copy else np.ascontiguousarray(array)
+    # not np.ascontiguousarray: it makes a rank-0 array rank 1, which a job on many devices refuses
+    return np.array(array, copy=True, order="C") if copy else np.asarray(array, order="C")
 
 
 def tensor_def(kind: str, name: str) -> Callable[..., type[tp.PlaceholderDef]]:

@@ -211,3 +211,16 @@ def test_detect_anomaly_ignores_the_padding_of_uneven_pieces():
         with pytest.raises(flow.ExecutionError, match="'log' produced inf") as err:
             f(x)
     assert err.value.location.line == line_of("MARK-log")
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_a_rank_0_input_runs_on_many_devices(devices):
+    """A synchronous call passed a rank-0 array as rank 1 (np.ascontiguousarray), which the N-device runtime refused."""
+    if devices > 1:
+        flow.config.cpu_device_num(devices)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((4,), dtype=flow.float64), s: tp.Numpy.Placeholder((), dtype=flow.float64)) -> tp.Numpy:
+        return x * s
+
+    np.testing.assert_array_equal(f(np.arange(4.0), np.array(3.0)), [0.0, 3.0, 6.0, 9.0])
