@@ -19,9 +19,10 @@ from xdsl.ir import BlockArgument
 
 from irflow.dialects import job
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
+from irflow.errors import SourceLocation
 from irflow.frontend import tracing
 from irflow.frontend.blob import Blob
-from irflow.frontend.locations import fail
+from irflow.frontend.locations import fail, user_location
 from irflow.frontend.session import default_session
 from irflow.frontend.tracing import build
 
@@ -57,20 +58,24 @@ def partial_sum() -> Distribute:
     return Distribute(SbpAttr("partial_sum"))
 
 
-def nd_sbp(distribute: object, shape: Sequence[int], placement: PlacementAttr, what: str) -> NdSbpAttr:
-    """The `#job.nd_sbp` that `distribute` asks of a value of `shape` on `placement`, checked."""
+def nd_sbp(
+    distribute: object, shape: Sequence[int], placement: PlacementAttr, what: str, location: SourceLocation | None = None
+) -> NdSbpAttr:
+    """The `#job.nd_sbp` that `distribute` asks of a value of `shape` on `placement`, checked (errors at
+    `location`, else at the user's current line)."""
     axes = len(hierarchy_of(placement))
     parts = list(distribute) if isinstance(distribute, (list, tuple)) else [distribute] * axes
     if not parts or not all(isinstance(d, Distribute) for d in parts):
         fail(
             f"{what}: distribute must be flow.distribute.split(axis), broadcast() or partial_sum() "
-            f"(or a list of them, one per hierarchy axis), got {distribute!r}"
+            f"(or a list of them, one per hierarchy axis), got {distribute!r}",
+            location,
         )
     if len(parts) != axes:
-        fail(f"{what}: {len(parts)} distributes given for a placement with {axes} hierarchy axes {placement}")
+        fail(f"{what}: {len(parts)} distributes given for a placement with {axes} hierarchy axes {placement}", location)
     for d in parts:
         if d.sbp.kind.data == "split" and d.sbp.axis.data >= len(shape):
-            fail(f"{what}: cannot split axis {d.sbp.axis.data} of a value of shape {tuple(shape)}")
+            fail(f"{what}: cannot split axis {d.sbp.axis.data} of a value of shape {tuple(shape)}", location)
     return NdSbpAttr([d.sbp for d in parts])
 
 
@@ -112,6 +117,7 @@ def hint(blob: object, distribute: object, what: str) -> None:
         sbp = nd_sbp(distribute, blob.shape, trace.arg_placement, what)
         _agree(trace.arg_sbp.get(value.index), sbp, blob, what)
         trace.arg_sbp[value.index] = sbp
+        trace.arg_hints[value.index] = (distribute, what, user_location())
         return
     op = value.owner
     placement = op.properties.get("placement") or placement_here()

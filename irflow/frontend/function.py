@@ -30,7 +30,7 @@ from irflow.errors import ExecutionError, TraceError
 from irflow.frontend import signature
 from irflow.frontend.blob import Blob
 from irflow.frontend.config import FunctionConfig
-from irflow.frontend.distribute import job_placement, placement_here
+from irflow.frontend.distribute import job_placement, nd_sbp, placement_here
 from irflow.frontend.records import HostFeeds
 from irflow.frontend.scope import view_here
 from irflow.frontend.session import Session, default_session
@@ -235,8 +235,10 @@ class JobFunction:
         whole = NdSbpAttr([SbpAttr("broadcast")] * axes)
         arg_sbp = []
         for arg in trace.block.args:
-            default = split0 if shape_of(arg.type) else whole
-            hinted = trace.arg_sbp.get(arg.index, default)
+            hinted = split0 if shape_of(arg.type) else whole
+            if arg.index in trace.arg_hints:  # given on arg_placement: fitted to the job's hierarchy
+                distribute, what, where = trace.arg_hints[arg.index]
+                hinted = nd_sbp(distribute, shape_of(arg.type), placement, what, where)
             if self.mirrored and hinted != split0:
                 raise TraceError(
                     f"job '{self.job_name}' is in the mirrored view, where every input is split along axis 0 "

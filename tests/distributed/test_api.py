@@ -354,3 +354,32 @@ def test_parallel_cast_gradient_distribute_trains_as_pytorch():
     values = flow.get_all_variables()
     np.testing.assert_allclose(values["wide_embedding"].numpy(), wide.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(values["deep_embedding"].numpy(), deep.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_input_hints_fit_the_job_placement_when_every_op_is_scoped():
+    """The placeholders are defined on a 2x2 mesh but every op runs on 0:0-1, which becomes the job's placement:
+    one distribute is fitted to it (it was [broadcast, broadcast]: an unlocated CompileError in sbp-infer), and a
+    list for the 2x2 mesh is a located error."""
+    config = flow.function_config()
+    config.default_data_type(flow.float64)
+    config.default_placement_scope(flow.scope.placement("cpu", "0:0-3", hierarchy=[2, 2]))
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.Numpy.Placeholder((4,), dtype=flow.float64)) -> tp.Numpy:
+        x = x.with_distribute(flow.distribute.broadcast())
+        with flow.scope.placement("cpu", "0:0-1"):
+            return flow.math.relu(x)
+
+    assert func_of(f).attributes["placement"] == PlacementAttr("cpu", ["0:0-1"])
+    assert list(func_of(f).attributes["arg_sbp"]) == [B]
+    np.testing.assert_array_equal(f(np.array([-1.0, 0.0, 1.0, 2.0])), [0.0, 0.0, 1.0, 2.0])
+
+    with pytest.raises(flow.TraceError, match=r"2 distributes given for a placement with 1 hierarchy axes") as err:
+
+        @flow.global_function(function_config=config)
+        def g(x: tp.Numpy.Placeholder((4,), dtype=flow.float64)) -> tp.Numpy:
+            x = x.with_distribute([flow.distribute.broadcast(), flow.distribute.split(0)])  # MARK-list
+            with flow.scope.placement("cpu", "0:0-1"):
+                return flow.math.relu(x)
+
+    assert (err.value.location.file, err.value.location.line) == (HERE, line_of("MARK-list"))
