@@ -102,8 +102,9 @@ def job_placement(trace: tracing.Trace) -> PlacementAttr:
         return seen[0]
     devices = list(dict.fromkeys(d for p in seen for d in p.devices))
     tag = "gpu" if any(p.device_tag.data == "gpu" for p in seen) else "cpu"
-    widest = next((p for p in seen if p.devices == devices and p.device_tag.data == tag), None)
-    if widest is not None:  # one scope covers every device: the job is on it, the others on parts of it
+    # one scope covers every device (in whichever order the scopes came): the job is on it, the others on parts
+    widest = next((p for p in seen if set(p.devices) == set(devices) and p.device_tag.data == tag), None)
+    if widest is not None:
         return widest
     return PlacementAttr(tag, [f"{machine}:{device}" for machine, device in devices])
 

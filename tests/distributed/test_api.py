@@ -383,3 +383,22 @@ def test_input_hints_fit_the_job_placement_when_every_op_is_scoped():
                 return flow.math.relu(x)
 
     assert (err.value.location.file, err.value.location.line) == (HERE, line_of("MARK-list"))
+
+
+def test_a_scope_covering_every_device_is_the_job_placement_whatever_comes_first():
+    """An op on a part of a 2x2 mesh traced before the ops on all of it made the job a joined 1-D placement
+    (devices compared in order: 1, 2, 3, 0 is not 0, 1, 2, 3), so a 2-D hint on an input failed in sbp-infer."""
+    config = flow.function_config()
+    config.default_data_type(flow.float64)
+    config.default_placement_scope(flow.scope.placement("cpu", "0:0-3", hierarchy=[2, 2]))
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.Numpy.Placeholder((4, 4), dtype=flow.float64)) -> tp.Numpy:
+        x = x.with_distribute([flow.distribute.broadcast(), flow.distribute.split(1)])
+        with flow.scope.placement("cpu", "0:1-3"):
+            y = flow.math.relu(x)
+        return flow.math.tanh(y)
+
+    assert func_of(f).attributes["placement"] == PlacementAttr("cpu", ["0:0-3"], [2, 2])
+    x = np.arange(16.0).reshape(4, 4) - 8
+    np.testing.assert_allclose(f(x), np.tanh(np.maximum(x, 0)))
