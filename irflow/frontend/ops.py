@@ -557,7 +557,7 @@ def constant(
         dtype = dtypes.as_dtype(dtype)
         if shape is not None and tuple(_dims(shape, "flow.constant")) != array.shape:
             array = np.broadcast_to(array, _dims(shape, "flow.constant"))
-        array = np.ascontiguousarray(array, dtype=dtype.np_dtype)
+        array = np.asarray(array, dtype=dtype.np_dtype, order="C")  # ascontiguousarray makes rank 0 rank 1
         t = job.tensor(array.shape, dtype.element_type)
         values = array.reshape(-1).tolist() or [0]
         attr = DenseIntOrFPElementsAttr.from_list(t, values)

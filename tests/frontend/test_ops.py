@@ -211,6 +211,9 @@ def test_cast_and_constants():
     np.testing.assert_array_equal(run(lambda x: x + flow.constant(table), [a]), a + table)
     np.testing.assert_array_equal(run(lambda x: x * flow.constant(2.5, shape=(3, 2)), [a]), a * 2.5)
     np.testing.assert_array_equal(run(lambda x: x + flow.ones_like(x), [a]), a + 1)
+    scalar = np.array(1.5, np.float32)  # a rank-0 array stays rank 0 (np.ascontiguousarray made it (1,))
+    out = run(lambda x: x * flow.constant(np.array(2.0, np.float32)), [scalar])
+    assert out.shape == () and out == 3.0
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
