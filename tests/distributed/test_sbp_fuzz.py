@@ -1,0 +1,586 @@
+"""Differential fuzzing of the distributed path: random small jobs on one device and on N simulated devices.
+
+Hypothesis draws a job: float inputs and variables of random (often unevenly
+splittable) shapes, a DAG of the ops below, random SBP hints (`with_distribute`,
+`flow.parallel_cast`, variables' `distribute`) and placement scopes per op,
+on a mesh of 2, 3 or 4 devices or a 2x2 / 2x3 hierarchy. The job is traced
+twice: on one device without hints or scopes (the reference), and on the mesh
+with them. A predict job must return the reference's outputs; a train job its
+losses and outputs at every step and its variables after the last, up to
+float64 reassociation. A hint the compiler cannot honour may be refused, with
+a CompileError or TraceError located at this file, never with a wrong answer.
+
+The CI run is derandomized and small; hunt with more examples and fresh draws:
+
+    IRFLOW_SBP_FUZZ_EXAMPLES=2000 .venv/bin/python -m pytest tests/distributed/test_sbp_fuzz.py \
+        --hypothesis-show-statistics
+"""
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Tuple
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, assume, event, given, settings
+from hypothesis import strategies as st
+
+import irflow as flow
+import irflow.typing as tp
+
+HERE = __file__
+EXAMPLES = int(os.environ.get("IRFLOW_SBP_FUZZ_EXAMPLES", "0"))
+STEPS = 3
+RTOL, ATOL = 1e-8, 1e-10
+
+# mesh name -> (device range, hierarchy, scopes some ops may be placed in: parts, or the devices as another mesh)
+MESHES: dict[str, tuple[str, list[int] | None, list[str]]] = {
+    "2": ("0:0-1", None, ["0:0", "0:1"]),
+    "3": ("0:0-2", None, ["0:0-1", "0:1-2", "0:2"]),
+    "4": ("0:0-3", None, ["0:0-1", "0:2-3", "0:1-3", "0:0-2", "0:0-3/2x2"]),
+    "2x2": ("0:0-3", [2, 2], ["0:0-1", "0:1-3", "0:0-3/4"]),
+    "2x3": ("0:0-5", [2, 3], ["0:0-2", "0:3-5", "0:0-5/3x2"]),
+}
+
+
+Shape = tuple[int, ...]
+Hint = tuple  # ("S", axis) | ("B",) | ("P",), or a tuple of those per hierarchy axis
+
+
+def placement(scope: str) -> tuple[str, list[int] | None]:
+    """A scope's device range and hierarchy ("0:0-3/2x2"; none when 1-D)."""
+    devices, _, mesh = scope.partition("/")
+    hierarchy = [int(p) for p in mesh.split("x")] if mesh else None
+    return devices, hierarchy if hierarchy and len(hierarchy) > 1 else None
+
+
+def devices(spec: str) -> int:
+    """How many devices "0:a-b" (or "0:a") names."""
+    first, _, last = spec.split(":")[1].partition("-")
+    return int(last or first) - int(first) + 1
+
+
+UNARY = {
+    "relu": flow.math.relu, "tanh": flow.math.tanh, "sigmoid": flow.math.sigmoid, "square": flow.math.square,
+    "neg": flow.math.negative, "abs": flow.math.abs,
+}  # fmt: skip
+BINARY = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / (flow.math.square(b) + 1.0), "maximum": flow.math.maximum, "minimum": flow.math.minimum,
+}  # fmt: skip
+REDUCE = {
+    "sum": flow.math.reduce_sum, "mean": flow.math.reduce_mean, "max": flow.math.reduce_max,
+    "min": flow.math.reduce_min,
+}  # fmt: skip
+
+
+OPTIMIZERS = {
+    "sgd": lambda: flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.05]), momentum=0.5),
+    "adam": lambda: flow.optimizer.Adam(  # clipping by the global norm: a sum over every (split) gradient
+        flow.optimizer.PiecewiseConstantScheduler([], [0.01]),
+        grad_clipping=flow.optimizer.grad_clipping.by_global_norm(1.0),
+    ),
+}
+
+
+@dataclass
+class Step:
+    """One value of the job: a new input, variable or int indices, or an op on earlier values."""
+
+    op: str
+    operands: tuple[int, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict)
+    hint: Hint | None = None
+    cast: bool = False  # the hint as flow.parallel_cast instead of with_distribute
+    scope: str | None = None
+
+
+@dataclass
+class Program:
+    mesh: str
+    train: bool
+    steps: list[Step]
+    shapes: list[Shape]
+    outputs: list[int]
+    seed: int
+    optimizer: str = "sgd"
+
+    def __repr__(self) -> str:
+        lines = [f"Program(mesh={self.mesh!r}, train={self.train}, outputs={self.outputs}, seed={self.seed})"]
+        lines += [f"  %{i} {self.shapes[i]} = {s}" for i, s in enumerate(self.steps)]
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------- generation
+
+
+class Draft:
+    """A program being drawn: its steps, their shapes and which are floats."""
+
+    def __init__(self, draw: Any, mesh: str, train: bool):
+        self.draw, self.mesh, self.train = draw, mesh, train
+        self.steps: list[Step] = []
+        self.shapes: list[Shape] = []
+        self.floats: list[int] = []
+        self.used: set[int] = set()
+
+    def add(self, step: Step, shape: Shape, is_float: bool = True) -> int:
+        self.steps.append(step)
+        self.shapes.append(shape)
+        self.used.update(step.operands)
+        if is_float:
+            self.floats.append(len(self.steps) - 1)
+        return len(self.steps) - 1
+
+    def dims(self, rank: int) -> Shape:
+        return tuple(self.draw(st.integers(1, 6)) for _ in range(rank))
+
+    def hint(self, shape: Shape, scope: str | None, partial: bool = False) -> Hint | None:
+        """A random hint for a value of `shape`: a split of an axis large enough for the devices, broadcast, or
+        partial_sum for the ops that can produce one."""
+        where, hierarchy = placement(scope) if scope else MESHES[self.mesh][:2]
+        p = max(hierarchy) if hierarchy else devices(where)
+        choices = [("S", a) for a, d in enumerate(shape) if d >= p] + [("B",)] + ([("P",)] if partial else [])
+
+        def one() -> Hint:
+            return self.draw(st.sampled_from(choices))
+
+        if hierarchy and self.draw(st.booleans()):
+            return tuple(one() for _ in hierarchy)
+        return one()
+
+    def scope(self) -> str | None:
+        return self.draw(st.sampled_from(MESHES[self.mesh][2])) if self.draw(st.integers(0, 9)) == 0 else None
+
+    def source(self, shape: Shape) -> int:
+        """A new float input or variable of `shape`."""
+        if self.draw(st.integers(0, 3)) > 0 if self.train else self.draw(st.integers(0, 3)) == 0:
+            scope = self.scope()
+            hint = self.hint(shape, scope) if self.draw(st.integers(0, 2)) == 0 else None
+            return self.add(Step("variable", hint=hint, scope=scope), shape)
+        hint = self.hint(shape, None) if self.draw(st.integers(0, 3)) == 0 else None  # the job's arg_sbp
+        return self.add(Step("input", hint=hint), shape)
+
+    def value(self, shape: Shape) -> int:
+        """An existing float value of `shape`, or a new source."""
+        same = [i for i in self.floats if self.shapes[i] == shape]
+        if same and self.draw(st.booleans()):
+            return self.draw(st.sampled_from(same))
+        return self.source(shape)
+
+    def pick(self, rank_at_least: int = 0, rank: int | None = None) -> int:
+        """A float value of at least (or exactly) that rank: mostly an existing one, else a new source."""
+        fits = [i for i in self.floats
+                if len(self.shapes[i]) >= rank_at_least and (rank is None or len(self.shapes[i]) == rank)]  # fmt: skip
+        if fits and self.draw(st.integers(0, 4)) > 0:
+            unused = [i for i in fits if i not in self.used]
+            return self.draw(st.sampled_from(unused if unused and self.draw(st.booleans()) else fits))
+        if rank is None:
+            rank = self.draw(st.integers(max(rank_at_least, 1), max(rank_at_least, 3)))
+        return self.source(self.dims(rank))
+
+
+OPS = ["unary", "binary", "matmul", "reduce", "transpose", "reshape", "concat", "slice", "softmax", "gather",
+       "layer_norm", "bias_add", "conv2d", "pool", "cast", "cross_entropy", "pad", "expand_squeeze",
+       "dim_gather", "gather_nd", "scatter_nd", "segment_sum", "one_hot", "where", "broadcast_like"]  # fmt: skip
+
+
+def draw_op(d: Draft) -> None:
+    op = d.draw(st.sampled_from(OPS))
+    draw = d.draw
+    scope = d.scope()
+    if op == "unary":
+        a = d.pick()
+        step, shape = Step("unary", (a,), {"fn": draw(st.sampled_from(sorted(UNARY)))}), d.shapes[a]
+    elif op == "binary":
+        a = d.pick()
+        shape = d.shapes[a]
+        # b broadcasts to a: leading axes dropped, others possibly 1
+        drop = draw(st.integers(0, len(shape)))
+        b_shape = tuple(1 if draw(st.integers(0, 3)) == 0 else s for s in shape[drop:])
+        b = d.value(b_shape)
+        operands = (b, a) if draw(st.booleans()) else (a, b)
+        step = Step("binary", operands, {"fn": draw(st.sampled_from(sorted(BINARY)))})
+    elif op == "matmul":
+        a = d.pick(rank_at_least=2)
+        sa = d.shapes[a]
+        ta, tb = draw(st.booleans()), draw(st.booleans())
+        batch, k, m = sa[:-2], *((sa[-2], sa[-1]) if ta else (sa[-1], sa[-2]))
+        n = draw(st.integers(1, 6))
+        b_shape = batch + ((n, k) if tb else (k, n))
+        b = d.value(b_shape)
+        contraction = len(b_shape) - (1 if tb else 2)
+        if d.steps[b].op == "variable" and b_shape[contraction] > 1 and draw(st.booleans()):
+            d.steps[b].hint = ("S", contraction)  # split along the contraction: partial sums
+        step, shape = Step("matmul", (a, b), {"ta": ta, "tb": tb}), batch + (m, n)
+    elif op == "reduce":
+        a = d.pick(rank_at_least=1)
+        sa = d.shapes[a]
+        axes = sorted(draw(st.sets(st.integers(0, len(sa) - 1), min_size=1)))
+        keep = draw(st.booleans())
+        shape = tuple(1 if i in axes else s for i, s in enumerate(sa) if keep or i not in axes)
+        step = Step("reduce", (a,), {"fn": draw(st.sampled_from(sorted(REDUCE))), "axes": axes, "keepdims": keep})
+    elif op == "transpose":
+        a = d.pick(rank_at_least=2)
+        perm = draw(st.permutations(range(len(d.shapes[a]))))
+        step, shape = Step("transpose", (a,), {"perm": list(perm)}), tuple(d.shapes[a][i] for i in perm)
+    elif op == "reshape":
+        a = d.pick(rank_at_least=1)
+        sa = d.shapes[a]
+        splittable = [i for i, s in enumerate(sa) if any(s % f == 0 for f in range(2, s))]
+        if len(sa) >= 2 and (not splittable or len(sa) >= 4 or draw(st.booleans())):
+            i = draw(st.integers(0, len(sa) - 2))
+            shape = sa[:i] + (sa[i] * sa[i + 1],) + sa[i + 2 :]
+        elif splittable:
+            i = draw(st.sampled_from(splittable))
+            f = draw(st.sampled_from([f for f in range(2, sa[i]) if sa[i] % f == 0]))
+            shape = sa[:i] + (f, sa[i] // f) + sa[i + 1 :]
+        else:
+            shape = sa + (1,)
+        step = Step("reshape", (a,), {"shape": list(shape)})
+    elif op == "concat":
+        a = d.pick(rank_at_least=1)
+        sa = d.shapes[a]
+        axis = draw(st.integers(0, len(sa) - 1))
+        others = [i for i in d.floats if len(d.shapes[i]) == len(sa) and i != a
+                  and all(x == y for j, (x, y) in enumerate(zip(d.shapes[i], sa)) if j != axis)]  # fmt: skip
+        if others and draw(st.booleans()):
+            b = draw(st.sampled_from(others))
+        else:
+            b = d.source(sa[:axis] + (draw(st.integers(1, 4)),) + sa[axis + 1 :])
+        step = Step("concat", (a, b), {"axis": axis})
+        shape = sa[:axis] + (sa[axis] + d.shapes[b][axis],) + sa[axis + 1 :]
+    elif op == "slice":
+        a = d.pick(rank_at_least=1)
+        begin, size = [], []
+        for s in d.shapes[a]:
+            if draw(st.booleans()):
+                begin.append(0)
+                size.append(s)
+            else:
+                b = draw(st.integers(0, s - 1))
+                begin.append(b)
+                size.append(draw(st.integers(1, s - b)))
+        step, shape = Step("slice", (a,), {"begin": begin, "size": size}), tuple(size)
+    elif op == "softmax":
+        a = d.pick(rank_at_least=1)
+        params = {"axis": draw(st.integers(-1, len(d.shapes[a]) - 1)), "log": draw(st.booleans())}
+        step, shape = Step("softmax", (a,), params), d.shapes[a]
+    elif op == "cross_entropy":  # sparse, over (rows, classes) logits: the classes may split
+        a = d.pick(rank=2)
+        rows, classes = d.shapes[a]
+        labels = d.add(Step("indices", params={"high": classes}), (rows,), is_float=False)
+        step, shape = Step("cross_entropy", (a, labels)), (rows,)
+    elif op == "pad":
+        a = d.pick(rank_at_least=1)
+        widths = [(draw(st.integers(0, 2)), draw(st.integers(0, 2))) if draw(st.booleans()) else (0, 0)
+                  for _ in d.shapes[a]]  # fmt: skip
+        if not any(b or e for b, e in widths):  # flow.pad of nothing returns its input, which has its own hint
+            widths[0] = (0, 1)
+        step = Step("pad", (a,), {"paddings": widths, "value": draw(st.sampled_from([0.0, 1.5]))})
+        shape = tuple(s + b + e for s, (b, e) in zip(d.shapes[a], widths))
+    elif op == "expand_squeeze":
+        a = d.pick()
+        sa = d.shapes[a]
+        ones = [i for i, s in enumerate(sa) if s == 1]
+        if ones and draw(st.booleans()):
+            axis = draw(st.sampled_from(ones))
+            step, shape = Step("squeeze", (a,), {"axis": axis}), sa[:axis] + sa[axis + 1 :]
+        else:
+            axis = draw(st.integers(0, len(sa)))
+            step, shape = Step("expand_dims", (a,), {"axis": axis}), sa[:axis] + (1,) + sa[axis:]
+    elif op == "gather":
+        a = d.pick(rank_at_least=1)
+        sa = d.shapes[a]
+        batch = draw(st.integers(0, len(sa) - 1)) if draw(st.integers(0, 2)) == 0 else 0
+        axis = draw(st.integers(batch, len(sa) - 1))
+        index_shape = sa[:batch] + d.dims(draw(st.integers(1, 2)))
+        indices = d.add(Step("indices", params={"high": sa[axis]}), index_shape, is_float=False)
+        step = Step("gather", (a, indices), {"axis": axis, "batch_dims": batch})
+        shape = sa[:axis] + index_shape[batch:] + sa[axis + 1 :]
+    elif op == "dim_gather":
+        a = d.pick(rank_at_least=1)
+        sa = d.shapes[a]
+        dim = draw(st.integers(0, len(sa) - 1))
+        index_shape = sa[:dim] + (draw(st.integers(1, 6)),) + sa[dim + 1 :]
+        indices = d.add(Step("indices", params={"high": sa[dim]}), index_shape, is_float=False)
+        step, shape = Step("dim_gather", (a, indices), {"dim": dim}), index_shape
+    elif op == "gather_nd":
+        a = d.pick(rank_at_least=1)
+        sa = d.shapes[a]
+        k = draw(st.integers(1, len(sa)))
+        rows = d.dims(draw(st.integers(1, 2)))
+        indices = d.add(Step("indices", params={"high": sa[:k]}), (*rows, k), is_float=False)
+        step, shape = Step("gather_nd", (a, indices)), rows + sa[k:]
+    elif op == "scatter_nd":
+        out = d.dims(draw(st.integers(1, 3)))
+        k = draw(st.integers(1, len(out)))
+        rows = d.dims(draw(st.integers(1, 2)))
+        updates = d.value(rows + out[k:])
+        indices = d.add(Step("indices", params={"high": out[:k]}), (*rows, k), is_float=False)
+        step, shape = Step("scatter_nd", (updates, indices), {"shape": list(out)}), out
+    elif op == "segment_sum":
+        a = d.pick(rank_at_least=1)
+        sa = d.shapes[a]
+        axis = draw(st.integers(0, len(sa) - 1))
+        segments = draw(st.integers(1, 6))
+        ids = d.add(Step("indices", params={"high": segments}), sa[axis : axis + 1], is_float=False)
+        step = Step("segment_sum", (a, ids), {"axis": axis, "segments": segments})
+        shape = sa[:axis] + (segments,) + sa[axis + 1 :]
+    elif op == "one_hot":  # times a float value of its shape, so that something trains through it
+        index_shape = d.dims(draw(st.integers(1, 2)))
+        depth = draw(st.integers(1, 6))
+        labels = d.add(Step("indices", params={"high": depth}), index_shape, is_float=False)
+        shape = index_shape + (depth,)
+        step = Step("one_hot", (labels, d.value(shape)), {"depth": depth})
+    elif op == "where":  # where(a > 0, a, b)
+        a = d.pick()
+        step, shape = Step("where", (a, d.value(d.shapes[a]))), d.shapes[a]
+    elif op == "broadcast_like":
+        like = d.pick(rank_at_least=1)
+        sl = d.shapes[like]
+        axes = sorted(draw(st.sets(st.integers(0, len(sl) - 1), min_size=1)))
+        x = d.value(tuple(s for i, s in enumerate(sl) if i not in axes))
+        step, shape = Step("broadcast_like", (x, like), {"axes": axes}), sl
+    elif op == "layer_norm":
+        a = d.pick(rank_at_least=2)
+        sa = d.shapes[a]
+        gamma, beta = d.value((sa[-1],)), d.value((sa[-1],))
+        step = Step("layer_norm", (a, gamma, beta), {"begin_norm_axis": draw(st.integers(1, len(sa) - 1))})
+        shape = sa
+    elif op == "bias_add":
+        a = d.pick(rank_at_least=2)
+        step, shape = Step("bias_add", (a, d.value((d.shapes[a][1],)))), d.shapes[a]
+    elif op in ("conv2d", "pool"):
+        images = [i for i in d.floats if len(d.shapes[i]) == 4 and min(d.shapes[i][2:]) >= 2]
+        a = draw(st.sampled_from(images)) if images and draw(st.booleans()) else d.source(
+            (draw(st.integers(1, 5)), draw(st.integers(1, 4)), draw(st.integers(2, 6)), draw(st.integers(2, 6)))
+        )
+        n, c, h, w = d.shapes[a]
+        k, s = draw(st.integers(1, 2 if op == "pool" else 3)), draw(st.integers(1, 2))
+        padding = "SAME" if k > min(h, w) else draw(st.sampled_from(["SAME", "VALID"]))
+        params = {"k": k, "s": s, "padding": padding}
+        out = [-(-x // s) if padding == "SAME" else (x - k) // s + 1 for x in (h, w)]
+        if op == "conv2d":
+            f = draw(st.integers(1, 5))
+            step, shape = Step("conv2d", (a, d.value((f, c, k, k))), params), (n, f, *out)
+        else:
+            params["fn"] = draw(st.sampled_from(["max", "avg"]))
+            step, shape = Step("pool", (a,), params), (n, c, *out)
+    else:  # cast to float32 and back: the dtype changes, the SBP rules are elementwise
+        a = d.pick()
+        step, shape = Step("cast", (a,)), d.shapes[a]
+    step.scope = scope
+    if draw(st.integers(0, 2)) == 0:
+        partial = step.op in ("matmul", "conv2d") or step.op == "reduce" and step.params["fn"] == "sum"
+        step.hint, step.cast = d.hint(shape, scope, partial), draw(st.integers(0, 3)) == 0
+    d.add(step, shape)
+
+
+def ancestors(steps: list[Step], outputs: list[int]) -> set[int]:
+    """The steps `outputs` are computed from, themselves included."""
+    seen, todo = set(), list(outputs)
+    while todo:
+        i = todo.pop()
+        if i not in seen:
+            seen.add(i)
+            todo.extend(steps[i].operands)
+    return seen
+
+
+@st.composite
+def programs(draw: Any, train: bool) -> Program:
+    mesh = draw(st.sampled_from(sorted(MESHES)))
+    d = Draft(draw, mesh, train)
+    for _ in range(draw(st.integers(1, 10))):
+        draw_op(d)
+    ops = [i for i, s in enumerate(d.steps) if s.op not in ("input", "variable", "indices")]
+    sinks = [i for i in ops if i not in d.used] or ops[-1:]
+    if d.train:  # the loss must depend on a variable
+        assume(any(s.op == "variable" for s in (d.steps[i] for i in ancestors(d.steps, sinks[-3:]))))
+    optimizer = draw(st.sampled_from(sorted(OPTIMIZERS)))
+    return Program(mesh, d.train, d.steps, d.shapes, sinks[-3:], draw(st.integers(0, 2**16)), optimizer)
+
+
+# ----------------------------------------------------------------- running
+
+
+def distribute(hint: Hint) -> Any:
+    if isinstance(hint[0], tuple):
+        return [distribute(h) for h in hint]
+    return {"S": lambda: flow.distribute.split(hint[1]), "B": flow.distribute.broadcast,
+            "P": flow.distribute.partial_sum}[hint[0]]()  # fmt: skip
+
+
+def apply(step: Step, args: list[Any]) -> Any:
+    """The op of `step` on traced values."""
+    p = step.params
+    match step.op:
+        case "unary":
+            return UNARY[p["fn"]](args[0])
+        case "binary":
+            return BINARY[p["fn"]](*args)
+        case "matmul":
+            return flow.matmul(args[0], args[1], transpose_a=p["ta"], transpose_b=p["tb"])
+        case "reduce":
+            return REDUCE[p["fn"]](args[0], axis=p["axes"], keepdims=p["keepdims"])
+        case "transpose":
+            return flow.transpose(args[0], perm=p["perm"])
+        case "reshape":
+            return flow.reshape(args[0], p["shape"])
+        case "concat":
+            return flow.concat(args, axis=p["axis"])
+        case "slice":
+            return flow.slice(args[0], p["begin"], p["size"])
+        case "softmax":
+            return (flow.nn.log_softmax if p["log"] else flow.nn.softmax)(args[0], axis=p["axis"])
+        case "cross_entropy":
+            return flow.nn.sparse_softmax_cross_entropy_with_logits(args[1], args[0])
+        case "pad":
+            return flow.pad(args[0], p["paddings"], constant_value=p["value"])
+        case "expand_dims":
+            return flow.expand_dims(args[0], p["axis"])
+        case "squeeze":
+            return flow.squeeze(args[0], [p["axis"]])
+        case "gather":
+            return flow.gather(args[0], args[1], axis=p["axis"], batch_dims=p["batch_dims"])
+        case "dim_gather":
+            return flow.dim_gather(args[0], p["dim"], args[1])
+        case "gather_nd":
+            return flow.gather_nd(args[0], args[1])
+        case "scatter_nd":
+            return flow.scatter_nd(args[1], args[0], p["shape"])
+        case "segment_sum":
+            return flow.math.unsorted_segment_sum(args[0], args[1], p["segments"], axis=p["axis"])
+        case "one_hot":
+            return flow.one_hot(args[0], p["depth"], dtype=flow.float64) * args[1]
+        case "where":
+            return flow.where(args[0] > 0, args[0], args[1])
+        case "broadcast_like":
+            return flow.broadcast_like(args[0], args[1], broadcast_axes=p["axes"])
+        case "layer_norm":
+            return flow.nn.layer_norm(args[0], args[1], args[2], begin_norm_axis=p["begin_norm_axis"])
+        case "bias_add":
+            return flow.nn.bias_add(args[0], args[1])
+        case "conv2d":
+            return flow.nn.conv2d(args[0], args[1], strides=p["s"], padding=p["padding"])
+        case "pool":
+            pool = flow.nn.max_pool2d if p["fn"] == "max" else flow.nn.avg_pool2d
+            return pool(args[0], ksize=p["k"], strides=p["s"], padding=p["padding"])
+        case "cast":
+            return flow.cast(flow.cast(args[0], flow.float32), flow.float64)
+    raise AssertionError(step.op)
+
+
+def build(program: Program, distributed: bool) -> Any:
+    """The job of `program`, on its mesh with its hints and scopes when `distributed`, else on one device."""
+    flow.clear_default_session()
+    config = flow.function_config()
+    config.default_data_type(flow.float64)
+    devices, hierarchy, _ = MESHES[program.mesh]
+    if distributed:
+        config.default_placement_scope(flow.scope.placement("cpu", devices, hierarchy))
+    floats = [program.shapes[i] for i, s in enumerate(program.steps) if s.op == "input"]
+    ints = [program.shapes[i] for i, s in enumerate(program.steps) if s.op == "indices"]
+    signature = Tuple[tuple(tp.Numpy.Placeholder(s, dtype=flow.float64) for s in floats or [(1,)])]
+    index_signature = Tuple[tuple(tp.Numpy.Placeholder(s, dtype=flow.int32) for s in ints or [(1,)])]
+
+    def job(inputs: signature, indices: index_signature) -> Tuple[tp.Numpy, ...]:  # type: ignore[valid-type]
+        feeds, index_feeds = iter(inputs), iter(indices)
+        values: list[Any] = []
+        for i, step in enumerate(program.steps):
+            scoped = distributed and step.scope is not None
+            hint = step.hint if distributed else None
+            with flow.scope.placement("cpu", *placement(step.scope)) if scoped else contextlib.nullcontext():
+                if step.op == "input":
+                    values.append(next(feeds).with_distribute(distribute(hint)) if hint else next(feeds))
+                    continue
+                if step.op == "indices":
+                    values.append(next(index_feeds))
+                    continue
+                if step.op == "variable":
+                    values.append(flow.get_variable(
+                        f"v{i}", shape=program.shapes[i], dtype=flow.float64,
+                        initializer=flow.random_uniform_initializer(-1.0, 1.0),
+                        distribute=distribute(hint) if hint else None,
+                    ))  # fmt: skip
+                    continue
+                out = apply(step, [values[j] for j in step.operands])
+                if hint is not None and step.cast:
+                    out = flow.parallel_cast(out, distribute=distribute(hint))
+                elif hint is not None:
+                    out = out.with_distribute(distribute(hint))
+            values.append(out)
+        outputs = [values[i] for i in program.outputs]
+        if program.train:
+            loss = flow.math.add_n([flow.math.reduce_mean(flow.math.square(o) + o) for o in outputs])
+            OPTIMIZERS[program.optimizer]().minimize(loss)
+            outputs = [loss, *outputs]
+        return tuple(outputs)
+
+    return flow.global_function(type="train" if program.train else "predict", function_config=config)(job)
+
+
+def indices(rng: np.random.Generator, shape: Shape, high: int | Shape) -> np.ndarray:
+    """Random indices below `high`, or coordinates (the last axis) below each of `high`'s sizes."""
+    if isinstance(high, int):
+        return rng.integers(0, high, shape).astype(np.int32)
+    return np.stack([rng.integers(0, h, shape[:-1]) for h in high], axis=-1).astype(np.int32)
+
+
+def feeds(program: Program) -> list[tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]]:
+    rng = np.random.default_rng(program.seed)
+    per_step = []
+    for _ in range(STEPS if program.train else 1):
+        floats = tuple(rng.standard_normal(program.shapes[i]) for i, s in enumerate(program.steps) if s.op == "input")
+        ints = tuple(indices(rng, program.shapes[i], s.params["high"]) for i, s in enumerate(program.steps)
+                     if s.op == "indices")  # fmt: skip
+        per_step.append((floats or (np.zeros(1),), ints or (np.zeros(1, np.int32),)))
+    return per_step
+
+
+def run(program: Program, distributed: bool) -> tuple[list, dict[str, np.ndarray]]:
+    job = build(program, distributed)
+    results = [job(*feed) for feed in feeds(program)]
+    return results, {name: v.numpy() for name, v in flow.get_all_variables().items()}
+
+
+def check(program: Program) -> None:
+    want = run(program, distributed=False)
+    try:
+        got = run(program, distributed=True)
+    except (flow.CompileError, flow.TraceError) as err:  # a hint that cannot be honoured, at its line
+        event(f"refused: {str(err).split('error: ')[-1][:60]}")
+        assert err.location is not None and err.location.file == HERE, f"{program}\n{err}"
+        return
+    event("ran")
+    for step, (w, g) in enumerate(zip(want[0], got[0])):
+        for k, (a, b) in enumerate(zip(w, g)):
+            scale = max(1.0, float(np.max(np.abs(a), initial=0.0)))
+            np.testing.assert_allclose(b, a, rtol=RTOL, atol=ATOL * scale, err_msg=f"step {step} output {k}\n{program}")
+    assert want[1].keys() == got[1].keys()
+    for name, a in want[1].items():
+        scale = max(1.0, float(np.max(np.abs(a), initial=0.0)))
+        np.testing.assert_allclose(got[1][name], a, rtol=RTOL, atol=ATOL * scale, err_msg=f"variable {name}\n{program}")
+
+
+FUZZ = settings(
+    max_examples=EXAMPLES or 25,
+    derandomize=not EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+)
+
+
+@FUZZ
+@given(programs(train=False))
+def test_predict_on_n_devices_gives_the_one_device_outputs(program: Program) -> None:
+    check(program)
+
+
+@FUZZ
+@given(programs(train=True))
+def test_train_on_n_devices_gives_the_one_device_losses_and_variables(program: Program) -> None:
+    check(program)
