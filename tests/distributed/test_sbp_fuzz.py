@@ -182,7 +182,8 @@ class Draft:
 
 OPS = ["unary", "binary", "matmul", "reduce", "transpose", "reshape", "concat", "slice", "softmax", "gather",
        "layer_norm", "bias_add", "conv2d", "pool", "cast", "cross_entropy", "pad", "expand_squeeze",
-       "dim_gather", "gather_nd", "scatter_nd", "segment_sum", "one_hot", "where", "broadcast_like"]  # fmt: skip
+       "dim_gather", "gather_nd", "scatter_nd", "segment_sum", "one_hot", "where", "broadcast_like",
+       "tensor_scatter_nd"]  # fmt: skip
 
 
 def draw_op(d: Draft) -> None:
@@ -292,9 +293,10 @@ def draw_op(d: Draft) -> None:
     elif op == "gather":
         a = d.pick(rank_at_least=1)
         sa = d.shapes[a]
-        batch = draw(st.integers(0, len(sa) - 1)) if draw(st.integers(0, 2)) == 0 else 0
-        axis = draw(st.integers(batch, len(sa) - 1))
-        index_shape = sa[:batch] + d.dims(draw(st.integers(1, 2)))
+        # OneFlow's batch_gather: the indices' leading axes are params' first, and it gathers along the next
+        batch = draw(st.integers(1, len(sa) - 1)) if len(sa) > 1 and draw(st.integers(0, 2)) == 0 else 0
+        axis = batch if batch else draw(st.integers(0, len(sa) - 1))
+        index_shape = sa[:batch] + d.dims(1 if batch else draw(st.integers(1, 2)))
         indices = d.add(Step("indices", params={"high": sa[axis]}), index_shape, is_float=False)
         step = Step("gather", (a, indices), {"axis": axis, "batch_dims": batch})
         shape = sa[:axis] + index_shape[batch:] + sa[axis + 1 :]
@@ -319,6 +321,15 @@ def draw_op(d: Draft) -> None:
         updates = d.value(rows + out[k:])
         indices = d.add(Step("indices", params={"high": out[:k]}), (*rows, k), is_float=False)
         step, shape = Step("scatter_nd", (updates, indices), {"shape": list(out)}), out
+    elif op == "tensor_scatter_nd":  # params with slices replaced by (or added to) the updates'
+        a = d.pick(rank_at_least=1)
+        sa = d.shapes[a]
+        k = draw(st.integers(1, len(sa)))
+        rows = d.dims(draw(st.integers(1, 2)))
+        updates = d.value(rows + sa[k:])
+        indices = d.add(Step("indices", params={"high": sa[:k]}), (*rows, k), is_float=False)
+        params = {"add": draw(st.booleans())}
+        step, shape = Step("tensor_scatter_nd", (a, indices, updates), params), sa
     elif op == "segment_sum":
         a = d.pick(rank_at_least=1)
         sa = d.shapes[a]
@@ -443,13 +454,18 @@ def apply(step: Step, args: list[Any]) -> Any:
         case "squeeze":
             return flow.squeeze(args[0], [p["axis"]])
         case "gather":
-            return flow.gather(args[0], args[1], axis=p["axis"], batch_dims=p["batch_dims"])
+            if p["batch_dims"]:
+                return flow.gather(args[0], args[1], batch_dims=p["batch_dims"])
+            return flow.gather(args[0], args[1], axis=p["axis"])
         case "dim_gather":
             return flow.dim_gather(args[0], p["dim"], args[1])
         case "gather_nd":
             return flow.gather_nd(args[0], args[1])
         case "scatter_nd":
             return flow.scatter_nd(args[1], args[0], p["shape"])
+        case "tensor_scatter_nd":
+            scatter = flow.tensor_scatter_nd_add if p["add"] else flow.tensor_scatter_nd_update
+            return scatter(args[0], args[1], args[2])
         case "segment_sum":
             return flow.math.unsorted_segment_sum(args[0], args[1], p["segments"], axis=p["axis"])
         case "one_hot":
@@ -565,7 +581,7 @@ def check(program: Program) -> None:
 
 
 FUZZ = settings(
-    max_examples=EXAMPLES or 25,
+    max_examples=EXAMPLES or 40,
     derandomize=not EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
