@@ -700,6 +700,13 @@ class CastOp(JobOp):
     traits = traits_def(Pure())
     LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
 
+    def linear_groups(self) -> tuple[tuple[int, ...], ...]:
+        """Linear up to rounding, but not from floats to integers: the truncated partial sums would not add up
+        to the truncated sum (OneFlow's cast passes partial sums through whatever the dtypes)."""
+        if dtype_of(self.x.type) in FLOAT_TYPES and dtype_of(self.res.type) not in FLOAT_TYPES:
+            return ()
+        return self.LINEAR_OPERANDS
+
     @classmethod
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
         if shape_of(types[0]) != shape_of(result):

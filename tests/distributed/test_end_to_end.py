@@ -224,3 +224,32 @@ def test_a_rank_0_input_runs_on_many_devices(devices):
         return x * s
 
     np.testing.assert_array_equal(f(np.arange(4.0), np.array(3.0)), [0.0, 3.0, 6.0, 9.0])
+
+
+def test_a_cast_to_integers_takes_whole_sums_not_partial_ones():
+    """Each device's row sum of 0.4s is 0.8, the row's 1.6: truncating the parts gave 0 + 0 where int(1.6) is 1.
+    A float cast still passes partial sums through (linear up to rounding)."""
+    flow.config.cpu_device_num(2)
+    partial = flow.distribute.partial_sum()
+
+    @flow.global_function()
+    def to_float(x: tp.Numpy.Placeholder((2, 4), dtype=flow.float64)) -> tp.Numpy:
+        return flow.cast(flow.math.reduce_sum(x, axis=1), flow.float32).with_distribute(partial)
+
+    @flow.global_function()
+    def chosen(x: tp.Numpy.Placeholder((2, 4), dtype=flow.float64)) -> tp.Numpy:
+        return flow.cast(flow.math.reduce_sum(x, axis=1).with_distribute(partial), flow.int32)
+
+    x = np.full((2, 4), 0.4)
+    np.testing.assert_allclose(to_float(x), [1.6, 1.6], rtol=1e-6)
+    np.testing.assert_array_equal(chosen(x), [1, 1])
+    flow.clear_default_session()  # a session compiles all its jobs together
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def to_int(x: tp.Numpy.Placeholder((2, 4), dtype=flow.float64)) -> tp.Numpy:
+        return flow.cast(flow.math.reduce_sum(x, axis=1), flow.int32).with_distribute(partial)  # MARK-int-cast
+
+    with pytest.raises(flow.CompileError, match="job.cast: no signature produces the hinted sbp") as err:
+        to_int(x)
+    assert (err.value.location.file, err.value.location.line) == (HERE, line_of("MARK-int-cast"))
