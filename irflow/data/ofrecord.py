@@ -110,23 +110,20 @@ def fields(buf: memoryview, where: str) -> Iterator[tuple[int, int, int | memory
             value, pos = read_varint(buf, pos, end, where)
             yield number, wire, value
             continue
-        if wire == WIRE_LEN:
-            size, pos = read_varint(buf, pos, end, where)
-        elif wire in (WIRE_I64, WIRE_I32):
-            size = 8 if wire == WIRE_I64 else 4
-        else:
-            raise RecordFormatError(f"{where}: field {number} has wire type {wire}, which OFRecord does not use")
-        if pos + size > end:
-            raise RecordFormatError(f"{where}: field {number} claims {size} bytes, {end - pos} remain")
-        yield number, wire, buf[pos : pos + size]
-        pos += size
+        start, pos = _extent(buf, tag, pos, end, where)
+        yield number, wire, buf[start:pos]
 
 
 def _skip(buf: bytes | memoryview, tag: int, pos: int, end: int, where: str) -> int:
     """The position after the value of a field (`tag` read) that a parser passes over."""
-    wire = tag & 7
-    if wire == WIRE_VARINT:
+    if tag & 7 == WIRE_VARINT:
         return read_varint(buf, pos, end, where)[1]
+    return _extent(buf, tag, pos, end, where)[1]
+
+
+def _extent(buf: bytes | memoryview, tag: int, pos: int, end: int, where: str) -> tuple[int, int]:
+    """Where the bytes of a LEN or fixed-size field's value (`tag` read at `pos`) start and end."""
+    wire = tag & 7
     if wire == WIRE_LEN:
         size, pos = read_varint(buf, pos, end, where)
     elif wire in (WIRE_I64, WIRE_I32):
@@ -135,7 +132,7 @@ def _skip(buf: bytes | memoryview, tag: int, pos: int, end: int, where: str) -> 
         raise RecordFormatError(f"{where}: field {tag >> 3} has wire type {wire}, which OFRecord does not use")
     if pos + size > end:
         raise RecordFormatError(f"{where}: field {tag >> 3} claims {size} bytes, {end - pos} remain")
-    return pos + size
+    return pos, pos + size
 
 
 def _length(buf: bytes | memoryview, pos: int, end: int, where: str) -> tuple[int, int]:
