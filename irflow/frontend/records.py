@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import numpy as np
-from xdsl.ir import SSAValue
 
 from irflow.data import ofrecord
 from irflow.dialects.job import OFRecordDecodeOp, tensor
@@ -28,6 +27,7 @@ from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
 from irflow.frontend.locations import fail, user_location
 from irflow.frontend.tracing import Trace, current
+from irflow.textir.regions import is_value_name
 
 _DECODABLE = (dtypes.float32, dtypes.float64, dtypes.int8, dtypes.int32, dtypes.int64, dtypes.uint8)
 
@@ -159,7 +159,7 @@ def OFRecordRawDecoder(  # noqa: N802  OneFlow's name
     trace.append(op, location)
     label = name or trace.unique_name("OFRecordRawDecoder")
     hint = blob_name.replace("/", "_")
-    if SSAValue.is_valid_name(hint):
+    if is_value_name(hint):
         op.res.name_hint = hint  # the field's name reads in the IR: %images
     trace.feeds.append(Feed(input_blob, field, location))
     return Blob(op.res, trace, label)

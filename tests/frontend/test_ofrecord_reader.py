@@ -10,6 +10,7 @@ import pytest
 import irflow as flow
 import irflow.core.record.record_pb2 as pb
 import irflow.typing as tp
+from irflow.textir import parse_module, print_module
 
 BATCH = 20
 
@@ -136,6 +137,25 @@ def test_the_reader_shows_in_the_ir_and_becomes_the_jobs_arguments(tmp_path, mni
     assert "host_inputs = [{" in lifted
     assert "buffer.input %images {index = 0 : i64}" in read.ir("buffer")
     assert read().shape == (BATCH,)
+
+
+def test_a_field_named_outside_ascii_reads_and_its_ir_parses_back(tmp_path):
+    """The field's name becomes the value's name only where the text IR reads it back (ASCII, as all IR text)."""
+    (tmp_path / "ds").mkdir()
+    with open(tmp_path / "ds" / "part-0", "wb") as f:
+        for i in range(BATCH):
+            data = pb.OFRecord(feature={"px像素": pb.Feature(float_list=pb.FloatList(value=[i, -i]))}).SerializeToString()
+            f.write(struct.pack("<q", len(data)) + data)
+
+    @flow.global_function(type="predict")
+    def read() -> tp.Numpy:
+        record = flow.data.ofrecord_reader(str(tmp_path / "ds"), batch_size=BATCH)
+        return flow.data.OFRecordRawDecoder(record, "px像素", shape=(2,), dtype=flow.float)
+
+    for stage in ("job", "lift-host-inputs", "buffer"):
+        text = read.ir(stage)
+        assert text.isascii() and print_module(parse_module(text), debuginfo=True) == text
+    np.testing.assert_array_equal(read(), np.stack([np.arange(BATCH), -np.arange(BATCH)], axis=1))
 
 
 def test_shuffled_reading_is_the_same_in_every_run(tmp_path, mnist):
