@@ -116,9 +116,9 @@ def hint(blob: object, distribute: object, what: str) -> None:
     assert isinstance(blob, Blob)
     if isinstance(value, BlockArgument):
         sbp = nd_sbp(distribute, blob.shape, trace.arg_placement, what)
-        _agree(trace.arg_sbp.get(value.index), sbp, blob, what)
-        trace.arg_sbp[value.index] = sbp
-        trace.arg_hints[value.index] = (distribute, what, user_location())
+        if value.index in trace.arg_hints:
+            _agree(trace.arg_hints[value.index][0], sbp, blob, what)
+        trace.arg_hints[value.index] = (sbp, distribute, what, user_location())
         return
     op = value.owner
     placement = op.properties.get("placement") or placement_here()

@@ -228,7 +228,7 @@ class JobFunction:
                         "device split along axis 0: a rank-0 output has no such split; return it unreduced",
                         self._where,
                     )
-        if count == 1 and not trace.arg_sbp:
+        if count == 1 and not trace.arg_hints:
             return
         axes = len(hierarchy_of(placement))
         split0 = NdSbpAttr([SbpAttr("split", 0)] * axes)
@@ -237,7 +237,7 @@ class JobFunction:
         for arg in trace.block.args:
             hinted = split0 if shape_of(arg.type) else whole
             if arg.index in trace.arg_hints:  # given on arg_placement: fitted to the job's hierarchy
-                distribute, what, where = trace.arg_hints[arg.index]
+                _, distribute, what, where = trace.arg_hints[arg.index]
                 hinted = nd_sbp(distribute, shape_of(arg.type), placement, what, where)
             if self.mirrored and hinted != split0:
                 raise TraceError(

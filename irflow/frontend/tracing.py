@@ -53,10 +53,9 @@ class Trace:
         self.minimized = False
         self.feeds: list[Feed] = []  # fields decoded from OFRecord readers, in the order they become arguments
         self.arg_placement = placement  # where the placeholders live: the placement when the job was defined
-        self.arg_sbp: dict[int, NdSbpAttr] = {}
-        # Each placeholder hint as given (distribute, API, line): fitted again to the job's placement, which
-        # differs from arg_placement when every op runs in placement scopes.
-        self.arg_hints: dict[int, tuple[object, str, SourceLocation | None]] = {}
+        # Each placeholder hint: its SBP on arg_placement (a second hint must agree), and as given (distribute,
+        # API, line), fitted again to the job's placement, which differs when every op runs in placement scopes.
+        self.arg_hints: dict[int, tuple[NdSbpAttr, object, str, SourceLocation | None]] = {}
         # Mirrored on several devices: each device's sizes are its own, so a dynamic axis past 0 that meets
         # a static one is pinned there (docs/dynamic.md); what follows is static on every device alike.
         self.own_sizes: bool = False
