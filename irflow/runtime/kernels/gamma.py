@@ -26,6 +26,7 @@ from numpy.typing import DTypeLike
 
 from .erf import horner
 from .registry import Array
+from .workspace import scratch
 
 _LARGE = 10.0  # the asymptotic series from here on
 _BERNOULLI = tuple(Fraction(b) for b in ("1/6", "-1/30", "1/42", "-1/30", "5/66", "-691/2730", "7/6", "-3617/510"))
@@ -55,7 +56,8 @@ _PSI_TAIL = tuple(float(b / (2 * k)) for k, b in reversed(list(enumerate(_BERNOU
 
 
 class Gamma:
-    """lgamma/digamma over arrays of one shape, with float64 scratch allocated once (at kernel build time).
+    """lgamma/digamma over arrays of one shape, with float64 scratch from the shared workspace (each call writes
+    it before reading it: kernels/workspace.py).
 
     `out` may be the same memory as `x`: x is read completely before out is written.
     """
@@ -65,8 +67,8 @@ class Gamma:
         # several digits (and overflow on the way to a finite result)
         dt = np.dtype(np.float64)
         self._xp = xp
-        self._z, self._u, self._acc, self._c, self._d, self._e, self._s = (xp.empty(shape, dt) for _ in range(7))
-        self._pole, self._reflect, self._mask = (xp.empty(shape, bool) for _ in range(3))
+        self._z, self._u, self._acc, self._c, self._d, self._e, self._s = (scratch(xp, shape, dt) for _ in range(7))
+        self._pole, self._reflect, self._mask = (scratch(xp, shape, bool) for _ in range(3))
 
     def lgamma(self, x: Array, out: Array) -> None:
         xp, u, acc, t = self._xp, self._u, self._acc, self._e
