@@ -346,8 +346,10 @@ def profile(thread_counts: list[int], rounds: int, measured: bool, top: int = 12
     spent: dict[tuple[str, int], tuple[float, float]] = {}
     build = Executor.step
 
-    def timed(self: Executor, op: Any, *args: Any) -> Callable[[], None]:
+    def timed(self: Executor, op: Any, *args: Any) -> Callable[[], None] | None:
         run = build(self, op, *args)
+        if run is None:  # the workspace is being sized: this kernel is built again on it
+            return None
         key = (getattr(op, "kernel", None) and op.kernel.data) or op.name, id(op)
         cpu, wall = time.process_time, time.perf_counter
 
