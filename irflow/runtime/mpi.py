@@ -65,21 +65,27 @@ def launched_size() -> int:
     return 1
 
 
-def stop_all_on_error(comm: Any) -> None:
+def stop_all_on_error() -> None:
     """An uncaught error on any rank ends every rank at once, naming the failing rank and the cause.
 
     Without it, the other ranks would wait in their next collective until the
-    timeout. MPI_Abort makes mpiexec end the whole run with a non-zero status.
+    timeout, or for ever in MPI's start-up when this rank fails before it joins
+    (a part file missing on its disk is an error while the job is defined): the
+    error starts MPI if nothing has. MPI_Abort makes mpiexec end the whole run
+    with a non-zero status. Installed once, when irflow is imported under mpiexec.
     """
     previous = sys.excepthook
+    if getattr(previous, "irflow_stops_all", False):
+        return
 
     def hook(kind: type[BaseException], error: BaseException, tb: Any) -> None:
         if issubclass(kind, KeyboardInterrupt):
             previous(kind, error, tb)
-            abort(comm)
+            abort(world())
         else:
-            fail(comm, traceback.format_exception(kind, error, tb))
+            fail(world(), traceback.format_exception(kind, error, tb))
 
+    hook.irflow_stops_all = True  # type: ignore[attr-defined]
     sys.excepthook = hook
 
 
@@ -114,10 +120,12 @@ def prepare_rank() -> None:
     (MPIR_CVAR_ENABLE_HEAVY_YIELD, unless the environment sets it), ranks that
     share cores with each other or with other programs stop stalling one
     another: a 4 KiB all_reduce on 4 ranks of a busy 2-core machine went from
-    7-9 ms to under 0.9 ms. On a core of its own a rank yields to no one.
+    7-9 ms to under 0.9 ms. On a core of its own a rank yields to no one. An
+    uncaught error on a rank stops every rank (`stop_all_on_error`).
     """
     if launched_size() > 1:
         os.environ.setdefault(HEAVY_YIELD_ENV, "1")
+        stop_all_on_error()
     if launched_rank() != 0 and os.environ.get("IRFLOW_MPI_ALL_RANKS") != "1":
         warnings.simplefilter("ignore")
 
@@ -128,7 +136,7 @@ def join(mesh: Sequence[int], xp: ModuleType = np) -> Communicator:
     Arrays of numpy go over MPI; cupy arrays (a GPU target) over NCCL, which MPI starts.
     """
     comm = world()
-    stop_all_on_error(comm)
+    stop_all_on_error()
     host = MPICommunicator(mesh, comm)
     if xp is np:
         return host
