@@ -270,7 +270,8 @@ class ReaderConf:
         return [os.path.join(self.data_dir, f"{self.part_name_prefix}{i:0{width}d}") for i in range(self.data_part_num)]
 
     def device_parts(self, devices: int) -> list[list[int]]:
-        """The part files each of `devices` devices reads, as OneFlow balances them: the first ones get one more."""
+        """The positions in the files' order each of `devices` devices reads, as OneFlow balances them (the first
+        ones get one more): the part files with those numbers, until `shuffle_after_epoch` reorders the files."""
         base, extra = divmod(self.data_part_num, devices)
         bounds = np.cumsum([0] + [base + (d < extra) for d in range(devices)])
         return [list(range(bounds[d], bounds[d + 1])) for d in range(devices)]
@@ -336,7 +337,7 @@ class PartFile:
 
 @dataclass
 class _Position:
-    """Where a stream is: the part files' order this epoch, the file and record next, the shuffle buffer."""
+    """Where a stream is: the part files it reads this epoch, the file and record next, the shuffle buffer."""
 
     order: list[int]
     file: int = 0
@@ -347,20 +348,27 @@ class _Position:
 
 
 class RecordStream:
-    """The records of some part files, one after another, for ever: OneFlow's OFRecordDataset on one device.
+    """The records of one device's part files, one after another, for ever: OneFlow's OFRecordDataset on a device.
 
-    At the end of the last file an epoch ends and reading starts again at the
-    first; with `shuffle_after_epoch` the files' order is then shuffled (by the
-    epoch's own seed, as OneFlow shuffles its file list). `random_shuffle` draws
-    each record at random from a buffer of `shuffle_buffer_size` upcoming records,
-    refilled from the stream, as OneFlow's RandomShuffleDataset. Seeds are fixed,
-    so two runs read the same batches.
+    `files` are all the reader's part files; the device reads those at the
+    positions `share` of the files' order (all of them by default), opening no
+    other. At the end of its last file an epoch ends and reading starts again at
+    its first; with `shuffle_after_epoch` the whole list is then shuffled (by the
+    epoch's own seed, the same on every device, as OneFlow shuffles its file list)
+    and the device reads the files now at its positions, so devices in the same
+    epoch read disjoint files. `random_shuffle` draws each record at random from a
+    buffer of `shuffle_buffer_size` upcoming records, refilled from the stream,
+    as OneFlow's RandomShuffleDataset, with the generator `seed`. Seeds are
+    fixed, so two runs read the same batches.
     """
 
-    def __init__(self, files: Sequence[PartFile], conf: ReaderConf, seed: int = DATASET_SEED):
+    def __init__(
+        self, files: Sequence[PartFile], conf: ReaderConf, seed: int = DATASET_SEED, share: Sequence[int] | None = None
+    ):
         self.files, self.conf, self.seed = list(files), conf, seed
+        self.share = list(range(len(self.files))) if share is None else list(share)
         self._rng = np.random.Generator(np.random.PCG64(seed))
-        self._at = _Position(order=list(range(len(self.files))))
+        self._at = _Position(order=list(self.share))
 
     def take(self, count: int) -> list[tuple[PartFile, int]]:
         """The next `count` records, each (its part file, its index there)."""
@@ -398,10 +406,11 @@ class RecordStream:
         at.record += 1
         if at.record == part.count:
             at.record, at.file = 0, at.file + 1
-            if at.file == len(self.files):
+            if at.file == len(at.order):
                 at.file, at.epoch = 0, at.epoch + 1
                 if self.conf.shuffle_after_epoch:
-                    at.order = list(np.random.Generator(np.random.PCG64(self.seed + at.epoch)).permutation(len(self.files)))
+                    shuffled = np.random.Generator(np.random.PCG64(DATASET_SEED + at.epoch)).permutation(len(self.files))
+                    at.order = [int(shuffled[p]) for p in self.share]
         return drawn
 
 

@@ -146,8 +146,7 @@ class JobFunction:
         self._watchers = [(handler, kind) for _, handler, kind in trace.watches]
         self._finish(trace, [b.value for b in blobs] + [b.value for b, _, _ in trace.watches])
         # A job that reads OFRecords feeds the arguments lift-host-inputs makes of its decoders at every call.
-        devices = len(job_placement(trace).devices)
-        self._host = HostFeeds(trace.feeds, devices, self.devices > 1) if trace.feeds else None
+        self._host = HostFeeds(trace.feeds, job_placement(trace), self.devices > 1) if trace.feeds else None
         return trace.declared
 
     def _finish(self, trace: Trace, values: list[Any]) -> None:

@@ -7,7 +7,7 @@ properties), which `lift-host-inputs` makes an argument of the job. At every
 call `HostFeeds` reads the next batch of records (irflow/data/ofrecord.py) and
 passes each decoded field as that argument. On N devices each device reads
 its own share of the part files, as OneFlow's reader does, and contributes its
-rows of the batch.
+rows of the batch; under mpiexec a rank reads only its own device's.
 """
 
 from __future__ import annotations
@@ -22,11 +22,14 @@ import numpy as np
 
 from irflow.data import ofrecord
 from irflow.dialects.job import OFRecordDecodeOp, tensor
+from irflow.dialects.sbp import PlacementAttr
 from irflow.errors import ExecutionError, SourceLocation
 from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
 from irflow.frontend.locations import fail, user_location
-from irflow.frontend.tracing import Trace, current
+from irflow.frontend.tracing import Trace, current, placements
+from irflow.runtime import mpi
+from irflow.runtime.spmd import DevicePieces
 from irflow.textir.regions import is_value_name
 
 _DECODABLE = (dtypes.float32, dtypes.float64, dtypes.int8, dtypes.int32, dtypes.int64, dtypes.uint8)
@@ -41,6 +44,7 @@ class RecordReader:
     name: str
     trace: Trace
     location: SourceLocation
+    placement: PlacementAttr | None  # its placement scope's, if any
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -75,7 +79,8 @@ def ofrecord_reader(
 ) -> RecordReader:
     """OneFlow's reader of OFRecord part files `<dir>/<prefix><number>`, `batch_size` records per call.
 
-    The files must exist when the job is defined; they are read when it runs.
+    The files this process reads must exist when the job is defined (HostFeeds checks them); they are read
+    when it runs.
     """
     what = "flow.data.ofrecord_reader"
     trace = current(what)
@@ -92,14 +97,8 @@ def ofrecord_reader(
     )  # fmt: skip
     if not os.path.isdir(conf.data_dir):
         fail(f"{what}: no directory '{conf.data_dir}'")
-    missing = [p for p in conf.part_paths() if not os.path.isfile(p)]
-    if missing:
-        held = sorted(os.listdir(conf.data_dir))
-        fail(
-            f"{what}: data_part_num={data_part_num} needs the part file(s) {', '.join(repr(p) for p in missing)}, "
-            f"which do not exist (the directory holds {', '.join(held[:8]) or 'nothing'}{', ...' if len(held) > 8 else ''})"
-        )
-    return RecordReader(conf, name or trace.unique_name("OFRecord_Reader"), trace, user_location())
+    name = name or trace.unique_name("OFRecord_Reader")
+    return RecordReader(conf, name, trace, user_location(), placements[-1] if placements else None)
 
 
 def OFRecordRawDecoder(  # noqa: N802  OneFlow's name
@@ -147,14 +146,14 @@ def OFRecordRawDecoder(  # noqa: N802  OneFlow's name
         fail(f"{what}: field '{blob_name}' cannot be decoded as {dt!r}; use one of "
              f"{', '.join(repr(d) for d in _DECODABLE)}")
     field = ofrecord.FieldConf(blob_name, dims, dt.np_dtype, bool(truncate or auto_zero_padding))
-    _check_first_record(input_blob.conf, field, what)
     conf = input_blob.conf
+    placed = {} if input_blob.placement is None else {"placement": input_blob.placement}
     op = OFRecordDecodeOp.make(
         [], tensor((conf.batch_size, *dims), dt.element_type),
         reader=input_blob.name, data_dir=conf.data_dir, data_part_num=conf.data_part_num,
         part_name_prefix=conf.part_name_prefix, part_name_suffix_length=conf.part_name_suffix_length,
         random_shuffle=conf.random_shuffle, shuffle_buffer_size=conf.shuffle_buffer_size,
-        shuffle_after_epoch=conf.shuffle_after_epoch, field=blob_name, truncate=field.truncate,
+        shuffle_after_epoch=conf.shuffle_after_epoch, field=blob_name, truncate=field.truncate, **placed,
     )  # fmt: skip
     trace.append(op, location)
     label = name or trace.unique_name("OFRecordRawDecoder")
@@ -166,15 +165,6 @@ def OFRecordRawDecoder(  # noqa: N802  OneFlow's name
 
 
 ofrecord_raw_decoder = OFRecordRawDecoder
-
-
-def _check_first_record(conf: ofrecord.ReaderConf, field: ofrecord.FieldConf, what: str) -> None:
-    """The first record of the first part file has the field at the declared size: a typo in the field's name
-    or shape is an error at the decoder's line now, not at the first call. Later records are checked as read."""
-    try:
-        ofrecord.decode_fields([(ofrecord.PartFile.head(conf.part_paths()[0]), 0)], [field])
-    except (ofrecord.RecordFormatError, OSError) as err:
-        fail(f"{what}: {err}")
 
 
 def image_decoder_unavailable(what: str) -> Any:
@@ -282,31 +272,62 @@ def ofrecord_loader(
 class HostFeeds:
     """The job's readers at run time: every call reads each reader's next batch and decodes its fields.
 
-    `devices` streams per reader, each over its share of the part files, give
-    their rows of the batch one after another (the rows a split(0) gives that
-    device); with `per_device` each field is a list of those pieces (the mirrored
-    view), otherwise one array. A call that fails leaves every stream where it was.
+    Each device of the job's placement has a stream per reader over its share
+    of the part files, and gives its rows of the batch (the rows a split(0)
+    gives that device). This process feeds its own devices: all of them in one
+    process, its one device under mpiexec, which opens only that device's files
+    (a machine's disk need hold no others unless `shuffle_after_epoch` moves
+    files between devices). The fields go in as those devices' pieces: a list
+    in the mirrored view, `DevicePieces` in the consistent view on several
+    devices, one array on one device. A call that fails leaves every stream where it was.
     """
 
-    def __init__(self, feeds: Sequence[Feed], devices: int, per_device: bool):
-        self.feeds, self.devices, self.per_device = list(feeds), devices, per_device
+    def __init__(self, feeds: Sequence[Feed], placement: PlacementAttr, per_device: bool):
+        self.feeds, self.devices, self.per_device = list(feeds), len(placement.devices), per_device
+        self.local = local_devices(self.devices)
         self.streams: dict[str, list[ofrecord.RecordStream]] = {}
         for feed in self.feeds:
-            conf = feed.reader.conf
-            if feed.reader.name in self.streams:
-                continue
-            if conf.data_part_num < devices or conf.batch_size % devices:
-                fail(
-                    f"flow.data.ofrecord_reader '{feed.reader.name}' runs on {devices} devices, each reading its own "
-                    f"part files and rows: it needs data_part_num >= {devices} (got {conf.data_part_num}) and a "
-                    f"batch_size divisible by {devices} (got {conf.batch_size})",
-                    feed.reader.location,
-                )
-            paths = conf.part_paths()
-            self.streams[feed.reader.name] = [
-                ofrecord.RecordStream([ofrecord.PartFile(paths[i]) for i in parts], conf, ofrecord.DATASET_SEED + d)
-                for d, parts in enumerate(conf.device_parts(devices))
-            ]
+            reader, conf = feed.reader, feed.reader.conf
+            if reader.name not in self.streams:
+                self.streams[reader.name] = self._streams(reader, placement)
+            if self.local:  # a typo in a field's name or shape is an error at the decoder's line, not at the first call
+                first = self.streams[reader.name][0]
+                try:
+                    ofrecord.decode_fields([(ofrecord.PartFile.head(first.files[first.share[0]].path), 0)], [feed.field])
+                except (ofrecord.RecordFormatError, OSError) as err:
+                    fail(f"flow.data.OFRecordRawDecoder: {err}", feed.location)
+
+    def _streams(self, reader: RecordReader, placement: PlacementAttr) -> list[ofrecord.RecordStream]:
+        """The reader's stream for each device this process feeds, its files checked to exist."""
+        conf, what = reader.conf, f"flow.data.ofrecord_reader '{reader.name}'"
+        if reader.placement is not None and reader.placement != placement:
+            fail(
+                f"{what} is placed on {reader.placement}, but its job runs on {placement}: a reader feeds "
+                "every device of its job; open it in the job's placement scope",
+                reader.location,
+            )
+        if conf.data_part_num < self.devices or conf.batch_size % self.devices:
+            fail(
+                f"{what} runs on {self.devices} devices, each reading its own part files and rows: it needs "
+                f"data_part_num >= {self.devices} (got {conf.data_part_num}) and a batch_size divisible by "
+                f"{self.devices} (got {conf.batch_size})",
+                reader.location,
+            )
+        shares = conf.device_parts(self.devices)
+        paths = conf.part_paths()
+        needed = range(len(paths)) if conf.shuffle_after_epoch else sorted(p for d in self.local for p in shares[d])
+        missing = [paths[p] for p in needed if not os.path.isfile(paths[p])]
+        if missing:
+            held = sorted(os.listdir(conf.data_dir))
+            here = f" on rank {self.local[0]} of {self.devices} (mpiexec)" if len(self.local) < self.devices else ""
+            fail(
+                f"flow.data.ofrecord_reader: data_part_num={conf.data_part_num} needs the part file(s) "
+                f"{', '.join(repr(p) for p in missing)}{here}, which do not exist (the directory holds "
+                f"{', '.join(held[:8]) or 'nothing'}{', ...' if len(held) > 8 else ''})",
+                reader.location,
+            )
+        files = [ofrecord.PartFile(path) for path in paths]  # shared by the devices' streams, each read once if at all
+        return [ofrecord.RecordStream(files, conf, ofrecord.DATASET_SEED + d, shares[d]) for d in self.local]
 
     def next(self) -> list[Any]:
         """Each field of the next batch, in the feeds' order (the order of the arguments they feed)."""
@@ -322,10 +343,20 @@ class HostFeeds:
             for feed in self.feeds:
                 who, where = feed.reader.name, feed.location  # a record's field: the decoder's line
                 pieces = [ofrecord.decode_fields(records, [feed.field])[0] for records in batches[feed.reader.name]]
-                fields.append(pieces if self.per_device else pieces[0] if len(pieces) == 1 else np.concatenate(pieces))
+                fields.append(pieces if self.per_device else DevicePieces(pieces) if self.devices > 1 else pieces[0])
         except (ofrecord.RecordFormatError, OSError) as err:
             for name, saved in positions.items():
                 for stream, at in zip(self.streams[name], saved):
                     stream.restore(at)
             raise ExecutionError(f"flow.data.ofrecord_reader '{who}': {err}", where) from None
         return fields
+
+
+def local_devices(devices: int) -> list[int]:
+    """The devices of a job on `devices` devices that this process runs: all of them, or under mpiexec its own
+    (a rank is the device at its place in the job's placement, docs/mpi.md); none when the number of processes
+    does not match, which start-up reports."""
+    size = mpi.launched_size()
+    if size == 1:
+        return list(range(devices))
+    return [mpi.launched_rank()] if size == devices else []

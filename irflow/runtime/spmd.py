@@ -42,6 +42,12 @@ if TYPE_CHECKING:
 VIEWS = ("consistent", "mirrored")
 
 
+class DevicePieces(list):
+    """An input given as its pieces for this process's devices, in their order, already cut as its SBP cuts it:
+    what a host-side reader reads per device (irflow/frontend/records.py), which under mpiexec has only its
+    own rank's rows. Either view takes it as it is."""
+
+
 def program_mesh(program: buffer.ProgramOp) -> tuple[int, ...]:
     """The mesh a program was lowered for (one device when it says nothing)."""
     mesh = program.attributes.get("mesh")
@@ -173,6 +179,9 @@ class SpmdExecutor:
     def pieces(self, index: int, value: Any) -> list[np.ndarray]:
         """Every rank's piece of input `index`: cut from the whole value, or given per device (mirrored)."""
         layout = self.input_layouts[index]
+        if isinstance(value, DevicePieces):
+            assert len(value) == len(self.ranks), f"{len(value)} pieces for {len(self.ranks)} devices"
+            return list(value)
         if self.view == "mirrored":
             here = len(self.ranks)
             if not isinstance(value, (list, tuple)) or len(value) != here:

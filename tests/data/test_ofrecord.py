@@ -269,3 +269,19 @@ def test_bytes_fields_gather_as_the_record_by_record_decoding_does(tmp_path):
     padded, = o.decode_fields([(part, 4), (part, 0)], [o.FieldConf("p", (12,), np.dtype(np.int32), truncate=True)])
     np.testing.assert_array_equal(padded[0], list(pixels[4, :5].astype(np.int8)) + [0] * 7)  # one by one: short
     np.testing.assert_array_equal(padded[1], pixels[0].astype(np.int8))
+
+
+def test_after_an_epoch_the_devices_read_their_positions_of_the_whole_shuffled_list(tmp_path):
+    """OneFlow's OFRecordDataset shuffles the whole file list (the same on every device) and each device reads
+    its balanced range of it: every epoch the devices read disjoint files, all of them, not always the same ones."""
+    streams = []
+    for device, share in enumerate(([0, 1], [2, 3])):
+        for part in range(4):
+            write(tmp_path / f"part-{part}", numbered(100 * part, 1))
+        reader = o.ReaderConf(str(tmp_path), 1, 4, shuffle_after_epoch=True)
+        streams.append(o.RecordStream([o.PartFile(p) for p in reader.part_paths()], reader, o.DATASET_SEED + device, share))
+    epochs = [[numbers(s, 2) for s in streams] for _ in range(6)]
+    assert epochs[0] == [[0, 100], [200, 300]]
+    for mine, theirs in epochs:
+        assert sorted(mine + theirs) == [0, 100, 200, 300]
+    assert len({tuple(sorted(mine)) for mine, _ in epochs}) > 1  # files move between devices

@@ -190,7 +190,8 @@ def test_errors_when_the_job_is_defined_name_the_line(tmp_path, mnist):
     cases = [
         (lambda: flow.data.ofrecord_reader(str(tmp_path / "nowhere"), batch_size=4),  # missing dir
          r"no directory '.*nowhere'", "# missing dir"),
-        (lambda: flow.data.ofrecord_reader(str(tmp_path / "ds"), batch_size=4, data_part_num=2),  # two parts
+        (lambda: flow.data.OFRecordRawDecoder(flow.data.ofrecord_reader(str(tmp_path / "ds"), batch_size=4,  # two parts
+                                                                        data_part_num=2), "labels", (), flow.int32),
          r"data_part_num=2 needs the part file\(s\) '.*part-1', which do not exist \(the directory holds part-0\)",
          "# two parts"),
         (lambda: flow.data.OFRecordRawDecoder(flow.data.ofrecord_reader(str(tmp_path / "ds"), batch_size=4),  # field
@@ -286,3 +287,17 @@ def test_oneflows_older_decode_ofrecord_reads_the_same(tmp_path, mnist):
             return flow.data.decode_ofrecord(str(tmp_path / "ds"), [
                 flow.data.BlobConf("images", shape=(28, 28, 1), dtype=flow.float, codec=flow.data.ImageCodec()),
             ], batch_size=BATCH)[0]  # fmt: skip
+
+
+def test_a_reader_placed_apart_from_its_job_is_refused_at_its_line(tmp_path, mnist):
+    write_parts(tmp_path / "ds", *mnist, parts=2)
+    with pytest.raises(flow.TraceError, match=r"is placed on .*\"0:0\".*, but its job runs on .*0:0-1") as caught:
+
+        @flow.global_function(type="predict")
+        def job() -> tp.Numpy:
+            with flow.scope.placement("cpu", "0:0"):
+                images, _ = reader(tmp_path / "ds", parts=2)
+            with flow.scope.placement("cpu", "0:0-1"):
+                return flow.math.relu(images)
+
+    assert caught.value.location.line == line_of("record = flow.data.ofrecord_reader(str(directory)")  # in reader()

@@ -173,3 +173,112 @@ def test_a_watchdogs_thread_ends_once_its_communicator_is_dropped():
     gc.collect()
     thread.join(timeout=2)
     assert not thread.is_alive()
+
+
+# ----------------------------------------------------------------- jobs that read OFRecord files
+
+sys.path.insert(0, str(HERE))
+from ofrecord_train import BATCH, CLASSES, FEATURES, initial_weight  # noqa: E402
+
+import irflow.core.record.record_pb2 as pb  # noqa: E402
+
+RECORDS = [7, 5, 9]  # records in part-0, part-1, part-2: 2 devices read parts 0-1 and part 2 (OneFlow's balanced split)
+
+
+def write_records(run_dir: Path, parts_of_rank: list[set[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """The part files of ofrecord_train.py, record i holding x[i], y[i] and its id i; rank r's disk
+    (run_dir/rank<r>/data) holds the parts parts_of_rank[r]. Returns x and y."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((sum(RECORDS), FEATURES)).astype(np.float32)
+    y = rng.integers(0, CLASSES, sum(RECORDS))
+    first = np.cumsum([0, *RECORDS])
+    for rank, parts in enumerate(parts_of_rank):
+        (run_dir / f"rank{rank}" / "data").mkdir(parents=True)
+        for part in parts:
+            with open(run_dir / f"rank{rank}" / "data" / f"part-{part}", "wb") as f:
+                for i in range(first[part], first[part + 1]):
+                    data = pb.OFRecord(feature={
+                        "x": pb.Feature(float_list=pb.FloatList(value=x[i].tolist())),
+                        "y": pb.Feature(int64_list=pb.Int64List(value=[int(y[i])])),
+                        "id": pb.Feature(int64_list=pb.Int64List(value=[i])),
+                    }).SerializeToString()  # fmt: skip
+                    f.write(len(data).to_bytes(8, "little") + data)
+    return x, y
+
+
+def device_ids(device: int, steps: int) -> list[np.ndarray]:
+    """OneFlow's rule, by hand: device 0 reads parts 0-1, device 1 part 2, in order and round again; each gives
+    BATCH / 2 records a step."""
+    first = np.cumsum([0, *RECORDS])
+    stream = np.arange(first[0], first[2]) if device == 0 else np.arange(first[2], first[3])
+    rows = BATCH // 2
+    return [np.take(stream, np.arange(k * rows, (k + 1) * rows), mode="wrap") for k in range(steps)]
+
+
+def test_two_machines_training_from_their_own_part_files_match_numpy(tmp_path):
+    """Each rank's disk holds only the part files its device reads; the loss and the variables are those of
+    softmax regression trained by numpy on the batches OneFlow's rule gives (the first wraps around at step 3)."""
+    steps = 4
+    x, y = write_records(tmp_path / "ranks", [{0, 1}, {2}])
+    run(["ofrecord_train.py", str(tmp_path / "ranks"), "train", str(steps)], 2, timeout=60)
+    got = [dict(np.load(tmp_path / "ranks" / f"rank{r}" / "out.npz")) for r in range(2)]
+    w, b = initial_weight().astype(np.float64), np.zeros(len(initial_weight()))
+    for step, (ids0, ids1) in enumerate(zip(device_ids(0, steps), device_ids(1, steps))):
+        ids = np.concatenate([ids0, ids1])  # split(0): device 0's rows, then device 1's
+        logits = x[ids] @ w.T + b
+        p = np.exp(logits - logits.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        loss = -np.log(p[np.arange(len(ids)), y[ids]]).mean()
+        p[np.arange(len(ids)), y[ids]] -= 1
+        w, b = w - 0.5 * p.T @ x[ids] / len(ids), b - 0.5 * p.mean(0)
+        for rank in range(2):  # both ranks see the whole batch's ids and the loss
+            np.testing.assert_array_equal(got[rank][f"ids{step}"], ids)
+            np.testing.assert_allclose(got[rank][f"loss{step}"], loss, rtol=1e-5)
+    for rank in range(2):
+        np.testing.assert_allclose(got[rank]["var:fc-weight"], w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[rank]["var:fc-bias"], b, rtol=1e-5, atol=1e-6)
+
+
+def test_mirrored_reader_gives_each_rank_its_own_records(tmp_path):
+    steps = 3
+    write_records(tmp_path / "ranks", [{0, 1}, {2}])
+    run(["ofrecord_train.py", str(tmp_path / "ranks"), "mirrored", str(steps)], 2, timeout=60)
+    for rank in range(2):
+        got = dict(np.load(tmp_path / "ranks" / f"rank{rank}" / "out.npz"))
+        assert sorted(got) == [f"ids{step}-{rank}" for step in range(steps)]
+        for step, ids in enumerate(device_ids(rank, steps)):
+            np.testing.assert_array_equal(got[f"ids{step}-{rank}"], ids)
+
+
+def test_shuffled_records_on_two_ranks_are_the_simulated_devices_records(tmp_path):
+    """random_shuffle and shuffle_after_epoch (files move between devices after an epoch, so every disk holds
+    every part): the ranks read what the two devices simulated in one process read and train the same; in the
+    first epoch each device reads its own part files, no record twice."""
+    steps = 6
+    write_records(tmp_path / "ranks", [{0, 1, 2}, {0, 1, 2}])
+    write_records(tmp_path / "one", [{0, 1, 2}])
+    run(["ofrecord_train.py", str(tmp_path / "ranks"), "shuffle", str(steps)], 2, timeout=60)
+    run(["ofrecord_train.py", str(tmp_path / "one"), "shuffle", str(steps)], None, timeout=60)
+    simulated = dict(np.load(tmp_path / "one" / "rank0" / "out.npz"))
+    for rank in range(2):
+        got = dict(np.load(tmp_path / "ranks" / f"rank{rank}" / "out.npz"))
+        assert got.keys() == simulated.keys()
+        for key in simulated:
+            np.testing.assert_allclose(got[key], simulated[key], rtol=1e-6, err_msg=key)
+    half = BATCH // 2
+    device0 = np.concatenate([simulated[f"ids{step}"][:half] for step in range(2)])
+    device1 = np.concatenate([simulated[f"ids{step}"][half:] for step in range(2)])
+    assert len(set(device0.tolist())) == len(device0)  # 8 of the 12 records of its epoch (4 more in the buffer)
+    assert device0.max() < RECORDS[0] + RECORDS[1] <= device1.min()  # its parts 0-1, device 1's part 2
+    assert not np.array_equal(simulated["ids0"], np.concatenate(device_ids(0, 1) + device_ids(1, 1)))
+
+
+def test_a_part_file_missing_on_one_rank_stops_both_ranks_naming_it(tmp_path):
+    write_records(tmp_path / "ranks", [{0, 1}, set()])
+    start = time.monotonic()
+    proc = run(["ofrecord_train.py", str(tmp_path / "ranks"), "train", "2"], 2, check=False, timeout=60)
+    assert proc.returncode != 0
+    assert "rank 1 of 2 failed" in proc.stderr
+    assert "needs the part file(s) 'data/part-2' on rank 1 of 2 (mpiexec), which do not exist" in proc.stderr
+    assert "ofrecord_train.py:37" in proc.stderr  # the reader's line
+    assert time.monotonic() - start < 30
