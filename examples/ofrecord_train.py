@@ -6,6 +6,11 @@ an 8-byte length and the message). The jobs take no arguments: each call reads
 its batch with `flow.data.ofrecord_reader` and `OFRecordRawDecoder`.
 
     python examples/ofrecord_train.py [DATA_DIR]      (IRFLOW_EPOCHS, default 1)
+
+On 2 devices, data parallel, each reading its own part files: IRFLOW_DEVICES=2
+in one process, or one process per device (name the same DATA_DIR on each):
+
+    IRFLOW_DEVICES=2 mpiexec -n 2 python examples/ofrecord_train.py /tmp/mnist_ofrecord
 """
 
 import os
@@ -22,13 +27,16 @@ import irflow.core.record.record_pb2 as ofrecord
 import irflow.typing as tp
 
 BATCH_SIZE = 100
-TRAIN_PARTS = 4
+TRAIN_PARTS = TEST_PARTS = 4
+DEVICES = int(os.environ.get("IRFLOW_DEVICES", "1"))
 EPOCHS = int(os.environ.get("IRFLOW_EPOCHS", "1"))
 DATA_DIR = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="mnist_ofrecord_")
 
 
 def write_part(path: str, images: np.ndarray, labels: np.ndarray) -> None:
-    with open(path, "wb") as f:
+    """Written aside and renamed: under mpiexec every process writes the same files, and none reads a half-written one."""
+    partial = f"{path}.{os.getpid()}"
+    with open(partial, "wb") as f:
         for image, label in zip(images, labels):
             record = ofrecord.OFRecord(
                 feature={
@@ -39,22 +47,26 @@ def write_part(path: str, images: np.ndarray, labels: np.ndarray) -> None:
             serialized = record.SerializeToString()
             f.write(struct.pack("<q", record.ByteSize()))
             f.write(serialized)
+    os.replace(partial, path)
 
 
 def write_dataset() -> Tuple[int, int]:
-    """MNIST's train digits in TRAIN_PARTS part files under DATA_DIR/train, the test digits in DATA_DIR/test;
-    how many of each."""
+    """MNIST's train digits in TRAIN_PARTS part files under DATA_DIR/train, the test digits in TEST_PARTS under
+    DATA_DIR/test; how many of each."""
     (train_images, train_labels), (test_images, test_labels) = flow.data.load_mnist(BATCH_SIZE, BATCH_SIZE)
     train_images, train_labels = train_images.reshape(-1, 784), train_labels.reshape(-1)
     for name in ("train", "test"):
         os.makedirs(os.path.join(DATA_DIR, name), exist_ok=True)
     for part, rows in enumerate(np.array_split(np.arange(len(train_labels)), TRAIN_PARTS)):
         write_part(os.path.join(DATA_DIR, "train", f"part-{part}"), train_images[rows], train_labels[rows])
-    write_part(os.path.join(DATA_DIR, "test", "part-0"), test_images.reshape(-1, 784), test_labels.reshape(-1))
+    test_images, test_labels = test_images.reshape(-1, 784), test_labels.reshape(-1)
+    for part, rows in enumerate(np.array_split(np.arange(len(test_labels)), TEST_PARTS)):
+        write_part(os.path.join(DATA_DIR, "test", f"part-{part}"), test_images[rows], test_labels[rows])
     return len(train_labels), test_labels.size
 
 
 TRAIN_SIZE, TEST_SIZE = write_dataset()  # before the jobs are defined: the reader checks its files then
+flow.config.cpu_device_num(DEVICES)
 
 
 def decode(subset: str, parts: int, shuffle: bool) -> Tuple[flow.Blob, flow.Blob]:
@@ -81,7 +93,7 @@ def train_job() -> tp.Numpy:
 
 @flow.global_function(type="predict")
 def eval_job() -> Tuple[tp.Numpy, tp.Numpy]:
-    images, labels = decode("test", 1, shuffle=False)
+    images, labels = decode("test", TEST_PARTS, shuffle=False)
     return flow.math.argmax(mlp(images), axis=1), labels
 
 
