@@ -63,8 +63,9 @@ class ResourceConfig:
     """The session's resources, set through flow.config (irflow.frontend.config) before the session starts.
 
     The device counts give the placement of jobs that name none (`placement`):
-    every device of machine 0 of kind `device_tag`, which is "gpu" once
-    flow.config.gpu_device_num gave a positive count.
+    every device of kind `device_tag` (which is "gpu" once
+    flow.config.gpu_device_num gave a positive count) on each of the
+    `machine_num` machines, as OneFlow's default placement spans them all.
     """
 
     cpu_device_num: int = 1
@@ -78,7 +79,8 @@ class ResourceConfig:
     def placement(self) -> PlacementAttr:
         """The placement of ops traced outside any placement scope."""
         count = self.gpu_device_num if self.device_tag == "gpu" else self.cpu_device_num
-        return PlacementAttr(self.device_tag, [f"0:0-{count - 1}" if count > 1 else "0:0"])
+        devices = f"0-{count - 1}" if count > 1 else "0"
+        return PlacementAttr(self.device_tag, [f"{machine}:{devices}" for machine in range(self.machine_num)])
 
 
 @dataclass

@@ -81,6 +81,21 @@ def test_bad_device_counts():
             flow.config.cpu_device_num(bad)
 
 
+def test_the_default_placement_spans_every_machine():
+    """OneFlow's default placement is `cpu_device_num` devices on each of `machine_num` machines."""
+    flow.config.machine_num(2)
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((8, 4))) -> tp.Numpy:
+        return flow.math.reduce_sum(x * x, axis=0)
+
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    np.testing.assert_allclose(f(x), (x.astype(np.float64) ** 2).sum(axis=0), rtol=1e-6)
+    assert func_of(f).attributes["placement"] == PlacementAttr("cpu", ["0:0-1", "1:0-1"])
+    assert decide_target(f.module)[0].num_devices == 4
+
+
 def test_placement_scope_wins_over_the_device_count_and_keeps_its_hierarchy():
     flow.config.cpu_device_num(2)
 
