@@ -110,28 +110,42 @@ class _Tiles:
         """Tiles of a chunk's images, the rows of its bins per channel."""
         return len(chunk) * self.th * self.tw
 
+    @staticmethod
+    def _landing(offset: int, pad: int, size: int, slots: int) -> tuple[range, int]:
+        """Along one axis, the input's indices whose padded index (index + pad) is 2 s + offset with 0 <= s <
+        `slots`, every other one, and the first such s."""
+        first = offset - pad if offset >= pad else (offset - pad) % 2
+        at = (first + pad - offset) // 2
+        return range(first, min(size, first + 2 * (slots - at)), 2), at
+
     def input_bins(self, xp: ModuleType, x: Array) -> tuple[Array, Callable[[range], list[Run]]]:
         """A lane's (16, most x tiles x C) bins of the input, and the steps that fill them for a chunk: B^T d B."""
-        c, hp, wp, th, tw = self.c, self.hp, self.wp, self.th, self.tw
-        padded = xp.zeros((self.most, hp, wp, c), x.dtype)  # borders zeroed once and kept: its own
-        # the padded input's columns j::2 (j < 4) as (row parity, hp / 2, images, tw, C), then through B^T along them
-        columns, across = (scratch(xp, (4, self.most * hp * tw * c), x.dtype) for _ in range(2))
+        c, hp, th, tw = self.c, self.hp, self.th, self.tw
+        # the padded input's columns j::2 (j < 4) as (row parity, hp / 2, images, tw, C), each tile row's block of
+        # every image contiguous (numpy 2 buffers, allocating, ufunc operands strided along more than one axis),
+        # filled straight from x. Their padding is zeroed once and kept: their own, one set per chunk length (the
+        # images axis is inside, so a shorter chunk's borders lie elsewhere; even_chunks makes at most two lengths).
+        phases = {k: xp.zeros((4, 2, hp // 2, k, tw, c), x.dtype) for k in {len(s) for s in self.chunks}}
+        across = scratch(xp, (4, self.most * hp * tw * c), x.dtype)  # B^T along the columns
         bins = scratch(xp, (16, self.most * th * tw * c), x.dtype)
+        # per tile column j and row parity: x's rows and columns landing there, and the first row pair and tile they fill
+        spans = [
+            (j, parity, *self._landing(parity, self.top, self.rows, hp // 2), *self._landing(j, self.left, self.cols, tw))
+            for j in range(4)
+            for parity in range(2)
+        ]
 
         def steps(chunk: range) -> list[Run]:
             k, m = len(chunk), self.tiles(chunk)
-            source = x[chunk.start : chunk.stop, :, : self.rows, : self.cols].transpose(0, 2, 3, 1)
-            top, left = self.top, self.left
-            out = [partial(xp.copyto, padded[:k, top : top + self.rows, left : left + self.cols], source)]
-            # (row parity, hp / 2, images, tw, C): each tile row's block of every image is contiguous, as numpy 2
-            # buffers (allocates for) ufunc operands strided along more than one axis
-            phased = columns[:, : k * hp * tw * c].reshape(4, 2, hp // 2, k, tw, c)
-            out += [
-                partial(xp.copyto, phased[j], padded[:k, :, j : j + 2 * tw : 2].reshape(k, hp // 2, 2, tw, c).transpose(2, 1, 0, 3, 4))
-                for j in range(4)
-            ]
+            phased, images = phases[k], x[chunk.start : chunk.stop]
+            out: list[Run] = []
+            for j, parity, rows, at_row, cols, at_col in spans:
+                if len(rows) and len(cols):
+                    target = phased[j, parity, at_row : at_row + len(rows), :, at_col : at_col + len(cols)]
+                    source = images[:, :, rows.start : rows.stop : 2, cols.start : cols.stop : 2].transpose(2, 0, 3, 1)
+                    out.append(partial(xp.copyto, target, source))
             rowwise = across[:, : k * hp * tw * c].reshape(4, 2, hp // 2, m * c // th)
-            out += _through_b(xp, [columns[j, : k * hp * tw * c] for j in range(4)], [across[q, : k * hp * tw * c] for q in range(4)])
+            out += _through_b(xp, [phased[j].reshape(k * hp * tw * c) for j in range(4)], [across[q, : k * hp * tw * c] for q in range(4)])
             grid = bins[:, : m * c].reshape(4, 4, m * c)
             for q in range(4):  # contiguous operands (differing strides along an outer axis get buffered too)
                 out += _through_b(xp, [rowwise[q, i % 2, i // 2 : i // 2 + th].reshape(m * c) for i in range(4)], list(grid[:, q]))

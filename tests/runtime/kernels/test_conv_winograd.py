@@ -17,8 +17,9 @@ CASES = [
     ((2, 4, 7, 7), (3, 4, 3, 3), (1, 1, 1, 1)),
     ((3, 5, 8, 9), (6, 5, 3, 3), (0, 2, 1, 0)),
     ((6, 3, 5, 6), (2, 3, 3, 3), (0, 0, 0, 0)),
+    ((2, 3, 6, 5), (4, 3, 3, 3), (3, 2, 2, 3)),  # pads past a tile: the input lands from the second row pair on
 ]
-IDS = ["28x28", "14x14", "odd", "uneven", "valid"]
+IDS = ["28x28", "14x14", "odd", "uneven", "valid", "wide pads"]
 
 
 @pytest.fixture
