@@ -24,10 +24,15 @@ that one's heap entry.  With a numpy query by groups for `flush`, these cut
 the instructions of a pack by 15-44%
 (callgrind: mixed 10k by `area` 675M -> 528M, training 10k by flush `area`
 1,057M -> 587M, tiled 10k by chain `size` 703M -> 600M), with the same plans.
+A query that finds nothing cuts later slices of segments with the same right
+end, and `flush` finds the best buffer flush with the right end in a list of
+those ending there: flush `area` on mixed 10k 519M -> 471M, `area` 444M ->
+441M, the top's repack of mixed 100k 1,727M -> 1,583M (docs/memplan.md).
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 
@@ -182,6 +187,15 @@ def skyline_pack(
     sizes_l = size[order].tolist()
     begin, soonest = _index(by_first, lasts, steps)
     infs = np.full(n, _INF)  # best_ranked's filler
+    done = bytearray(n)  # by buffer: placed
+    if weight:
+        # The buffers by last step, then rank (ends_at[end_begin[b]:end_begin[b + 1]] end at b), and
+        # their first steps and ranks: `long_query` finds the best flush with a right end b among a
+        # few of them in Python instead of over its whole slice in numpy (flush `area` on mixed 10k:
+        # 519M -> 471M instructions with `empty_from` below, the same plans).
+        by_last = np.argsort(last.astype(np.int64) * n + rank) if steps < _INF // max(n, 1) else np.lexsort((rank, last))
+        ends_at, end_begin = by_last.tolist(), step_starts(last[by_last], steps).tolist()
+        first_of, rank_of = first.tolist(), rank.tolist()
     # Segments: end_of[a] = b and height[a] for a segment [a, b]; start_of[b] = a.  end_of is -1
     # where no segment starts, which also invalidates stale heap entries.
     end_of = [-1] * steps
@@ -296,14 +310,26 @@ def skyline_pack(
                 return lo + int(inside[exact[0]])
             j = lo + int(inside[0])
         # Else the better ranked of that one and the best flush with the right end only; the rest
-        # only where neither exists.
-        tail = lasts[starts:hi]
-        right = (tail == b).nonzero()[0]
-        if len(right):
+        # only where neither exists.  Those ending at b come listed by rank (few, but for a long list).
+        k, e, stop = -1, end_begin[b], end_begin[b + 1]
+        if stop - e <= _SCAN:
+            for t in range(e, stop):
+                i = ends_at[t]
+                if first_of[i] > a and not done[i]:
+                    f = first_of[i]  # its place: by rank among those starting at f
+                    k = bisect.bisect_left(ranks_l, rank_of[i], begin[f], begin[f + 1])
+                    break
+        elif len(right := (lasts[starts:hi] == b).nonzero()[0]):
             k = starts + int(right[0] if len(right) == 1 else right[ranks[starts + right].argmin()])
+        if k >= 0:
             return k if j < 0 or ranks_l[k] < ranks_l[j] else j
         return j if j >= 0 or starts == hi else best_ranked(starts, hi, b)
 
+    # empty_from[b]: the lowest step c known to start no unplaced buffer that ends by b, in [c, b]
+    # (b + 1 while none is known).  Placements only make that truer, so a query of [a, b] that found
+    # nothing cuts the slice of every later segment [a', b] at begin[a]: a segment raised into its
+    # left neighbour is queried over the neighbour's starts alone.
+    empty_from = list(range(1, steps + 1))
     while placed < n:
         entry = pop(heap)
         h, a = entry >> shift, entry & mask
@@ -312,14 +338,14 @@ def skyline_pack(
             continue
         while True:  # [a, b] at h is the lowest segment
             j = -1
-            if soonest[a] <= b:
+            if soonest[a] <= b and empty_from[b] > a:
                 lo = begin[a]
                 if chain:
                     j = left_flush(lo, a, b, h)
                 if j < 0:
                     # The best-ranked unplaced buffer inside [a, b] (with `flush`, exact fits first, then
                     # those flush with an end); a short slice is scanned here, without a call.
-                    hi = begin[b + 1]
+                    hi = begin[empty_from[b]]
                     if hi - lo > _SCAN:
                         j = long_query(lo, hi, a, b)
                     else:
@@ -333,6 +359,7 @@ def skyline_pack(
                                     best, j = key, k
                 if j < 0:  # nothing unplaced that starts at a or later ends by b (see _index)
                     soonest[a] = b + 1
+                    empty_from[b] = a
             if j < 0:  # nothing fits: raise the segment
                 left = height[start_of[a - 1]] if a else _INF
                 right = height[b + 1] if b < steps - 1 else _INF
@@ -353,6 +380,7 @@ def skyline_pack(
             x, y, top = firsts_l[j], lasts_l[j], h + sizes_l[j]
             lasts_l[j] = lasts[j] = _INF
             offsets[who_l[j]] = h
+            done[who_l[j]] = 1
             placed += 1
             dead += 1
             if y < b:

@@ -7,6 +7,7 @@ from irflow.memplan import Plan, validate
 from irflow.memplan.instances import mixed, tiled, training
 from irflow.memplan.orderings import ORDERINGS
 from irflow.memplan.problem import as_arrays
+from irflow.memplan import skyline as skyline_module
 from irflow.memplan.skyline import compress, skyline, skyline_pack, span_max, step_load
 
 
@@ -131,9 +132,13 @@ def reference_pack(first, last, size, rank, steps, flush, floor):
 @pytest.mark.parametrize("make", [tiled, training, mixed])
 @pytest.mark.parametrize("flush", [False, True])
 @pytest.mark.parametrize("floored", [False, True])
-def test_packs_by_the_skyline_rule(make, flush, floored):
-    # Every placement the packer skips work for (queries its index says find nothing, compacted
-    # entries, segments kept off the heap) must still follow the rule itself.
+@pytest.mark.parametrize("scan", [None, 1])
+def test_packs_by_the_skyline_rule(make, flush, floored, scan, monkeypatch):
+    # Every placement the packer skips work for (queries its index says find nothing, slices cut
+    # where nothing can fit, compacted entries, segments kept off the heap) must still follow the
+    # rule itself.  With `scan` 1, almost every query takes the numpy paths meant for long slices.
+    if scan is not None:
+        monkeypatch.setattr(skyline_module, "_SCAN", scan)
     buffers = [b for b in make(400, seed=7) if b.size]
     size, first, last = as_arrays(buffers)
     cfirst, clast, steps = compress(first, last)
