@@ -26,8 +26,8 @@ the instructions of a pack by 15-44%
 1,057M -> 587M, tiled 10k by chain `size` 703M -> 600M), with the same plans.
 A query that finds nothing cuts later slices of segments with the same right
 end, and `flush` finds the best buffer flush with the right end in a list of
-those ending there: flush `area` on mixed 10k 519M -> 471M, `area` 444M ->
-441M, the top's repack of mixed 100k 1,727M -> 1,583M (docs/memplan.md).
+those ending there: flush `area` on mixed 10k 519M -> 447M, `area` 444M ->
+417M, the top's repack of mixed 100k 1,751M -> 1,582M (docs/memplan.md).
 """
 
 from __future__ import annotations
@@ -191,8 +191,8 @@ def skyline_pack(
     if weight:
         # The buffers by last step, then rank (ends_at[end_begin[b]:end_begin[b + 1]] end at b), and
         # their first steps and ranks: `long_query` finds the best flush with a right end b among a
-        # few of them in Python instead of over its whole slice in numpy (flush `area` on mixed 10k:
-        # 519M -> 471M instructions with `empty_from` below, the same plans).
+        # few of them in Python instead of over its whole slice in numpy (with `empty_from` below, flush
+        # `area` on mixed 10k: 519M -> 447M instructions, the same plans).
         by_last = np.argsort(last.astype(np.int64) * n + rank) if steps < _INF // max(n, 1) else np.lexsort((rank, last))
         ends_at, end_begin = by_last.tolist(), step_starts(last[by_last], steps).tolist()
         first_of, rank_of = first.tolist(), rank.tolist()
