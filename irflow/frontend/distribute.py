@@ -144,12 +144,22 @@ def parallel_cast(blob: Blob, name: str | None = None, distribute: object = None
     `gradient_distribute` is checked (a distribute that fits the blob) and otherwise left to
     sbp-infer, which decides the gradient's SBP by cost: an SBP changes where the gradient's
     pieces lie, never its value, so the model zoo's hints (Wide&Deep's) run as they are.
+    With a `gradient_distribute` alone (OneFlow's `blob.with_gradient_distribute`) `blob` is returned.
     """
-    what = "flow.parallel_cast"
-    if distribute is None:
-        fail(f"{what}: distribute is required, e.g. flow.parallel_cast(x, distribute=flow.distribute.broadcast())")
+    return _parallel_cast(blob, name, distribute, gradient_distribute, "flow.parallel_cast")
+
+
+def _parallel_cast(blob: Blob, name: str | None, distribute: object, gradient_distribute: object, what: str) -> Blob:
+    if distribute is None and gradient_distribute is None:
+        fail(
+            f"{what}: distribute or gradient_distribute is required, "
+            "e.g. flow.parallel_cast(x, distribute=flow.distribute.broadcast())"
+        )
+    tracing.own_value(tracing.current(what), blob, what)
     if gradient_distribute is not None:
         nd_sbp(gradient_distribute, blob.shape, placement_here(), f"{what}: gradient_distribute")
+    if distribute is None:  # the value as it is; where its gradient lies is sbp-infer's choice
+        return blob
     sbp = nd_sbp(distribute, blob.shape, placement_here(), what)
     out = build(job.BoxingOp, [blob], None, name, what, sbp=sbp)
     out.value.owner.attributes["sbp_origin"] = HINT
@@ -163,7 +173,11 @@ def _install_methods() -> None:
         hint(self, distribute, "Blob.with_distribute")
         return self
 
+    def with_gradient_distribute(self: Blob, distribute: object) -> Blob:
+        return _parallel_cast(self, None, None, distribute, "Blob.with_gradient_distribute")
+
     Blob.with_distribute = with_distribute  # type: ignore[attr-defined]
+    Blob.with_gradient_distribute = with_gradient_distribute  # type: ignore[attr-defined]
     Blob.with_split_distribute = lambda self, axis: with_distribute(self, split(axis))  # type: ignore[attr-defined]
     Blob.with_broadcast_distribute = lambda self: with_distribute(self, broadcast())  # type: ignore[attr-defined]
 

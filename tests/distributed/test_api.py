@@ -318,7 +318,7 @@ def test_parallel_cast_traces_a_hinted_boxing():
     assert hinted(boxing) == B and boxing.src_sbp is None  # sbp-infer fills the source in
     assert boxing.location.line.data == line_of("MARK-cast")
     for bad, message in (
-        ({}, "distribute is required"),
+        ({}, "distribute or gradient_distribute is required"),
         ({"distribute": flow.distribute.broadcast(), "gradient_distribute": flow.distribute.split(2)},
          "gradient_distribute"),
     ):
@@ -327,6 +327,30 @@ def test_parallel_cast_traces_a_hinted_boxing():
             @flow.global_function()
             def g(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
                 return flow.parallel_cast(x, **bad)
+
+
+def test_with_gradient_distribute_checks_the_hint_and_returns_the_blob():
+    """OneFlow's blob.with_gradient_distribute(d) (parallel_cast with a gradient_distribute alone): the
+    forward value unchanged, no boxing; a distribute that does not fit is a TraceError at its line."""
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+        y = flow.math.relu(x)
+        assert y.with_gradient_distribute(flow.distribute.split(1)) is y
+        assert flow.parallel_cast(y, gradient_distribute=flow.distribute.broadcast()) is y
+        return y * 2.0
+
+    assert not [op for op in f.module.walk() if isinstance(op, job.BoxingOp)]
+    x = np.arange(24.0, dtype=np.float32).reshape(4, 6) - 12.0
+    np.testing.assert_allclose(f(x), np.maximum(x, 0.0) * 2.0)
+    with pytest.raises(flow.TraceError, match="with_gradient_distribute: .*cannot split axis 2") as e:
+
+        @flow.global_function()
+        def g(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
+            return x.with_gradient_distribute(flow.distribute.split(2))  # MARK-grad
+
+    assert e.value.location.line == line_of("MARK-grad")
 
 
 def test_parallel_cast_gradient_distribute_trains_as_pytorch():
