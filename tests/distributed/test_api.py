@@ -247,6 +247,24 @@ def test_devices_configured_after_the_definition_count_when_the_session_starts()
     assert len(func_of(f).attributes["placement"].devices) == 2
 
 
+def test_mirrored_max_and_min_over_no_rows_at_all_are_their_identities():
+    """Every device feeding no rows: a max over the rows is -inf and a min +inf, as TensorFlow's reduce_max over
+    an empty axis (numpy's raised from the kernel); a device with rows of its own still decides alone."""
+    flow.config.cpu_device_num(2)
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.ListNumpy.Placeholder((3, 2))) -> tp.Numpy:
+        return flow.concat([flow.math.reduce_max(x, axis=[0], keepdims=True),
+                            flow.math.reduce_min(x, axis=[0], keepdims=True)], axis=0)  # fmt: skip
+
+    none = np.zeros((0, 2), np.float32)
+    np.testing.assert_array_equal(f([none, none]), [[-np.inf, -np.inf], [np.inf, np.inf]])
+    rows = np.array([[1.0, -2.0], [3.0, 5.0]], np.float32)
+    np.testing.assert_array_equal(f([none, rows]), [rows.max(axis=0), rows.min(axis=0)])
+
+
 def test_mirrored_view_errors():
     flow.config.cpu_device_num(2)
     config = flow.function_config()

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from .parallel import Pulled, even_chunks
-from .registry import Array, Run, register
+from .registry import Array, Run, lowest, register
 from .shapes import expect_shape
 from .window import Window, padded_sink, padded_source
 from .workspace import scratch as transient
@@ -33,11 +33,6 @@ def _window(kernel_name: str, attrs: Mapping[str, Any], x_shape: Sequence[int], 
     window = Window.from_attrs({**attrs, "dilations": (1, 1)}, attrs["kernel"], x_shape[-2:])
     expect_shape(kernel_name, "pooled operand", y_shape, (*x_shape[:2], *window.out_hw))
     return window
-
-
-def _lowest(dtype: DTypeLike) -> float:
-    dt = np.dtype(dtype)
-    return float("-inf") if dt.kind == "f" else int(np.iinfo(dt).min)
 
 
 def _inverse_counts(xp: ModuleType, window: Window, dtype: DTypeLike) -> Array:
@@ -94,7 +89,7 @@ def max_pool2d(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], o
     """
     (x,), (y,) = ins, outs
     window = _window("max_pool2d", attrs, x.shape, y.shape)
-    padded, refresh = padded_source(xp, x, window, _lowest(x.dtype))
+    padded, refresh = padded_source(xp, x, window, lowest(x.dtype))
     row_taps = [window.row_tap(padded, i) for i in range(window.kernel[0])]
     chunks = _chunks(x)
     shape = (_largest(chunks), *row_taps[0].shape[1:])
@@ -148,7 +143,7 @@ def max_pool2d_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Arra
     epilogue = attrs.get("epilogue")
     if epilogue not in (None, "relu_grad"):
         raise ValueError(f"max_pool2d_grad: unknown epilogue {epilogue!r} (only 'relu_grad')")
-    padded, refresh = padded_source(xp, x, window, _lowest(x.dtype))
+    padded, refresh = padded_source(xp, x, window, lowest(x.dtype))
     sink, land = padded_sink(xp, dx, window)
     taps = [(window.tap(padded, i, j), window.tap(sink, i, j)) for i, j in window.taps()]
     last = len(taps) - 1

@@ -7,7 +7,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
-from .registry import Array, KernelFactory, Run, register
+from .registry import Array, KernelFactory, Run, lowest, register
 from .shapes import expect_shape, kept_shape, normalize_axes
 from .workspace import scratch
 
@@ -19,6 +19,8 @@ def _reduction(name: str, fn: str) -> KernelFactory:
         keepdims = bool(attrs.get("keepdims", False))
         kept = kept_shape(x.shape, axes)
         expect_shape(name, "output", y.shape, kept if keepdims else [d for i, d in enumerate(x.shape) if i not in axes])
+        if fn == "max" and any(x.shape[a] == 0 for a in axes):  # no rows (a dynamic axis): max's identity, as TF's
+            return partial(y.fill, lowest(y.dtype))
         return partial(getattr(xp, fn), x, axis=axes, keepdims=keepdims, out=y)
 
     return build

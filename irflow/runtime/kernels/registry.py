@@ -28,6 +28,12 @@ CHECKS_DATA: dict[str, DataCheck] = {}
 and keeps the variables written before them so that a step they stop changes nothing."""
 
 
+def lowest(dtype: Any) -> float:
+    """The identity of max in `dtype`: -inf, or an integer type's minimum."""
+    dt = np.dtype(dtype)
+    return float("-inf") if dt.kind == "f" else int(np.iinfo(dt).min)
+
+
 class DataError(ValueError):
     """A kernel met values it cannot compute with (a label outside its classes); raised before any output is written."""
 

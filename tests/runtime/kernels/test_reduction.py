@@ -48,6 +48,13 @@ def test_integer_sum_and_max(kernel, rng) -> None:
     np.testing.assert_array_equal(m, [max(int(v) for v in col) for col in x.T])
 
 
+@pytest.mark.parametrize("dtype, identity", [(np.float32, -np.inf), (np.int32, np.iinfo(np.int32).min)])
+def test_max_over_an_empty_axis_is_its_identity(kernel, dtype, identity) -> None:
+    """A dynamic axis with no rows: max's identity (numpy has none and raises)."""
+    (m,) = kernel("reduce_max", [np.zeros((0, 3), dtype)], [((1, 3), dtype)], axes=(0,), keepdims=True)
+    np.testing.assert_array_equal(m, np.full((1, 3), identity, dtype))
+
+
 def test_output_shape_is_checked(build_kernel) -> None:
     with pytest.raises(ValueError, match="expected"):
         build_kernel("reduce_sum", [np.zeros((2, 3))], [((2, 1), np.float64)], axes=(1,), keepdims=False)
