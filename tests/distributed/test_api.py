@@ -265,6 +265,21 @@ def test_mirrored_max_and_min_over_no_rows_at_all_are_their_identities():
     np.testing.assert_array_equal(f([none, rows]), [rows.max(axis=0), rows.min(axis=0)])
 
 
+def test_mirrored_argmax_over_no_rows_at_all_is_an_error_at_its_line():
+    flow.config.cpu_device_num(2)
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.ListNumpy.Placeholder((3,))) -> tp.Numpy:
+        return flow.reshape(flow.math.argmax(x), [1])  # MARK-argmax
+
+    np.testing.assert_array_equal(f([np.zeros(0, np.float32), np.array([1.0, 3.0, 2.0], np.float32)]), [1])
+    with pytest.raises(flow.ExecutionError, match="argmax on device 0 of 2 .*has no entries") as err:
+        f([np.zeros(0, np.float32)] * 2)
+    assert err.value.location.line == line_of("MARK-argmax")
+
+
 def test_mirrored_view_errors():
     flow.config.cpu_device_num(2)
     config = flow.function_config()

@@ -7,7 +7,7 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
-from .registry import Array, KernelFactory, Run, lowest, register
+from .registry import Array, DataError, KernelFactory, Run, lowest, register
 from .shapes import expect_shape, kept_shape, normalize_axes
 from .workspace import scratch
 
@@ -30,12 +30,19 @@ for _name, _fn in {"reduce_sum": "sum", "reduce_mean": "mean", "reduce_max": "ma
     register(_name)(_reduction(_name, _fn))
 
 
-@register("argmax")
+@register("argmax", checks_data=True)
 def argmax(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """Index of the first maximum along `axis` (default -1), into an int64 out."""
+    """Index of the first maximum along `axis` (default -1), into an int64 out; none of an empty axis (a
+    dynamic one with no rows) is a DataError, as TensorFlow's."""
     (x,), (y,) = ins, outs
     (axis,) = normalize_axes(attrs.get("axis", -1), x.ndim)
     keepdims = bool(attrs.get("keepdims", False))
+    if x.shape[axis] == 0 and y.size:
+
+        def empty() -> None:
+            raise DataError(f"axis {axis} of a value of shape {tuple(x.shape)} has no entries to take the index of")
+
+        return empty
     return partial(xp.argmax, x, axis=axis, out=y, keepdims=keepdims)
 
 

@@ -3,6 +3,8 @@ import math
 import numpy as np
 import pytest
 
+from irflow.runtime.kernels import DataError
+
 REFERENCE = {
     "reduce_sum": math.fsum,
     "reduce_mean": lambda v: math.fsum(v) / len(v),
@@ -53,6 +55,11 @@ def test_max_over_an_empty_axis_is_its_identity(kernel, dtype, identity) -> None
     """A dynamic axis with no rows: max's identity (numpy has none and raises)."""
     (m,) = kernel("reduce_max", [np.zeros((0, 3), dtype)], [((1, 3), dtype)], axes=(0,), keepdims=True)
     np.testing.assert_array_equal(m, np.full((1, 3), identity, dtype))
+
+
+def test_argmax_over_an_empty_axis_is_a_data_error(kernel) -> None:
+    with pytest.raises(DataError, match=r"axis 0 of a value of shape \(0, 3\) has no entries to take the index of"):
+        kernel("argmax", [np.zeros((0, 3), np.float32)], [((3,), np.int64)], axis=0)
 
 
 def test_output_shape_is_checked(build_kernel) -> None:
