@@ -280,6 +280,22 @@ def test_mirrored_argmax_over_no_rows_at_all_is_an_error_at_its_line():
     assert err.value.location.line == line_of("MARK-argmax")
 
 
+def test_mirrored_softmax_over_the_rows_of_no_device_is_empty():
+    flow.config.cpu_device_num(2)
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.ListNumpy.Placeholder((3,))) -> tp.Numpy:  # over every device's rows, gathered
+        y = flow.nn.softmax(x, axis=0) * x + flow.nn.log_softmax(x, axis=0)
+        return flow.math.reduce_sum(y, axis=[0], keepdims=True)
+
+    np.testing.assert_array_equal(f([np.zeros(0, np.float32)] * 2), [0.0])
+    x = np.array([1.0, 3.0], np.float32)
+    soft = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
+    np.testing.assert_allclose(f([np.zeros(0, np.float32), x]), [(soft * x + np.log(soft)).sum()], rtol=1e-6)
+
+
 def test_mirrored_view_errors():
     flow.config.cpu_device_num(2)
     config = flow.function_config()

@@ -24,6 +24,7 @@ class _LogSumExp:
 
     def __init__(self, xp: ModuleType, shape: Sequence[int], dtype: DTypeLike, axis: int):
         self._xp, self._axis = xp, axis
+        self._empty = shape[axis] == 0  # a dynamic axis with no rows: log(0), and no max to shift by
         self._shifted = scratch(xp, shape, dtype)
         self._max = scratch(xp, kept_shape(shape, (axis,)), dtype)
         self._lse = scratch(xp, kept_shape(shape, (axis,)), dtype)
@@ -31,6 +32,9 @@ class _LogSumExp:
     def __call__(self, x: Array) -> Array:
         """The keepdims log-sum-exp; valid until the next call."""
         xp, shifted, lse = self._xp, self._shifted, self._lse
+        if self._empty:
+            lse.fill(-np.inf)
+            return lse
         xp.max(x, axis=self._axis, keepdims=True, out=self._max)
         xp.subtract(x, self._max, out=shifted)
         xp.exp(shifted, out=shifted)

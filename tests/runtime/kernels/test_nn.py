@@ -31,6 +31,13 @@ def test_softmax_and_log_softmax(kernel, rng, dtype, tol, shape, axis) -> None:
 
 
 @pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_over_an_empty_axis_is_empty(kernel, name) -> None:
+    """A dynamic axis with no rows: nothing to normalize (numpy's max over it raised)."""
+    (y,) = kernel(name, [np.zeros((0, 3))], [((0, 3), np.float64)], axis=0)
+    assert y.shape == (0, 3)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("shape, axis", [((3, 4), -1), ((2, 3, 2), 1)])
 def test_softmax_grads_match_finite_differences(kernel, finite_diff, rng, name, shape, axis) -> None:
     x, dy = rng.standard_normal(shape), rng.standard_normal(shape)
