@@ -2545,15 +2545,22 @@ class ClassSplitOp(JobOp):
 
     @classmethod
     def expect(cls, types: Sequence[Attribute], wanted: Sequence[Attribute], names: Sequence[str]) -> None:
+        """Shapes (at their bounds) and dtypes: how many rows each device has is `size_groups`' to relate."""
         for t, w, n in zip(types, wanted, names):
-            if t != w:
+            if shape_of(t) != shape_of(w) or dtype_of(t) != dtype_of(w):
                 raise VerifyException(f"{cls.name}: {n} must be {fmt(w)}, got {fmt(t)}")
 
     @classmethod
     def expect_labels(cls, labels: Attribute, rows: TensorType) -> None:
         """One int32/int64 label per row of the logits."""
-        if labels not in tuple(tensor(shape_of(rows), t) for t in (i32, i64)):
+        if shape_of(labels) != shape_of(rows) or dtype_of(labels) not in (i32, i64):
             raise VerifyException(f"{cls.name}: labels must be int32/int64 of shape {shape_of(rows)}, got {fmt(labels)}")
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        # Every operand's axis 0 is the rows, as the logical cross-entropy's (a mirrored job's labels, dynamic);
+        # the classes are static.
+        return [(0, tuple((i, 0) for i in range(len(types))))]
 
 
 @irdl_op_definition

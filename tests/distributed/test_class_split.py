@@ -176,3 +176,33 @@ def test_softmax_split_along_its_axis_matches_pytorch(p: int, classes: int) -> N
     (want * torch.tensor(dy)).sum().backward()
     np.testing.assert_allclose(y, want.detach().numpy(), rtol=1e-12, atol=1e-300)
     np.testing.assert_allclose(dx, logits.grad.numpy(), rtol=1e-9, atol=1e-15)
+
+
+def test_mirrored_labels_against_a_class_split_weight_train_as_numpy() -> None:
+    """The mirrored view: each device's labels (dynamic rows) against logits that are a weight split over its
+    classes. The staged ops relate the labels' rows to the logits' as the cross-entropy did (lowering refused
+    the dynamic labels), and a device short of rows is still an error at the loss's line."""
+    flow.config.cpu_device_num(2)
+    config = flow.function_config()
+    config.default_data_type(flow.float64)
+    config.default_logical_view(flow.scope.mirrored_view())
+    w0 = np.random.default_rng(3).standard_normal((4, 6))
+
+    @flow.global_function(type="train", function_config=config)
+    def f(labels: tp.ListNumpy.Placeholder((2,), dtype=flow.int32)) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(4, 6), dtype=flow.float64, distribute=flow.distribute.split(1))
+        loss = flow.nn.sparse_softmax_cross_entropy_with_logits(labels, w)  # MARK-ce
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.5]), momentum=0).minimize(loss)
+        return loss
+
+    flow.load_variables({"w": w0})
+    labels = np.array([5, 0, 2, 3], np.int32)
+    loss = f([labels[:2], labels[2:]])
+    soft = np.exp(w0 - w0.max(axis=1, keepdims=True))
+    soft /= soft.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(loss, -np.log(soft[np.arange(4), labels]), rtol=1e-12)
+    grad = (soft - np.eye(6)[labels]) / 4  # the loss's seed: one over its 4 rows
+    np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w0 - 0.5 * grad, rtol=1e-12)
+    with pytest.raises(ExecutionError, match="static 4") as err:
+        f([labels[:2], labels[2:3]])
+    assert "MARK-ce" in open(__file__).read().splitlines()[err.value.location.line - 1]
