@@ -47,9 +47,12 @@ def test_every_collective_matches_the_in_process_group(mesh, ranks):
     assert f"collectives ok on mesh [{mesh.replace('x', ', ')}]" in out.stdout
 
 
-def train(tmp_path: Path, devices: int, mode: str, ranks: int | None, steps: int = 4, checkpoint: str = "") -> dict:
-    out = tmp_path / f"{mode}-{devices}-{ranks}.npz"
-    run(["train_mlp.py", str(devices), mode, str(steps), str(out), *([checkpoint] if checkpoint else [])], ranks)
+def train(
+    tmp_path: Path, devices: int, mode: str, ranks: int | None, steps: int = 4, checkpoint: str = "", machines: int = 1
+) -> dict:
+    out = tmp_path / f"{mode}-{devices}-{ranks}-{machines}.npz"
+    args = ["train_mlp.py", str(devices), mode, str(steps), str(out), *([checkpoint] if checkpoint else [])]
+    run(args, ranks, MACHINES=str(machines))
     return dict(np.load(out))
 
 
@@ -69,12 +72,17 @@ def test_training_on_ranks_matches_one_process_and_one_device(tmp_path, ranks, m
     assert_same(on_ranks, one_device)
 
 
+def test_machine_num_spreads_the_default_placement_over_ranks(tmp_path):
+    """cpu_device_num(2) on machine_num(2): 4 devices, one rank each (docs/mpi.md), training as one device does."""
+    assert_same(train(tmp_path, 4, "data", 4, machines=2), train(tmp_path, 1, "data", None))
+
+
 def test_a_checkpoint_written_on_four_ranks_loads_in_one_process(tmp_path):
     checkpoint = tmp_path / "ckpt"
     trained = train(tmp_path, 4, "data", 4, checkpoint=str(checkpoint))
     assert (checkpoint).is_dir()
     out = tmp_path / "restored.npz"
-    run(["predict_from_checkpoint.py", str(checkpoint), str(tmp_path / "data-4-4.npz"), str(out)], None)
+    run(["predict_from_checkpoint.py", str(checkpoint), str(tmp_path / "data-4-4-1.npz"), str(out)], None)
     restored = dict(np.load(out))
     np.testing.assert_allclose(restored["predictions"], trained["predictions"], rtol=1e-5, atol=1e-6)
 

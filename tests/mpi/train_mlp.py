@@ -5,7 +5,8 @@
 MODE is "data" (data parallel) or "model" (the hidden layer's weight split
 over its output features). Writes the losses, the variables after training
 and the predictions of a fixed batch to OUT.npz (once, from rank 0), and saves
-a checkpoint when asked. With TRAIN_ON=gpu in the environment the devices are GPUs.
+a checkpoint when asked. With TRAIN_ON=gpu in the environment the devices are GPUs;
+with MACHINES=m the DEVICES are m machines' worth (`flow.config.machine_num(m)`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ BATCH, FEATURES, HIDDEN, CLASSES = 12, 20, 16, 10
 
 def main(devices: int, mode: str, steps: int, out: str, checkpoint: str | None) -> None:
     gpus = os.environ.get("TRAIN_ON") == "gpu"
-    (flow.config.gpu_device_num if gpus else flow.config.cpu_device_num)(devices)
+    machines = int(os.environ.get("MACHINES", "1"))
+    flow.config.machine_num(machines)
+    (flow.config.gpu_device_num if gpus else flow.config.cpu_device_num)(devices // machines)
     hidden_distribute = flow.distribute.split(0) if mode == "model" else None
 
     def mlp(x: flow.Blob) -> flow.Blob:
