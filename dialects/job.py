@@ -1552,10 +1552,13 @@ class ReduceMaxOp(ReduceOp):
 
 
 @irdl_op_definition
-class ReduceMaxGradOp(JobOp):
-    """dx of reduce_max from (dy, x, y): dy split evenly among the maxima."""
+class ReduceMinOp(ReduceOp):
+    name = "job.reduce_min"
 
-    name = "job.reduce_max_grad"
+
+class ReduceExtremumGradOp(JobOp):
+    """dx of reduce_max or reduce_min from (dy, x, y): dy split evenly among the entries of x equal to y."""
+
     LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     dy = operand_def(TensorType)
     x = operand_def(TensorType)
@@ -1569,7 +1572,7 @@ class ReduceMaxGradOp(JobOp):
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         reduced = reduced_shape(shape_of(types[1]), ints(props, "axes"), flag(props, "keepdims"))
         if shape_of(types[0]) != reduced or shape_of(types[2]) != reduced:
-            raise VerifyException(f"reduce_max_grad: dy and y must have the reduced shape {reduced}")
+            raise VerifyException(f"{cls.name.removeprefix('job.')}: dy and y must have the reduced shape {reduced}")
         return types[1]
 
     @classmethod
@@ -1577,6 +1580,16 @@ class ReduceMaxGradOp(JobOp):
         """dx has x's sizes; a kept axis of x is dy's and y's too (a train job's max over a dynamic axis)."""
         kept = reduction_groups(len(shape_of(types[1])), ints(props, "axes"), flag(props, "keepdims"))
         return [(a, ((1, a), *(((0, r), (2, r)) if r is not None else ()))) for a, (r, _) in enumerate(kept)]
+
+
+@irdl_op_definition
+class ReduceMaxGradOp(ReduceExtremumGradOp):
+    name = "job.reduce_max_grad"
+
+
+@irdl_op_definition
+class ReduceMinGradOp(ReduceExtremumGradOp):
+    name = "job.reduce_min_grad"
 
 
 @irdl_op_definition
@@ -2820,7 +2833,8 @@ COMPUTE_OPS: list[type[Operation]] = [
     TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
     GatherOp, GatherGradOp, DimGatherOp, DimGatherGradOp, GatherNdOp, ScatterNdOp, TensorScatterNdUpdateOp,
     TensorScatterNdAddOp,
-    MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ReduceProdOp, ReduceProdGradOp, ArgmaxOp, TopKOp,
+    MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ReduceMinOp, ReduceMinGradOp, ReduceProdOp,
+    ReduceProdGradOp, ArgmaxOp, TopKOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
     SparseSoftmaxCrossEntropyOp, SoftmaxCrossEntropyOp,
     SparseSoftmaxCrossEntropyGradOp, SoftmaxCrossEntropyGradOp,

@@ -611,10 +611,11 @@ def _reduce_mean(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) 
     return [b.expand(b.scale(dy, 1.0 / count), axes, keepdims, x)]
 
 
-@gradient(job.ReduceMaxOp)
-def _reduce_max(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
-    x = op.operands[0]
-    return [b.emit(job.ReduceMaxGradOp, [dy, x, _result(op)], **_props(op, "axes", "keepdims"))]
+@gradient(job.ReduceMaxOp, job.ReduceMinOp)
+def _reduce_extremum(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    """dy shared among the entries equal to the max (min): reduce_max_grad (reduce_min_grad)."""
+    grad = job.ReduceMaxGradOp if isinstance(op, job.ReduceMaxOp) else job.ReduceMinGradOp
+    return [b.emit(grad, [dy, op.operands[0], _result(op)], **_props(op, "axes", "keepdims"))]
 
 
 @gradient(job.ReduceProdOp)

@@ -334,13 +334,13 @@ def _reduced_axes(op: Operation, x: tuple[int, ...]) -> set[int]:
     return {a % len(x) for a in ints(op.properties, "axes")} if x else set()
 
 
-@rule(job.ReduceSumOp, job.ReduceMeanOp, job.ReduceMaxOp, job.ReduceProdOp)
+@rule(job.ReduceSumOp, job.ReduceMeanOp, job.ReduceMaxOp, job.ReduceMinOp, job.ReduceProdOp)
 def _reduce(op: Operation, p: int) -> list[Sig1]:
     x = shape_of(op.operands[0].type)
     axes = _reduced_axes(op, x)
     sigs: list[Sig1] = [((i,), j) for i, j in _kept(x, axes, flag(op.properties, "keepdims")).items() if x[i] >= p]
     # Only a sum turns a split reduced axis into partial sums; a mean would need the
-    # logical count on every device and a max a partial_sum(max) no op consumes.
+    # logical count on every device and a max (or min) a partial_sum(max) no op consumes.
     # A mean over a dynamic axis divides each device's sum by the all-reduced count of the devices'
     # own sizes (lower-to-physical): a few bytes moved, where gathering their rows moves them all.
     summed = axes if isinstance(op, job.ReduceSumOp) else axes & set(dynamic_axes(op.operands[0].type))
@@ -349,9 +349,9 @@ def _reduce(op: Operation, p: int) -> list[Sig1]:
     return sigs
 
 
-@rule(job.ReduceMaxGradOp, job.ReduceProdGradOp)
+@rule(job.ReduceMaxGradOp, job.ReduceMinGradOp, job.ReduceProdGradOp)
 def _reduction_grad(op: Operation, p: int) -> list[Sig1]:
-    """(dy, x[, y]): split along a kept axis, dy (and reduce_max's y) on its result axis, dx as x."""
+    """(dy, x[, y]): split along a kept axis, dy (and reduce_max's or reduce_min's y) on its result axis, dx as x."""
     x = shape_of(op.operands[1].type)
     kept = _kept(x, _reduced_axes(op, x), flag(op.properties, "keepdims"))
     return [((j, i, *(j for _ in op.operands[2:])), i) for i, j in kept.items() if x[i] >= p]

@@ -249,14 +249,8 @@ def _reduce(op: type[job.JobOp], what: str) -> Any:
 reduce_sum = _reduce(job.ReduceSumOp, "flow.math.reduce_sum")
 reduce_mean = _reduce(job.ReduceMeanOp, "flow.math.reduce_mean")
 reduce_max = _reduce(job.ReduceMaxOp, "flow.math.reduce_max")
+reduce_min = _reduce(job.ReduceMinOp, "flow.math.reduce_min")
 reduce_prod = _reduce(job.ReduceProdOp, "flow.math.reduce_prod")
-
-
-def reduce_min(
-    input_tensor: Blob, axis: int | Sequence[int] | None = None, keepdims: bool = False, name: str | None = None
-) -> Blob:
-    """min as -max(-x): the job dialect has one max reduction."""
-    return negative(reduce_max(negative(input_tensor), axis, keepdims), name)
 
 
 def two_stage_reduce_max(

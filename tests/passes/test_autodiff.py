@@ -211,9 +211,9 @@ job.func @predict(%x: tensor<2xf32>) -> tensor<2xf32> attributes {job_type = "pr
 
 
 def test_every_op_is_classified():
-    """Each op is differentiable, gradient-free, or without a rule: the two max backward ops, reduce_prod's,
+    """Each op is differentiable, gradient-free, or without a rule: the two max backward ops, reduce_min's, reduce_prod's,
     digamma (lgamma's backward) and the TensorBuffer conversions (none in OneFlow either)."""
-    without_rule = {job.ReduceMaxGradOp, job.ReduceProdGradOp, job.MaxPool2DGradOp, job.TensorToTensorBufferOp,
+    without_rule = {job.ReduceMaxGradOp, job.ReduceMinGradOp, job.ReduceProdGradOp, job.MaxPool2DGradOp, job.TensorToTensorBufferOp,
                     job.TensorBufferToTensorOp, job.TensorBufferGetOp, job.DigammaOp}
     effects = {job.AssignOp, job.SgdUpdateOp, job.MomentumUpdateOp, job.AdamUpdateOp, job.RmsPropUpdateOp,
                job.CenteredRmsPropUpdateOp, job.LambUpdateOp, job.LarsUpdateOp, job.LazyAdamUpdateOp,
@@ -386,6 +386,8 @@ CASES = [
          lambda e, v: e(job.ReduceSumOp, [v["a"]], axes=[0, -1], keepdims=True)),
     Case("reduce_mean", job.ReduceMeanOp, {"a": (2, 3, 4)}, lambda e, v: e(job.ReduceMeanOp, [v["a"]], axes=[0, 2])),
     Case("reduce_max", job.ReduceMaxOp, {"a": (3, 4)}, lambda e, v: e(job.ReduceMaxOp, [v["a"]], axes=[1])),
+    Case("reduce_min", job.ReduceMinOp, {"a": (3, 4, 2)},
+         lambda e, v: e(job.ReduceMinOp, [v["a"]], axes=[0, 2], keepdims=True)),
     Case("reduce_prod", job.ReduceProdOp, {"a": (2, 3, 4)},
          lambda e, v: e(job.ReduceProdOp, [v["a"]], axes=[0, 2], keepdims=True)),
     # x (<=3, 4) fed with 2 rows: the product and its gradient take the actual rows only

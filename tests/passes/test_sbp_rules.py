@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import TensorType, f64, i32
 from xdsl.ir import Attribute, Block, Operation
 
 from irflow.dialects import job
-from irflow.dialects.job import shape_of, tensor
+from irflow.dialects.job import ints, shape_of, tensor
 from irflow.dialects.sbp import BROADCAST, PARTIAL, code_text
 from irflow.passes.sbp_rules import RULES, axis_signatures, moved_bytes, signatures, splits_classes, transfer_cost
 from irflow.passes.sbp_infer import SPECIAL_OPS
@@ -85,6 +85,8 @@ SAMPLES: list[tuple[str, Operation]] = [
     ("reduce_mean", make(job.ReduceMeanOp, [t(4, 6)], axes=[1])),
     ("reduce_max", make(job.ReduceMaxOp, [t(4, 6)], axes=[0])),
     ("reduce_max_grad", make(job.ReduceMaxGradOp, [t(6), t(4, 6), t(6)], axes=[0])),
+    ("reduce_min", make(job.ReduceMinOp, [t(4, 6, 5)], axes=[0, 2], keepdims=True)),
+    ("reduce_min_grad", make(job.ReduceMinGradOp, [t(4, 5), t(4, 6, 5), t(4, 5)], axes=[1])),
     ("reduce_prod", make(job.ReduceProdOp, [t(4, 6, 5)], axes=[1], keepdims=True)),
     ("reduce_prod_grad", make(job.ReduceProdGradOp, [t(4, 5), t(4, 6, 5)], axes=[1])),
     ("argmax", make(job.ArgmaxOp, [t(4, 6)], axis=1)),
@@ -140,8 +142,9 @@ def logical_inputs(op: Operation, rng: np.random.Generator) -> list[np.ndarray]:
             arrays.append(rng.integers(0, classes, shape).astype(np.int32))
         elif isinstance(op, job.WhereOp) and i == 0:  # a condition that picks both branches
             arrays.append(rng.integers(0, 2, shape).astype(np.int8))
-        elif isinstance(op, job.ReduceMaxGradOp) and i == 2:  # y must be the max of x for the kernel's ties
-            arrays.append(arrays[1].max(axis=0))
+        elif isinstance(op, job.ReduceMaxGradOp | job.ReduceMinGradOp) and i == 2:  # y must be x's max (min): ties
+            extremum = np.max if isinstance(op, job.ReduceMaxGradOp) else np.min
+            arrays.append(extremum(arrays[1], axis=tuple(ints(op.properties, "axes"))))
         else:
             arrays.append(rng.standard_normal(shape) + (3.0 if isinstance(op, job.DivOp) and i == 1 else 0.0))
     return arrays

@@ -1,4 +1,4 @@
-"""Reductions over a set of axes (sum, mean, max, prod), argmax, top_k, and the gradients of max and prod."""
+"""Reductions over a set of axes (sum, mean, max, min, prod), argmax, top_k, and the gradients of max, min and prod."""
 
 from __future__ import annotations
 
@@ -7,9 +7,13 @@ from functools import partial
 from types import ModuleType
 from typing import Any
 
-from .registry import Array, DataError, KernelFactory, Run, lowest, register
+from .registry import Array, DataError, KernelFactory, Run, highest, lowest, register
 from .shapes import expect_shape, kept_shape, normalize_axes
 from .workspace import scratch
+
+
+_IDENTITIES = {"max": lowest, "min": highest}
+"""What a max or min over no entries is (a dynamic axis with no rows), as TensorFlow's."""
 
 
 def _reduction(name: str, fn: str) -> KernelFactory:
@@ -19,15 +23,15 @@ def _reduction(name: str, fn: str) -> KernelFactory:
         keepdims = bool(attrs.get("keepdims", False))
         kept = kept_shape(x.shape, axes)
         expect_shape(name, "output", y.shape, kept if keepdims else [d for i, d in enumerate(x.shape) if i not in axes])
-        if fn == "max" and any(x.shape[a] == 0 for a in axes):  # no rows (a dynamic axis): max's identity, as TF's
-            return partial(y.fill, lowest(y.dtype))
+        if fn in _IDENTITIES and any(x.shape[a] == 0 for a in axes):
+            return partial(y.fill, _IDENTITIES[fn](y.dtype))
         return partial(getattr(xp, fn), x, axis=axes, keepdims=keepdims, out=y)
 
     return build
 
 
-for _name, _fn in {"reduce_sum": "sum", "reduce_mean": "mean", "reduce_max": "max", "reduce_prod": "prod"}.items():
-    register(_name)(_reduction(_name, _fn))
+for _fn in ("sum", "mean", "max", "min", "prod"):
+    register(f"reduce_{_fn}")(_reduction(f"reduce_{_fn}", _fn))
 
 
 @register("argmax", checks_data=True)
@@ -66,20 +70,21 @@ def top_k(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: 
     return run
 
 
-@register("reduce_max_grad")
-def reduce_max_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """dx = dy / count where x equals the max, else 0: ties share the gradient, as torch.amax's backward."""
+@register("reduce_max_grad", "reduce_min_grad")
+def reduce_extremum_grad(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """dx = dy / count where x equals y (its max or min), else 0: ties share the gradient, as torch.amax's and
+    torch.amin's backward."""
     (dy, x, y), (dx,) = ins, outs
     axes = normalize_axes(attrs["axes"], x.ndim)
     kept = kept_shape(x.shape, axes)
-    is_max = scratch(xp, x.shape, bool)
+    is_y = scratch(xp, x.shape, bool)
     share = scratch(xp, kept, dx.dtype)
 
     def run() -> None:
-        xp.equal(x, y.reshape(kept), out=is_max)
-        xp.sum(is_max, axis=axes, keepdims=True, out=share)
+        xp.equal(x, y.reshape(kept), out=is_y)
+        xp.sum(is_y, axis=axes, keepdims=True, out=share)
         xp.divide(dy.reshape(kept), share, out=share)
-        xp.multiply(is_max, share, out=dx)
+        xp.multiply(is_y, share, out=dx)
 
     return run
 

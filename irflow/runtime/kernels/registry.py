@@ -34,6 +34,12 @@ def lowest(dtype: Any) -> float:
     return float("-inf") if dt.kind == "f" else int(np.iinfo(dt).min)
 
 
+def highest(dtype: Any) -> float:
+    """The identity of min in `dtype`: inf, or an integer type's maximum."""
+    dt = np.dtype(dtype)
+    return float("inf") if dt.kind == "f" else int(np.iinfo(dt).max)
+
+
 class DataError(ValueError):
     """A kernel met values it cannot compute with (a label outside its classes); raised before any output is written."""
 

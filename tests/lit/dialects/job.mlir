@@ -250,7 +250,7 @@ job.func @shapes(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
-// Matmul, reductions and arg-max.
+// Matmul, reductions (min of integers too) and arg-max.
 
 job.func @linalg(%a: tensor<4x8xf32>, %b: tensor<16x8xf32>) -> (tensor<4x16xf32>, tensor<4xi64>) {
   %mm = job.matmul %a, %b {transpose_b = true, sbp = #job.nd_sbp<[split(0), broadcast]>} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
@@ -258,6 +258,10 @@ job.func @linalg(%a: tensor<4x8xf32>, %b: tensor<16x8xf32>) -> (tensor<4x16xf32>
   %mean = job.reduce_mean %a {axes = array<i64: 0, 1>} : (tensor<4x8xf32>) -> tensor<f32>
   %max = job.reduce_max %a {axes = array<i64: 1>, keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
   %mg = job.reduce_max_grad %sum, %a, %max {axes = array<i64: 1>, keepdims = true} : (tensor<4x1xf32>, tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %min = job.reduce_min %a {axes = array<i64: 0>} : (tensor<4x8xf32>) -> tensor<8xf32>
+  %ng = job.reduce_min_grad %min, %a, %min {axes = array<i64: 0>} : (tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %i = job.cast %a : (tensor<4x8xf32>) -> tensor<4x8xi32>
+  %imin = job.reduce_min %i {axes = array<i64: 0, 1>, keepdims = true} : (tensor<4x8xi32>) -> tensor<1x1xi32>
   %am = job.argmax %a {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4xi64>
   job.return %mm, %am : tensor<4x16xf32>, tensor<4xi64>
 }
@@ -268,6 +272,10 @@ job.func @linalg(%a: tensor<4x8xf32>, %b: tensor<16x8xf32>) -> (tensor<4x16xf32>
 // CHECK-NEXT:    %mean = job.reduce_mean %a {axes = array<i64: 0, 1>} : (tensor<4x8xf32>) -> tensor<f32>
 // CHECK-NEXT:    %max = job.reduce_max %a {axes = array<i64: 1>, keepdims = true} : (tensor<4x8xf32>) -> tensor<4x1xf32>
 // CHECK-NEXT:    %mg = job.reduce_max_grad %sum, %a, %max {axes = array<i64: 1>, keepdims = true} : (tensor<4x1xf32>, tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %min = job.reduce_min %a {axes = array<i64: 0>} : (tensor<4x8xf32>) -> tensor<8xf32>
+// CHECK-NEXT:    %ng = job.reduce_min_grad %min, %a, %min {axes = array<i64: 0>} : (tensor<8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %i = job.cast %a : (tensor<4x8xf32>) -> tensor<4x8xi32>
+// CHECK-NEXT:    %imin = job.reduce_min %i {axes = array<i64: 0, 1>, keepdims = true} : (tensor<4x8xi32>) -> tensor<1x1xi32>
 // CHECK-NEXT:    %am = job.argmax %a {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4xi64>
 // CHECK-NEXT:    job.return %mm, %am : tensor<4x16xf32>, tensor<4xi64>
 // CHECK-NEXT:  }

@@ -287,6 +287,16 @@ job.func @f(%x: tensor<4x8xf32>) {
 
 // -----
 
+// Reduce_min_grad with a y of the wrong shape.
+
+job.func @f(%x: tensor<4x8xf32>, %y: tensor<4xf32>) {
+  // expected-error@+1 {{'job.reduce_min_grad' op reduce_min_grad: dy and y must have the reduced shape (8,)}}
+  %r = job.reduce_min_grad %x, %x, %y {axes = array<i64: 0>} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4xf32>) -> tensor<4x8xf32>
+  job.return
+}
+
+// -----
+
 // Logits of rank 3.
 
 job.func @f(%l: tensor<2x4x8xf32>, %y: tensor<2xi32>) {

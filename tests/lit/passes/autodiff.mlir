@@ -127,6 +127,23 @@ job.func @shapes() -> tensor<f32> attributes {job_type = "train"} {
 
 // -----
 
+// reduce_min's gradient is reduce_min_grad of the min itself: ties share dy.
+
+job.func @extrema() -> tensor<f32> attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "constant", value = 0.0}} : tensor<2x3xf32>
+  %m = job.reduce_min %w {axes = array<i64: 1>, keepdims = true} : (tensor<2x3xf32>) -> tensor<2x1xf32>
+  %l = job.reduce_sum %m {axes = array<i64: 0, 1>} : (tensor<2x1xf32>) -> tensor<f32>
+  job.minimize %l {optimizer = {kind = "sgd", lr = {kind = "piecewise_constant", boundaries = array<i64>, values = array<f64: 0.1>}}} : tensor<f32>
+  job.return %l : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @extrema
+// CHECK:         %m_grad = job.broadcast_to %{{.*}} : (tensor<1x1xf32>) -> tensor<2x1xf32>
+// CHECK-NEXT:    %w_grad = job.reduce_min_grad %m_grad, %w, %m {axes = array<i64: 1>, keepdims = true} : (tensor<2x1xf32>, tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x3xf32>
+// CHECK-NEXT:    job.apply_gradients %w, %w_grad
+
+// -----
+
 // A small convnet: conv2d -> conv2d_grad_input / conv2d_grad_filter, pooling
 // -> its grad op, sparse cross-entropy -> its grad op (no gradient for labels).
 

@@ -9,6 +9,7 @@ REFERENCE = {
     "reduce_sum": math.fsum,
     "reduce_mean": lambda v: math.fsum(v) / len(v),
     "reduce_max": max,
+    "reduce_min": min,
     "reduce_prod": math.prod,
 }
 AXES = [
@@ -50,10 +51,27 @@ def test_integer_sum_and_max(kernel, rng) -> None:
     np.testing.assert_array_equal(m, [max(int(v) for v in col) for col in x.T])
 
 
-@pytest.mark.parametrize("dtype, identity", [(np.float32, -np.inf), (np.int32, np.iinfo(np.int32).min)])
-def test_max_over_an_empty_axis_is_its_identity(kernel, dtype, identity) -> None:
-    """A dynamic axis with no rows: max's identity (numpy has none and raises)."""
-    (m,) = kernel("reduce_max", [np.zeros((0, 3), dtype)], [((1, 3), dtype)], axes=(0,), keepdims=True)
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64])
+@pytest.mark.parametrize("name, fn", [("reduce_min", min), ("reduce_max", max)])
+def test_integer_min_and_max_keep_the_extremes_of_the_type(kernel, rng, dtype, name, fn) -> None:
+    """The type's minimum and maximum themselves, which a negation would wrap."""
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max, (3, 4, 5), dtype=dtype, endpoint=True)
+    x[0, 1, 2], x[2, 3, 0], x[1, 0, 4] = info.min, info.max, info.min
+    ref = [fn(int(v) for v in x[:, j, :].flat) for j in range(4)]  # Python ints: exact
+    (y,) = kernel(name, [x], [((4,), dtype)], axes=(0, 2), keepdims=False)
+    assert [int(v) for v in y] == ref
+
+
+@pytest.mark.parametrize(
+    "name, dtype, identity",
+    [("reduce_max", np.float32, -np.inf), ("reduce_max", np.int32, np.iinfo(np.int32).min),
+     ("reduce_min", np.float32, np.inf), ("reduce_min", np.int32, np.iinfo(np.int32).max),
+     ("reduce_min", np.int64, np.iinfo(np.int64).max)],
+)  # fmt: skip
+def test_max_and_min_over_an_empty_axis_are_their_identities(kernel, name, dtype, identity) -> None:
+    """A dynamic axis with no rows: max's or min's identity (numpy has none and raises)."""
+    (m,) = kernel(name, [np.zeros((0, 3), dtype)], [((1, 3), dtype)], axes=(0,), keepdims=True)
     np.testing.assert_array_equal(m, np.full((1, 3), identity, dtype))
 
 
@@ -97,16 +115,17 @@ def test_top_k_orders_by_value_then_index(kernel, rng, dtype, axis, k) -> None:
     np.testing.assert_array_equal(y, ref)
 
 
+@pytest.mark.parametrize("name, fn", [("reduce_max", max), ("reduce_min", min)])
 @pytest.mark.parametrize("shape, axes", AXES)
 @pytest.mark.parametrize("keepdims", [False, True])
-def test_reduce_max_grad_matches_finite_differences(kernel, finite_diff, rng, shape, axes, keepdims) -> None:
+def test_reduce_max_and_min_grad_match_finite_differences(
+    kernel, finite_diff, rng, name, fn, shape, axes, keepdims
+) -> None:
     x = rng.permutation(np.arange(float(np.prod(shape)))).reshape(shape) / 7  # distinct: differentiable
-    (y,) = kernel(
-        "reduce_max", [x], [(reduce_rows(max, x, axes, keepdims).shape, np.float64)], axes=axes, keepdims=keepdims
-    )
+    (y,) = kernel(name, [x], [(reduce_rows(fn, x, axes, keepdims).shape, np.float64)], axes=axes, keepdims=keepdims)
     dy = rng.standard_normal(y.shape)
-    (dx,) = kernel("reduce_max_grad", [dy, x, y], [(shape, np.float64)], axes=axes, keepdims=keepdims)
-    expected = finite_diff("reduce_max", [x], 0, (y.shape, np.float64), dy, axes=axes, keepdims=keepdims)
+    (dx,) = kernel(f"{name}_grad", [dy, x, y], [(shape, np.float64)], axes=axes, keepdims=keepdims)
+    expected = finite_diff(name, [x], 0, (y.shape, np.float64), dy, axes=axes, keepdims=keepdims)
     np.testing.assert_allclose(dx, expected, rtol=1e-6, atol=1e-8)
 
 
@@ -117,14 +136,22 @@ def test_reduce_max_grad_splits_ties_evenly(kernel) -> None:
     np.testing.assert_array_equal(dx, [[0, 2, 2, 2], [0.5, 0, 0.5, 0]])
 
 
-def test_reduce_max_grad_matches_torch_amax(kernel, rng) -> None:
+def test_reduce_min_grad_splits_ties_evenly(kernel) -> None:
+    x = np.array([[1.0, -3.0, -3.0, 3.0], [2.0, 0.0, 2.0, 0.0]])
+    y, dy = np.array([-3.0, 0.0]), np.array([6.0, 1.0])
+    (dx,) = kernel("reduce_min_grad", [dy, x, y], [(x.shape, np.float64)], axes=(1,), keepdims=False)
+    np.testing.assert_array_equal(dx, [[0, 3, 3, 0], [0, 0.5, 0, 0.5]])
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_reduce_max_and_min_grad_match_torch_amax_and_amin(kernel, rng, name) -> None:
     torch = pytest.importorskip("torch")
-    x = rng.integers(0, 3, (3, 4, 5)).astype(np.float64)
+    x = rng.integers(0, 3, (3, 4, 5)).astype(np.float64)  # many ties
     dy = rng.standard_normal((3, 1, 5))
     tx = torch.tensor(x, requires_grad=True)
-    torch.amax(tx, dim=(1,), keepdim=True).backward(torch.tensor(dy))
-    (y,) = kernel("reduce_max", [x], [((3, 1, 5), np.float64)], axes=(1,), keepdims=True)
-    (dx,) = kernel("reduce_max_grad", [dy, x, y], [(x.shape, np.float64)], axes=(1,), keepdims=True)
+    getattr(torch, f"a{name}")(tx, dim=(1,), keepdim=True).backward(torch.tensor(dy))
+    (y,) = kernel(f"reduce_{name}", [x], [((3, 1, 5), np.float64)], axes=(1,), keepdims=True)
+    (dx,) = kernel(f"reduce_{name}_grad", [dy, x, y], [(x.shape, np.float64)], axes=(1,), keepdims=True)
     np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-14)
 
 
