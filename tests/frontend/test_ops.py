@@ -130,6 +130,90 @@ def test_reduce_with_an_empty_axis_list_is_identity():
     np.testing.assert_array_equal(run(lambda x: flow.math.reduce_sum(x, axis=[]) * 1, [a]), a)
 
 
+INTEGERS = [flow.int8, flow.int32, flow.int64]
+
+
+@pytest.mark.parametrize("dtype", INTEGERS)
+@pytest.mark.parametrize("name", ["reduce_min", "reduce_max"])
+@pytest.mark.parametrize("axis", [None, 0, -1, [0, 2], (1,)])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_integer_min_and_max(name, dtype, axis, keepdims):
+    """Integers reduce as OneFlow's do: reduce_min was -reduce_max(-x), which refused them (and would
+    wrap the type's minimum); the type's extremes come out exactly."""
+    ours, ref = REDUCTIONS[name]
+    info = np.iinfo(dtype.np_dtype)
+    a = rng.integers(info.min, info.max, (3, 4, 5), endpoint=True).astype(dtype.np_dtype)
+    a[0, 0, 0], a[1, 2, 3], a[2, 3, 4] = info.min, info.max, info.min
+    out = run(lambda x: ours(x, axis=axis, keepdims=keepdims), [a])
+    want = ref(a, axis=tuple(axis) if isinstance(axis, (list, tuple)) else axis, keepdims=keepdims)
+    assert out.dtype == dtype.np_dtype
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_float_reduce_min_is_what_it_was(dtype):
+    """min(x) where it was -max(-x): the same values, signed zeros, infinities and NaNs included."""
+    a = rng.choice(np.array([0.0, -0.0, 1.5, -1.5, np.inf, -np.inf, 3.0], dtype.np_dtype), size=(6, 7, 5))
+    a[0, :, 0], a[1, 1, :] = np.nan, -0.0
+    for axis in (0, 1, [0, 2], None):
+        out = run(lambda x: flow.math.reduce_min(x, axis=axis), [a])
+        was = -np.max(-a, axis=tuple(axis) if isinstance(axis, list) else axis)
+        np.testing.assert_array_equal(out, was)
+        assert (np.signbit(out) == np.signbit(was))[~np.isnan(was)].all()
+
+
+@pytest.mark.parametrize("dtype", [flow.int32, flow.float32])
+def test_reduce_min_over_an_empty_axis_list_is_the_input(dtype):
+    a = rng.integers(-9, 9, (2, 3)).astype(dtype.np_dtype)
+    np.testing.assert_array_equal(run(lambda x: flow.math.reduce_min(x, axis=[]) + 1, [a]), a + 1)
+
+
+def test_reduce_min_of_an_axis_out_of_range_is_an_error_at_its_line():
+    with pytest.raises(flow.TraceError, match=r"flow\.math\.reduce_min: axis 2 is out of range") as err:
+        run(lambda x: flow.math.reduce_min(x, axis=2), [np.zeros((2, 3), np.int32)])
+    assert err.value.location.file == __file__
+
+
+def min_gradient(a: np.ndarray, c: np.ndarray, axis, keepdims: bool) -> np.ndarray:
+    """The gradient of sum(reduce_min(x) * c) at x = a, watched in a train job (a trainable zero added to x)."""
+    grads = []
+
+    def record(diff: tp.Numpy):
+        grads.append(diff)
+
+    @flow.global_function(type="train")
+    def job(x: tp.Numpy.Placeholder(a.shape, dtype=flow.float64),
+            cot: tp.Numpy.Placeholder(c.shape, dtype=flow.float64)) -> tp.Numpy:  # fmt: skip
+        x = x + flow.get_variable("shift", shape=a.shape, dtype=flow.float64, initializer=flow.zeros_initializer())
+        flow.watch_diff(x, record)
+        loss = flow.math.reduce_sum(flow.math.reduce_min(x, axis=axis, keepdims=keepdims) * cot)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    job(a, c)
+    return grads[0]
+
+
+@pytest.mark.parametrize("axis, keepdims", [(1, False), ([0, 2], True), (None, False), (-1, True)])
+def test_reduce_min_gradient_matches_finite_differences(axis, keepdims):
+    a = rng.permutation(60).reshape(3, 4, 5) / 7.0  # distinct entries: min is differentiable there
+    np_axis = tuple(axis) if isinstance(axis, list) else axis
+    c = rng.standard_normal(np.min(a, axis=np_axis, keepdims=keepdims).shape)
+    loss = lambda x: float(np.sum(np.min(x, axis=np_axis, keepdims=keepdims) * c))  # noqa: E731
+    eps, want = 1e-6, np.zeros_like(a)
+    for i in np.ndindex(a.shape):
+        step = np.zeros_like(a)
+        step[i] = eps
+        want[i] = (loss(a + step) - loss(a - step)) / (2 * eps)
+    np.testing.assert_allclose(min_gradient(a, c, axis, keepdims), want, rtol=1e-6, atol=1e-8)
+
+
+def test_reduce_min_gradient_is_shared_among_ties():
+    a = np.array([[2.0, -1.0, -1.0, 5.0], [0.0, 0.0, 0.0, 1.0]])
+    got = min_gradient(a, np.array([4.0, 3.0]), 1, False)
+    np.testing.assert_array_equal(got, [[0.0, 2.0, 2.0, 0.0], [1.0, 1.0, 1.0, 0.0]])
+
+
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 def test_argmax(axis):
     a = rand((4, 6), flow.float32)
