@@ -265,6 +265,27 @@ def test_mirrored_max_and_min_over_no_rows_at_all_are_their_identities():
     np.testing.assert_array_equal(f([none, rows]), [rows.max(axis=0), rows.min(axis=0)])
 
 
+@pytest.mark.parametrize("dtype", [flow.int32, flow.int64])
+def test_mirrored_integer_min_and_max_over_no_rows_at_all_are_the_types_extremes(dtype):
+    """Integers have no inf: a min over no rows is the type's maximum, a max its minimum (TensorFlow's)."""
+    flow.config.cpu_device_num(3)
+    config = flow.function_config()
+    config.default_logical_view(flow.scope.mirrored_view())
+
+    @flow.global_function(function_config=config)
+    def f(x: tp.ListNumpy.Placeholder((3, 2), dtype=dtype)) -> tp.Numpy:
+        return flow.concat([flow.math.reduce_min(x, axis=[0], keepdims=True),
+                            flow.math.reduce_max(x, axis=[0], keepdims=True)], axis=0)  # fmt: skip
+
+    info = np.iinfo(dtype.np_dtype)
+    none = np.zeros((0, 2), dtype.np_dtype)
+    np.testing.assert_array_equal(f([none] * 3), [[info.max, info.max], [info.min, info.min]])
+    rows = np.array([[7, info.min], [-3, 5]], dtype.np_dtype)
+    more = np.array([[info.max, 6]], dtype.np_dtype)
+    both = np.concatenate([rows, more])
+    np.testing.assert_array_equal(f([rows, none, more]), [both.min(axis=0), both.max(axis=0)])
+
+
 def test_mirrored_argmax_over_no_rows_at_all_is_an_error_at_its_line():
     flow.config.cpu_device_num(2)
     config = flow.function_config()

@@ -253,3 +253,64 @@ def test_a_cast_to_integers_takes_whole_sums_not_partial_ones():
     with pytest.raises(flow.CompileError, match="job.cast: no signature produces the hinted sbp") as err:
         to_int(x)
     assert (err.value.location.file, err.value.location.line) == (HERE, line_of("MARK-int-cast"))
+
+
+def reduce_min_sbp_in(f) -> str:
+    """The SBP job.reduce_min's operand has after sbp-infer (its one axis)."""
+    (op,) = [op for op in parse_module(f.ir("sbp-infer")).walk() if isinstance(op, job.ReduceMinOp)]
+    return str(op.attributes["sbp_in"].data[0].components.data[0])
+
+
+@pytest.mark.parametrize("devices", [2, 3, 4])
+@pytest.mark.parametrize("split", [0, 1])
+@pytest.mark.parametrize("dtype", [flow.int32, flow.int64, flow.float64])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_reduce_min_of_a_split_input_is_the_whole_inputs_min(devices, split, dtype, keepdims):
+    """7 x 6 split unevenly along the reduced axis (0) or the kept one (1): the min over the rows is numpy's.
+    Split along the reduced axis, the value is moved off it first (as for reduce_max, no partial min is offered)."""
+    flow.config.cpu_device_num(devices)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((7, 6), dtype=dtype)) -> tp.Numpy:
+        return flow.math.reduce_min(x.with_distribute(flow.distribute.split(split)), axis=0, keepdims=keepdims)
+
+    rng = np.random.default_rng(devices)
+    if dtype is flow.float64:
+        x = rng.standard_normal((7, 6))
+    else:
+        info = np.iinfo(dtype.np_dtype)
+        x = rng.integers(info.min, info.max, (7, 6), endpoint=True).astype(dtype.np_dtype)
+        x[6, 5], x[3, 0] = info.min, info.max  # the last (padded) piece's row holds a column's minimum
+    got = f(x)
+    assert got.dtype == dtype.np_dtype
+    np.testing.assert_array_equal(got, x.min(axis=0, keepdims=keepdims))
+    assert reduce_min_sbp_in(f) in ("split(1)", "broadcast")
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+@pytest.mark.parametrize("split", [0, 1])
+def test_reduce_min_trains_a_split_variable(devices, split):
+    """w (8 x 6) split along the rows the min is taken over, or along its columns: one SGD step of
+    sum(min(x * w, axis=0) * c) moves each column's minimal entry by lr * c * x there, as by hand."""
+    flow.config.cpu_device_num(devices)
+    rng = np.random.default_rng(10 + devices)
+    x, w0, c = rng.standard_normal((8, 6)), rng.standard_normal((8, 6)), rng.standard_normal(6)
+
+    @flow.global_function(type="train")
+    def f(x: tp.Numpy.Placeholder((8, 6), dtype=flow.float64), c: tp.Numpy.Placeholder((6,), dtype=flow.float64)
+          ) -> tp.Numpy:  # fmt: skip
+        w = flow.get_variable("w", shape=(8, 6), dtype=flow.float64, initializer=flow.zeros_initializer(),
+                              distribute=flow.distribute.split(split))  # fmt: skip
+        low = flow.math.reduce_min(x * w, axis=0)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(
+            flow.math.reduce_sum(low * c)
+        )
+        return low
+
+    flow.load_variables({"w": w0})
+    np.testing.assert_array_equal(f(x, c), (x * w0).min(axis=0))
+    grad = np.zeros_like(w0)
+    for j, i in enumerate((x * w0).argmin(axis=0)):  # random products: one minimum per column
+        grad[i, j] = c[j] * x[i, j]
+    lr = float(np.float32(0.1))  # the schedule's rates are float32
+    np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w0 - lr * grad, rtol=1e-12)
