@@ -1,8 +1,9 @@
 """Differential fuzzing of the distributed path: random small jobs on one device and on N simulated devices.
 
 Hypothesis draws a job: float inputs and variables of random (often unevenly
-splittable) shapes, a DAG of the ops below, random SBP hints (`with_distribute`,
-`flow.parallel_cast`, variables' `distribute`, `gradient_distribute` and
+splittable) shapes, a DAG of the ops below (max and min of int32 among the
+reductions), random SBP hints (`with_distribute`, `flow.parallel_cast`,
+variables' `distribute`, `gradient_distribute` and
 `with_gradient_distribute`) and placement scopes per op, on a mesh of 2, 3 or
 4 devices, a 2x2 / 2x3 hierarchy, or devices of 2 or 3 machines
 (["0:0-1", "1:0-1"], 1-D or as a 2x2 / 3x2 hierarchy, some set by
@@ -95,11 +96,20 @@ BINARY = {
     "div": lambda a, b: a / (flow.math.square(b) + 1.0), "maximum": flow.math.maximum, "minimum": flow.math.minimum,
     "pow": lambda a, b: flow.math.pow(flow.math.abs(a) + 0.5, b), "atan2": flow.math.atan2,
 }  # fmt: skip
+
+
+def on_int32(reduce: Any) -> Any:
+    """`reduce` of the value times 4 truncated to int32, cast back: an integer reduction, no gradient through it."""
+    return lambda a, **kw: flow.cast(reduce(flow.cast(a * 4.0, flow.int32), **kw), flow.float64)
+
+
 REDUCE = {
     "sum": flow.math.reduce_sum, "mean": flow.math.reduce_mean, "max": flow.math.reduce_max,
     "min": flow.math.reduce_min, "prod": flow.math.reduce_prod, "logsumexp": flow.math.reduce_logsumexp,
-    "variance": flow.math.reduce_variance,
+    "variance": flow.math.reduce_variance, "max_int32": on_int32(flow.math.reduce_max),
+    "min_int32": on_int32(flow.math.reduce_min),
 }  # fmt: skip
+ON_INT32 = ("max_int32", "min_int32")
 
 
 OPTIMIZERS = {
@@ -486,7 +496,8 @@ def ancestors(steps: list[Step], outputs: list[int]) -> set[int]:
         i = todo.pop()
         if i not in seen:
             seen.add(i)
-            if steps[i].params.get("to") != "int32" and steps[i].op not in NOT_DIFFERENTIABLE:
+            int32 = steps[i].params.get("to") == "int32" or steps[i].params.get("fn") in ON_INT32
+            if not int32 and steps[i].op not in NOT_DIFFERENTIABLE:
                 todo.extend(steps[i].operands)
     return seen
 
