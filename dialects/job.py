@@ -39,6 +39,7 @@ from xdsl.irdl import (
     ParsePropInAttrDict,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     region_def,
@@ -2099,8 +2100,27 @@ class UpdateOp(EffectOp):
                 raise VerifyException(f"{self.name}: operand #{i} must come from job.variable")
 
     WRITTEN_OPERANDS: ClassVar[tuple[int, ...]]
-    WHOLE_VARIABLE: ClassVar[bool] = False
-    """The update reads a norm of the whole variable (LAMB, LARS): each device must hold all of it."""
+
+
+class NormUpdateOp(UpdateOp):
+    """An update scaled by 2-norms of the whole variable (LAMB, LARS).
+
+    Its kernel takes them of its operands, which on one device (or broadcast)
+    hold all of the variable. A split variable's update gets them as a last
+    operand `norms`: tensor<2xT>, the two squared norms, which lower-to-physical
+    sums over the devices from each piece's (LambNormsOp, LarsNormsOp), as
+    OneFlow's norms are reductions whose partial sums are boxed to broadcast.
+    """
+
+    OPERANDS: ClassVar[int]
+    """The operands without `norms`."""
+
+    @classmethod
+    def check_operands(cls, types: Sequence[Attribute], props: Props) -> None:
+        super().check_operands(types[: cls.OPERANDS], props)
+        for t in types[cls.OPERANDS :]:
+            if shape_of(t) != (2,) or dtype_of(t) != dtype_of(types[0]):
+                raise VerifyException(f"{cls.name}: norms must be tensor<2x{dtype_of(types[0])}>, got {fmt(t)}")
 
 
 @irdl_op_definition
@@ -2197,11 +2217,11 @@ class CenteredRmsPropUpdateOp(UpdateOp):
 
 
 @irdl_op_definition
-class LambUpdateOp(UpdateOp):
+class LambUpdateOp(NormUpdateOp):
     """OneFlow's LAMB: bias-corrected Adam direction u = m_hat / sqrt(v_hat + epsilon), scaled by |w| / |u|;
     with weight_decay, w -= lr * (|w| / |u|) * (u + weight_decay * w), the ratio still of u alone (OneFlow's).
 
-    The norms are of the whole variable, so sbp-infer refuses a split one.
+    `norms`, when given, holds |w|**2 and |u|**2 of the whole variable.
     """
 
     name = "job.lamb_update"
@@ -2211,21 +2231,22 @@ class LambUpdateOp(UpdateOp):
     v = operand_def(TensorType)
     lr = operand_def(TensorType)
     step = operand_def(TensorType)
+    norms = opt_operand_def(TensorType)
     beta1 = prop_def(FloatAttr)
     beta2 = prop_def(FloatAttr)
     epsilon = prop_def(FloatAttr)
     weight_decay = prop_def(FloatAttr, default_value=FloatAttr(0.0, f64))
     STATE_COUNT: ClassVar[int] = 3
+    OPERANDS: ClassVar[int] = 6
     WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 2, 3)
-    WHOLE_VARIABLE: ClassVar[bool] = True
 
 
 @irdl_op_definition
-class LarsUpdateOp(UpdateOp):
+class LarsUpdateOp(NormUpdateOp):
     """OneFlow's LARS: momentum at a local rate lr * lars_coefficient * |w| / (epsilon + |g| + weight_decay * |w|).
 
-    m = momentum_beta * m - local_lr * (g + weight_decay * w); w += m.  The norms
-    are of the whole variable, so sbp-infer refuses a split one.
+    m = momentum_beta * m - local_lr * (g + weight_decay * w); w += m.  `norms`,
+    when given, holds |w|**2 and |g|**2 of the whole variable.
     """
 
     name = "job.lars_update"
@@ -2233,13 +2254,14 @@ class LarsUpdateOp(UpdateOp):
     grad = operand_def(TensorType)
     momentum = operand_def(TensorType)
     lr = operand_def(TensorType)
+    norms = opt_operand_def(TensorType)
     momentum_beta = prop_def(FloatAttr)
     epsilon = prop_def(FloatAttr)
     lars_coefficient = prop_def(FloatAttr)
     weight_decay = prop_def(FloatAttr, default_value=FloatAttr(0.0, f64))
     STATE_COUNT: ClassVar[int] = 2
+    OPERANDS: ClassVar[int] = 4
     WRITTEN_OPERANDS: ClassVar[tuple[int, ...]] = (0, 2)
-    WHOLE_VARIABLE: ClassVar[bool] = True
 
 
 class SparseUpdateOp(UpdateOp):
@@ -2694,6 +2716,76 @@ class ClassSplitSoftmaxGradOp(ClassSplitOp):
         return types[1]
 
 
+class PieceNormsOp(JobOp):
+    """The squared 2-norms a NormUpdateOp needs, over this device's piece of a split variable.
+
+    Only the piece's real entries count: the piece is `logical_shape` laid out
+    as `layout` on `mesh`, and the padding that ends the piece of an uneven
+    split is left out (the executor tells the kernel how much of it is real).
+    The result is a partial sum over the mesh axes that split the variable;
+    lower-to-physical all-reduces it into the update's `norms`.
+    """
+
+    res = result_def(TensorType)
+    mesh = prop_def(DenseArrayBase)
+    layout = prop_def(NdSbpAttr)
+    logical_shape = prop_def(DenseArrayBase)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        w, layout = types[0], props.get("layout")
+        require_float(w, "variable")
+        if not isinstance(layout, NdSbpAttr):
+            raise VerifyException(f"{cls.name} needs the variable's layout, a #job.nd_sbp")
+        try:
+            piece = local_shape(ints(props, "logical_shape"), layout, ints(props, "mesh"))
+        except ValueError as e:
+            raise VerifyException(f"{cls.name}: {e}") from e
+        if shape_of(w) != piece:
+            raise VerifyException(f"{cls.name}: {fmt(w)} is not the piece {piece} of the variable's layout")
+        return tensor((2,), dtype_of(w))
+
+
+@irdl_op_definition
+class LambNormsOp(PieceNormsOp):
+    """|w|**2 and |u|**2 over this device's piece, u LAMB's direction from this step's moments (not written)."""
+
+    name = "job.lamb_norms"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+    m = operand_def(TensorType)
+    v = operand_def(TensorType)
+    step = operand_def(TensorType)
+    beta1 = prop_def(FloatAttr)
+    beta2 = prop_def(FloatAttr)
+    epsilon = prop_def(FloatAttr)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        for t in types[1:4]:
+            if t != types[0]:
+                raise VerifyException(f"{cls.name}: {fmt(t)} does not match the variable {fmt(types[0])}")
+        if shape_of(types[4]) != ():
+            raise VerifyException(f"{cls.name}: step must be rank 0, got {fmt(types[4])}")
+        return super().infer(types, props)
+
+
+@irdl_op_definition
+class LarsNormsOp(PieceNormsOp):
+    """|w|**2 and |g|**2 over this device's piece."""
+
+    name = "job.lars_norms"
+    weight = operand_def(TensorType)
+    grad = operand_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        if types[1] != types[0]:
+            raise VerifyException(f"{cls.name}: {fmt(types[1])} does not match the variable {fmt(types[0])}")
+        return super().infer(types, props)
+
+
 def transfer_types(x: Attribute, props: Props) -> tuple[TensorType, TensorType]:
     """The per-device types a transfer takes and gives: its logical shape laid out at each end."""
     logical = ints(props, "logical_shape")
@@ -2739,7 +2831,7 @@ class TransferOp(JobOp):
 PHYSICAL_OPS: list[type[Operation]] = [
     AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, ShardSliceOp, ShardEmbedOp, BroadcastToPartialOp, PadOp,
     TransferOp, ClassSplitMaxOp, ClassSplitSumExpOp, ClassSplitCrossEntropyOp, ClassSplitCrossEntropyGradOp,
-    ClassSplitSoftmaxOp, ClassSplitDotOp, ClassSplitSoftmaxGradOp,
+    ClassSplitSoftmaxOp, ClassSplitDotOp, ClassSplitSoftmaxGradOp, LambNormsOp, LarsNormsOp,
 ]  # fmt: skip
 
 

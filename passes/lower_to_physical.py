@@ -47,6 +47,13 @@ from irflow.passes.sbp_rules import CLASS_SPLIT_OPS, carried, gathers_own_rows, 
 B = SbpAttr("broadcast")
 ONE_DEVICE = PlacementAttr("cpu", ["0:0"])
 
+# What a split variable's LAMB or LARS update takes the norms of its piece with: the op, the update's
+# operands it reads (w, g and for LAMB the moments and step) and the properties it shares.
+_NORMS: dict[type[job.NormUpdateOp], tuple[type[job.PieceNormsOp], tuple[int, ...], tuple[str, ...]]] = {
+    job.LambUpdateOp: (job.LambNormsOp, (0, 1, 2, 3, 5), ("beta1", "beta2", "epsilon")),
+    job.LarsUpdateOp: (job.LarsNormsOp, (0, 1), ()),
+}
+
 
 def default_arg_sbp(rank: int, mesh: Sequence[int]) -> NdSbpAttr:
     """Inputs without a hint are split along their first axis on every mesh axis (whole if scalar)."""
@@ -173,6 +180,9 @@ class _Physical:
     def lower(self, op: Operation) -> None:
         if isinstance(op, job.BoxingOp):
             self.lower_boxing(op)
+            return
+        if isinstance(op, job.NormUpdateOp):
+            self.whole_norms(op)
             return
         if not isinstance(op, job.JobOp) or not op.results:
             return
@@ -345,6 +355,31 @@ class _Physical:
         else:
             value = stage(job.ClassSplitCrossEntropyOp, [logits, peak, total, labels], sbp.components.data[k])  # type: ignore[list-item]
         op.results[0].replace_all_uses_with(value)
+        Rewriter.erase_op(op)
+
+    def whole_norms(self, op: job.NormUpdateOp) -> None:
+        """LAMB and LARS scale a variable's step by norms of all of it. On a split variable each device
+        takes the squared norms of its piece's real entries (a partial sum), all-reduced over the mesh axes
+        that split it, and the update reads them as its `norms` instead of taking its piece's."""
+        self.at(op.placement or self.home, op)
+        layout = self.sbp_in(op)[0]
+        split = [k for k, c in enumerate(layout.components) if c.kind.data == "split" and self.mesh[k] > 1]
+        if not split:
+            return
+        kind, reads, props = _NORMS[type(op)]
+        current = [SbpAttr("partial_sum") if k in split else B for k in range(len(self.mesh))]
+        norms = self.emit(
+            kind, [op.operands[i] for i in reads], current, op, mesh=job.i64_array(self.mesh), layout=layout,
+            logical_shape=job.i64_array(self.logical_in[op][0]), **{name: op.properties[name] for name in props},
+        )  # fmt: skip
+        for k in split:
+            current[k] = B
+            norms = self.emit(job.AllReduceOp, norms, current, op, mesh_axis=k, reduction="sum")
+        attributes = dict(op.attributes)
+        attributes["sbp_in"] = ArrayAttr([*self.sbp_in(op), NdSbpAttr(current)])
+        update = type(op).create(operands=[*op.operands, norms], properties=dict(op.properties), attributes=attributes)
+        update.location = op.location
+        op.parent_block().insert_op_before(update, op)  # type: ignore[union-attr]
         Rewriter.erase_op(op)
 
     def mean_over_split_axis(self, op: job.ReduceMeanOp) -> None:

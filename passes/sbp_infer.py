@@ -390,13 +390,6 @@ class _Builder:
             return tuple(self.out_of(var) for var, _ in op.pairs() for _ in (0, 1))
         count = op.STATE_COUNT  # type: ignore[attr-defined]
         weight = self.out_of(op.operands[0])
-        if op.WHOLE_VARIABLE and weight != whole:  # type: ignore[attr-defined]
-            var = op.operands[0].owner
-            raise CompileError(
-                f"{op.name} takes norms of the whole variable, but '{var.var_name.data}' is "  # type: ignore[union-attr]
-                f"{code_text(weight)} on {list(hierarchy)} devices; give it a broadcast sbp",
-                source_location(op),
-            )
         return tuple(weight if i <= count else whole for i in range(len(op.operands)))
 
     def annotate(self, plan: Sequence[int]) -> None:

@@ -258,6 +258,9 @@ class Executor:
         attrs = {k: python_value(v) for k, v in op.parameters().items()}
         if "mesh_axis" in attrs:  # a rank-dependent kernel: told this device's coordinate, never the communicator
             attrs["coordinate"] = comm.coords[attrs["mesh_axis"]] if comm else 0
+        if "layout" in attrs:  # a kernel reading a piece of a split value: told how much of it is real here
+            shape = attrs["logical_shape"]
+            attrs["valid"] = local_region(shape, attrs["layout"], comm.mesh, comm.coords).valid if comm else shape
         ins = [views[v] for v in op.ins]
         outs = [views[v] for v in op.outs]
         with workspace.building(workspace.Claim(self.workspace)) as claim:

@@ -193,11 +193,20 @@ def rmsprop_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array
     return _elementwise(xp, [w, g, ms, w_out, ms_out, scratch(xp, w.shape, w.dtype), *centered, *mg_out], steps)
 
 
-def _norms(xp: ModuleType, a: Array, b: Array, scratch: Array, out: Array) -> None:
-    """out[0], out[1] = the 2-norms of a and b (whole arrays: a split variable would give its piece's)."""
+def _squared_norms(xp: ModuleType, a: Array, b: Array, scratch: Array, out: Array) -> None:
+    """out[0], out[1] = the sums of squares of a and b."""
     for i, x in enumerate((a, b)):
         xp.square(x, out=scratch)
         xp.sum(scratch, out=out[i, ...])
+
+
+def _norms(xp: ModuleType, a: Array, b: Array, scratch: Array, given: Sequence[Array], out: Array) -> None:
+    """out[0], out[1] = the 2-norms of a and b (whole arrays), or the roots of `given`'s one array of squared
+    norms: a split variable's, summed over its pieces (job.NormUpdateOp)."""
+    if given:
+        xp.copyto(out, given[0])
+    else:
+        _squared_norms(xp, a, b, scratch, out)
     xp.sqrt(out, out=out)
 
 
@@ -211,23 +220,14 @@ def _trust_ratio(xp: ModuleType, norms: Array, numerator: Array, denominator: Ar
     xp.copyto(out, 1.0, where=xp.logical_not(positive[0, ...]))
 
 
-@register("lamb_update")
-def lamb_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """OneFlow's LAMB: Adam's moments with bias correction, u = m_hat / sqrt(v_hat + epsilon) (epsilon
-    under the root, as OneFlow), then w -= lr * (|w| / |u|) * (u + weight_decay * w), the ratio 1 when
-    either norm is 0 and, as OneFlow's lamb kernel, taken before the decay joins u.
-
-    `step` is the 1-based count of this update, as adam_update's.
-    """
-    (w, g, m, v, lr, step), (w_out, m_out, v_out) = ins, outs
+def _lamb_direction(xp: ModuleType, attrs: Mapping[str, Any], g: Array, m: Array, v: Array, step: Array,
+                    moments: tuple[Array, Array], u: Array, t: Array) -> Run:
+    """moments = Adam's new (m, v); u = m_hat / sqrt(v_hat + epsilon), LAMB's direction; `t` is scratch.
+    One definition for the update and for the norms of a split variable's piece, so both see the same u."""
     beta1, beta2, epsilon = float(attrs["beta1"]), float(attrs["beta2"]), float(attrs["epsilon"])
-    weight_decay = float(attrs.get("weight_decay", 0.0))
-    u, t = scratch(xp, w.shape, w.dtype), scratch(xp, w.shape, w.dtype)
     corrections = scratch(xp, (2,), np.float64)
-    applied = scratch(xp, (2,), w.dtype)
-    norms, scalars = scratch(xp, (2,), w.dtype), scratch(xp, (2,), w.dtype)
-    positive = scratch(xp, (2,), bool)
-    ratio, denominator = scalars[0, ...], scalars[1, ...]
+    applied = scratch(xp, (2,), u.dtype)
+    m_out, v_out = moments
 
     def run() -> None:
         _bias_correction(xp, beta1, step, corrections[0, ...])
@@ -239,7 +239,30 @@ def lamb_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
         xp.sqrt(t, out=t)
         xp.divide(m_out, applied[0, ...], out=u)
         xp.divide(u, t, out=u)
-        _norms(xp, w, u, t, norms)
+
+    return run
+
+
+@register("lamb_update")
+def lamb_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """OneFlow's LAMB: Adam's moments with bias correction, u = m_hat / sqrt(v_hat + epsilon) (epsilon
+    under the root, as OneFlow), then w -= lr * (|w| / |u|) * (u + weight_decay * w), the ratio 1 when
+    either norm is 0 and, as OneFlow's lamb kernel, taken before the decay joins u.
+
+    `step` is the 1-based count of this update, as adam_update's. A last input, when given, holds the
+    squared norms of the whole variable (a split one's, from lamb_norms summed over the devices).
+    """
+    (w, g, m, v, lr, step, *given), (w_out, m_out, v_out) = ins, outs
+    weight_decay = float(attrs.get("weight_decay", 0.0))
+    u, t = scratch(xp, w.shape, w.dtype), scratch(xp, w.shape, w.dtype)
+    direction = _lamb_direction(xp, attrs, g, m, v, step, (m_out, v_out), u, t)
+    norms, scalars = scratch(xp, (2,), w.dtype), scratch(xp, (2,), w.dtype)
+    positive = scratch(xp, (2,), bool)
+    ratio, denominator = scalars[0, ...], scalars[1, ...]
+
+    def run() -> None:
+        direction()
+        _norms(xp, w, u, t, given, norms)
         xp.copyto(denominator, norms[1, ...])
         _trust_ratio(xp, norms, norms[0, ...], denominator, ratio, positive)
         if weight_decay:
@@ -252,14 +275,45 @@ def lamb_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
     return run
 
 
+def _real(attrs: Mapping[str, Any], arrays: Sequence[Array]) -> list[Array]:
+    """The entries of each piece that hold the variable: `valid`, which the executor works out from the
+    piece's layout and the device's coordinates, leaves out the padding of an uneven split."""
+    real = tuple(slice(0, n) for n in attrs["valid"])
+    return [a[real] for a in arrays]
+
+
+@register("lamb_norms")
+def lamb_norms(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """|w|**2 and |u|**2 over this device's real entries of a split variable, u as lamb_update takes it."""
+    (w, g, m, v), (step,), (out,) = _real(attrs, ins[:4]), ins[4:], outs
+    u, t = scratch(xp, w.shape, w.dtype), scratch(xp, w.shape, w.dtype)
+    moments = scratch(xp, w.shape, w.dtype), scratch(xp, w.shape, w.dtype)  # this step's m and v, not kept
+    direction = _lamb_direction(xp, attrs, g, m, v, step, moments, u, t)
+
+    def run() -> None:
+        direction()
+        _squared_norms(xp, w, u, t, out)
+
+    return run
+
+
+@register("lars_norms")
+def lars_norms(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """|w|**2 and |g|**2 over this device's real entries of a split variable."""
+    (w, g), (out,) = _real(attrs, ins), outs
+    t = scratch(xp, w.shape, w.dtype)
+    return lambda: _squared_norms(xp, w, g, t, out)
+
+
 @register("lars_update")
 def lars_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """OneFlow's LARS: local_lr = lr * lars_coefficient * |w| / (epsilon + |g| + weight_decay * |w|), the ratio
     1 (the plain lr) when either norm is 0; m = momentum_beta * m - local_lr * (g + weight_decay * w); w += m.
 
-    The paper puts no epsilon at |g| and has no such fallback; OneFlow's kernel does.
+    The paper puts no epsilon at |g| and has no such fallback; OneFlow's kernel does. A last input, when
+    given, holds the squared norms of the whole variable (a split one's, from lars_norms summed over the devices).
     """
-    (w, g, m, lr), (w_out, m_out) = ins, outs
+    (w, g, m, lr, *given), (w_out, m_out) = ins, outs
     beta, epsilon = float(attrs["momentum_beta"]), float(attrs["epsilon"])
     coefficient, weight_decay = float(attrs["lars_coefficient"]), float(attrs.get("weight_decay", 0.0))
     t = scratch(xp, w.shape, w.dtype)
@@ -268,7 +322,7 @@ def lars_update(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], 
     ratio, numerator, denominator = (scalars[i, ...] for i in range(3))
 
     def run() -> None:
-        _norms(xp, w, g, t, norms)
+        _norms(xp, w, g, t, given, norms)
         xp.multiply(norms[0, ...], coefficient, out=numerator)
         xp.add(norms[1, ...], epsilon, out=denominator)
         if weight_decay:
