@@ -552,6 +552,34 @@ job.func @class_split(%x: tensor<6x3xf32>, %y: tensor<6xi32>, %d: tensor<6xf32>)
 
 // -----
 
+// A LAMB and a LARS update of a variable of 5 rows split over 2 devices (pieces
+// of 3, the second padded): the squared norms of each piece (all_reduce ops sum
+// them) become the updates' last operand.
+
+job.func @piece_norms(%g: tensor<3x4xf32>, %lr: tensor<f32>, %step: tensor<i64>) attributes {job_type = "train"} {
+  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3x4xf32>
+  %m = job.variable {name = "w-m", initializer = {kind = "zeros"}, trainable = false} : tensor<3x4xf32>
+  %v = job.variable {name = "w-v", initializer = {kind = "zeros"}, trainable = false} : tensor<3x4xf32>
+  %a = job.lamb_norms %w, %g, %m, %v, %step {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-06 : f64, layout = #job.nd_sbp<[split(0)]>, logical_shape = array<i64: 5, 4>, mesh = array<i64: 2>} : (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<i64>) -> tensor<2xf32>
+  %b = job.lars_norms %w, %g {layout = #job.nd_sbp<[split(0)]>, logical_shape = array<i64: 5, 4>, mesh = array<i64: 2>} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<2xf32>
+  job.lamb_update %w, %g, %m, %v, %lr, %step, %a {beta1 = 0.9 : f64, beta2 = 0.999 : f64, epsilon = 1.0e-06 : f64} : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<f32>, tensor<i64>, tensor<2xf32>
+  job.lars_update %w, %g, %m, %lr, %b {momentum_beta = 0.9 : f64, epsilon = 1.0e-09 : f64, lars_coefficient = 1.0e-04 : f64} : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<f32>, tensor<2xf32>
+  job.return
+}
+
+// CHECK-LABEL: job.func @piece_norms
+// CHECK-NEXT:    %w = job.variable
+// CHECK-NEXT:    %m = job.variable
+// CHECK-NEXT:    %v = job.variable
+// CHECK-NEXT:    %a = job.lamb_norms %w, %g, %m, %v, %step {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-06 : f64, layout = #job.nd_sbp<[split(0)]>, logical_shape = array<i64: 5, 4>, mesh = array<i64: 2>} : (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<i64>) -> tensor<2xf32>
+// CHECK-NEXT:    %b = job.lars_norms %w, %g {layout = #job.nd_sbp<[split(0)]>, logical_shape = array<i64: 5, 4>, mesh = array<i64: 2>} : (tensor<3x4xf32>, tensor<3x4xf32>) -> tensor<2xf32>
+// CHECK-NEXT:    job.lamb_update %w, %g, %m, %v, %lr, %step, %a {beta1 = 9.000000e-01 : f64, beta2 = 9.990000e-01 : f64, epsilon = 1.000000e-06 : f64} : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<f32>, tensor<i64>, tensor<2xf32>
+// CHECK-NEXT:    job.lars_update %w, %g, %m, %lr, %b {epsilon = 1.000000e-09 : f64, lars_coefficient = 1.000000e-04 : f64, momentum_beta = 9.000000e-01 : f64} : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<f32>, tensor<2xf32>
+// CHECK-NEXT:    job.return
+// CHECK-NEXT:  }
+
+// -----
+
 // TensorBuffers (docs/dynamic.md): element shapes in the type, elements dense at their own shape within the bound.
 
 job.func @tensor_buffers(%x: tensor<3x4xf32>) -> (tensor<3x4xf64>, tensor<100x100xf32, #job.bounded<[0, 1]>>, tensor<4xf32>) {

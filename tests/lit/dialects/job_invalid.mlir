@@ -895,3 +895,25 @@ job.func @f(%x: tensor<4x8xf32>, %i: tensor<3x1xi32>, %u: tensor<3x4xf32>) {
   %r = job.tensor_scatter_nd_add %x, %i, %u : (tensor<4x8xf32>, tensor<3x1xi32>, tensor<3x4xf32>) -> tensor<4x8xf32>
   job.return
 }
+
+// -----
+
+// A piece's norms are of the piece its layout gives: 5 rows over 2 devices are pieces of 3.
+
+job.func @f(%w: tensor<2x4xf32>, %g: tensor<2x4xf32>) {
+  // expected-error@+1 {{'job.lars_norms' op job.lars_norms: tensor<2x4xf32> is not the piece (3, 4) of the variable's layout}}
+  %n = job.lars_norms %w, %g {layout = #job.nd_sbp<[split(0)]>, logical_shape = array<i64: 5, 4>, mesh = array<i64: 2>} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2xf32>
+  job.return
+}
+
+// -----
+
+// A LARS update's norms are the two squared norms, in the variable's element type.
+
+job.func @f(%g: tensor<3xf32>, %lr: tensor<f32>, %n: tensor<2xf64>) {
+  %w = job.variable {name = "w", initializer = {kind = "zeros"}} : tensor<3xf32>
+  %m = job.variable {name = "w-momentum", initializer = {kind = "zeros"}, trainable = false} : tensor<3xf32>
+  // expected-error@+1 {{'job.lars_update' op job.lars_update: norms must be tensor<2xf32>, got tensor<2xf64>}}
+  job.lars_update %w, %g, %m, %lr, %n {momentum_beta = 0.9 : f64, epsilon = 1.0e-09 : f64, lars_coefficient = 1.0e-04 : f64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<f32>, tensor<2xf64>
+  job.return
+}
