@@ -449,7 +449,7 @@ class LAMB(Optimizer):
     train_step_lbn and variables are not taken.  `weight_decay` (with
     `weight_decay_includes` / `_excludes` as AdamW's) is OneFlow's later 0.x
     decay: w -= lr * (|w| / |u|) * (u + weight_decay * w), the ratio of u alone.
-    Each device must hold a whole variable (the norms are of all of it).
+    The norms are of the whole variable also when it is split over devices.
     """
 
     KIND = "lamb"
@@ -485,7 +485,7 @@ class LARS(Optimizer):
     momentum `<var>-momentum` holds the negated step, as OneFlow's kernel keeps
     it (the paper's v = m * v + local_lr * g; w -= v is the same update).
     train_step_lbn and variables are not taken (loss_scale_* only as None).
-    Each device must hold a whole variable (the norms are of all of it).
+    The norms are of the whole variable also when it is split over devices.
     """
 
     KIND = "lars"

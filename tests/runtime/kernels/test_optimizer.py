@@ -132,14 +132,14 @@ def test_a_large_variable_is_updated_in_slices_per_thread(build_kernel, rng, nam
         np.testing.assert_allclose(m, ref_m, rtol=1e-13)
 
 
-def lamb_reference(w, g, m, v, lr, step, beta1, beta2, epsilon):
-    """OneFlow's LAMB in float64 scalars: the trust ratio of the whole variable."""
+def lamb_reference(w, g, m, v, lr, step, beta1, beta2, epsilon, weight_decay=0.0):
+    """OneFlow's LAMB in float64 scalars: the trust ratio of the whole variable (of u alone, before the decay)."""
     m = beta1 * m + (1 - beta1) * g
     v = beta2 * v + (1 - beta2) * g * g
     u = (m / (1 - beta1**step)) / np.sqrt(v / (1 - beta2**step) + epsilon)
     w_norm, u_norm = math.sqrt(float(np.sum(w * w))), math.sqrt(float(np.sum(u * u)))
     ratio = w_norm / u_norm if w_norm > 0 and u_norm > 0 else 1.0
-    return w - lr * ratio * u, m, v
+    return w - lr * ratio * (u + weight_decay * w), m, v
 
 
 @pytest.mark.parametrize("zero_weight", [False, True])
@@ -158,11 +158,11 @@ def test_lamb_follows_oneflow(build_kernel, rng, zero_weight) -> None:
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
 
 
-def lars_reference(w, g, m, lr, momentum_beta, epsilon, lars_coefficient):
+def lars_reference(w, g, m, lr, momentum_beta, epsilon, lars_coefficient, weight_decay=0.0):
     """OneFlow's LARS in float64 scalars: the local rate from the whole variable's norms, 1 when either is 0."""
     w_norm, g_norm = math.sqrt(float(np.sum(w * w))), math.sqrt(float(np.sum(g * g)))
-    ratio = lars_coefficient * w_norm / (epsilon + g_norm) if w_norm > 0 and g_norm > 0 else 1.0
-    m = momentum_beta * m - lr * ratio * g
+    ratio = lars_coefficient * w_norm / (epsilon + g_norm + weight_decay * w_norm) if w_norm > 0 and g_norm > 0 else 1.0
+    m = momentum_beta * m - lr * ratio * (g + weight_decay * w)
     return w + m, m
 
 
@@ -180,6 +180,83 @@ def test_lars_follows_oneflow(build_kernel, rng, zero_weight) -> None:
         step()
         for got, want in zip((w, m), ref):
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+def pieces(whole: np.ndarray, axis: int, parts: int) -> list[np.ndarray]:
+    """`whole` cut along `axis` into ceil-sized chunks, each padded with garbage (as a split variable's pieces,
+    whose padding an update writes too): the norms must not see it."""
+    size = -(-whole.shape[axis] // parts)
+    out = []
+    for k in range(parts):
+        piece = np.full((*whole.shape[:axis], size, *whole.shape[axis + 1 :]), 1e3)
+        real = np.take(whole, range(k * size, min((k + 1) * size, whole.shape[axis])), axis=axis)
+        piece[(slice(None),) * axis + (slice(0, real.shape[axis]),)] = real
+        out.append(piece)
+    return out
+
+
+def joined(parts: list[np.ndarray], axis: int, size: int) -> np.ndarray:
+    return np.take(np.concatenate(parts, axis=axis), range(size), axis=axis)
+
+
+@pytest.mark.parametrize("axis, parts", [(0, 2), (0, 3), (1, 2)])
+def test_lamb_on_pieces_with_their_summed_norms_is_lamb_on_the_whole(build_kernel, rng, axis, parts) -> None:
+    """Each piece's lamb_norms over its real entries, summed, fed to each piece's lamb_update: the pieces then hold
+    OneFlow's LAMB step of the whole variable (5 x 3: uneven over 2 and 3 devices, padding full of garbage)."""
+    shape, attrs = (5, 3), dict(beta1=0.9, beta2=0.99, epsilon=1e-3)
+    w, m, v = rng.standard_normal(shape), np.zeros(shape), np.zeros(shape)
+    ws, ms, vs = (pieces(a, axis, parts) for a in (w, m, v))
+    gs = [np.zeros_like(p) for p in ws]
+    lr, count = scalar(0.01, np.float64), np.array(0, np.int64)
+    valid = [p.shape[axis] - max(0, (k + 1) * p.shape[axis] - shape[axis]) for k, p in enumerate(ws)]
+    norms = [build_kernel("lamb_norms", [ws[k], gs[k], ms[k], vs[k], count], [((2,), np.float64)],
+                          valid=tuple(valid[k] if a == axis else n for a, n in enumerate(shape)), **attrs)
+             for k in range(parts)]
+    total = np.zeros(2)
+    updates = [build_kernel("lamb_update", [ws[k], gs[k], ms[k], vs[k], lr, count, total], [ws[k], ms[k], vs[k]],
+                            weight_decay=0.1, **attrs)[0] for k in range(parts)]
+    ref = (w, m, v)
+    for step in range(1, 4):
+        g = rng.standard_normal(shape)
+        for k, piece in enumerate(pieces(g, axis, parts)):
+            gs[k][...] = piece
+        count[...] = step
+        ref = lamb_reference(ref[0], g, ref[1], ref[2], 0.01, step, 0.9, 0.99, 1e-3, weight_decay=0.1)
+        total[...] = 0
+        for run, out in norms:
+            run()
+            total += out[0]
+        for run in updates:
+            run()
+        for got, want in zip((ws, ms, vs), ref):
+            np.testing.assert_allclose(joined(got, axis, shape[axis]), want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.2])
+def test_lars_on_pieces_with_their_summed_norms_is_lars_on_the_whole(build_kernel, rng, weight_decay) -> None:
+    shape, attrs = (5, 3), dict(momentum_beta=0.9, epsilon=1e-3, lars_coefficient=0.02, weight_decay=weight_decay)
+    w, m = rng.standard_normal(shape), np.zeros(shape)
+    ws, ms = pieces(w, 0, 3), pieces(m, 0, 3)
+    gs = [np.zeros_like(p) for p in ws]
+    lr, total = scalar(0.05, np.float64), np.zeros(2)
+    norms = [build_kernel("lars_norms", [ws[k], gs[k]], [((2,), np.float64)], valid=(n, 3))
+             for k, n in enumerate((2, 2, 1))]
+    updates = [build_kernel("lars_update", [ws[k], gs[k], ms[k], lr, total], [ws[k], ms[k]], **attrs)[0]
+               for k in range(3)]
+    ref = (w, m)
+    for _ in range(3):
+        g = rng.standard_normal(shape)
+        for k, piece in enumerate(pieces(g, 0, 3)):
+            gs[k][...] = piece
+        ref = lars_reference(ref[0], g, ref[1], 0.05, **attrs)
+        total[...] = 0
+        for run, out in norms:
+            run()
+            total += out[0]
+        for run in updates:
+            run()
+        for got, want in zip((ws, ms), ref):
+            np.testing.assert_allclose(joined(got, 0, 5), want, rtol=1e-12, atol=1e-15)
 
 
 def rmsprop_reference(w, g, ms, mg, lr, decay_rate, epsilon):
