@@ -48,11 +48,12 @@ def test_every_collective_matches_the_in_process_group(mesh, ranks):
 
 
 def train(
-    tmp_path: Path, devices: int, mode: str, ranks: int | None, steps: int = 4, checkpoint: str = "", machines: int = 1
-) -> dict:
-    out = tmp_path / f"{mode}-{devices}-{ranks}-{machines}.npz"
+    tmp_path: Path, devices: int, mode: str, ranks: int | None, steps: int = 4, checkpoint: str = "", machines: int = 1,
+    optimizer: str = "sgd",
+) -> dict:  # fmt: skip
+    out = tmp_path / f"{mode}-{devices}-{ranks}-{machines}-{optimizer}.npz"
     args = ["train_mlp.py", str(devices), mode, str(steps), str(out), *([checkpoint] if checkpoint else [])]
-    run(args, ranks, MACHINES=str(machines))
+    run(args, ranks, MACHINES=str(machines), OPTIMIZER=optimizer)
     return dict(np.load(out))
 
 
@@ -70,6 +71,14 @@ def test_training_on_ranks_matches_one_process_and_one_device(tmp_path, ranks, m
     one_device = train(tmp_path, 1, mode, None)
     assert_same(on_ranks, simulated)
     assert_same(on_ranks, one_device)
+
+
+@pytest.mark.parametrize("optimizer", ["lamb", "lars"])
+def test_lamb_and_lars_of_a_split_layer_on_ranks_match_one_process_and_one_device(tmp_path, optimizer):
+    """The hidden weight split over 2 ranks: each rank's update reads the norms all-reduced over MPI."""
+    on_ranks = train(tmp_path, 2, "model", 2, optimizer=optimizer)
+    assert_same(on_ranks, train(tmp_path, 2, "model", None, optimizer=optimizer))
+    assert_same(on_ranks, train(tmp_path, 1, "model", None, optimizer=optimizer))
 
 
 def test_machine_num_spreads_the_default_placement_over_ranks(tmp_path):

@@ -6,7 +6,8 @@ MODE is "data" (data parallel) or "model" (the hidden layer's weight split
 over its output features). Writes the losses, the variables after training
 and the predictions of a fixed batch to OUT.npz (once, from rank 0), and saves
 a checkpoint when asked. With TRAIN_ON=gpu in the environment the devices are GPUs;
-with MACHINES=m the DEVICES are m machines' worth (`flow.config.machine_num(m)`).
+with MACHINES=m the DEVICES are m machines' worth (`flow.config.machine_num(m)`);
+OPTIMIZER=lamb or lars trains with LAMB or LARS instead of momentum SGD.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ import irflow as flow
 import irflow.typing as tp
 
 BATCH, FEATURES, HIDDEN, CLASSES = 12, 20, 16, 10
+OPTIMIZERS = {
+    "sgd": lambda schedule: flow.optimizer.SGD(schedule, momentum=0.9),
+    "lamb": lambda schedule: flow.optimizer.LAMB(schedule, weight_decay=0.01),
+    "lars": lambda schedule: flow.optimizer.LARS(schedule, lars_coefficient=0.1, weight_decay=0.01),
+}
 
 
 def main(devices: int, mode: str, steps: int, out: str, checkpoint: str | None) -> None:
@@ -39,7 +45,7 @@ def main(devices: int, mode: str, steps: int, out: str, checkpoint: str | None) 
     @flow.global_function(type="train")
     def train(x: tp.Numpy.Placeholder((BATCH, FEATURES)), y: tp.Numpy.Placeholder((BATCH,), dtype=flow.int32)) -> tp.Numpy:
         loss = flow.nn.sparse_softmax_cross_entropy_with_logits(y, mlp(x), name="loss")
-        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0.9).minimize(loss)
+        OPTIMIZERS[os.environ.get("OPTIMIZER", "sgd")](flow.optimizer.PiecewiseConstantScheduler([], [0.1])).minimize(loss)
         return loss
 
     @flow.global_function(type="predict")
