@@ -15,7 +15,8 @@ MLIR's `shard-partition`):
 - the few ops whose per-device form differs from the logical one are
   rewritten (a mean over a split axis divides by the logical count; a source
   that starts partial is kept on one device; a sparse cross-entropy with its
-  classes split runs in stages with all_reduces between), and what cannot be lowered
+  classes split runs in stages with all_reduces between; a split variable's LAMB or LARS update
+  reads its norms summed over the devices), and what cannot be lowered
   exactly is a located error, never a silently wrong program.
 
 The func keeps `placement`, `arg_sbp` and `view`, and gains `mesh` (which marks

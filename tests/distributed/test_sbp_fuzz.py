@@ -11,7 +11,8 @@ variables' `distribute`, `gradient_distribute` and
 traced twice: on one device without hints or scopes (the reference), and on the
 mesh with them. A predict job must return the reference's outputs; a train job
 its losses and outputs at every step and its variables after the last (SGD with
-momentum, clipped Adam, AdamW, LazyAdam, centered RMSProp, LAMB or LARS; only
+momentum, clipped Adam, AdamW, LazyAdam, centered RMSProp, LAMB or LARS, the
+last two taking the norms of split variables from all their pieces; only
 SGD after a batch_norm, whose gradients can be rounding alone), up to float64
 reassociation. A hint the compiler cannot honour may be refused,
 with a CompileError or TraceError located at this file, never with a wrong answer.
@@ -747,6 +748,10 @@ def check(program: Program) -> None:
         assert err.location is not None and err.location.file == HERE, f"{program}\n{err}"
         return
     event("ran")
+    if program.train and program.optimizer in ("lamb", "lars") and any(
+        s.op == "variable" and s.hint is not None and "S" in _kinds(s.hint) for s in program.steps
+    ):
+        event("ran: LAMB or LARS of a variable hinted split (norms all-reduced)")
     # a float32 cast of partial sums rounds each part: float32's reassociation, cancellation included
     rtol = 1e-6 if any(s.op == "cast" and s.params["to"] == "float32" for s in program.steps) else RTOL
     for step, (w, g) in enumerate(zip(want[0], got[0])):
@@ -755,6 +760,11 @@ def check(program: Program) -> None:
     assert want[1].keys() == got[1].keys()
     for name, a in want[1].items():
         close(got[1][name], a, rtol, f"variable {name}\n{program}")
+
+
+def _kinds(hint: Hint) -> set[str]:
+    """The SBP kinds ("S", "B", "P") of a hint, one per mesh axis of a 2-D one."""
+    return {h[0] for h in hint} if isinstance(hint[0], tuple) else {hint[0]}
 
 
 def close(got: np.ndarray, want: np.ndarray, rtol: float, what: str) -> None:
