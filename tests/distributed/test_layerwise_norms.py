@@ -63,16 +63,19 @@ def optimizer(kind: str, weight_decay: float) -> flow.optimizer.Optimizer:
 
 
 def train(kind: str, shape: tuple[int, int], distribute, weight_decay: float, devices: int = 1,
-          hierarchy: list[int] | None = None) -> tuple[list[float], np.ndarray, str, np.ndarray]:
-    """STEPS steps of the job; its losses, the variable after them, the lowered IR and the initial variable."""
+          hierarchy: list[int] | None = None, scopes: tuple[str, str] | None = None,
+          ) -> tuple[list[float], np.ndarray, str, np.ndarray]:  # fmt: skip
+    """STEPS steps of the job; its losses, the variable after them, the lowered IR and the initial variable.
+    `scopes`: the variable and its matmul on the first placement, the rest of the loss on the second."""
     flow.config.cpu_device_num(devices)
-    scope = flow.scope.placement("cpu", f"0:0-{devices - 1}", hierarchy=hierarchy)
+    first, then = scopes or (f"0:0-{devices - 1}",) * 2
 
     @flow.global_function(type="train")
     def step(x: tp.Numpy.Placeholder((BATCH, shape[0]), dtype=flow.float64)) -> tp.Numpy:
-        with scope:
+        with flow.scope.placement("cpu", first, hierarchy=hierarchy):
             w = flow.get_variable("w", shape=shape, dtype=flow.float64, distribute=distribute)
             r = flow.matmul(x, w) - 1.0
+        with flow.scope.placement("cpu", then, hierarchy=hierarchy):
             loss = flow.math.reduce_mean(flow.math.square(r)) + 0.1 * flow.math.reduce_sum(w)
             optimizer(kind, weight_decay).minimize(loss)
         return loss
@@ -135,3 +138,13 @@ def test_split_on_a_2x2_mesh_sums_the_norms_over_the_axes_that_split_it(kind, la
     norms = next(line for line in result[2].splitlines() if f"job.{kind}_norms" in line)
     partial = ", ".join("partial_sum" if c[0] == "S" else "broadcast" for c in layout)
     assert f"sbp = #job.nd_sbp<[{partial}]>" in norms
+
+
+@pytest.mark.parametrize("kind", ["lamb", "lars"])
+def test_a_variable_on_part_of_the_devices_sums_its_norms_there(kind):
+    """The variable split over devices 1-3 of 4 (5 rows: pieces of 2, 2 and 1), the loss on devices 0-1: the
+    norms are all-reduced among the variable's own devices."""
+    result = train(kind, (5, 3), flow.distribute.split(0), 0.1, 4, scopes=("0:1-3", "0:0-1"))
+    check(kind, (5, 3), 0.1, result)
+    norms = next(line for line in result[2].splitlines() if f"job.{kind}_norms" in line)
+    assert 'placement = #job.placement<cpu, ["0:1-3"]>' in norms
