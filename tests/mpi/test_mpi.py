@@ -91,7 +91,7 @@ def test_a_checkpoint_written_on_four_ranks_loads_in_one_process(tmp_path):
     trained = train(tmp_path, 4, "data", 4, checkpoint=str(checkpoint))
     assert (checkpoint).is_dir()
     out = tmp_path / "restored.npz"
-    run(["predict_from_checkpoint.py", str(checkpoint), str(tmp_path / "data-4-4-1.npz"), str(out)], None)
+    run(["predict_from_checkpoint.py", str(checkpoint), str(tmp_path / "data-4-4-1-sgd.npz"), str(out)], None)
     restored = dict(np.load(out))
     np.testing.assert_allclose(restored["predictions"], trained["predictions"], rtol=1e-5, atol=1e-6)
 
