@@ -330,8 +330,12 @@ def skyline_pack(
     # nothing cuts the slice of every later segment [a', b] at begin[a]: a segment raised into its
     # left neighbour is queried over the neighbour's starts alone.
     empty_from = list(range(1, steps + 1))
+    # Segments left at the lowest height by a placement, waiting their turn: a list, not the heap,
+    # since all of them are at the lowest height (the order among segments at one height changes no
+    # choice: their buffers and neighbours are their own).
+    level: list[int] = []
     while placed < n:
-        entry = pop(heap)
+        entry = level.pop() if level else pop(heap)
         h, a = entry >> shift, entry & mask
         b = end_of[a]
         if b < 0 or height[a] != h:
@@ -372,7 +376,7 @@ def skyline_pack(
                     h, b = right, end_of[b + 1]
                     end_of[start_of[b]] = -1
                 end_of[a], start_of[b], height[a] = b, a, h
-                if heap and heap[0] < h * room:  # no longer the lowest: queue it
+                if level or (heap and heap[0] < h * room):  # no longer the lowest: queue it
                     if left > right:  # merged right only; merged left, the left one's entry stands
                         push(heap, h * room + a)
                     break
@@ -385,7 +389,8 @@ def skyline_pack(
             dead += 1
             if y < b:
                 end_of[y + 1], start_of[b], height[y + 1] = b, y + 1, h
-                push(heap, h * room + y + 1)
+                if x > a:  # else worked on next, below
+                    level.append(h * room + y + 1)
             elif b < steps - 1 and height[b + 1] == top:  # flush with the right neighbour: merge
                 y, end_of[b + 1] = end_of[b + 1], -1
             if x == a and a and height[start_of[a - 1]] == top:  # flush with the left one: its entry stands
@@ -404,9 +409,14 @@ def skyline_pack(
                 )
                 dead, compact_at = 0, max(64, len(firsts_l) // 4, steps // 32)
                 begin, soonest = _index(by_first, lasts, steps)
-            if x <= a or placed == n:
+            if placed == n:
                 break
-            # The rest of the segment, [a, x - 1] at h, is still the lowest: no heap round trip.
-            end_of[a], start_of[x - 1] = x - 1, a
-            b = x - 1
+            # The rest of the segment, [a, x - 1] or [y + 1, b] at h, is still the lowest: no heap round trip.
+            if x > a:
+                end_of[a], start_of[x - 1] = x - 1, a
+                b = x - 1
+            elif y < b:
+                a = y + 1
+            else:
+                break
     return offsets
