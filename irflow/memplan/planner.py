@@ -9,9 +9,10 @@ The default runs these steps, each keeping the plan only if strictly smaller
 2. The skyline packer runs under a few priority orders (`orderings.py`), the
    chain orders first on tight instances.  How many scales down with the
    number of buffers (about 20,000 placements in all, one order at least):
-   on a 2-core Zen 3 VM, best of 3 CPU s, 10k buffers plan in 0.10-0.24 s
-   (mixed lifetimes: 0.28-0.46, two packs and step 3) and 100k in 1.2-2.0 s,
-   the spread that machine's from one run to the next.  Above 2,000 buffers no
+   on a 2-core Zen 3 VM, best of 3 CPU s, 10k buffers plan in 0.07-0.24 s
+   (mixed lifetimes: 0.19-0.46, two packs and step 3) and 100k in 1.0-2.0 s,
+   the spread that machine's from one run to the next (its quiet spells the
+   low ends: mixed 10k 0.193-0.211, mixed 100k 1.37).  Above 2,000 buffers no
    further order runs once the plan is within 1/400 of the lower bound.
 3. Greedy by size (TFLite's planner) runs up to 2,000 buffers, and up to
    10,000 where the plan is not within 1/400 of the bound, so there the plan
