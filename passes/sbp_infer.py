@@ -1,7 +1,8 @@
 """The `sbp-infer` pass: an SBP signature for every op of a job, chosen for the whole graph.
 
 Each op offers the signatures of `passes/sbp_rules.py`; user hints (origin
-"hint") fix an op's result, inputs and variables get their defaults.  The plan
+"hint") fix an op's result (a hint the op cannot produce moves to a boxing after
+it), inputs and variables get their defaults.  The plan
 minimizes the cost model of sbp_rules (bytes moved per step, plus the compute
 each device does) over the whole graph, not op by op: a dynamic program in
 program order whose state is the SBP of every value still waiting for a
@@ -23,6 +24,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from irflow.dialects import job
 from irflow.dialects.bounds import dynamic_axes
@@ -81,6 +83,27 @@ def return_needs(func: job.FuncOp, value: SSAValue) -> NdCode:
 def is_hint(op: Operation) -> bool:
     origin = op.attributes.get("sbp_origin")
     return isinstance(origin, StringAttr) and origin.data == "hint"
+
+
+def _box_hint(op: Operation, sbp: NdSbpAttr) -> None:
+    """Move a hint `op` cannot produce to a boxing right after it, which its readers then read.
+
+    OneFlow's `with_distribute` names the SBP the blob's consumers take it in, boxed from whatever its
+    producer gives: a conv2d's output hinted split along its height, say, is computed split along the
+    batch and resliced.
+    """
+    value = op.results[0]
+    readers = list(value.uses)
+    box = job.BoxingOp.make([value], sbp=sbp, placement=getattr(op, "placement", None))
+    box.attributes["sbp_origin"] = StringAttr("hint")
+    box.location = op.location
+    if value.name_hint is not None:
+        box.res.name_hint = f"{value.name_hint}_hinted"
+    del op.properties["sbp"]
+    del op.attributes["sbp_origin"]
+    Rewriter.insert_op(box, InsertPoint.after(op))
+    for use in readers:
+        use.operation.operands[use.index] = box.res
 
 
 # ----------------------------------------------------------------- the search problem
@@ -312,8 +335,10 @@ class _Builder:
             codes = _fitted(codes, hierarchy, len(shape_of(arg.type)), f"arg_sbp #{i} of job '{func.sym_name.data}'", None)
             self.add(None, arg, [Signature((), codes, 0.0)], origin, (), home, ())
         state_of = _optimizer_state(func)
-        for op in func.body.block.ops:
+        op = func.body.block.first_op
+        while op is not None:  # next_op read after add_op, which may insert a hint's boxing after op
             self.add_op(op, state_of)
+            op = op.next_op
 
     def add_op(self, op: Operation, state_of: dict[job.VariableOp, job.VariableOp]) -> None:
         func = self.func
@@ -351,16 +376,11 @@ class _Builder:
         choices = signatures(op, hierarchy, self.compute_cost, self.known)
         origin = "cost" if len(choices) > 1 else "rule"
         if hint is not None and is_hint(op):
-            legal = {c.out for c in choices}
-            choices = [c for c in choices if c.out == hint]
-            origin = "hint"
-            if not choices:
-                raise CompileError(
-                    f"{op.name}: no signature produces the hinted sbp {code_text(hint)} on "
-                    f"{len(hierarchy)}-axis hierarchy {list(hierarchy)}; it can produce "
-                    f"{', '.join(sorted(code_text(o) for o in legal))}",
-                    source_location(op),
-                )
+            produced = [c for c in choices if c.out == hint]
+            if produced:
+                choices, origin = produced, "hint"
+            else:  # the boxing after it is the next op this walk adds
+                _box_hint(op, nd_attr(hint))
         self.add(op, value, choices, origin, op.operands, place, in_place)
 
     def add_boxing(self, op: job.BoxingOp, place: int, hierarchy: tuple[int, ...], hint: NdCode) -> None:
@@ -369,8 +389,8 @@ class _Builder:
         size = producer.size
         sources = sorted({c.out for c in producer.choices} | ({hint} if producer.place == place else set()))
         # The boxing exists anyway: converting in it is cheaper, by BOXING_COST, than adding another.
-        if producer.place == place:
-            choices = [Signature((s,), hint, moved_bytes(s, hint, size, hierarchy)) for s in sources]
+        if producer.place == place:  # the user's boxing may make partial sums of a whole or split value
+            choices = [Signature((s,), hint, moved_bytes(s, hint, size, hierarchy, to_partial=True)) for s in sources]
         else:
             g, there = self.graph, producer.place
             itemsize = size // max(1, math.prod(producer.shape))

@@ -595,8 +595,12 @@ def nbytes(t: TensorType) -> int:
     return math.prod(shape_of(t)) * max(1, dtype_of(t).bitwidth // 8)  # type: ignore[attr-defined]
 
 
-def axis_cost(src: Code, dst: Code, size: float, p: int) -> float:
-    """Bytes moved to turn `src` into `dst` on one axis of p devices, for a value of `size` bytes."""
+def axis_cost(src: Code, dst: Code, size: float, p: int, to_partial: bool = False) -> float:
+    """Bytes moved to turn `src` into `dst` on one axis of p devices, for a value of `size` bytes.
+
+    With `to_partial` (a boxing the user asks for), a broadcast or split value becomes partial sums
+    locally: one device's copy and zeros elsewhere, each piece in place in zeros of the whole.
+    """
     if src == dst or p == 1:
         return 0.0
     if dst >= 0:
@@ -605,15 +609,17 @@ def axis_cost(src: Code, dst: Code, size: float, p: int) -> float:
         return size * (p - 1) / p if src >= 0 else size * (p - 1)  # all_to_all | reduce_scatter
     if dst == BROADCAST:
         return size * (p - 1) if src >= 0 else 2 * size * (p - 1)  # all_gather | all_reduce
-    return INFEASIBLE  # nothing becomes partial by moving data
+    if to_partial and src >= BROADCAST:
+        return 0.0  # broadcast_to_partial | shard_embed
+    return INFEASIBLE  # no plan gains by making a value partial: only a user's boxing does it
 
 
-def moved_bytes(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int]) -> float:
+def moved_bytes(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int], to_partial: bool = False) -> float:
     """Bytes per step, over all devices, to convert a value of `size` bytes one hierarchy axis at a time.
 
     Converting axis a runs in every group of devices that differ only in their
     axis-a coordinate, each group holding the value divided by the current
-    splits of the other axes; the cheapest order of the axes counts.
+    splits of the other axes; the cheapest order of the axes counts. `to_partial`: see `axis_cost`.
     """
     best = INFEASIBLE
     for order in itertools.permutations([a for a, (s, d) in enumerate(zip(src, dst, strict=True)) if s != d]):
@@ -622,7 +628,7 @@ def moved_bytes(src: NdCode, dst: NdCode, size: int, hierarchy: Sequence[int]) -
             others = [(p, c) for b, (p, c) in enumerate(zip(hierarchy, current)) if b != a]
             groups = math.prod(p for p, _ in others)
             share = math.prod(p for p, c in others if c >= 0)
-            total += groups * axis_cost(current[a], dst[a], size / share, hierarchy[a])
+            total += groups * axis_cost(current[a], dst[a], size / share, hierarchy[a], to_partial)
             current[a] = dst[a]
         best = min(best, total)
     return best

@@ -3,7 +3,8 @@
 `flow.distribute.split(axis)`, `broadcast()` and `partial_sum()` name how a
 logical value lies over the devices of its placement. A hint is written on the
 op that produces the value (its `sbp` property, with `sbp_origin = "hint"`), or
-on the job's `arg_sbp` for a placeholder; `sbp-infer` never changes a hint.
+on the job's `arg_sbp` for a placeholder; `sbp-infer` never changes a hint
+(one the op cannot produce moves to a boxing after it, docs/distributed.md).
 One distribute on a placement with a 2-D hierarchy applies to every hierarchy
 axis (split(0) then splits axis 0 over all devices); a list gives one
 distribute per hierarchy axis.

@@ -63,18 +63,58 @@ def test_parallel_cast_forces_a_conversion_and_keeps_the_numbers():
     assert len(casts) == 1 and str(casts[0].sbp.components.data[0]) == "split(1)"
 
 
-def test_a_hint_no_signature_honours_is_a_located_compile_error():
+def hinted_boxings(f) -> list[job.BoxingOp]:
+    """The boxings sbp-infer's output holds for hints (parallel_cast's, or a hint moved off its op)."""
+    ops = parse_module(f.ir("sbp-infer")).walk()
+    return [op for op in ops if isinstance(op, job.BoxingOp) and op.attributes["sbp_origin"].data == "hint"]
+
+
+def test_a_hint_its_op_cannot_produce_is_boxed_after_it():
+    """relu never makes partial sums, a convolution never splits its output's rows: the op runs as sbp-infer
+    chooses, and a boxing after it gives its readers what the hint names."""
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((4, 6)), rng.standard_normal((6, 8))
     flow.config.cpu_device_num(2)
 
     @flow.global_function()
-    def f(x: tp.Numpy.Placeholder((4, 6))) -> tp.Numpy:
-        return flow.math.relu(x).with_distribute(flow.distribute.partial_sum())  # MARK-partial-relu
+    def relu_partial(x: tp.Numpy.Placeholder((4, 6), dtype=flow.float64)) -> tp.Numpy:
+        return flow.math.relu(x).with_distribute(flow.distribute.partial_sum()) * 2
 
-    with pytest.raises(flow.CompileError, match="job.relu") as err:
-        f(np.ones((4, 6), np.float32))
-    assert (err.value.location.file, err.value.location.line) == (HERE, line_of("MARK-partial-relu"))
+    np.testing.assert_array_equal(relu_partial(x), np.maximum(x, 0) * 2)
+    (box,) = hinted_boxings(relu_partial)
+    assert str(box.sbp) == "#job.nd_sbp<[partial_sum]>" and isinstance(box.x.owner, job.ReluOp)
+
+    flow.clear_default_session()
+    flow.config.cpu_device_num(2)
+    images, filters = rng.standard_normal((2, 3, 5, 5)), rng.standard_normal((4, 3, 3, 3))
+
+    @flow.global_function()
+    def rows(x: tp.Numpy.Placeholder((2, 3, 5, 5), dtype=flow.float64)) -> tp.Numpy:
+        w = flow.get_variable("w", (4, 3, 3, 3), dtype=flow.float64, initializer=flow.zeros_initializer())
+        return flow.math.tanh(flow.nn.conv2d(x, w, 1, "SAME").with_distribute(flow.distribute.split(2)))
+
+    flow.load_variables({"w": filters})
+    windows = np.lib.stride_tricks.sliding_window_view(np.pad(images, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
+    np.testing.assert_allclose(rows(images), np.tanh(np.einsum("ncijab,fcab->nfij", windows, filters)), rtol=1e-12)
+    (box,) = hinted_boxings(rows)
+    assert str(box.sbp) == "#job.nd_sbp<[split(2)]>" and isinstance(box.x.owner, job.Conv2DOp)
+
+
+def test_a_hint_whose_operands_no_boxing_gives_is_a_located_compile_error():
+    """A sum over an unevenly split axis (7 over 2 devices) would add padding: its partial-sum hint leaves only
+    the signature that reads partial sums, and nothing makes a split input partial for an op's own signature."""
+    flow.config.cpu_device_num(2)
+
+    @flow.global_function()
+    def f(x: tp.Numpy.Placeholder((4, 7))) -> tp.Numpy:
+        x = x.with_distribute(flow.distribute.split(1))
+        return flow.math.reduce_sum(x, axis=1).with_distribute(flow.distribute.partial_sum())  # MARK-uneven-sum
+
+    with pytest.raises(flow.CompileError, match="job.reduce_sum needs operand 0") as err:
+        f(np.ones((4, 7), np.float32))
+    assert (err.value.location.file, err.value.location.line) == (HERE, line_of("MARK-uneven-sum"))
     with pytest.raises(flow.CompileError):  # the failed compile left nothing half-made behind
-        f(np.ones((4, 6), np.float32))
+        f(np.ones((4, 7), np.float32))
 
 
 def test_variables_stay_logical_across_device_counts(tmp_path):
@@ -228,7 +268,9 @@ def test_a_rank_0_input_runs_on_many_devices(devices):
 
 def test_a_cast_to_integers_takes_whole_sums_not_partial_ones():
     """Each device's row sum of 0.4s is 0.8, the row's 1.6: truncating the parts gave 0 + 0 where int(1.6) is 1.
-    A float cast still passes partial sums through (linear up to rounding)."""
+    A float cast still passes partial sums through (linear up to rounding). An integer cast hinted partial_sum
+    cannot make partial sums itself: it casts whole sums, and a boxing after it makes them partial, as the hint
+    asks of what its readers take."""
     flow.config.cpu_device_num(2)
     partial = flow.distribute.partial_sum()
 
@@ -240,19 +282,20 @@ def test_a_cast_to_integers_takes_whole_sums_not_partial_ones():
     def chosen(x: tp.Numpy.Placeholder((2, 4), dtype=flow.float64)) -> tp.Numpy:
         return flow.cast(flow.math.reduce_sum(x, axis=1).with_distribute(partial), flow.int32)
 
+    @flow.global_function()
+    def to_int(x: tp.Numpy.Placeholder((2, 4), dtype=flow.float64)) -> tp.Numpy:
+        return flow.cast(flow.math.reduce_sum(x, axis=1), flow.int32).with_distribute(partial) * 3
+
     x = np.full((2, 4), 0.4)
     np.testing.assert_allclose(to_float(x), [1.6, 1.6], rtol=1e-6)
     np.testing.assert_array_equal(chosen(x), [1, 1])
-    flow.clear_default_session()  # a session compiles all its jobs together
-    flow.config.cpu_device_num(2)
-
-    @flow.global_function()
-    def to_int(x: tp.Numpy.Placeholder((2, 4), dtype=flow.float64)) -> tp.Numpy:
-        return flow.cast(flow.math.reduce_sum(x, axis=1), flow.int32).with_distribute(partial)  # MARK-int-cast
-
-    with pytest.raises(flow.CompileError, match="job.cast: no signature produces the hinted sbp") as err:
-        to_int(x)
-    assert (err.value.location.file, err.value.location.line) == (HERE, line_of("MARK-int-cast"))
+    np.testing.assert_array_equal(to_int(x), [3, 3])
+    ops = parse_module(to_int.ir("sbp-infer")).walk()
+    (cast,) = [op for op in ops if isinstance(op, job.CastOp)]
+    (box,) = [use.operation for use in cast.results[0].uses]
+    assert isinstance(box, job.BoxingOp) and str(box.sbp) == "#job.nd_sbp<[partial_sum]>"
+    assert box.attributes["sbp_origin"].data == "hint" and cast.attributes["sbp_origin"].data != "hint"
+    assert "partial" not in str(cast.properties["sbp"])
 
 
 def reduce_min_sbp_in(f) -> str:

@@ -143,3 +143,18 @@ job.func @top_k_columns(%x: tensor<8x6xf32>) -> tensor<3x6xi32> attributes {plac
 
 // CHECK-LABEL: job.func @top_k_columns
 // CHECK-NEXT:    %i = job.top_k %x {{{.*}}, sbp = #job.nd_sbp<[split(1)]>, sbp_in = [#job.nd_sbp<[split(1)]>],
+
+// -----
+
+// A hint its op cannot produce (an argmax's indices are never partial sums) goes to a boxing after it,
+// which its readers read: OneFlow's hint names the SBP a blob's consumers take it in.
+
+job.func @boxed_hint(%x: tensor<4x7xf32>) -> tensor<4xi64> attributes {placement = #job.placement<cpu, ["0:0-1"]>} {
+  %a = job.argmax %x {axis = 1 : i64, sbp = #job.nd_sbp<[partial_sum]>, sbp_origin = "hint"} : (tensor<4x7xf32>) -> tensor<4xi64> loc("model.py":5:8)
+  job.return %a : tensor<4xi64>
+}
+
+// CHECK-LABEL: job.func @boxed_hint
+// CHECK:         %a = job.argmax %x {{{.*}}sbp = #job.nd_sbp<[split(0)]>{{.*}}sbp_origin = "cost"
+// CHECK-NEXT:    %a_hinted = job.boxing %a {{{.*}}sbp = #job.nd_sbp<[partial_sum]>, sbp_in = [#job.nd_sbp<[split(0)]>], sbp_origin = "hint", src_sbp = #job.nd_sbp<[split(0)]>}
+// CHECK-NEXT:    job.return %a_hinted

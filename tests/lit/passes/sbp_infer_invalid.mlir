@@ -14,17 +14,6 @@ job.func @uneven(%x: tensor<4x7xf32>) -> tensor<4xf32> attributes {placement = #
 
 // -----
 
-// A hint no signature produces at all.
-
-job.func @impossible(%x: tensor<4x7xf32>) -> tensor<4xi64> attributes {placement = #job.placement<cpu, ["0:0-1"]>} {
-  %a = job.argmax %x {axis = 1 : i64, sbp = #job.nd_sbp<[partial_sum]>, sbp_origin = "hint"} : (tensor<4x7xf32>) -> tensor<4xi64> loc("model.py":5:8)
-  job.return %a : tensor<4xi64>
-}
-
-// CHECK: model.py:5:8: error: job.argmax: no signature produces the hinted sbp [partial_sum] on 1-axis hierarchy [2]; it can produce [broadcast], [split(0)]
-
-// -----
-
 // An SBP with one component per axis of another hierarchy.
 
 job.func @components(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placement = #job.placement<cpu, ["0:0-3"], hierarchy = [2, 2]>} {
