@@ -199,6 +199,17 @@ def joined(parts: list[np.ndarray], axis: int, size: int) -> np.ndarray:
     return np.take(np.concatenate(parts, axis=axis), range(size), axis=axis)
 
 
+def sharded_step(norms: list, updates: list, total: np.ndarray) -> None:
+    """One step of a split variable: every piece's squared norms, summed into `total` (the all-reduce), then
+    every piece's update reading `total`."""
+    total[...] = 0
+    for run, out in norms:
+        run()
+        total += out[0]
+    for run in updates:
+        run()
+
+
 @pytest.mark.parametrize("axis, parts", [(0, 2), (0, 3), (1, 2)])
 def test_lamb_on_pieces_with_their_summed_norms_is_lamb_on_the_whole(build_kernel, rng, axis, parts) -> None:
     """Each piece's lamb_norms over its real entries, summed, fed to each piece's lamb_update: the pieces then hold
@@ -222,12 +233,7 @@ def test_lamb_on_pieces_with_their_summed_norms_is_lamb_on_the_whole(build_kerne
             gs[k][...] = piece
         count[...] = step
         ref = lamb_reference(ref[0], g, ref[1], ref[2], 0.01, step, 0.9, 0.99, 1e-3, weight_decay=0.1)
-        total[...] = 0
-        for run, out in norms:
-            run()
-            total += out[0]
-        for run in updates:
-            run()
+        sharded_step(norms, updates, total)
         for got, want in zip((ws, ms, vs), ref):
             np.testing.assert_allclose(joined(got, axis, shape[axis]), want, rtol=1e-12, atol=1e-15)
 
@@ -249,12 +255,7 @@ def test_lars_on_pieces_with_their_summed_norms_is_lars_on_the_whole(build_kerne
         for k, piece in enumerate(pieces(g, 0, 3)):
             gs[k][...] = piece
         ref = lars_reference(ref[0], g, ref[1], 0.05, **attrs)
-        total[...] = 0
-        for run, out in norms:
-            run()
-            total += out[0]
-        for run in updates:
-            run()
+        sharded_step(norms, updates, total)
         for got, want in zip((ws, ms), ref):
             np.testing.assert_allclose(joined(got, 0, 5), want, rtol=1e-12, atol=1e-15)
 
