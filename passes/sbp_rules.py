@@ -599,7 +599,8 @@ def axis_cost(src: Code, dst: Code, size: float, p: int, to_partial: bool = Fals
     """Bytes moved to turn `src` into `dst` on one axis of p devices, for a value of `size` bytes.
 
     With `to_partial` (a boxing the user asks for), a broadcast or split value becomes partial sums
-    locally: one device's copy and zeros elsewhere, each piece in place in zeros of the whole.
+    locally: one device's copy and zeros elsewhere, each piece in place in zeros of the whole. Zeros
+    are the identity of a sum only: a partial max or min is had no such way.
     """
     if src == dst or p == 1:
         return 0.0
@@ -609,7 +610,7 @@ def axis_cost(src: Code, dst: Code, size: float, p: int, to_partial: bool = Fals
         return size * (p - 1) / p if src >= 0 else size * (p - 1)  # all_to_all | reduce_scatter
     if dst == BROADCAST:
         return size * (p - 1) if src >= 0 else 2 * size * (p - 1)  # all_gather | all_reduce
-    if to_partial and src >= BROADCAST:
+    if to_partial and dst == PARTIAL and src >= BROADCAST:
         return 0.0  # broadcast_to_partial | shard_embed
     return INFEASIBLE  # no plan gains by making a value partial: only a user's boxing does it
 

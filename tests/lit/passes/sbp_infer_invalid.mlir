@@ -38,3 +38,15 @@ job.func @rank(%x: tensor<8x4xf32>) -> tensor<8x4xf32> attributes {placement = #
 }
 
 // CHECK: error: arg_sbp #0 of job 'rank' [split(2)] splits an axis a rank-2 value does not have
+
+// -----
+
+// A user's boxing makes partial sums of a broadcast value locally (zeros beside one copy), but zeros are
+// no identity of max: a partial max is had no such way.
+
+job.func @to_partial_max(%x: tensor<4x6xf32>) -> tensor<4x6xf32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[broadcast]>]} {
+  %b = job.boxing %x {sbp = #job.nd_sbp<[partial_sum(max)]>, sbp_origin = "hint"} : (tensor<4x6xf32>) -> tensor<4x6xf32> loc("model.py":9:8)
+  job.return %b : tensor<4x6xf32>
+}
+
+// CHECK: model.py:9:8: error: job.boxing needs operand 0 as [partial_sum(max)], but it can only be had as [broadcast] here: no boxing makes a value partial
