@@ -2076,19 +2076,25 @@ class EffectOp(JobOp):
         verify_distribution(self)
 
 
+def check_variable_operands(name: str, types: Sequence[Attribute], like: int, what: str) -> None:
+    """An update's operands, or those its norms over a piece read: a float variable, `like` operands of
+    its type (gradient, optimizer state), then scalars (lr, step)."""
+    w = types[0]
+    require_float(w, what)
+    for t in types[1 : like + 1]:
+        if t != w:
+            raise VerifyException(f"{name}: {fmt(t)} does not match the variable {fmt(w)}")
+    for t in types[like + 1 :]:
+        if shape_of(t) != ():
+            raise VerifyException(f"{name}: scalar operands must be rank 0, got {fmt(t)}")
+
+
 class UpdateOp(EffectOp):
     """Writes new values into variables; `variable`-fed operands name what is written."""
 
     @classmethod
     def check_operands(cls, types: Sequence[Attribute], props: Props) -> None:
-        w = types[0]
-        require_float(w, "updated variable")
-        for t in types[1 : cls.STATE_COUNT + 1]:
-            if t != w:
-                raise VerifyException(f"{cls.name}: {fmt(t)} does not match the variable {fmt(w)}")
-        for t in types[cls.STATE_COUNT + 1 :]:
-            if shape_of(t) != ():
-                raise VerifyException(f"{cls.name}: scalar operands must be rank 0, got {fmt(t)}")
+        check_variable_operands(cls.name, types, cls.STATE_COUNT, "updated variable")
 
     STATE_COUNT: ClassVar[int]
 
@@ -2731,11 +2737,13 @@ class PieceNormsOp(JobOp):
     layout = prop_def(NdSbpAttr)
     logical_shape = prop_def(DenseArrayBase)
     traits = traits_def(Pure())
+    LIKE: ClassVar[int]
+    """Operands after the variable of its type (its gradient, LAMB's moments); scalars follow."""
 
     @classmethod
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         w, layout = types[0], props.get("layout")
-        require_float(w, "variable")
+        check_variable_operands(cls.name, types, cls.LIKE, "variable")
         if not isinstance(layout, NdSbpAttr):
             raise VerifyException(f"{cls.name} needs the variable's layout, a #job.nd_sbp")
         try:
@@ -2760,15 +2768,7 @@ class LambNormsOp(PieceNormsOp):
     beta1 = prop_def(FloatAttr)
     beta2 = prop_def(FloatAttr)
     epsilon = prop_def(FloatAttr)
-
-    @classmethod
-    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
-        for t in types[1:4]:
-            if t != types[0]:
-                raise VerifyException(f"{cls.name}: {fmt(t)} does not match the variable {fmt(types[0])}")
-        if shape_of(types[4]) != ():
-            raise VerifyException(f"{cls.name}: step must be rank 0, got {fmt(types[4])}")
-        return super().infer(types, props)
+    LIKE: ClassVar[int] = 3
 
 
 @irdl_op_definition
@@ -2778,12 +2778,7 @@ class LarsNormsOp(PieceNormsOp):
     name = "job.lars_norms"
     weight = operand_def(TensorType)
     grad = operand_def(TensorType)
-
-    @classmethod
-    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
-        if types[1] != types[0]:
-            raise VerifyException(f"{cls.name}: {fmt(types[1])} does not match the variable {fmt(types[0])}")
-        return super().infer(types, props)
+    LIKE: ClassVar[int] = 1
 
 
 def transfer_types(x: Attribute, props: Props) -> tuple[TensorType, TensorType]:

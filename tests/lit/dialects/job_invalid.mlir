@@ -908,6 +908,24 @@ job.func @f(%w: tensor<2x4xf32>, %g: tensor<2x4xf32>) {
 
 // -----
 
+// A piece's norms read the variable's moments at its type and the step as a scalar, as the update does.
+
+job.func @f(%w: tensor<3x4xf32>, %g: tensor<3x4xf32>, %m: tensor<3x5xf32>, %s: tensor<i64>) {
+  // expected-error@+1 {{'job.lamb_norms' op job.lamb_norms: tensor<3x5xf32> does not match the variable tensor<3x4xf32>}}
+  %n = job.lamb_norms %w, %g, %m, %g, %s {layout = #job.nd_sbp<[split(0)]>, logical_shape = array<i64: 5, 4>, mesh = array<i64: 2>, beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-3 : f64} : (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x5xf32>, tensor<3x4xf32>, tensor<i64>) -> tensor<2xf32>
+  job.return
+}
+
+// -----
+
+job.func @f(%w: tensor<3x4xf32>, %g: tensor<3x4xf32>, %s: tensor<1xi64>) {
+  // expected-error@+1 {{'job.lamb_norms' op job.lamb_norms: scalar operands must be rank 0, got tensor<1xi64>}}
+  %n = job.lamb_norms %w, %g, %g, %g, %s {layout = #job.nd_sbp<[split(0)]>, logical_shape = array<i64: 5, 4>, mesh = array<i64: 2>, beta1 = 0.9 : f64, beta2 = 0.99 : f64, epsilon = 1.0e-3 : f64} : (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x4xf32>, tensor<1xi64>) -> tensor<2xf32>
+  job.return
+}
+
+// -----
+
 // A LARS update's norms are the two squared norms, in the variable's element type.
 
 job.func @f(%g: tensor<3xf32>, %lr: tensor<f32>, %n: tensor<2xf64>) {
