@@ -204,6 +204,7 @@ class _Physical:
             op.attributes["logical_shape"] = job.i64_array(logical)  # detect_anomaly's check skips the padding
         if isinstance(op, (job.SliceOp, job.SliceGradOp)):
             self.slice_whole_pieces(op, sbp)
+        self.pin_sized_by_one_row(op)
         try:
             op.verify_()
         except VerifyException as e:
@@ -216,6 +217,26 @@ class _Physical:
                 self.mean_over_dynamic_split_axis(op)
             else:
                 self.mean_over_split_axis(op)
+
+    def pin_sized_by_one_row(self, op: job.JobOp) -> None:
+        """Pin the dynamic operand axes whose size a static operand fixed in the logical op, where that operand's
+        piece has one row: numpy's broadcasting would take it for a broadcast axis, and a device with no rows of
+        its own would give no rows instead of the logical op's error. The pin makes the same check per device."""
+        types = [o.type for o in op.operands]
+        groups = op.size_groups(types, op.properties)
+        if not groups:
+            return
+        inferred = type(op).dynamic_result(types, op.properties, op.results[0].type)
+        lost = set(dynamic_axes(inferred)) - set(dynamic_axes(op.results[0].type))
+        pins: dict[int, list[int]] = {}
+        for r, members in groups:
+            if r in lost:
+                for i, a in members:
+                    if a in dynamic_axes(types[i]):
+                        pins.setdefault(i, []).append(a)
+        for i, axes in pins.items():
+            sbp = self.sbp_in(op)[i]
+            op.operands[i] = self.emit(job.PinSizeOp, op.operands[i], list(sbp.components), op, axes=job.i64_array(axes))
 
     def sbp_in(self, op: Operation) -> list[NdSbpAttr]:
         given = op.attributes.get("sbp_in")

@@ -1,8 +1,8 @@
 """The `sbp-infer` pass: an SBP signature for every op of a job, chosen for the whole graph.
 
 Each op offers the signatures of `passes/sbp_rules.py`; user hints (origin
-"hint") fix an op's result (a hint the op cannot produce moves to a boxing after
-it), inputs and variables get their defaults.  The plan
+"hint") fix an op's result (a hint the op cannot produce, from operands it can be
+given, moves to a boxing after it), inputs and variables get their defaults.  The plan
 minimizes the cost model of sbp_rules (bytes moved per step, plus the compute
 each device does) over the whole graph, not op by op: a dynamic program in
 program order whose state is the SBP of every value still waiting for a
@@ -131,14 +131,17 @@ class Graph:
 
     def edge(self, u: int, out: NdCode, v: int, k: int, need: NdCode) -> float:
         """What carrying node u's result, produced as `out`, to operand k of node v (needing `need`) costs."""
-        src, node = self.nodes[u], self.nodes[v]
-        if src.dynamic and (src.place != node.in_place[k] or out != need and not gathers_own_rows(src.dynamic, out, need)):
+        return self.carry(u, out, self.nodes[v].in_place[k], need)
+
+    def carry(self, u: int, out: NdCode, there: int, need: NdCode) -> float:
+        """What carrying node u's result, produced as `out`, to placement `there` as `need` costs."""
+        src = self.nodes[u]
+        if src.dynamic and (src.place != there or out != need and not gathers_own_rows(src.dynamic, out, need)):
             return INFEASIBLE
-        key = (out, need, src.size, src.shape, src.place, node.in_place[k])
+        key = (out, need, src.size, src.shape, src.place, there)
         cost = self._edges.get(key)
         if cost is None:
-            if src.place != node.in_place[k]:  # between placements: only the boxes each device lacks move
-                there = node.in_place[k]
+            if src.place != there:  # between placements: only the boxes each device lacks move
                 itemsize = src.size // max(1, math.prod(src.shape))
                 cost = BOXING_COST + placement_bytes(
                     out, need, src.shape, itemsize, (self.hierarchies[src.place], self.devices[src.place]),
@@ -376,12 +379,21 @@ class _Builder:
         choices = signatures(op, hierarchy, self.compute_cost, self.known)
         origin = "cost" if len(choices) > 1 else "rule"
         if hint is not None and is_hint(op):
-            produced = [c for c in choices if c.out == hint]
+            produced = [c for c in choices if c.out == hint and self.can_feed(op, c, place)]
             if produced:
                 choices, origin = produced, "hint"
             else:  # the boxing after it is the next op this walk adds
                 _box_hint(op, nd_attr(hint))
         self.add(op, value, choices, origin, op.operands, place, in_place)
+
+    def can_feed(self, op: Operation, signature: Signature, place: int) -> bool:
+        """Whether each operand of `op` can be had as `signature` reads it, from some SBP its producer can give:
+        a hint whose signatures all read partial sums of a whole value is produced by a boxing after the op."""
+        g = self.graph
+        return all(
+            any(g.carry(u, c.out, place, need) != INFEASIBLE for c in g.nodes[u].choices)
+            for u, need in zip((self.index[o] for o in op.operands), signature.ins)
+        )
 
     def add_boxing(self, op: job.BoxingOp, place: int, hierarchy: tuple[int, ...], hint: NdCode) -> None:
         """A boxing's result is its target; it may take its input as any SBP the producer can give."""

@@ -342,8 +342,11 @@ def _reduce(op: Operation, p: int) -> list[Sig1]:
     # Only a sum turns a split reduced axis into partial sums; a mean would need the
     # logical count on every device and a max (or min) a partial_sum(max) no op consumes.
     # A mean over a dynamic axis divides each device's sum by the all-reduced count of the devices'
-    # own sizes (lower-to-physical): a few bytes moved, where gathering their rows moves them all.
-    summed = axes if isinstance(op, job.ReduceSumOp) else axes & set(dynamic_axes(op.operands[0].type))
+    # own sizes (lower-to-physical): a few bytes moved, where gathering their rows moves them all. That
+    # count takes any axis it reduces, so with a dynamic one among them a static split axis is summed too
+    # (a mirrored value transposed: its rows pinned static, split, beside its own-sized features).
+    dynamic = axes & set(dynamic_axes(op.operands[0].type))
+    summed = axes if isinstance(op, job.ReduceSumOp) or dynamic else set()
     if isinstance(op, job.ReduceSumOp | job.ReduceMeanOp):
         sigs += [((i,), PARTIAL) for i in sorted(summed) if x[i] >= p and x[i] % p == 0]
     return sigs

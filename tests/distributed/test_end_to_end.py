@@ -100,21 +100,30 @@ def test_a_hint_its_op_cannot_produce_is_boxed_after_it():
     assert str(box.sbp) == "#job.nd_sbp<[split(2)]>" and isinstance(box.x.owner, job.Conv2DOp)
 
 
-def test_a_hint_whose_operands_no_boxing_gives_is_a_located_compile_error():
-    """A sum over an unevenly split axis (7 over 2 devices) would add padding: its partial-sum hint leaves only
-    the signature that reads partial sums, and nothing makes a split input partial for an op's own signature."""
+def test_a_hint_whose_signatures_read_partial_sums_is_boxed_after_its_op():
+    """A sum over an unevenly split axis (7 over 2 devices) hinted partial: only the signature reading partial sums
+    produces that, and nothing makes an op's operand partial, so the sum runs whole-row and a boxing after it makes
+    its partial sums; the same for the negation of a broadcast variable."""
     flow.config.cpu_device_num(2)
+    x = np.arange(28, dtype=np.float32).reshape(4, 7)
 
     @flow.global_function()
-    def f(x: tp.Numpy.Placeholder((4, 7))) -> tp.Numpy:
+    def uneven(x: tp.Numpy.Placeholder((4, 7))) -> tp.Numpy:
         x = x.with_distribute(flow.distribute.split(1))
-        return flow.math.reduce_sum(x, axis=1).with_distribute(flow.distribute.partial_sum())  # MARK-uneven-sum
+        return flow.math.reduce_sum(x, axis=1).with_distribute(flow.distribute.partial_sum()) * 2
 
-    with pytest.raises(flow.CompileError, match="job.reduce_sum needs operand 0") as err:
-        f(np.ones((4, 7), np.float32))
-    assert (err.value.location.file, err.value.location.line) == (HERE, line_of("MARK-uneven-sum"))
-    with pytest.raises(flow.CompileError):  # the failed compile left nothing half-made behind
-        f(np.ones((4, 7), np.float32))
+    np.testing.assert_array_equal(uneven(x), x.sum(axis=1) * 2)
+    (box,) = hinted_boxings(uneven)
+    assert str(box.sbp) == "#job.nd_sbp<[partial_sum]>" and isinstance(box.x.owner, job.ReduceSumOp)
+
+    @flow.global_function()
+    def negated(x: tp.Numpy.Placeholder((4, 7))) -> tp.Numpy:
+        v = flow.get_variable("v", (4, 7), initializer=flow.constant_initializer(2.0))
+        return flow.math.reduce_sum(flow.math.negative(v).with_distribute(flow.distribute.partial_sum()) + x, axis=0)
+
+    np.testing.assert_array_equal(negated(x), (x - 2).sum(axis=0))
+    (box,) = hinted_boxings(negated)
+    assert isinstance(box.x.owner, job.NegOp)
 
 
 def test_variables_stay_logical_across_device_counts(tmp_path):

@@ -777,6 +777,45 @@ def test_a_mean_over_every_devices_rows_divides_by_their_all_reduced_count():
     assert "job.size_of %x" in lowered and "job.all_reduce" in lowered  # the devices' counts, added
 
 
+def test_a_mean_of_transposed_rows_counts_each_devices_own_features():
+    """Transposed, the devices' rows are axis 1, pinned static and split, and their own features axis 0: the mean
+    over both still divides every device's sum by the count all-reduced, static axis included."""
+    config = mirrored_config()
+
+    @flow.global_function(type="predict", function_config=config)
+    def mean(x: tp.ListNumpy.Placeholder((2, 6), dtype=flow.float64)) -> tp.Numpy:
+        return flow.reshape(flow.math.reduce_mean(flow.transpose(x, [1, 0]) * 3.0), [1])
+
+    rng = np.random.default_rng(21)
+    for features in (6, 4):
+        pieces = [rng.standard_normal((2, features)) for _ in range(DEVICES)]
+        np.testing.assert_allclose(mean(pieces), [np.concatenate(pieces).mean() * 3.0], rtol=1e-12)
+    short = [rng.standard_normal((1 if i == 1 else 2, 6)) for i in range(DEVICES)]
+    with pytest.raises(flow.ExecutionError, match="its bound 2 must have the same size on device 1, given 1 and 2"):
+        mean(short)
+
+
+@pytest.mark.parametrize("hierarchy", [None, [2, 2]])
+def test_rows_against_a_variable_of_all_rows_must_fill_every_device(hierarchy):
+    """x (one row per device) times a variable of all the devices' rows: the variable's static rows fix x's, and
+    its one-row pieces must not pass for broadcasting on a device: a device without its row is the logical op's error."""
+    config = mirrored_config(flow.float64, hierarchy)
+
+    @flow.global_function(type="predict", function_config=config)
+    def scaled(x: tp.ListNumpy.Placeholder((1, 3), dtype=flow.float64)) -> tp.ListNumpy:
+        v = flow.get_variable("v", (DEVICES, 3), dtype=flow.float64, initializer=flow.zeros_initializer())
+        return x * v  # MARK-row-scale
+
+    v = np.arange(DEVICES * 3, dtype=np.float64).reshape(DEVICES, 3)
+    flow.load_variables({"v": v})
+    rows = [np.full((1, 3), i + 1.0) for i in range(DEVICES)]
+    for got, row, want in zip(scaled(rows), rows, v):
+        np.testing.assert_array_equal(got, row * want)
+    with pytest.raises(flow.ExecutionError, match="its bound 1 must have the same size on device 2, given 0 and 1") as err:
+        scaled([*rows[:2], np.zeros((0, 3)), rows[3]])
+    assert err.value.location.line == line_of("MARK-row-scale")
+
+
 def test_each_device_takes_a_tensor_list_of_its_own_and_gets_its_instances_back():
     config = mirrored_config()
 

@@ -18,3 +18,17 @@ job.func @mean(%x: tensor<100x3xf32, #job.bounded<[0]>>) -> tensor<1x3xf32> attr
 // CHECK-NEXT:    %2 = job.all_reduce %1 {mesh = array<i64: 4>, mesh_axis = 0 : i64, {{.*}}sbp = #job.nd_sbp<[broadcast]>} : (tensor<f32>) -> tensor<f32>
 // CHECK-NEXT:    %[[MEAN:.*]] = job.div %0, %2 {{.*}} : (tensor<1x3xf32>, tensor<f32>) -> tensor<1x3xf32>
 // CHECK-NEXT:    %{{.*}} = job.all_reduce %[[MEAN]]
+
+// Each device's own rows times a variable of all the devices' rows: the variable's static rows fix the
+// rows of x in the logical op. Its one-row pieces would pass for broadcasting on a device, so x is
+// pinned at its piece's bound, the same check per device.
+
+job.func @row_scale(%x: tensor<2x4xf64, #job.bounded<[0]>>) -> tensor<2x4xf64> attributes {job_type = "predict", placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[split(0)]>], view = "mirrored"} {
+  %v = job.variable {initializer = {kind = "zeros"}, name = "v", placement = #job.placement<cpu, ["0:0-1"]>, sbp = #job.nd_sbp<[split(0)]>} : tensor<2x4xf64>
+  %y = job.mul %x, %v {placement = #job.placement<cpu, ["0:0-1"]>, sbp = #job.nd_sbp<[split(0)]>, sbp_in = [#job.nd_sbp<[split(0)]>, #job.nd_sbp<[split(0)]>]} : (tensor<2x4xf64, #job.bounded<[0]>>, tensor<2x4xf64>) -> tensor<2x4xf64> loc("model.py":7:9)
+  job.return %y : tensor<2x4xf64>
+}
+
+// CHECK-LABEL: job.func @row_scale(%x: tensor<1x4xf64, #job.bounded<[0]>>) -> tensor<1x4xf64>
+// CHECK:         %[[PINNED:.*]] = job.pin_size %x {axes = array<i64: 0>, {{.*}}} : (tensor<1x4xf64, #job.bounded<[0]>>) -> tensor<1x4xf64>
+// CHECK-NEXT:    %y = job.mul %[[PINNED]], %v {{.*}} : (tensor<1x4xf64>, tensor<1x4xf64>) -> tensor<1x4xf64>

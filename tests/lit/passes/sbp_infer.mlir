@@ -158,3 +158,32 @@ job.func @boxed_hint(%x: tensor<4x7xf32>) -> tensor<4xi64> attributes {placement
 // CHECK:         %a = job.argmax %x {{{.*}}sbp = #job.nd_sbp<[split(0)]>{{.*}}sbp_origin = "cost"
 // CHECK-NEXT:    %a_hinted = job.boxing %a {{{.*}}sbp = #job.nd_sbp<[partial_sum]>, sbp_in = [#job.nd_sbp<[split(0)]>], sbp_origin = "hint", src_sbp = #job.nd_sbp<[split(0)]>}
 // CHECK-NEXT:    job.return %a_hinted
+
+// -----
+
+// So does one whose signatures producing it read partial sums that no boxing gives the op: a sum over an
+// unevenly split axis (7 over 2 devices) would add padding, so the sum runs on rows split along axis 0 and
+// the boxing makes its result partial (each device's rows in zeros of the whole).
+
+job.func @partial_hint_from_whole(%x: tensor<4x7xf32>) -> tensor<4xf32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[split(1)]>]} {
+  %s = job.reduce_sum %x {axes = array<i64: 1>, sbp = #job.nd_sbp<[partial_sum]>, sbp_origin = "hint"} : (tensor<4x7xf32>) -> tensor<4xf32> loc("model.py":3:8)
+  job.return %s : tensor<4xf32>
+}
+
+// CHECK-LABEL: job.func @partial_hint_from_whole
+// CHECK:         %s = job.reduce_sum %x {{{.*}}sbp = #job.nd_sbp<[split(0)]>, sbp_in = [#job.nd_sbp<[split(0)]>], sbp_origin = "cost"
+// CHECK-NEXT:    %s_hinted = job.boxing %s {{{.*}}sbp = #job.nd_sbp<[partial_sum]>, sbp_in = [#job.nd_sbp<[split(0)]>], sbp_origin = "hint"
+// CHECK-NEXT:    job.return %s_hinted
+
+// -----
+
+// A mean over a dynamic axis divides each device's sum by the devices' counts all-reduced, and that count
+// takes a static axis too: the rows of a mirrored value transposed (axis 1, pinned static) stay split.
+
+job.func @mean_beside_dynamic(%x: tensor<6x3xf32, #job.bounded<[0]>>) -> tensor<f32> attributes {placement = #job.placement<cpu, ["0:0-2"]>, arg_sbp = [#job.nd_sbp<[split(1)]>]} {
+  %m = job.reduce_mean %x {axes = array<i64: 0, 1>} : (tensor<6x3xf32, #job.bounded<[0]>>) -> tensor<f32>
+  job.return %m : tensor<f32>
+}
+
+// CHECK-LABEL: job.func @mean_beside_dynamic
+// CHECK:         %m = job.reduce_mean %x {{{.*}}sbp = #job.nd_sbp<[partial_sum]>, sbp_in = [#job.nd_sbp<[split(1)]>]

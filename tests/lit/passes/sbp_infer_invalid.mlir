@@ -2,15 +2,15 @@
 
 // Hints sbp-infer cannot honour: located errors, never a silently different plan.
 
-// A hint that no signature can produce is an error at the user's line: a reduction
-// over an unevenly split axis (7 over 2 devices) would sum padding.
+// A hint no signature and no boxing can produce is an error at the user's line: zeros are no identity
+// of max, so a boxing after the relu cannot make partial maxima of its whole result either.
 
-job.func @uneven(%x: tensor<4x7xf32>) -> tensor<4xf32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[split(1)]>]} {
-  %s = job.reduce_sum %x {axes = array<i64: 1>, sbp = #job.nd_sbp<[partial_sum]>, sbp_origin = "hint"} : (tensor<4x7xf32>) -> tensor<4xf32> loc("model.py":3:8)
-  job.return %s : tensor<4xf32>
+job.func @partial_max_hint(%x: tensor<4x7xf32>) -> tensor<4x7xf32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[broadcast]>]} {
+  %r = job.relu %x {sbp = #job.nd_sbp<[partial_sum(max)]>, sbp_origin = "hint"} : (tensor<4x7xf32>) -> tensor<4x7xf32> loc("model.py":3:8)
+  job.return %r : tensor<4x7xf32>
 }
 
-// CHECK: model.py:3:8: error: job.reduce_sum needs operand 0 as [partial_sum], but it can only be had as [split(1)] here: no boxing makes a value partial (the hinted sbp forces this signature)
+// CHECK: model.py:3:8: error: job.boxing needs operand 0 as [partial_sum(max)], but it can only be had as [broadcast] here: no boxing makes a value partial
 
 // -----
 
