@@ -400,6 +400,9 @@ class _Builder:
         producer = self.graph.nodes[self.index[op.x]]
         size = producer.size
         sources = sorted({c.out for c in producer.choices} | ({hint} if producer.place == place else set()))
+        if producer.dynamic and producer.place == place:  # each device's own sizes: only its rows gather, so a
+            # conversion the edge refuses is reported at this boxing, not at a reader of what it would make
+            sources = [s for s in sources if s == hint or gathers_own_rows(producer.dynamic, s, hint)]
         # The boxing exists anyway: converting in it is cheaper, by BOXING_COST, than adding another.
         if producer.place == place:  # the user's boxing may make partial sums of a whole or split value
             choices = [Signature((s,), hint, moved_bytes(s, hint, size, hierarchy, to_partial=True)) for s in sources]

@@ -816,6 +816,21 @@ def test_rows_against_a_variable_of_all_rows_must_fill_every_device(hierarchy):
     assert err.value.location.line == line_of("MARK-row-scale")
 
 
+def test_a_parallel_cast_that_would_reslice_each_devices_rows_is_an_error_at_its_line():
+    """Each device's own rows cannot be split along another axis: the cast is at fault, not the mean reading it."""
+    config = mirrored_config(flow.float64)
+
+    @flow.global_function(type="predict", function_config=config)
+    def mean(x: tp.ListNumpy.Placeholder((2, 3), dtype=flow.float64)) -> tp.Numpy:
+        y = flow.parallel_cast(flow.math.gelu(x), distribute=flow.distribute.split(1))  # MARK-reslice
+        return flow.reshape(flow.math.reduce_mean(y), [1])
+
+    with pytest.raises(flow.CompileError, match=r"job.boxing needs operand 0 as \[split\(1\)\], but it can only be had as "
+                       r"\[split\(0\)\] here: its dynamic axes hold each device's own sizes") as err:
+        mean([np.ones((2, 3))] * DEVICES)
+    assert err.value.location.line == line_of("MARK-reslice")
+
+
 def test_each_device_takes_a_tensor_list_of_its_own_and_gets_its_instances_back():
     config = mirrored_config()
 
