@@ -465,7 +465,8 @@ class _Physical:
 
     def check_static_boxing(self, op: job.BoxingOp, src: list[SbpAttr], dst: list[SbpAttr], same_place: bool) -> None:
         """Collectives move static pieces, and one dynamic move: each device's own rows gathered (split(0) to
-        broadcast on one mesh axis, every other axis static), as `sbp_rules.gathers_own_rows` allows."""
+        broadcast on the mesh axes that split them, every other axis static), as `sbp_rules.gathers_own_rows`
+        allows."""
         dynamic = dynamic_axes(op.x.type)
         if not dynamic or same_place and gathers_own_rows(dynamic, tuple(map(sbp_code, src)), tuple(map(sbp_code, dst))):
             return
@@ -473,7 +474,7 @@ class _Physical:
         raise CompileError(
             f"'{users[0] if users else op.name}' needs {nd_text(NdSbpAttr(dst))} of a value that is {nd_text(NdSbpAttr(src))} "
             f"with dynamic axes {list(dynamic)} {describe(op.res.type)}: each device holds its own sizes there, "
-            "and irflow gathers only the rows of a value split along axis 0 on one mesh axis, scattering, reducing "
+            "and irflow gathers only the rows of a value split along axis 0 to broadcast, scattering, reducing "
             "or transferring none (reduce them over their dynamic axes first)",
             source_location(op),
         )

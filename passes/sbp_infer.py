@@ -465,7 +465,7 @@ class _Builder:
                     assert op is not None
                     why = (
                         "its dynamic axes hold each device's own sizes, and only a value split along axis 0, its only "
-                        "dynamic axis, on one mesh axis can be gathered (reduce it over them first: a sum or a mean; "
+                        "dynamic axis, can be gathered, to broadcast (reduce it over them first: a sum or a mean; "
                         "docs/dynamic.md)"
                         if g.nodes[u].dynamic
                         else "no boxing makes a value partial"

@@ -46,10 +46,17 @@ BOXING_COST = 1e-3
 
 
 def gathers_own_rows(dynamic: Sequence[int], src: NdCode, dst: NdCode) -> bool:
-    """The one boxing of a dynamic value: each device's own rows (axis 0, the only dynamic axis) split over a
-    1-d mesh and all-gathered to broadcast, their rows one after another, as OneFlow's uneven gather
-    (docs/dynamic.md).  Scattering, reducing or transferring each device's own sizes stays refused."""
-    return tuple(dynamic) == (0,) and src == (0,) and dst == (BROADCAST,)
+    """The one boxing of a dynamic value: each device's own rows (axis 0, the only dynamic axis) split over
+    mesh axes and all-gathered to broadcast, their rows one after another, as OneFlow's uneven gather
+    (docs/dynamic.md); on a mesh of several axes one gather per splitting axis, the last first, so each
+    gathers the rows of its group in order.  Scattering, reducing or transferring each device's own sizes
+    stays refused."""
+    return (
+        tuple(dynamic) == (0,)
+        and all(d == BROADCAST for d in dst)
+        and all(c in (0, BROADCAST) for c in src)
+        and 0 in src
+    )
 
 
 rule = registrar(RULES, "SBP rules")

@@ -643,8 +643,13 @@ def test_a_mirrored_train_job_on_uneven_rows_matches_pytorch_on_all_rows(reduce_
         np.testing.assert_array_equal(value.numpy(), variables[name], err_msg=name)
 
 
-def test_reduce_max_over_every_devices_rows_gathers_them_and_matches_numpy():
-    config = mirrored_config()
+MESHES = pytest.mark.parametrize("hierarchy", [None, [2, 2]], ids=["4-devices", "2x2-mesh"])
+"""On a 2x2 mesh the rows are split over both axes: they are gathered along the last, then the first."""
+
+
+@MESHES
+def test_reduce_max_over_every_devices_rows_gathers_them_and_matches_numpy(hierarchy):
+    config = mirrored_config(hierarchy=hierarchy)
 
     @flow.global_function(type="predict", function_config=config)
     def centered(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> Tuple[tp.Numpy, tp.ListNumpy]:
@@ -660,12 +665,18 @@ def test_reduce_max_over_every_devices_rows_gathers_them_and_matches_numpy():
         for got, piece in zip(shifted, pieces):
             np.testing.assert_array_equal(got, piece - whole.max(axis=0))
     lowered = centered.ir("lower-to-physical")
-    assert "job.all_gather %x" in lowered and "-> tensor<100x3xf32, #job.bounded<[0]>>" in lowered
+    gathers = [line for line in lowered.splitlines() if "job.all_gather" in line]
+    if hierarchy:  # 25 rows each: a row of the mesh's devices (50), then both rows (100)
+        assert [("mesh_axis = 1" in g, "-> tensor<50x3xf32, #job.bounded<[0]>>" in g) for g in gathers[:1]] == [(True, True)]
+        assert "mesh_axis = 0" in gathers[1] and "-> tensor<100x3xf32, #job.bounded<[0]>>" in gathers[1]
+    else:
+        assert "job.all_gather %x" in lowered and "-> tensor<100x3xf32, #job.bounded<[0]>>" in lowered
     assert "buffer.sum_sizes" in centered.ir("buffer")  # the gathered rows: every device's, summed
 
 
-def test_gathered_rows_keep_the_devices_order_through_a_dense_layer():
-    config = mirrored_config()
+@MESHES
+def test_gathered_rows_keep_the_devices_order_through_a_dense_layer(hierarchy):
+    config = mirrored_config(hierarchy=hierarchy)
 
     @flow.global_function(type="predict", function_config=config)
     def top(images: tp.ListNumpy.Placeholder((PER_DEVICE, 784), dtype=flow.float)) -> tp.Numpy:
@@ -682,8 +693,9 @@ def test_gathered_rows_keep_the_devices_order_through_a_dense_layer():
         np.testing.assert_array_equal(top(pieces), expected)
 
 
-def test_training_through_a_max_over_every_devices_rows_matches_numpy():
-    config = mirrored_config(flow.double)
+@MESHES
+def test_training_through_a_max_over_every_devices_rows_matches_numpy(hierarchy):
+    config = mirrored_config(flow.double, hierarchy)
 
     @flow.global_function(type="train", function_config=config)
     def train(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.double)) -> tp.Numpy:
@@ -705,16 +717,16 @@ def test_training_through_a_max_over_every_devices_rows_matches_numpy():
 
 
 def test_a_dynamic_value_that_no_gather_can_move_is_a_located_compile_error():
-    config = mirrored_config(hierarchy=[2, 2])  # rows split over both mesh axes: only a 1-d gather is provided
+    config = mirrored_config()  # each device's features are its own too: rows with them are never gathered
 
     @flow.global_function(type="predict", function_config=config)
-    def peak(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> tp.Numpy:
-        return flow.math.reduce_max(x, axis=0)  # MARK-max: over every device's rows
+    def shares(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> tp.Numpy:
+        return flow.nn.softmax(x, axis=0)  # MARK-softmax: over every device's rows
 
-    with pytest.raises(flow.CompileError, match=r"job.reduce_max needs operand 0 as \[broadcast, broadcast\], but it can "
-                       r"only be had as \[split\(0\), split\(0\)\] here: its dynamic axes hold each device's own sizes") as info:
-        peak([np.ones((2, 3), np.float32)] * DEVICES)
-    assert info.value.location.line == line_of("MARK-max")
+    with pytest.raises(flow.CompileError, match=r"job.softmax needs operand 0 as \[broadcast\], but it can only be had "
+                       r"as \[split\(0\)\] here: its dynamic axes hold each device's own sizes") as info:
+        shares([np.ones((2, 3), np.float32)] * DEVICES)
+    assert info.value.location.line == line_of("MARK-softmax")
 
 
 def test_steps_gathering_changing_rows_allocate_nothing_a_static_gather_does_not(monkeypatch):

@@ -152,6 +152,22 @@ def test_mirrored_train_job_with_each_ranks_own_rows_matches_one_process(tmp_pat
             np.testing.assert_array_equal(got[name], simulated[name], err_msg=name)
 
 
+def test_each_ranks_own_rows_gather_over_both_axes_of_a_mesh(tmp_path):
+    """4 ranks as a 2x2 mesh, rows differing per rank and step (zero included): a max over all of them and
+    the rows themselves, gathered along each mesh axis in turn, as one process gives them and numpy."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "ranks").mkdir()
+    run(["mirrored_mesh.py", str(tmp_path / "one")], None)
+    run(["mirrored_mesh.py", str(tmp_path / "ranks")], 4)
+    simulated = dict(np.load(tmp_path / "one" / "rank0.npz"))
+    for rank in range(4):
+        got = dict(np.load(tmp_path / "ranks" / f"rank{rank}.npz"))
+        for step in range(4):
+            for name in ("peak", "rows"):
+                np.testing.assert_array_equal(got[f"{name}{step}"], got[f"numpy_{name}{step}"], err_msg=f"{name}{step}")
+                np.testing.assert_array_equal(simulated[f"{name}{step}"], got[f"{name}{step}"], err_msg=f"{name}{step}")
+
+
 def test_mirrored_view_on_ranks_passes_and_returns_each_ranks_own_part(tmp_path):
     (tmp_path / "one").mkdir()
     (tmp_path / "ranks").mkdir()

@@ -9,4 +9,4 @@ job.func @swap(%x: tensor<100x4xf32, #job.bounded<[0]>>) -> tensor<100x4xf32, #j
   job.return %y : tensor<100x4xf32, #job.bounded<[0]>>
 }
 
-// CHECK: model.py:9:5: error: 'job.relu' needs [split(1)] of a value that is [split(0)] with dynamic axes [0] (<=100, 4): each device holds its own sizes there, and irflow gathers only the rows of a value split along axis 0 on one mesh axis
+// CHECK: model.py:9:5: error: 'job.relu' needs [split(1)] of a value that is [split(0)] with dynamic axes [0] (<=100, 4): each device holds its own sizes there, and irflow gathers only the rows of a value split along axis 0 to broadcast
