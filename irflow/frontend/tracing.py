@@ -174,6 +174,11 @@ def unaccepted_axes(
         # reduced or contracted over the devices' rows, the result moves between them (a gather, an all-reduce)
         over_rows = {i for result, members in groups or () if result is None for i, a in members if a == 0}
         over_rows &= {i for i, a in dynamic if a == 0}
+        # unless the op is linear in it and reduces all its dynamic axes (a sum or a mean of every element):
+        # its partial sums are static, and nothing dynamic moves (the rows of a transposed value included)
+        reduced = {m for result, members in groups or () if result is None for m in members}
+        linear = {i for group in op_class.LINEAR_OPERANDS if len(group) == 1 for i in group}
+        over_rows -= {i for i in over_rows & linear if all((i, a) in reduced for a in dynamic_axes(types[i]))}
         taken -= {(i, a) for i, a in meets_static if a > 0} | {(i, a) for i, a in dynamic if i in over_rows and a > 0}
     refused = [(i, a) for i, t in enumerate(types) for a in dynamic_axes(t) if (i, a) not in taken]
     if any(a == 0 for _, a in refused):
