@@ -453,6 +453,23 @@ class _Builder:
                 if node.in_place[0] != node.place:
                     op.properties["src_placement"] = self.placements[node.in_place[0]]
 
+    @staticmethod
+    def why_infeasible(src: Node, out: NdCode, need: NdCode, reader: Operation) -> str:
+        """Why `src`'s value, produced as `out`, cannot be had as `need`."""
+        if not src.dynamic:
+            return "no boxing makes a value partial"
+        if out == broadcast_codes(out) and 0 in need:  # gathered rows: whose they were is not kept
+            whole = " (return it as tp.Numpy: the whole value)" if isinstance(reader, job.ReturnOp) else ""
+            return (
+                "its rows are every device's, gathered, and each device's own sizes are not split back out of "
+                f"them{whole}; docs/dynamic.md"
+            )
+        return (
+            "its dynamic axes hold each device's own sizes, and only a value split along axis 0, its only "
+            "dynamic axis, can be gathered, to broadcast (reduce it over them first: a sum or a mean; "
+            "docs/dynamic.md)"
+        )
+
     def check(self, plan: Sequence[int]) -> None:
         """A plan of infinite cost needs a value made partial, or a dynamic one moved: name the op that asks for it."""
         g = self.graph
@@ -463,13 +480,7 @@ class _Builder:
                 if g.edge(u, out, v, k, sig.ins[k]) == INFEASIBLE:
                     op = self.ops[v]
                     assert op is not None
-                    why = (
-                        "its dynamic axes hold each device's own sizes, and only a value split along axis 0, its only "
-                        "dynamic axis, can be gathered, to broadcast (reduce it over them first: a sum or a mean; "
-                        "docs/dynamic.md)"
-                        if g.nodes[u].dynamic
-                        else "no boxing makes a value partial"
-                    )
+                    why = self.why_infeasible(g.nodes[u], out, sig.ins[k], op)
                     raise CompileError(
                         f"{op.name} needs operand {k} as {code_text(sig.ins[k])}, but it can only be had as "
                         f"{code_text(out)} here: {why}"

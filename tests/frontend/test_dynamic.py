@@ -729,6 +729,20 @@ def test_a_dynamic_value_that_no_gather_can_move_is_a_located_compile_error():
     assert info.value.location.line == line_of("MARK-softmax")
 
 
+def test_gathered_rows_returned_per_device_are_a_located_compile_error_that_says_return_them_whole():
+    config = mirrored_config()
+
+    @flow.global_function(type="predict", function_config=config)
+    def shares(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> tp.ListNumpy:  # MARK-per-device
+        return flow.nn.softmax(flow.layers.dense(x, 4, name="d"), axis=0)  # over every device's rows, gathered
+
+    with pytest.raises(flow.CompileError, match=r"job.return needs operand 0 as \[split\(0\)\], but it can only be had as "
+                       r"\[broadcast\] here: its rows are every device's, gathered, and each device's own sizes are not "
+                       r"split back out of them \(return it as tp.Numpy: the whole value\)") as info:
+        shares([np.ones((2, 3), np.float32)] * DEVICES)
+    assert info.value.location.line == line_of("MARK-per-device")
+
+
 def test_steps_gathering_changing_rows_allocate_nothing_a_static_gather_does_not(monkeypatch):
     config = mirrored_config()
 
