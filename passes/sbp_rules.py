@@ -351,7 +351,7 @@ def _reduce(op: Operation, p: int) -> list[Sig1]:
     # A mean over a dynamic axis divides each device's sum by the all-reduced count of the devices'
     # own sizes (lower-to-physical): a few bytes moved, where gathering their rows moves them all. That
     # count takes any axis it reduces, so with a dynamic one among them a static split axis is summed too
-    # (a mirrored value transposed: its rows pinned static, split, beside its own-sized features).
+    # (a mirrored value's rows pinned static by another reader, split, beside each device's own features).
     dynamic = axes & set(dynamic_axes(op.operands[0].type))
     summed = axes if isinstance(op, job.ReduceSumOp) or dynamic else set()
     if isinstance(op, job.ReduceSumOp | job.ReduceMeanOp):

@@ -178,7 +178,8 @@ job.func @partial_hint_from_whole(%x: tensor<4x7xf32>) -> tensor<4xf32> attribut
 // -----
 
 // A mean over a dynamic axis divides each device's sum by the devices' counts all-reduced, and that count
-// takes a static axis too: the rows of a mirrored value transposed (axis 1, pinned static) stay split.
+// takes a static axis too: the rows of a mirrored value transposed (axis 1), pinned static by another
+// reader, stay split beside each device's own features (axis 0).
 
 job.func @mean_beside_dynamic(%x: tensor<6x3xf32, #job.bounded<[0]>>) -> tensor<f32> attributes {placement = #job.placement<cpu, ["0:0-2"]>, arg_sbp = [#job.nd_sbp<[split(1)]>]} {
   %m = job.reduce_mean %x {axes = array<i64: 0, 1>} : (tensor<6x3xf32, #job.bounded<[0]>>) -> tensor<f32>
