@@ -397,12 +397,13 @@ class _Builder:
 
     def add_boxing(self, op: job.BoxingOp, place: int, hierarchy: tuple[int, ...], hint: NdCode) -> None:
         """A boxing's result is its target; it may take its input as any SBP the producer can give."""
-        producer = self.graph.nodes[self.index[op.x]]
+        u = self.index[op.x]
+        producer = self.graph.nodes[u]
         size = producer.size
         sources = sorted({c.out for c in producer.choices} | ({hint} if producer.place == place else set()))
-        if producer.dynamic and producer.place == place:  # each device's own sizes: only its rows gather, so a
-            # conversion the edge refuses is reported at this boxing, not at a reader of what it would make
-            sources = [s for s in sources if s == hint or gathers_own_rows(producer.dynamic, s, hint)]
+        if producer.dynamic and producer.place == place:  # each device's own sizes: only the conversions an
+            # edge could carry, so one it refuses is reported at this boxing, not at a reader of what it makes
+            sources = [s for s in sources if self.graph.carry(u, s, place, hint) != INFEASIBLE]
         # The boxing exists anyway: converting in it is cheaper, by BOXING_COST, than adding another.
         if producer.place == place:  # the user's boxing may make partial sums of a whole or split value
             choices = [Signature((s,), hint, moved_bytes(s, hint, size, hierarchy, to_partial=True)) for s in sources]
