@@ -201,7 +201,7 @@ class Search:
                 break
         return np.array(offsets, np.int64)
 
-    def _late(self, deadline: float, every: int = 128) -> bool:
+    def _late(self, deadline: float, every: int = 32) -> bool:
         """Past the deadline, once the floor is reached; the clock is read every `every` nodes."""
         return self.nodes >= self.node_floor and self.nodes % every == 0 and self.clock() > deadline
 
@@ -375,6 +375,8 @@ def improve(
                 found = run(on, cap, rank, chain)
                 if found is not ABORTED:
                     orders.insert(0, orders.pop(k))  # what worked goes first next time
+                    break
+                if not more():  # out of time: the next order would run its first `every` nodes late
                     break
             if found is INFEASIBLE:
                 lower = low = cap + 1

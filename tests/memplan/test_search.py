@@ -100,3 +100,13 @@ def test_mirrored_runs_count_towards_the_node_limit():
     improve(search, [], stacked, int(search.size.sum()), 22, time.perf_counter() + 10, nodes=3, mirrored=ranks)
     # The first run stops at the limit; each later one expands a node before it sees the limit.
     assert 3 <= search.nodes <= 3 + len(ranks)
+
+
+def test_the_clock_stops_the_search_within_a_few_nodes(profile):
+    # A clock that counts nodes: past the deadline, no further order may run its first nodes too.
+    buffers = profile("mm_D")
+    search, ranks = search_of(buffers)
+    search.clock = lambda: search.nodes
+    stacked = np.concatenate([[0], np.cumsum(search.size)[:-1]])
+    improve(search, ranks, stacked, int(search.size.sum()), int(search.load.max()), 2_000, mirrored=ranks)
+    assert 2_000 < search.nodes <= 2_000 + 32
