@@ -6,6 +6,7 @@ import time
 import numpy as np
 
 from irflow.memplan import Buffer, Plan, validate
+from irflow.memplan.instances import tiled
 from irflow.memplan.orderings import ORDERINGS
 from irflow.memplan.search import ABORTED, INFEASIBLE, Search, improve
 from irflow.memplan.skyline import compress
@@ -102,11 +103,11 @@ def test_mirrored_runs_count_towards_the_node_limit():
     assert 3 <= search.nodes <= 3 + len(ranks)
 
 
-def test_the_clock_stops_the_search_within_a_few_nodes(profile):
+def test_the_clock_stops_the_search_within_a_few_nodes():
     # A clock that counts nodes: past the deadline, no further order may run its first nodes too.
-    buffers = profile("mm_D")
-    search, ranks = search_of(buffers)
+    # A tiling of 200 buffers: the lower bound is its optimum, which 3,000 nodes do not reach.
+    search, ranks = search_of(tiled(200, seed=0))
     search.clock = lambda: search.nodes
     stacked = np.concatenate([[0], np.cumsum(search.size)[:-1]])
-    improve(search, ranks, stacked, int(search.size.sum()), int(search.load.max()), 2_000, mirrored=ranks)
-    assert 2_000 < search.nodes <= 2_000 + 32
+    _, height = improve(search, ranks, stacked, int(search.size.sum()), int(search.load.max()), 3_000)
+    assert height > search.load.max() and 3_000 < search.nodes <= 3_000 + 32
