@@ -750,10 +750,13 @@ def check(program: Program) -> None:
         event(f"refused: {str(err).split('error: ')[-1][:60]}")
         assert err.location is not None and err.location.file == HERE, f"{program}\n{err}"
         return
-    except flow.ExecutionError as err:  # a mirrored device short of an axis pinned at its bound, at its line
-        assert program.rows and "job.pin_size" in str(err), f"{program}\n{err}"
+    except flow.ExecutionError as err:
+        # A mirrored device whose own sizes miss a static one its op needs (an axis pinned at its bound, a piece
+        # of a split variable against its rows), checked when the step starts, at the op's line: the one-device
+        # reference may still run, its rows all on one device (docs/dynamic.md).
+        assert program.rows and "must have the same size on device" in str(err), f"{program}\n{err}"
         assert err.location is not None and err.location.file == HERE, f"{program}\n{err}"
-        event("refused at run time: an axis past the rows pinned, a device short of it")
+        event(f"refused at run time: {'a pinned axis' if 'job.pin_size' in str(err) else 'a static size'}, a device short of it")
         return
     event("ran")
     if program.train and program.optimizer in ("lamb", "lars") and any(
