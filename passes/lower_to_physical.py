@@ -223,6 +223,8 @@ class _Physical:
         piece has one row: numpy's broadcasting would take it for a broadcast axis, and a device with no rows of
         its own would give no rows instead of the logical op's error. The pin makes the same check per device."""
         types = [o.type for o in op.operands]
+        if not any(dynamic_axes(t) for t in types):
+            return
         groups = op.size_groups(types, op.properties)
         if not groups:
             return

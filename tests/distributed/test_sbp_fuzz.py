@@ -23,10 +23,11 @@ all inputs of a device alike; outputs come back whole (tp.Numpy) or per device
 (tp.ListNumpy, compared joined). Its reference is the same job on one device
 with every device's rows in one list placeholder, which is what irflow's
 mirrored view computes (docs/dynamic.md); a program that one device refuses
-(dynamic rows meeting a static size) is no test. On several devices a dynamic
-axis past 0 that a whole output or a gather needs of one width is pinned at
-its bound (docs/dynamic.md): a device short of it there is the run's
-located ExecutionError (a transposed value's rows, returned whole).
+(dynamic rows meeting a static size) is no test. On several devices each
+device's own sizes must meet the static ones its ops need (an axis pinned at
+its bound for a whole output or a gather, a split variable's piece against
+its rows; docs/dynamic.md): a device short of one is the run's located
+ExecutionError, though the reference, with every row on one device, may run.
 
 The CI run is derandomized and small; hunt with more examples and fresh draws:
 
