@@ -10,22 +10,26 @@ worse than greedy by size wherever that runs; the benchmark also uses it, and
 The buffers placed so far are kept sorted by offset, so the ones overlapping a
 new buffer in time (its hits) come out of a mask already in offset order, and
 the gaps between them follow from a running maximum of their ends.  First fit
-places a batch of 32 buffers with one set of numpy calls: one mask of the batch
+places a batch of 64 buffers with one set of numpy calls: one mask of the batch
 against everything placed, one running maximum over all the batch's hits (each
 row lifted above the previous one's values), a first fitting gap per row.  Those
 are first fits against the buffers placed before the batch; one stays exact
 wherever it clears the batch's earlier members, since more obstacles never open
 a lower place.  Where it meets one, the search goes on in Python from that
 member's end, over the row's hits already at hand.  The plans are the same as
-placing one buffer at a time, with about 60 numpy operations per batch of 32
-instead of 15-20 per buffer; the element work stays quadratic (the mask over
-everything placed).  Greedy by size at 10k buffers, as `plan` calls it,
-interleaved best of five against one buffer at a time (AMD EPYC Zen 3 at 2.45
-GHz, 2 cores, load 2.7-3 with another job), seeds 0-3: mixed 0.126-0.129 CPU s
+placing one buffer at a time, with about 60 numpy operations per batch instead
+of 15-20 per buffer; the element work stays quadratic (the mask over everything
+placed).  Greedy by size at 10k buffers, as `plan` calls it, interleaved best of
+five against one buffer at a time (AMD EPYC Zen 3 at 2.45 GHz, 2 cores, load
+2.7-3 with another job), batches of 32, seeds 0-3: mixed 0.126-0.129 CPU s
 against 0.261-0.278, tiled 0.099-0.132 against 0.252-0.376, training 0.288-0.322
 against 0.292-0.326 (its long lifetimes give 1,250 hits per buffer, whose
 element work batches do not change, and 5,204 repair searches for seed 0's 10k
-buffers).
+buffers).  Batches of 64 took another 13-18% off mixed and tiled at 10k (best
+of three, seeds 0-1: mixed 0.084-0.085 against 0.100-0.103 CPU s) and 1-5% off
+training; more rows meet earlier members, so repairs grow with the batch:
+training 30k lost 8% (1.27-1.29 against 1.18-1.19 s), a size where the default runs
+greedy by size only on plans 1/100 above the bound, which training's are not.
 
 Best fit stays one buffer at a time: a best fit can move even where it clears
 the batch's earlier members, since they can cut a larger gap into a smaller one
@@ -41,7 +45,7 @@ from collections.abc import Callable
 import numpy as np
 
 # Buffers placed per batch of numpy calls.
-_BATCH = 32
+_BATCH = 64
 # Batch rows are told apart by adding row x (the arena's top + 1); that must stay within int64.
 _ROOM = 1 << 62
 # Which members of a batch come before which: [j, i] for i < j.
