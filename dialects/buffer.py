@@ -613,6 +613,24 @@ class SumSizesOp(BufferOp):
 
 
 @irdl_op_definition
+class AddSizesOp(BufferOp):
+    """`constant` plus the sum of `sizes`: a concatenation's size along its axis where an input's is dynamic."""
+
+    name = "buffer.add_sizes"
+    sizes = var_operand_def(IndexType)
+    constant = prop_def(IntegerAttr)
+    res = result_def(IndexType)
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "$sizes attr-dict `:` type($sizes) `->` type($res)"
+
+    def verify_(self) -> None:
+        if not self.sizes:
+            raise VerifyException("add_sizes needs a size to add")
+        if self.constant.value.data < 0:
+            raise VerifyException(f"add_sizes' constant must be non-negative, got {self.constant.value.data}")
+
+
+@irdl_op_definition
 class CutOp(BufferOp):
     """The dynamic value held in a buffer planned at its bound: its first elements, at the actual sizes.
 
@@ -641,10 +659,38 @@ class CutOp(BufferOp):
             raise VerifyException(f"a cut to {res} needs one size per '?', got {len(self.sizes)}")
 
 
+@irdl_op_definition
+class SubviewOp(BufferOp):
+    """`src` (a cut, dense at its actual shape) narrowed along `axis` to [offset, offset + size): the part of a
+    concatenation's gradient that one input gave, where the concatenated sizes are known only at run time.
+
+    It aliases `src`, as a cut aliases its buffer; the result's `axis` is `?`, its other sizes `src`'s.
+    """
+
+    name = "buffer.subview"
+    src = operand_def(MemRefType)
+    offset = operand_def(IndexType)
+    size = operand_def(IndexType)
+    res = result_def(MemRefType)
+    axis = prop_def(IntegerAttr)
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "$src `,` $offset `,` $size attr-dict `:` functional-type(operands, results)"
+
+    def verify_(self) -> None:
+        src, res, axis = self.src.type, self.res.type, self.axis.value.data
+        assert isinstance(src, MemRefType) and isinstance(res, MemRefType)
+        shape, narrowed = src.get_shape(), res.get_shape()
+        if not 0 <= axis < len(shape):
+            raise VerifyException(f"subview axis {axis} out of range for {src}")
+        expected = ["?" if a == axis or d < 0 else str(d) for a, d in enumerate(shape)]
+        if ["?" if d < 0 else str(d) for d in narrowed] != expected or res.element_type != src.element_type:
+            raise VerifyException(f"a subview along axis {axis} of {src} is {'x'.join(expected)}, got {res}")
+
+
 def storage_of(v: SSAValue) -> SSAValue:
-    """The buffer a value's bytes belong to: through any cut to the buffer planned at the bound."""
-    while isinstance(v.owner, CutOp):
-        v = v.owner.buf
+    """The buffer a value's bytes belong to: through any cut or subview to the buffer planned at the bound."""
+    while isinstance(v.owner, (CutOp, SubviewOp)):
+        v = v.owner.buf if isinstance(v.owner, CutOp) else v.owner.src
     return v
 
 
@@ -683,7 +729,7 @@ Buffer = Dialect(
     "buffer",
     [
         ProgramOp, ArenaOp, ViewOp, AllocOp, VariableOp, ConstantOp, InputOp, OutputOp, KernelOp, CopyOp,
-        InputDimOp, ConstSizeOp, CutOp, AssertSameSizeOp, StoreSizeOp,
+        InputDimOp, ConstSizeOp, AddSizesOp, CutOp, SubviewOp, AssertSameSizeOp, StoreSizeOp,
         AllReduceOp, AllGatherOp, ReduceScatterOp, SumSizesOp, AllToAllOp, BroadcastOp, ReduceOp, SendOp, RecvOp,
         TransferOp,
     ],

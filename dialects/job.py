@@ -274,6 +274,23 @@ class JobOp(IRDLOperation):
         """
         return None
 
+    @classmethod
+    def summed_axes(cls, types: Sequence[Attribute], props: Props) -> list[tuple[int, tuple[OperandAxis, ...]]]:
+        """Result axes whose actual size is the sum of operand axes' (a concatenation's), each with those axes.
+
+        An axis listed here needs no size group: any of its members may be dynamic, and the result
+        axis is then dynamic at their sum (`buffer.add_sizes` at run time)."""
+        return []
+
+    @classmethod
+    def accepted_axes(cls, types: Sequence[Attribute], props: Props) -> set[OperandAxis] | None:
+        """The operand axes whose actual sizes the op relates to its result: its size groups' and summed axes'
+        members (None where it needs static shapes)."""
+        groups = cls.size_groups(types, props)
+        if groups is None:
+            return None
+        return {m for _, members in groups for m in members} | {m for _, ms in cls.summed_axes(types, props) for m in ms}
+
     TAKES_TENSOR_BUFFERS: ClassVar[bool] = False
     """Only the TensorBuffer ops read a TensorBuffer: others would read its padding as values."""
 
@@ -299,7 +316,7 @@ class JobOp(IRDLOperation):
                 f"{cls.name} needs static shapes, but operand #{i} {describe(types[i])} has a dynamic axis {a} "
                 "(see the ops that accept dynamic shapes in docs/dynamic.md)"
             )
-        covered = {m for _, members in groups for m in members}
+        covered = cls.accepted_axes(types, props) or set()
         for i, a in dynamic:
             if (i, a) not in covered:
                 raise VerifyException(f"{cls.name} cannot relate dynamic axis {a} of operand #{i} to its result")
@@ -309,7 +326,10 @@ class JobOp(IRDLOperation):
             static = [(i, a) for i, a in members if a not in dynamic_axes(types[i])]
             if dyn and r is not None and not static:  # a static member fixes the size: checked at run time
                 axes.append(r)
-        return with_dynamic(result, axes)
+        for r, members in cls.summed_axes(types, props):
+            if any(a in dynamic_axes(types[i]) for i, a in members):  # a sum with a dynamic part
+                axes.append(r)
+        return with_dynamic(result, sorted(axes))
 
     @classmethod
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
@@ -1175,10 +1195,55 @@ class ConcatOp(JobOp):
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
-        """Every axis but the concatenated one (whose size would be a sum, so it must be static)."""
+        """Every axis but the concatenated one, whose size is the inputs' sum (`summed_axes`)."""
         rank = len(shape_of(types[0]))
         axis = normalize_axis(integer(props, "axis"), rank, "concat axis")
         return [(r, tuple((i, r) for i in range(len(types)))) for r in range(rank) if r != axis]
+
+    @classmethod
+    def summed_axes(cls, types: Sequence[Attribute], props: Props) -> list[tuple[int, tuple[OperandAxis, ...]]]:
+        axis = normalize_axis(integer(props, "axis"), len(shape_of(types[0])), "concat axis")
+        return [(axis, tuple((i, axis) for i in range(len(types))))]
+
+
+@irdl_op_definition
+class ConcatGradOp(JobOp):
+    """The part of `dy` that input `index` of a concatenation along `axis` gave, where that axis is dynamic:
+    `dy` cut at the actual sizes of `inputs` along it (job.slice's static bounds cannot say where).
+
+    The inputs give only their sizes, never their values, so their buffers need not live on to the
+    backward pass.
+    """
+
+    name = "job.concat_grad"
+    LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
+    dy = operand_def(TensorType)
+    inputs = var_operand_def(TensorType)
+    res = result_def(TensorType)
+    axis = prop_def(IntegerAttr)
+    index = prop_def(IntegerAttr)
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        dy, inputs = types[0], types[1:]
+        index = integer(props, "index")
+        if not 0 <= index < len(inputs):
+            raise VerifyException(f"concat_grad index {index} is out of range for {len(inputs)} inputs")
+        whole = ConcatOp.infer(inputs, props)
+        if shape_of(whole) != shape_of(dy) or dtype_of(dy) != dtype_of(inputs[index]):
+            raise VerifyException(f"concat_grad's dy {fmt(dy)} is not the concatenation of its inputs, {fmt(whole)}")
+        return tensor(shape_of(inputs[index]), dtype_of(dy))
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """dy's other axes are the inputs'; along `axis` the result is input `index`'s, and dy's and the other
+        inputs' sizes there only place it (groups of one, which check nothing)."""
+        rank, n = len(shape_of(types[0])), len(types) - 1
+        axis, index = normalize_axis(integer(props, "axis"), rank, "concat_grad axis"), integer(props, "index")
+        groups: list[SizeGroup] = [(r, tuple((i, r) for i in range(n + 1))) for r in range(rank) if r != axis]
+        groups.append((axis, ((1 + index, axis),)))
+        return groups + [(None, ((i, axis),)) for i in range(n + 1) if i != 1 + index]
 
 
 def whole_axes(shape: Shape, props: Props) -> list[int]:
@@ -2916,7 +2981,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     EqualOp, NotEqualOp, LessOp, LessEqualOp, GreaterOp, GreaterEqualOp, WhereOp,
     ReluGradOp, SigmoidGradOp, TanhGradOp, GeluGradOp,
     CastOp, BernoulliOp, BiasAddOp, ReshapeOp, TransposeOp, BroadcastToOp, BroadcastLikeOp, SizeOfOp, PinSizeOp, UnpinSizeOp,
-    ConcatOp,
+    ConcatOp, ConcatGradOp,
     TensorToTensorBufferOp, TensorBufferToTensorOp, GenTensorBufferOp, TensorBufferGetOp, SliceOp, SliceGradOp,
     GatherOp, GatherGradOp, DimGatherOp, DimGatherGradOp, GatherNdOp, ScatterNdOp, TensorScatterNdUpdateOp,
     TensorScatterNdAddOp,

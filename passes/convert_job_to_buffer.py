@@ -20,6 +20,7 @@ checked where two of them must agree (`buffer.assert_same_size`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -135,8 +136,37 @@ class _Lowering:
                 self.emit(check, op)
             if distinct and axis is not None and not fixed:
                 result[axis] = distinct[0]
+        for axis, members in op.summed_axes(types, op.properties):
+            if any(a in dynamic_axes(types[i]) for i, a in members):
+                result[axis] = self.sum_of(op, [(op.operands[i], a) for i, a in members])
         if op.results:
             self.sizes[op.results[0]] = result
+
+    def sum_of(self, op: job.JobOp, axes: Sequence[tuple[SSAValue, int]]) -> SSAValue:
+        """The actual sizes of these value axes summed: a constant where all are static, else `buffer.add_sizes`."""
+        dynamic = [self.sizes[v][a] for v, a in axes if a in dynamic_axes(v.type)]
+        static = sum(job.shape_of(v.type)[a] for v, a in axes if a not in dynamic_axes(v.type))
+        if not dynamic:
+            return self.const_size(static, op)
+        if len(dynamic) == 1 and not static:
+            return dynamic[0]
+        add = buffer.AddSizesOp.create(operands=dynamic, properties={"constant": job.to_attr(static)}, result_types=[IndexType()])
+        return self.emit(add, op).results[0]
+
+    def concat_part(self, op: job.ConcatGradOp, dy: SSAValue) -> SSAValue:
+        """The part of `dy` (a cut) that input `index` gave: a subview from the inputs' sizes before it."""
+        rank = len(job.shape_of(op.dy.type))
+        axis, index = job.normalize_axis(op.axis.value.data, rank, "concat_grad axis"), op.index.value.data
+        before = [(x, axis) for x in op.inputs[:index]]
+        offset = self.sum_of(op, before) if before else self.const_size(0, op)
+        size = self.sum_of(op, [(op.inputs[index], axis)])
+        assert isinstance(dy.type, MemRefType)
+        shape = [DYNAMIC_INDEX if a == axis else d for a, d in enumerate(dy.type.get_shape())]
+        part = buffer.SubviewOp.create(
+            operands=[dy, offset, size], properties={"axis": job.to_attr(axis)},
+            result_types=[MemRefType(dy.type.element_type, shape)],
+        )  # fmt: skip
+        return self.emit(part, op).results[0]
 
     def element_sizes(self, op: job.TensorBufferGetOp | job.TensorBufferToTensorOp) -> None:
         """A TensorBuffer's elements taken out: at their own sizes (`dynamic_out`), or checked to be the
@@ -294,6 +324,10 @@ class _Lowering:
             names = kind.get_irdl_definition().properties
             props = {name: getattr(op, name) for name in names}
             self.emit(kind.create(operands=[ins[0], self.alloc(op.results[0], op)], properties=props), op)
+        elif isinstance(op, job.ConcatGradOp):  # dy's part at the inputs' actual sizes, copied out
+            self.size_result(op)
+            part = self.concat_part(op, ins[0])
+            self.emit(buffer.KernelOp("identity", [part], [self.alloc(op.res, op)], {}), op)
         elif isinstance(op, job.JobOp):
             self.size_result(op)
             params = kernel_attributes(op)

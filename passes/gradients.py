@@ -491,8 +491,12 @@ def _unpin_size(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -
 
 @gradient(job.ConcatOp)
 def _concat(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    """Each input's slice of dy; where the axis is dynamic, dy's part at the inputs' actual sizes."""
     out = shape_of(dy.type)
     axis = integer(op.properties, "axis") % len(out)
+    if axis in dynamic_axes(dy.type):
+        return [b.emit(job.ConcatGradOp, [dy, *op.operands], axis=axis, index=k) if wanted else None
+                for k, wanted in enumerate(needs)]  # fmt: skip
     grads: list[SSAValue | None] = []
     offset = 0
     for x, wanted in zip(op.operands, needs):

@@ -32,7 +32,7 @@ from irflow.dialects.sbp import (
     transition,
 )
 from irflow.errors import CompileError, source_location
-from irflow.passes.sbp_infer import func_placement, return_needs
+from irflow.passes.sbp_infer import chosen_return_needs, func_placement
 from irflow.passes.sbp_rules import moved_bytes, nbytes, placement_bytes
 
 Form = tuple[NdSbpAttr, PlacementAttr]
@@ -65,7 +65,7 @@ def _needed(op: Operation, func: job.FuncOp) -> list[Form] | None:
     """What `op` needs of each operand, or None for ops sbp-infer left alone."""
     if isinstance(op, job.ReturnOp):
         home = func_placement(func)
-        return [(nd_attr(return_needs(func, v)), home) for v in op.operands]
+        return [(nd_attr(need), home) for need in chosen_return_needs(func, op)]
     sbp_in = op.attributes.get("sbp_in")
     if not isinstance(sbp_in, ArrayAttr) or not isinstance(op, job.JobOp):
         return None

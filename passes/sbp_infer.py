@@ -14,6 +14,7 @@ one op at a time, until no single change lowers the cost.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -78,6 +79,46 @@ def return_needs(func: job.FuncOp, value: SSAValue) -> NdCode:
     if isinstance(view, StringAttr) and view.data == "mirrored" and shape_of(value.type):
         return normalize((0,) * len(hierarchy), hierarchy)
     return broadcast_codes(hierarchy)
+
+
+def chosen_return_needs(func: job.FuncOp, ret: job.ReturnOp) -> list[NdCode]:
+    """What job.return needs of each operand: as sbp-infer chose (`sbp_in`, where a result returned whole comes
+    gathered, see `return_choices`), else `return_needs`."""
+    chosen = ret.attributes.get("sbp_in")
+    if isinstance(chosen, ArrayAttr):
+        return [nd_codes(nd) for nd in chosen.data]  # type: ignore[arg-type]
+    return [return_needs(func, v) for v in ret.operands]
+
+
+# Results returned whole whose SBP sbp-infer chooses (split(0) or broadcast), at most: 2**k return signatures.
+# Those past them are taken gathered, which every one of them can be (their axes past 0 are pinned).
+_WHOLE_CHOICES = 6
+
+
+def return_choices(func: job.FuncOp, ret: job.ReturnOp) -> list[tuple[NdCode, ...]]:
+    """What job.return may need of its operands: `return_needs`, and in the mirrored view, for results returned
+    whole with each device's own rows (the func's `whole_results`), broadcast too: rows gathered by an op that
+    needed every device's (a softmax over them) come back as they are, every device holding them all."""
+    needs = tuple(return_needs(func, v) for v in ret.operands)
+    whole = func.attributes.get("whole_results")
+    if not isinstance(whole, DenseArrayBase):
+        return [needs]
+    gathered = broadcast_codes(hierarchy_of(func_placement(func)))
+    whole_results = [int(i) for i in whole.get_values()]
+    if any(not 0 <= i < len(needs) for i in whole_results):
+        raise CompileError(
+            f"whole_results {whole_results} of job '{func.sym_name.data}' names results it does not have "
+            f"({len(needs)})", source_location(func),
+        )  # fmt: skip
+    either, always = whole_results[:_WHOLE_CHOICES], whole_results[_WHOLE_CHOICES:]
+    choices = []
+    for picks in itertools.product((False, True), repeat=len(either)):
+        chosen = list(needs)
+        for i, pick in [*zip(either, picks), *((i, True) for i in always)]:
+            if pick:
+                chosen[i] = gathered
+        choices.append(tuple(chosen))
+    return choices
 
 
 def is_hint(op: Operation) -> bool:
@@ -347,8 +388,8 @@ class _Builder:
         func = self.func
         if isinstance(op, job.ReturnOp):
             home = self.place(func_placement(func))
-            needs = tuple(return_needs(func, v) for v in op.operands)
-            self.add(op, None, [Signature(needs, (), 0.0)], "rule", op.operands, home, [home] * len(needs))
+            choices = [Signature(needs, (), 0.0) for needs in return_choices(func, op)]
+            self.add(op, None, choices, "rule", op.operands, home, [home] * len(op.operands))
             return
         if type(op) in job.PHYSICAL_OPS:  # hand-written, or a func whose `mesh` was dropped: it has no SBP rules
             raise CompileError(
@@ -437,9 +478,14 @@ class _Builder:
         for v in range(len(args), len(g.nodes)):
             op = self.ops[v]
             assert op is not None
-            if isinstance(op, job.ReturnOp):
-                continue
             node = g.nodes[v]
+            if isinstance(op, job.ReturnOp):
+                chosen = node.choices[plan[v]].ins
+                if list(chosen) != [return_needs(func, o) for o in op.operands]:  # a whole result comes gathered
+                    op.attributes["sbp_in"] = ArrayAttr([nd_attr(c) for c in chosen])
+                else:
+                    op.attributes.pop("sbp_in", None)
+                continue
             sig = node.choices[plan[v]]
             op.properties["placement"] = self.placements[node.place]
             if op.results:
@@ -559,4 +605,4 @@ class SbpInferPass(ModulePass):
                 builder.annotate(plan)
 
 
-__all__ = ["SbpInferPass", "build_graph", "plan_cost", "refine", "return_needs", "search", "solve"]
+__all__ = ["SbpInferPass", "build_graph", "chosen_return_needs", "plan_cost", "refine", "return_needs", "search", "solve"]

@@ -187,6 +187,13 @@ def _concat(op: Operation, p: int) -> list[Sig1]:
     return [((i,) * len(op.operands), i) for i, d in enumerate(out) if i != axis and d >= p]
 
 
+@rule(job.ConcatGradOp)
+def _concat_grad(op: Operation, p: int) -> list[Sig1]:
+    """As the concatenation it undoes: split along any other axis, dy and the inputs (their sizes) alike."""
+    dy, axis = shape_of(op.operands[0].type), _axis(op, 0)
+    return [((i,) * len(op.operands), i) for i, d in enumerate(dy) if i != axis and d >= p]
+
+
 def _whole_dims(full: tuple[int, ...], op: Operation) -> list[int]:
     """Dimensions a static slice of `full` keeps whole."""
     start, stop, step = ints(op.properties, "start"), ints(op.properties, "stop"), ints(op.properties, "step")

@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import ArrayAttr, FunctionType, ModuleOp, StringAttr
 
 from irflow import typing as tp
 from irflow.dialects.bounds import dynamic_axes, element_shapes, with_dynamic
-from irflow.dialects.job import PinSizeOp, ReturnOp, shape_of, tensor
+from irflow.dialects.job import PinSizeOp, ReturnOp, i64_array, shape_of, tensor
 from irflow.dialects.sbp import NdSbpAttr, PlacementAttr, SbpAttr, hierarchy_of, nd_text
 from irflow.errors import ExecutionError, TraceError
 from irflow.frontend import signature
@@ -227,6 +227,11 @@ class JobFunction:
                         "device split along axis 0: a rank-0 output has no such split; return it unreduced",
                         self._where,
                     )
+            # tp.Numpy outputs of each device's rows may come back gathered too: every device's rows, whole
+            kinds = signature.leaf_kinds(self._out, self.output_count) + [kind for _, kind in self._watchers]
+            gathered = [i for i, (v, kind) in enumerate(zip(values, kinds)) if kind == "numpy" and 0 in dynamic_axes(v.type)]
+            if gathered:
+                func.attributes["whole_results"] = i64_array(gathered)
         if count == 1 and not trace.arg_hints:
             return
         axes = len(hierarchy_of(placement))

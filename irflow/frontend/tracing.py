@@ -166,13 +166,16 @@ def unaccepted_axes(
     """
     if not any(a > 0 for t in types for a in dynamic_axes(t)):
         return {}
-    groups = op_class.size_groups(types, {k: to_attr(v) for k, v in props.items() if v is not None})
-    taken = {member for _, members in groups or () for member in members}
+    attrs = {k: to_attr(v) for k, v in props.items() if v is not None}
+    groups = op_class.size_groups(types, attrs)
+    taken = op_class.accepted_axes(types, attrs) or set()
     if own_sizes:
         dynamic = {(i, a) for i, t in enumerate(types) for a in dynamic_axes(t)}
         meets_static = {m for _, members in groups or () if any(m not in dynamic for m in members) for m in members}
         # reduced or contracted over the devices' rows, the result moves between them (a gather, an all-reduce)
         over_rows = {i for result, members in groups or () if result is None for i, a in members if a == 0}
+        # concatenated along the devices' rows, the inputs are gathered first
+        over_rows |= {i for _, members in op_class.summed_axes(types, attrs) for i, a in members if a == 0}
         over_rows &= {i for i, a in dynamic if a == 0}
         # unless the op is linear in it and reduces all its dynamic axes (a sum or a mean of every element):
         # its partial sums are static, and nothing dynamic moves (the rows of a transposed value included)

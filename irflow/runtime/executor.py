@@ -99,8 +99,9 @@ class Executor:
         # Dynamic sizes: where each comes from, the cuts in program order, and per op of the plan either
         # its step (static) or the op, bound per variant.
         self.dims: list[tuple[SSAValue, int, int, int]] = []  # (size value, input index, axis, bound)
-        self.cuts: list[buffer.CutOp] = []
+        self.cuts: list[buffer.CutOp | buffer.SubviewOp] = []
         self.const_sizes: dict[SSAValue, int] = {}
+        self.added: list[buffer.AddSizesOp] = []  # sizes summed from others (a concatenation's)
         # Sizes summed over devices (`buffer.sum_sizes`): the variant's key is then every rank's input sizes.
         self.summed: list[buffer.SumSizesOp] = []
         self.plan: list[Callable[[], None] | Any] = []
@@ -160,7 +161,7 @@ class Executor:
             self.xp.copyto(view, copy)
 
     def is_dynamic(self, op: Any) -> bool:
-        return any(isinstance(v.owner, buffer.CutOp) for v in op.operands) or isinstance(
+        return any(isinstance(v.owner, (buffer.CutOp, buffer.SubviewOp)) for v in op.operands) or isinstance(
             op, (buffer.AssertSameSizeOp, buffer.StoreSizeOp)
         )
 
@@ -195,6 +196,10 @@ class Executor:
                 where = list(self.comm.mesh) if self.comm else "one device"
                 raise CompileError(f"'{op.name}' sums sizes over the mesh {list(mesh)}, but runs on {where}", source_location(op))
             self.summed.append(op)
+        elif isinstance(op, buffer.AddSizesOp):
+            self.added.append(op)
+        elif isinstance(op, buffer.SubviewOp):
+            self.cuts.append(op)
         elif isinstance(op, buffer.CutOp):
             self.cuts.append(op)
             dynamic = [a for a, d in enumerate(op.res.type.get_shape()) if d < 0]
@@ -297,9 +302,15 @@ class Executor:
             return found
         size = self.size_on(sizes)
         rank = self.comm.rank if self.summed else 0  # type: ignore[union-attr]
-        known = {v: size(v, rank) for v in (*self.const_sizes, *(v for v, *_ in self.dims), *(s.res for s in self.summed))}
+        sizes_known = (*self.const_sizes, *(v for v, *_ in self.dims), *(s.res for s in (*self.summed, *self.added)))
+        known = {v: size(v, rank) for v in sizes_known}
         views = dict(self.views)
         for cut in self.cuts:
+            if isinstance(cut, buffer.SubviewOp):  # a part along one axis of a cut, in program order after it
+                at, axis = known[cut.offset], cut.axis.value.data
+                part = slice(at, at + known[cut.size])
+                views[cut.res] = views[cut.src][(slice(None),) * axis + (part,)]
+                continue
             base = views[cut.buf]
             given = iter(known[v] for v in cut.sizes)
             shape = tuple(next(given) if d < 0 else d for d in cut.res.type.get_shape())
@@ -356,6 +367,8 @@ class Executor:
             if v in where:
                 return key[r * stride + where[v]]
             op = v.owner
+            if isinstance(op, buffer.AddSizesOp):
+                return op.constant.value.data + sum(size(s, r) for s in op.sizes)
             assert isinstance(op, buffer.SumSizesOp) and self.comm is not None
             return sum(size(op.size, q) for q in mesh_group(r, self.comm.mesh, op.mesh_axis.value.data))
 

@@ -154,12 +154,12 @@ class SpmdExecutor:
         """Output `index`'s whole value from this process's pieces (under MPI gathered from every rank if not broadcast)."""
         layout = self.output_layouts[index]
         site = Site(f"job '{self.name}' output {index}")
+        if all(c.kind.data == "broadcast" for c in layout.sbp):  # every device holds it all (rows gathered too)
+            return pieces[0]
         if index in self.dynamic_outputs:  # each device's own rows, one after another (docs/dynamic.md)
             return np.concatenate(pieces if self.comm is None else self.gather_rows(pieces[0], layout.local_shape, site))
         if self.comm is None:
             return layout.gather(pieces)
-        if all(c.kind.data == "broadcast" for c in layout.sbp):
-            return pieces[0]
         return layout.gather(self.comm.gather_all(pieces[0], site))
 
     def gather_rows(self, piece: np.ndarray, bound: tuple[int, ...], site: Site) -> list[np.ndarray]:

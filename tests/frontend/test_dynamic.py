@@ -431,14 +431,7 @@ def test_ops_that_take_an_axis_only_whole_pin_it_and_check_it_at_run_time():
         whole([x[:, :, :2].copy()])
     assert f"{__file__}:" in str(info.value)
 
-    @flow.global_function(type="predict")
-    def join(x: tp.ListNumpy.Placeholder((4, 3), dtype=flow.float)) -> tp.ListNumpy:
-        return flow.concat([x, x], axis=1)
-
     y = np.ones((2, 3), np.float32)
-    np.testing.assert_array_equal(join([y])[0], np.ones((2, 6), np.float32))
-    with pytest.raises(flow.ExecutionError, match=r"job.concat takes axes \[1\] .*given 2 and 3"):
-        join([y[:, :2].copy()])
 
     @flow.global_function(type="predict")
     def sparse(x: tp.ListNumpy.Placeholder((4, 3), dtype=flow.float),
@@ -450,6 +443,66 @@ def test_ops_that_take_an_axis_only_whole_pin_it_and_check_it_at_run_time():
     np.testing.assert_allclose(sparse([y], [labels])[0], -np.log(e[[0, 1], labels] / e.sum(1)), rtol=1e-6)
     with pytest.raises(flow.ExecutionError, match=r"job.sparse_softmax_cross_entropy takes axes \[1\] .*given 2 and 3"):
         sparse([y[:, :2].copy()], [labels])
+
+
+def test_concat_and_pad_along_a_dynamic_axis_take_the_actual_sizes_and_match_numpy():
+    @flow.global_function(type="predict")
+    def joined(
+        a: tp.ListNumpy.Placeholder((4, 3), dtype=flow.float),
+        b: tp.ListNumpy.Placeholder((5, 3), dtype=flow.float),
+        c: tp.ListNumpy.Placeholder((2, 4), dtype=flow.float),
+    ) -> Tuple[tp.ListNumpy, tp.ListNumpy, tp.ListNumpy]:
+        rows = flow.concat([a, b * 2.0, a], axis=0)  # (<=13, 3): a's rows, b's, a's again
+        columns = flow.concat([c, c * 3.0], axis=1)  # (<=2, <=8): c's columns twice
+        padded = flow.pad(b, [(1, 2), (0, 0)], constant_value=7.0)  # (<=8, 3)
+        return rows, columns, padded
+
+    rng = np.random.default_rng(30)
+    for n, m, k in ((4, 5, 4), (1, 0, 2), (0, 3, 1), (0, 0, 0), (2, 5, 3)):
+        a, b = (rng.standard_normal((r, 3)).astype(np.float32) for r in (n, m))
+        c = rng.standard_normal((2, k)).astype(np.float32)
+        rows, columns, padded = joined([a], [b], [c])
+        np.testing.assert_array_equal(rows[0], np.concatenate([a, 2 * b, a]))
+        np.testing.assert_array_equal(columns[0], np.concatenate([c, 3 * c], axis=1))
+        np.testing.assert_array_equal(padded[0], np.pad(b, [(1, 2), (0, 0)], constant_values=7.0))
+    assert "tensor<13x3xf32, #job.bounded<[0, 1]>>" in joined.ir("job")  # a sum of rows, at their bounds
+    assert "buffer.add_sizes" in joined.ir("buffer")
+
+
+def test_training_through_a_concat_along_the_rows_matches_finite_differences():
+    config = flow.function_config()
+    config.default_data_type(flow.double)
+    w0 = np.random.default_rng(31).standard_normal((3, 2))
+
+    @flow.global_function(type="train", function_config=config)
+    def train(a: tp.ListNumpy.Placeholder((4, 3), dtype=flow.double),
+              b: tp.ListNumpy.Placeholder((5, 3), dtype=flow.double)) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(3, 2), dtype=flow.double, initializer=flow.zeros_initializer())
+        # three parts: where the middle one's gradient starts depends on a's rows in this step
+        first, middle = flow.matmul(a, w), flow.math.square(flow.matmul(b, w))
+        joined = flow.concat([first, middle, flow.pad(first * 0.5, [(1, 0), (0, 0)])], axis=0)
+        loss = flow.math.reduce_mean(flow.math.square(joined - 1.0))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    def loss_of(w: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+        first = a @ w
+        joined = np.concatenate([first, (b @ w) ** 2, np.pad(first * 0.5, [(1, 0), (0, 0)])])
+        return float(np.mean((joined - 1.0) ** 2))
+
+    flow.load_variables({"w": w0})
+    rng, w = np.random.default_rng(32), w0.copy()
+    for n, m in ((4, 5), (1, 3), (0, 2), (3, 0), (4, 5)):
+        a, b = rng.standard_normal((n, 3)), rng.standard_normal((m, 3))
+        np.testing.assert_allclose(train([a], [b]), loss_of(w, a, b), rtol=1e-10)
+        gradient = np.zeros_like(w)
+        for at in np.ndindex(*w.shape):
+            step = np.zeros_like(w)
+            step[at] = 1e-6
+            gradient[at] = (loss_of(w + step, a, b) - loss_of(w - step, a, b)) / 2e-6
+        w = w - float(np.float32(0.1)) * gradient  # the learning rate as the job holds it
+        np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-7, err_msg=f"rows {n}, {m}")
+    assert "buffer.subview" in train.ir("buffer")
 
 
 def test_steps_with_two_changing_axes_allocate_nothing_a_static_step_does_not(monkeypatch):
@@ -521,7 +574,9 @@ def test_the_tracer_pins_what_an_ops_size_groups_do_not_take():
     assert unaccepted_axes(job.Conv2DOp, [images, weight], conv) == {0: [1, 2, 3]}  # the batch alone is taken
     rows = with_dynamic(job.tensor((8, 784), f32), [0, 1])
     assert unaccepted_axes(job.MatmulOp, [rows, job.tensor((10, 784), f32)], {"transpose_b": True}) == {}
-    assert unaccepted_axes(job.ConcatOp, [rows, rows], {"axis": 1}) == {0: [1], 1: [1]}
+    assert unaccepted_axes(job.ConcatOp, [rows, rows], {"axis": 1}) == {}  # the concatenated axis: their sum
+    # concatenated along the rows of several devices, the inputs are gathered: their features pinned
+    assert unaccepted_axes(job.ConcatOp, [rows, rows], {"axis": 0}, own_sizes=True) == {0: [1], 1: [1]}
     # an op that refuses a dynamic batch gets no pin: its verifier's own error is reported
     assert unaccepted_axes(job.BroadcastToOp, [rows], {}) == {}
     assert unaccepted_axes(job.BroadcastToOp, [with_dynamic(job.tensor((8, 784), f32), [1])], {}) == {0: [1]}
@@ -741,6 +796,62 @@ def test_gathered_rows_returned_per_device_are_a_located_compile_error_that_says
                        r"split back out of them \(return it as tp.Numpy: the whole value\)") as info:
         shares([np.ones((2, 3), np.float32)] * DEVICES)
     assert info.value.location.line == line_of("MARK-per-device")
+
+
+@MESHES
+def test_rows_gathered_for_an_op_that_needs_them_all_come_back_whole_as_tp_numpy(hierarchy):
+    @flow.global_function(type="predict", function_config=mirrored_config(hierarchy=hierarchy))
+    def shares(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> Tuple[tp.Numpy, tp.ListNumpy]:
+        scores = flow.layers.dense(x, 4, name="d")
+        return flow.nn.softmax(scores, axis=0), scores  # over every device's rows, gathered; and each device's own
+
+    rng = np.random.default_rng(33)
+    weights = {"d-weight": rng.standard_normal((4, 3)).astype(np.float32), "d-bias": rng.standard_normal(4).astype(np.float32)}
+    flow.load_variables(weights)
+    for rows in [(3, 0, 5, 1), (0, 0, 2, 0), (25, 25, 25, 25)]:
+        pieces = [rng.standard_normal((n, 3)).astype(np.float32) for n in rows]
+        scores = np.concatenate(pieces) @ weights["d-weight"].T + weights["d-bias"]
+        e = np.exp(scores - scores.max(axis=0))
+        gathered, own = shares(pieces)
+        np.testing.assert_allclose(gathered, e / e.sum(axis=0), rtol=1e-5, atol=1e-7)
+        for got, piece in zip(own, pieces):
+            np.testing.assert_allclose(got, piece @ weights["d-weight"].T + weights["d-bias"], rtol=1e-5, atol=1e-6)
+
+
+@MESHES
+def test_concat_along_every_devices_rows_gathers_them_first(hierarchy):
+    @flow.global_function(type="predict", function_config=mirrored_config(hierarchy=hierarchy))
+    def joined(a: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float),
+               b: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> tp.Numpy:
+        return flow.concat([a, b * 2.0], axis=0)  # every device's rows of a, then every device's of b
+
+    rng = np.random.default_rng(34)
+    for rows_a, rows_b in [((3, 0, 5, 1), (2, 2, 0, 7)), ((0, 0, 0, 0), (0, 1, 0, 0)), ((25,) * 4, (25,) * 4)]:
+        a = [rng.standard_normal((n, 3)).astype(np.float32) for n in rows_a]
+        b = [rng.standard_normal((n, 3)).astype(np.float32) for n in rows_b]
+        np.testing.assert_array_equal(joined(a, b), np.concatenate(a + [2 * x for x in b]))
+    assert "job.all_gather" in joined.ir("lower-to-physical")
+
+
+@MESHES
+def test_training_through_a_concat_along_every_devices_rows_matches_numpy(hierarchy):
+    @flow.global_function(type="train", function_config=mirrored_config(flow.double, hierarchy))
+    def train(a: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.double),
+              b: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.double)) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(3, 2), dtype=flow.double, initializer=flow.ones_initializer())
+        loss = flow.math.square(flow.concat([flow.matmul(a, w), flow.matmul(b, w)], axis=0))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    rate = float(np.float32(0.1))  # the learning rate as the job holds it
+    rng, w = np.random.default_rng(35), np.ones((3, 2))
+    for rows_a, rows_b in [((3, 0, 5, 1), (2, 2, 0, 7)), ((0, 1, 0, 0), (0, 0, 0, 3)), ((25,) * 4, (25,) * 4)]:
+        a = [rng.standard_normal((n, 3)) for n in rows_a]
+        b = [rng.standard_normal((n, 3)) for n in rows_b]
+        x = np.concatenate(a + b)  # a's rows of every device, then b's: the concatenation's order
+        np.testing.assert_allclose(train(a, b), (x @ w) ** 2, rtol=1e-12)
+        w = w - rate * x.T @ (2 * x @ w) / (x @ w).size  # the mean of the loss's elements, OneFlow's seed
+        np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-12)
 
 
 def test_steps_gathering_changing_rows_allocate_nothing_a_static_gather_does_not(monkeypatch):

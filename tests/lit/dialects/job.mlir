@@ -491,19 +491,24 @@ job.func @moved(%x: tensor<2x4xf32>) -> tensor<5x2xf32> {
 // -----
 
 // Dynamic sizes within a bound (docs/dynamic.md): the shape is the bound, `#job.bounded` lists the dynamic axes.
+// A concatenation along a dynamic axis is dynamic at the sum of the bounds; its gradient takes each input's part.
 
 job.func @dynamic(%x: tensor<100x8xf32, #job.bounded<[0]>>, %b: tensor<8xf32>) -> tensor<100x8xf32, #job.bounded<[0]>> {
   %n = job.size_of %x {axes = array<i64: 0>} : (tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<f32>
   %s = job.div %b, %n : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
   %y = job.broadcast_like %s, %x : (tensor<8xf32>, tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<100x8xf32, #job.bounded<[0]>>
-  job.return %y : tensor<100x8xf32, #job.bounded<[0]>>
+  %xx = job.concat %x, %y {axis = 0 : i64} : (tensor<100x8xf32, #job.bounded<[0]>>, tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<200x8xf32, #job.bounded<[0]>>
+  %dy = job.concat_grad %xx, %x, %y {axis = 0 : i64, index = 1 : i64} : (tensor<200x8xf32, #job.bounded<[0]>>, tensor<100x8xf32, #job.bounded<[0]>>, tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<100x8xf32, #job.bounded<[0]>>
+  job.return %dy : tensor<100x8xf32, #job.bounded<[0]>>
 }
 
 // CHECK-LABEL: job.func @dynamic(%x: tensor<100x8xf32, #job.bounded<[0]>>, %b: tensor<8xf32>) -> tensor<100x8xf32, #job.bounded<[0]>> attributes {job_type = "predict"} {
 // CHECK-NEXT:    %n = job.size_of %x {axes = array<i64: 0>} : (tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<f32>
 // CHECK-NEXT:    %s = job.div %b, %n : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32>
 // CHECK-NEXT:    %y = job.broadcast_like %s, %x : (tensor<8xf32>, tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<100x8xf32, #job.bounded<[0]>>
-// CHECK-NEXT:    job.return %y : tensor<100x8xf32, #job.bounded<[0]>>
+// CHECK-NEXT:    %xx = job.concat %x, %y {axis = 0 : i64} : (tensor<100x8xf32, #job.bounded<[0]>>, tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<200x8xf32, #job.bounded<[0]>>
+// CHECK-NEXT:    %dy = job.concat_grad %xx, %x, %y {axis = 0 : i64, index = 1 : i64} : (tensor<200x8xf32, #job.bounded<[0]>>, tensor<100x8xf32, #job.bounded<[0]>>, tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<100x8xf32, #job.bounded<[0]>>
+// CHECK-NEXT:    job.return %dy : tensor<100x8xf32, #job.bounded<[0]>>
 // CHECK-NEXT:  }
 
 // -----
