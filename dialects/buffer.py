@@ -631,6 +631,27 @@ class AddSizesOp(BufferOp):
 
 
 @irdl_op_definition
+class ScaleSizeOp(BufferOp):
+    """`size * multiplier / divisor`, checked to be whole at run time (`what` names the sizes): the rows of a
+    reshape that regroups them, (<=8, 6) to (<=48,) or back."""
+
+    name = "buffer.scale_size"
+    size = operand_def(IndexType)
+    multiplier = prop_def(IntegerAttr)
+    divisor = prop_def(IntegerAttr)
+    what = prop_def(StringAttr)
+    res = result_def(IndexType)
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "$size attr-dict `:` type($size) `->` type($res)"
+
+    def verify_(self) -> None:
+        if self.multiplier.value.data <= 0 or self.divisor.value.data <= 0:
+            raise VerifyException(
+                f"scale_size needs a positive multiplier and divisor, got {self.multiplier.value.data} / {self.divisor.value.data}"
+            )
+
+
+@irdl_op_definition
 class CutOp(BufferOp):
     """The dynamic value held in a buffer planned at its bound: its first elements, at the actual sizes.
 
@@ -729,7 +750,7 @@ Buffer = Dialect(
     "buffer",
     [
         ProgramOp, ArenaOp, ViewOp, AllocOp, VariableOp, ConstantOp, InputOp, OutputOp, KernelOp, CopyOp,
-        InputDimOp, ConstSizeOp, AddSizesOp, CutOp, SubviewOp, AssertSameSizeOp, StoreSizeOp,
+        InputDimOp, ConstSizeOp, AddSizesOp, ScaleSizeOp, CutOp, SubviewOp, AssertSameSizeOp, StoreSizeOp,
         AllReduceOp, AllGatherOp, ReduceScatterOp, SumSizesOp, AllToAllOp, BroadcastOp, ReduceOp, SendOp, RecvOp,
         TransferOp,
     ],

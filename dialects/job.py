@@ -10,6 +10,7 @@ the same message `irflow-opt` prints for bad IR.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from typing import ClassVar, Self
 
@@ -281,6 +282,12 @@ class JobOp(IRDLOperation):
         An axis listed here needs no size group: any of its members may be dynamic, and the result
         axis is then dynamic at their sum (`buffer.add_sizes` at run time)."""
         return []
+
+    @classmethod
+    def size_scale(cls, types: Sequence[Attribute], props: Props, result: Attribute, axis: int) -> tuple[int, int]:
+        """Result axis `axis`'s actual size over its size group's, as (multiplier, divisor): 1 but for a reshape
+        that moves elements between the rows ((<=8, 6) to (<=48,) is 6 / 1)."""
+        return 1, 1
 
     @classmethod
     def accepted_axes(cls, types: Sequence[Attribute], props: Props) -> set[OperandAxis] | None:
@@ -809,19 +816,29 @@ class ReshapeOp(JobOp):
 
     @classmethod
     def dynamic_result(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> Attribute:
-        """A dynamic axis 0 stays where it is when the reshape keeps it (rows of a batch); others need static shapes."""
+        """A dynamic axis 0 stays axis 0, its rows regrouped (the value is dense at its actual shape, so n rows
+        of p elements are n p / q rows of q); the other axes must be static."""
         x, dynamic = shape_of(types[0]), dynamic_axes(types[0])
         assert isinstance(result, TensorType)
-        if dynamic and (dynamic != (0,) or not shape_of(result) or shape_of(result)[0] != x[0]):
+        out = shape_of(result)
+        if dynamic and (dynamic != (0,) or not out or out[0] != x[0] and not (_numel(x[1:]) and _numel(out[1:]))):
             raise VerifyException(
-                f"job.reshape keeps a dynamic axis only as axis 0 of the same bound, and {describe(types[0])} "
+                f"job.reshape keeps a dynamic axis only as axis 0, with static axes after it, and {describe(types[0])} "
                 f"cannot become {describe(result)}"
             )
         return with_dynamic(result, dynamic)
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
-        return [(0, ((0, 0),))]  # only a batch it leaves in place: the other axes are static
+        return [(0, ((0, 0),))]  # the rows, regrouped by `size_scale`: the other axes are static
+
+    @classmethod
+    def size_scale(cls, types: Sequence[Attribute], props: Props, result: Attribute, axis: int) -> tuple[int, int]:
+        row, out_row = _numel(shape_of(types[0])[1:]), _numel(shape_of(result)[1:])
+        if axis or shape_of(result)[0] == shape_of(types[0])[0]:
+            return 1, 1
+        common = math.gcd(row, out_row)
+        return row // common, out_row // common
 
 
 def _numel(shape: Shape) -> int:

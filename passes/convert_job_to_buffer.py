@@ -20,6 +20,7 @@ checked where two of them must agree (`buffer.assert_same_size`).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -140,7 +141,23 @@ class _Lowering:
             if any(a in dynamic_axes(types[i]) for i, a in members):
                 result[axis] = self.sum_of(op, [(op.operands[i], a) for i, a in members])
         if op.results:
+            for axis, size in result.items():
+                multiplier, divisor = op.size_scale(types, op.properties, op.results[0].type, axis)
+                if (multiplier, divisor) != (1, 1):
+                    result[axis] = self.scaled(op, axis, size, multiplier, divisor)
             self.sizes[op.results[0]] = result
+
+    def scaled(self, op: job.JobOp, axis: int, size: SSAValue, multiplier: int, divisor: int) -> SSAValue:
+        """`size * multiplier / divisor` for result axis `axis` of `op`, checked to be whole when the step starts."""
+        (i, a), = [m for r, members in op.size_groups([o.type for o in op.operands], op.properties) or () if r == axis
+                   for m in members]  # fmt: skip
+        row, out_row = (math.prod(job.shape_of(v.type)[k + 1 :]) for v, k in ((op.operands[i], a), (op.results[0], axis)))
+        what = f"{op.name}: {self.describe_size(op, i, a)}, rows of {row} regrouped into rows of {out_row}"
+        scale = buffer.ScaleSizeOp.create(
+            operands=[size], result_types=[IndexType()],
+            properties={"multiplier": job.to_attr(multiplier), "divisor": job.to_attr(divisor), "what": StringAttr(what)},
+        )  # fmt: skip
+        return self.emit(scale, op).results[0]
 
     def sum_of(self, op: job.JobOp, axes: Sequence[tuple[SSAValue, int]]) -> SSAValue:
         """The actual sizes of these value axes summed: a constant where all are static, else `buffer.add_sizes`."""

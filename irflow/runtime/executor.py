@@ -101,7 +101,7 @@ class Executor:
         self.dims: list[tuple[SSAValue, int, int, int]] = []  # (size value, input index, axis, bound)
         self.cuts: list[buffer.CutOp | buffer.SubviewOp] = []
         self.const_sizes: dict[SSAValue, int] = {}
-        self.added: list[buffer.AddSizesOp] = []  # sizes summed from others (a concatenation's)
+        self.derived: list[buffer.AddSizesOp | buffer.ScaleSizeOp] = []  # sizes made of others (a concatenation's)
         # Sizes summed over devices (`buffer.sum_sizes`): the variant's key is then every rank's input sizes.
         self.summed: list[buffer.SumSizesOp] = []
         self.plan: list[Callable[[], None] | Any] = []
@@ -196,8 +196,8 @@ class Executor:
                 where = list(self.comm.mesh) if self.comm else "one device"
                 raise CompileError(f"'{op.name}' sums sizes over the mesh {list(mesh)}, but runs on {where}", source_location(op))
             self.summed.append(op)
-        elif isinstance(op, buffer.AddSizesOp):
-            self.added.append(op)
+        elif isinstance(op, (buffer.AddSizesOp, buffer.ScaleSizeOp)):
+            self.derived.append(op)
         elif isinstance(op, buffer.SubviewOp):
             self.cuts.append(op)
         elif isinstance(op, buffer.CutOp):
@@ -302,7 +302,7 @@ class Executor:
             return found
         size = self.size_on(sizes)
         rank = self.comm.rank if self.summed else 0  # type: ignore[union-attr]
-        sizes_known = (*self.const_sizes, *(v for v, *_ in self.dims), *(s.res for s in (*self.summed, *self.added)))
+        sizes_known = (*self.const_sizes, *(v for v, *_ in self.dims), *(s.res for s in (*self.summed, *self.derived)))
         known = {v: size(v, rank) for v in sizes_known}
         views = dict(self.views)
         for cut in self.cuts:
@@ -369,6 +369,8 @@ class Executor:
             op = v.owner
             if isinstance(op, buffer.AddSizesOp):
                 return op.constant.value.data + sum(size(s, r) for s in op.sizes)
+            if isinstance(op, buffer.ScaleSizeOp):  # each device's own sizes in the mirrored view: name the one
+                return scaled(op, size(op.size, r), f" on device {r}" if self.comm is not None and self.comm.size > 1 else "")
             assert isinstance(op, buffer.SumSizesOp) and self.comm is not None
             return sum(size(op.size, q) for q in mesh_group(r, self.comm.mesh, op.mesh_axis.value.data))
 
@@ -475,6 +477,14 @@ class Executor:
         """One step over the fed inputs."""
         for step in self.steps:
             step()
+
+
+def scaled(op: buffer.ScaleSizeOp, size: int, device: str) -> int:
+    """`size * multiplier / divisor`, or the step's located error where it is not whole."""
+    multiplied, divisor = size * op.multiplier.value.data, op.divisor.value.data
+    if multiplied % divisor:
+        raise ExecutionError(f"{op.what.data}: {size} rows do not make whole ones{device}", source_location(op))
+    return multiplied // divisor
 
 
 def whole_step(executors: Sequence[Executor], run: Callable[[], None]) -> None:

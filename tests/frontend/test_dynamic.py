@@ -89,13 +89,34 @@ def test_over_the_bound_is_an_error_naming_argument_bound_and_shape(shape, expec
 
 
 def test_a_static_only_op_on_a_dynamic_value_is_a_located_trace_error():
-    with pytest.raises(flow.TraceError, match="job.reshape keeps a dynamic axis only as axis 0") as info:
+    with pytest.raises(flow.TraceError, match=r"flow.gather: job.gather needs static shapes, but operand #0 "
+                       r"\(<=100, <=784\) has a dynamic axis 0") as info:
 
         @flow.global_function(type="predict")
-        def flatten(images: tp.ListNumpy.Placeholder((BOUND, 784))) -> tp.ListNumpy:
-            return flow.reshape(images, (-1,))
+        def pick(images: tp.ListNumpy.Placeholder((BOUND, 784)), rows: tp.Numpy.Placeholder((3,), dtype=flow.int32)) -> tp.Numpy:
+            return flow.gather(images, rows)
 
     assert f"{__file__}:" in str(info.value)
+
+
+def test_a_reshape_regroups_the_actual_rows_and_checks_they_make_whole_ones():
+    @flow.global_function(type="predict")
+    def regroup(x: tp.ListNumpy.Placeholder((6, 2, 3), dtype=flow.float)) -> Tuple[tp.ListNumpy, tp.ListNumpy]:
+        flat = flow.reshape(x, (-1,))  # (<=36,): n rows of 6 elements
+        return flat, flow.reshape(flat * 2.0, (-1, 4))  # (<=9, 4): 6 n / 4 rows, whole only for even n
+
+    rng = np.random.default_rng(36)
+    for n in (6, 2, 0, 4):
+        x = rng.standard_normal((n, 2, 3)).astype(np.float32)
+        flat, fours = regroup([x])
+        np.testing.assert_array_equal(flat[0], x.reshape(-1))
+        np.testing.assert_array_equal(fours[0], (2 * x).reshape(-1, 4))
+    with pytest.raises(flow.ExecutionError, match=r"job.reshape: operand #0 axis 0, rows of 1 regrouped into rows of 4: "
+                       r"18 rows do not make whole ones") as info:
+        regroup([np.ones((3, 2, 3), np.float32)])
+    assert f"{__file__}:" in str(info.value)
+    np.testing.assert_array_equal(regroup([np.ones((2, 2, 3), np.float32)])[1][0], np.full((3, 4), 2.0, np.float32))
+    assert "buffer.scale_size" in regroup.ir("buffer")
 
 
 def traced_steps(job, arrays, monkeypatch, steps: int = 300) -> tuple[int, int, int]:
@@ -443,6 +464,34 @@ def test_ops_that_take_an_axis_only_whole_pin_it_and_check_it_at_run_time():
     np.testing.assert_allclose(sparse([y], [labels])[0], -np.log(e[[0, 1], labels] / e.sum(1)), rtol=1e-6)
     with pytest.raises(flow.ExecutionError, match=r"job.sparse_softmax_cross_entropy takes axes \[1\] .*given 2 and 3"):
         sparse([y[:, :2].copy()], [labels])
+
+
+def test_training_through_regrouped_rows_matches_finite_differences():
+    config = flow.function_config()
+    config.default_data_type(flow.double)
+
+    @flow.global_function(type="train", function_config=config)
+    def train(x: tp.ListNumpy.Placeholder((4, 6), dtype=flow.double)) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(3, 2), dtype=flow.double, initializer=flow.ones_initializer())
+        halves = flow.reshape(x, (-1, 3))  # each row of 6 as two rows of 3
+        loss = flow.math.reduce_mean(flow.math.square(flow.matmul(halves, w) - 1.0))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    def loss_of(w: np.ndarray, x: np.ndarray) -> float:
+        return float(np.mean((x.reshape(-1, 3) @ w - 1.0) ** 2))
+
+    rng, w = np.random.default_rng(37), np.ones((3, 2))
+    for n in (4, 1, 3, 4):
+        x = rng.standard_normal((n, 6))
+        np.testing.assert_allclose(train([x]), loss_of(w, x), rtol=1e-10)
+        gradient = np.zeros_like(w)
+        for at in np.ndindex(*w.shape):
+            step = np.zeros_like(w)
+            step[at] = 1e-6
+            gradient[at] = (loss_of(w + step, x) - loss_of(w - step, x)) / 2e-6
+        w = w - float(np.float32(0.1)) * gradient
+        np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-7, err_msg=f"{n} rows")
 
 
 def test_concat_and_pad_along_a_dynamic_axis_take_the_actual_sizes_and_match_numpy():
@@ -852,6 +901,22 @@ def test_training_through_a_concat_along_every_devices_rows_matches_numpy(hierar
         np.testing.assert_allclose(train(a, b), (x @ w) ** 2, rtol=1e-12)
         w = w - rate * x.T @ (2 * x @ w) / (x @ w).size  # the mean of the loss's elements, OneFlow's seed
         np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-12)
+
+
+@MESHES
+def test_each_devices_rows_regrouped_by_a_reshape_stay_in_the_devices_order(hierarchy):
+    @flow.global_function(type="predict", function_config=mirrored_config(hierarchy=hierarchy))
+    def flat(x: tp.ListNumpy.Placeholder((PER_DEVICE, 2, 3), dtype=flow.float)) -> Tuple[tp.Numpy, tp.ListNumpy]:
+        values = flow.reshape(x * 2.0, (-1,))
+        return values, values
+
+    rng = np.random.default_rng(38)
+    for rows in [(3, 0, 5, 1), (0, 0, 1, 0), (25,) * 4]:
+        pieces = [rng.standard_normal((n, 2, 3)).astype(np.float32) for n in rows]
+        whole, own = flat(pieces)
+        np.testing.assert_array_equal(whole, 2 * np.concatenate(pieces).reshape(-1))
+        for got, piece in zip(own, pieces):
+            np.testing.assert_array_equal(got, 2 * piece.reshape(-1))
 
 
 def test_steps_gathering_changing_rows_allocate_nothing_a_static_gather_does_not(monkeypatch):

@@ -68,8 +68,12 @@ def test_a_result_typed_static_for_a_dynamic_operand_does_not_verify():
 
 def test_static_only_op_on_a_dynamic_value_is_a_verify_error():
     x = parse_module(JOB).body.block.ops.first.body.block.args[0]
-    with pytest.raises(VerifyException, match=r"job.reshape keeps a dynamic axis only as axis 0 of the same bound, and \(<=100, 784\) cannot"):
-        job.ReshapeOp.make([x], tensor((78400,), f32))
+    # a reshape regroups the rows of a dynamic axis 0, its only dynamic axis
+    assert job.ReshapeOp.make([x], tensor((78400,), f32)).res.type == with_dynamic(tensor((78400,), f32), [0])
+    ragged = Block(arg_types=[with_dynamic(tensor((100, 784), f32), [0, 1])]).args[0]
+    with pytest.raises(VerifyException, match=r"job.reshape keeps a dynamic axis only as axis 0, with static axes "
+                       r"after it, and \(<=100, <=784\) cannot"):
+        job.ReshapeOp.make([ragged], tensor((78400,), f32))
     with pytest.raises(VerifyException, match=r"job.broadcast_to needs static shapes, but operand #0 \(<=100, 784\)"):
         job.BroadcastToOp.make([x], tensor((2, 100, 784), f32))
     # concat relates every axis but the concatenated one, where its size is the inputs' sum
@@ -260,7 +264,7 @@ def test_a_concat_grads_subview_keeps_dy_live_until_its_part_is_copied_out():
     assert not set(dy) & set(db)  # db is written while dy is still read
 
 
-def test_subview_and_add_sizes_verifiers():
+def test_subview_add_sizes_and_scale_size_verifiers():
     text = """builtin.module {
   buffer.program @p on "cpu" {
     %n = buffer.input_dim {index = 0 : i64, axis = 0 : i64} : index
@@ -275,3 +279,7 @@ def test_subview_and_add_sizes_verifiers():
         parse_module(text.replace("{axis = 0 : i64} : (memref<?x3xf32>", "{axis = 1 : i64} : (memref<?x3xf32>"))
     with pytest.raises(Exception, match="add_sizes' constant must be non-negative, got -1"):
         parse_module(text.replace("constant = 2", "constant = -1"))
+    scaled = text.replace("    %b = buffer.alloc", '    %r = buffer.scale_size %s {multiplier = 3 : i64, divisor = 2 : i64, what = "rows"} : index -> index\n    %b = buffer.alloc')
+    assert "buffer.scale_size %s {divisor = 2 : i64, multiplier = 3 : i64, what = \"rows\"}" in print_module(parse_module(scaled))
+    with pytest.raises(Exception, match="scale_size needs a positive multiplier and divisor, got 3 / 0"):
+        parse_module(scaled.replace("divisor = 2", "divisor = 0"))

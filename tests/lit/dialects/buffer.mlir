@@ -96,8 +96,8 @@ buffer.program @collectives on "gpu" {
 // -----
 
 // Dynamic sizes (docs/dynamic.md): an input's actual rows, a constant size, a cut of a buffer planned at the
-// bound, checks, counts, each device's rows summed and gathered, sizes added (a concatenation's) and a
-// subview of a cut along one axis (a concatenation's gradient).
+// bound, checks, counts, each device's rows summed and gathered, sizes added (a concatenation's) or
+// scaled (a reshape's rows regrouped) and a subview of a cut along one axis (a concatenation's gradient).
 
 buffer.program @dynamic on "cpu" {
   %n = buffer.input_dim {index = 0 : i64, axis = 0 : i64} : index
@@ -114,6 +114,7 @@ buffer.program @dynamic on "cpu" {
   %gs = buffer.cut %g, %s : (memref<400x8xf32>, index) -> memref<?x8xf32>
   buffer.all_gather %xn, %gs {axis = 0 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : memref<?x8xf32>, memref<?x8xf32>
   %t = buffer.add_sizes %n, %m {constant = 2 : i64} : index, index -> index
+  %r = buffer.scale_size %t {multiplier = 3 : i64, divisor = 2 : i64, what = "job.reshape: operand #0 axis 0, rows of 3 regrouped into rows of 2"} : index -> index
   %p = buffer.subview %gs, %n, %m {axis = 0 : i64} : (memref<?x8xf32>, index, index) -> memref<?x8xf32>
 }
 
@@ -132,5 +133,6 @@ buffer.program @dynamic on "cpu" {
 // CHECK-NEXT:    %gs = buffer.cut %g, %s : (memref<400x8xf32>, index) -> memref<?x8xf32>
 // CHECK-NEXT:    buffer.all_gather %xn, %gs {axis = 0 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : memref<?x8xf32>, memref<?x8xf32>
 // CHECK-NEXT:    %t = buffer.add_sizes %n, %m {constant = 2 : i64} : index, index -> index
+// CHECK-NEXT:    %r = buffer.scale_size %t {divisor = 2 : i64, multiplier = 3 : i64, what = "job.reshape: operand #0 axis 0, rows of 3 regrouped into rows of 2"} : index -> index
 // CHECK-NEXT:    %p = buffer.subview %gs, %n, %m {axis = 0 : i64} : (memref<?x8xf32>, index, index) -> memref<?x8xf32>
 // CHECK-NEXT:  }
