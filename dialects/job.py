@@ -1814,7 +1814,7 @@ def _check_logits_labels(logits: Attribute, labels: Attribute, sparse: bool) -> 
     if sparse:
         if shape_of(labels) != s[:1] or dtype_of(labels) not in (i32, i64):
             raise VerifyException(f"sparse labels must be int32/int64 of shape ({s[0]},), got {fmt(labels)}")
-    elif labels != logits:
+    elif shape_of(labels) != s or dtype_of(labels) != dtype_of(logits):  # their actual sizes: the size groups'
         raise VerifyException(f"dense labels must match logits {fmt(logits)}, got {fmt(labels)}")
     return s
 

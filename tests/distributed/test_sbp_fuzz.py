@@ -26,8 +26,9 @@ mirrored view computes (docs/dynamic.md); a program that one device refuses
 (dynamic rows meeting a static size) is no test. On several devices each
 device's own sizes must meet the static ones its ops need (an axis pinned at
 its bound for a whole output or a gather, a split variable's piece against
-its rows; docs/dynamic.md): a device short of one is the run's located
-ExecutionError, though the reference, with every row on one device, may run.
+its rows, whole rows of a reshape that regroups them; docs/dynamic.md): a
+device short of one is the run's located ExecutionError, though the
+reference, with every row on one device, may run.
 
 The CI run is derandomized and small; hunt with more examples and fresh draws:
 
@@ -753,11 +754,13 @@ def check(program: Program) -> None:
         return
     except flow.ExecutionError as err:
         # A mirrored device whose own sizes miss a static one its op needs (an axis pinned at its bound, a piece
-        # of a split variable against its rows), checked when the step starts, at the op's line: the one-device
-        # reference may still run, its rows all on one device (docs/dynamic.md).
-        assert program.rows and "must have the same size on device" in str(err), f"{program}\n{err}"
+        # of a split variable against its rows, whole rows of a regrouping reshape), checked when the step starts,
+        # at the op's line: the one-device reference may still run, its rows all on one device (docs/dynamic.md).
+        regrouped = "do not make whole ones on device" in str(err)  # a reshape of the device's own rows
+        assert program.rows and ("must have the same size on device" in str(err) or regrouped), f"{program}\n{err}"
         assert err.location is not None and err.location.file == HERE, f"{program}\n{err}"
-        event(f"refused at run time: {'a pinned axis' if 'job.pin_size' in str(err) else 'a static size'}, a device short of it")
+        kind = "a reshape's rows" if regrouped else "a pinned axis" if "job.pin_size" in str(err) else "a static size"
+        event(f"refused at run time: {kind}, a device short of it")
         return
     event("ran")
     if program.train and program.optimizer in ("lamb", "lars") and any(

@@ -494,6 +494,27 @@ def test_training_through_regrouped_rows_matches_finite_differences():
         np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-7, err_msg=f"{n} rows")
 
 
+def test_dense_labels_with_sizes_of_their_own_meet_the_logits_at_run_time():
+    @flow.global_function(type="predict")
+    def loss(x: tp.ListNumpy.Placeholder((4, 3), dtype=flow.float),
+             labels: tp.ListNumpy.Placeholder((4, 5), dtype=flow.float)) -> tp.ListNumpy:
+        logits = flow.layers.dense(x, 5, name="d")  # (<=4, 5): its classes static, the labels' dynamic
+        return flow.nn.softmax_cross_entropy_with_logits(labels=labels, logits=logits)  # MARK-dense-labels
+
+    rng = np.random.default_rng(39)
+    weights = {"d-weight": rng.standard_normal((5, 3)).astype(np.float32), "d-bias": np.zeros(5, np.float32)}
+    flow.load_variables(weights)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    labels = rng.dirichlet(np.ones(5), 2).astype(np.float32)
+    logits = x @ weights["d-weight"].T
+    log_softmax = logits - logits.max(1, keepdims=True) - np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True))
+    np.testing.assert_allclose(loss([x], [labels])[0], -(labels * log_softmax).sum(1), rtol=1e-5)
+    with pytest.raises(flow.ExecutionError, match=r"job.softmax_cross_entropy: operand #1 axis 1 \(argument 'labels' axis 1\) "
+                       r"and operand #0 axis 1 \(static 5\) must have the same size, given 4 and 5") as info:
+        loss([x], [labels[:, :4].copy()])
+    assert info.value.location.line == line_of("MARK-dense-labels")
+
+
 def test_concat_and_pad_along_a_dynamic_axis_take_the_actual_sizes_and_match_numpy():
     @flow.global_function(type="predict")
     def joined(
