@@ -153,8 +153,9 @@ def test_mirrored_train_job_with_each_ranks_own_rows_matches_one_process(tmp_pat
 
 
 def test_each_ranks_own_rows_gather_over_both_axes_of_a_mesh(tmp_path):
-    """4 ranks as a 2x2 mesh, rows differing per rank and step (zero included): a max over all of them and
-    the rows themselves, gathered along each mesh axis in turn, as one process gives them and numpy."""
+    """4 ranks as a 2x2 mesh, rows differing per rank and step (zero included): a max over all of them, the
+    rows themselves, a concatenation along them and the rows flattened, gathered along each mesh axis in turn
+    (the concatenation's inputs on the devices), as one process gives them and numpy."""
     (tmp_path / "one").mkdir()
     (tmp_path / "ranks").mkdir()
     run(["mirrored_mesh.py", str(tmp_path / "one")], None)
@@ -163,7 +164,7 @@ def test_each_ranks_own_rows_gather_over_both_axes_of_a_mesh(tmp_path):
     for rank in range(4):
         got = dict(np.load(tmp_path / "ranks" / f"rank{rank}.npz"))
         for step in range(4):
-            for name in ("peak", "rows"):
+            for name in ("peak", "rows", "joined", "flat"):
                 np.testing.assert_array_equal(got[f"{name}{step}"], got[f"numpy_{name}{step}"], err_msg=f"{name}{step}")
                 np.testing.assert_array_equal(simulated[f"{name}{step}"], got[f"{name}{step}"], err_msg=f"{name}{step}")
 
