@@ -821,10 +821,10 @@ class ReshapeOp(JobOp):
         x, dynamic = shape_of(types[0]), dynamic_axes(types[0])
         assert isinstance(result, TensorType)
         out = shape_of(result)
-        if dynamic and (dynamic != (0,) or not out or out[0] != x[0] and not (_numel(x[1:]) and _numel(out[1:]))):
+        if dynamic and (dynamic != (0,) or not out or out[0] != x[0] and not _regroups(x, out)):
             raise VerifyException(
-                f"job.reshape keeps a dynamic axis only as axis 0, with static axes after it, and {describe(types[0])} "
-                f"cannot become {describe(result)}"
+                f"job.reshape keeps a dynamic axis only as axis 0, with static axes after it, each row split into "
+                f"whole rows or joined whole with others, and {describe(types[0])} cannot become {describe(result)}"
             )
         return with_dynamic(result, dynamic)
 
@@ -839,6 +839,14 @@ class ReshapeOp(JobOp):
             return 1, 1
         common = math.gcd(row, out_row)
         return row // common, out_row // common
+
+
+def _regroups(x: Shape, out: Shape) -> bool:
+    """Whether rows of x[1:] become whole rows of out[1:] (one split into several), or several of them one (with
+    room for more than one result row: a reshape that makes the dynamic axis part of one row, a new leading axis
+    of 1, holds its rows only at the bound)."""
+    row, out_row = _numel(x[1:]), _numel(out[1:])
+    return bool(row and out_row) and (row % out_row == 0 or out_row % row == 0 and out[0] >= 2)
 
 
 def _numel(shape: Shape) -> int:
