@@ -842,11 +842,9 @@ class ReshapeOp(JobOp):
 
 
 def _regroups(x: Shape, out: Shape) -> bool:
-    """Whether rows of x[1:] become whole rows of out[1:] (one split into several), or several of them one (with
-    room for more than one result row: a reshape that makes the dynamic axis part of one row, a new leading axis
-    of 1, holds its rows only at the bound)."""
+    """Whether rows of x[1:] become whole rows of out[1:] (one split into several), or several of them one."""
     row, out_row = _numel(x[1:]), _numel(out[1:])
-    return bool(row and out_row) and (row % out_row == 0 or out_row % row == 0 and out[0] >= 2)
+    return bool(row and out_row) and (row % out_row == 0 or out_row % row == 0)
 
 
 def _numel(shape: Shape) -> int:

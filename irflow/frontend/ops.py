@@ -14,6 +14,7 @@ import numpy as np
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
 
 from irflow.dialects import job
+from irflow.dialects.bounds import describe, dynamic_axes
 from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
 from irflow.frontend.locations import fail
@@ -68,7 +69,17 @@ def reshape(x: Blob, shape: Sequence[int], name: str | None = None) -> Blob:
         if known == 0 or size % known:
             fail(f"flow.reshape: cannot reshape {x.shape} ({size} elements) to {list(dims)}")
         dims = tuple(size // known if d == -1 else d for d in dims)
+    _keeps_rows(x, dims, "flow.reshape")
     return build(job.ReshapeOp, [x], job.tensor(dims, x.dtype.element_type), name, "flow.reshape")
+
+
+def _keeps_rows(x: Blob, dims: Sequence[int], what: str) -> None:
+    """A reshape of dynamic rows into one row (a new leading axis of 1, as `flow.stack` along axis 0 makes) would
+    hold them only at the bound: refused here, where the job's shapes are logical (on a device, a piece of one
+    row is a legitimate regrouping of that device's rows)."""
+    if 0 in dynamic_axes(x.value.type) and x.shape[0] > 1 and dims and dims[0] == 1:
+        fail(f"{what}: the dynamic rows of {describe(x.value.type)} cannot all become one row of {tuple(dims)}: "
+             "a reshape regroups them into rows of their own (docs/dynamic.md)")
 
 
 def reshape_like(x: Blob, like: Blob, name: str | None = None) -> Blob:
@@ -79,6 +90,7 @@ def reshape_like(x: Blob, like: Blob, name: str | None = None) -> Blob:
             fail(f"{what} expects Blobs, got {type(blob).__name__} {blob!r}")
     if int(np.prod(x.shape, dtype=np.int64)) != int(np.prod(like.shape, dtype=np.int64)):
         fail(f"{what}: x of shape {x.shape} cannot be reshaped to the shape {like.shape} of like (another element count)")
+    _keeps_rows(x, like.shape, what)
     return build(job.ReshapeOp, [x], job.tensor(like.shape, x.dtype.element_type), name, what)
 
 

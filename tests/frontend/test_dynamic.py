@@ -117,6 +117,14 @@ def test_a_reshape_regroups_the_actual_rows_and_checks_they_make_whole_ones():
     assert f"{__file__}:" in str(info.value)
     np.testing.assert_array_equal(regroup([np.ones((2, 2, 3), np.float32)])[1][0], np.full((3, 4), 2.0, np.float32))
     assert "buffer.scale_size" in regroup.ir("buffer")
+    with pytest.raises(flow.TraceError, match=r"flow.reshape: the dynamic rows of \(<=6, <=3\) cannot all become one "
+                       r"row of \(1, 6, 3\)") as info:
+
+        @flow.global_function(type="predict")
+        def stacked(x: tp.ListNumpy.Placeholder((6, 3), dtype=flow.float)) -> tp.ListNumpy:
+            return flow.stack([x, x], axis=0)  # MARK-stack: a new leading axis would hold all rows in one
+
+    assert info.value.location.line == line_of("MARK-stack")
 
 
 def traced_steps(job, arrays, monkeypatch, steps: int = 300) -> tuple[int, int, int]:
@@ -938,6 +946,23 @@ def test_each_devices_rows_regrouped_by_a_reshape_stay_in_the_devices_order(hier
         np.testing.assert_array_equal(whole, 2 * np.concatenate(pieces).reshape(-1))
         for got, piece in zip(own, pieces):
             np.testing.assert_array_equal(got, 2 * piece.reshape(-1))
+
+
+def test_each_devices_rows_joined_into_its_one_row_make_whole_rows_or_stop_the_step():
+    @flow.global_function(type="predict", function_config=mirrored_config())
+    def pairs(x: tp.ListNumpy.Placeholder((2,), dtype=flow.float)) -> Tuple[tp.Numpy, tp.ListNumpy]:
+        joined = flow.reshape(x, (-1, 2))  # MARK-pairs: (<=4, 2) of 4 devices' 2 rows each: one row of a device's two
+        return joined, joined
+
+    pieces = [np.arange(n, dtype=np.float32) + 10 * d for d, n in enumerate((2, 0, 2, 2))]
+    whole, own = pairs(pieces)
+    np.testing.assert_array_equal(whole, np.concatenate(pieces).reshape(-1, 2))
+    for got, piece in zip(own, pieces):
+        np.testing.assert_array_equal(got, piece.reshape(-1, 2))
+    with pytest.raises(flow.ExecutionError, match=r"rows of 1 regrouped into rows of 2: 1 rows do not make whole ones "
+                       r"on device 1") as info:
+        pairs([np.zeros(n, np.float32) for n in (2, 1, 2, 1)])
+    assert info.value.location.line == line_of("MARK-pairs")
 
 
 def test_steps_gathering_changing_rows_allocate_nothing_a_static_gather_does_not(monkeypatch):
