@@ -174,8 +174,7 @@ class _Lowering:
         """The part of `dy` (a cut) that input `index` gave: a subview from the inputs' sizes before it."""
         rank = len(job.shape_of(op.dy.type))
         axis, index = job.normalize_axis(op.axis.value.data, rank, "concat_grad axis"), op.index.value.data
-        before = [(x, axis) for x in op.inputs[:index]]
-        offset = self.sum_of(op, before) if before else self.const_size(0, op)
+        offset = self.sum_of(op, [(x, axis) for x in op.inputs[:index]])  # 0 for the first
         size = self.sum_of(op, [(op.inputs[index], axis)])
         assert isinstance(dy.type, MemRefType)
         shape = [DYNAMIC_INDEX if a == axis else d for a, d in enumerate(dy.type.get_shape())]

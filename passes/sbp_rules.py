@@ -181,17 +181,13 @@ def _transpose(op: Operation, p: int) -> list[Sig1]:
     return [((perm[j],), j) for j in range(len(out)) if out[j] >= p]
 
 
-@rule(job.ConcatOp)
+@rule(job.ConcatOp, job.ConcatGradOp)
 def _concat(op: Operation, p: int) -> list[Sig1]:
-    out, axis = _out(op), _axis(op, 0)
-    return [((i,) * len(op.operands), i) for i, d in enumerate(out) if i != axis and d >= p]
-
-
-@rule(job.ConcatGradOp)
-def _concat_grad(op: Operation, p: int) -> list[Sig1]:
-    """As the concatenation it undoes: split along any other axis, dy and the inputs (their sizes) alike."""
-    dy, axis = shape_of(op.operands[0].type), _axis(op, 0)
-    return [((i,) * len(op.operands), i) for i, d in enumerate(dy) if i != axis and d >= p]
+    """Split along any axis but the concatenated one, every operand alike (a concat_grad's dy and the inputs that
+    give its sizes)."""
+    joined = shape_of(op.operands[0].type) if isinstance(op, job.ConcatGradOp) else _out(op)
+    axis = _axis(op, 0)
+    return [((i,) * len(op.operands), i) for i, d in enumerate(joined) if i != axis and d >= p]
 
 
 def _whole_dims(full: tuple[int, ...], op: Operation) -> list[int]:

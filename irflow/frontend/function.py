@@ -192,10 +192,14 @@ class JobFunction:
         logical = tensor((leaf.shape[0] * self.devices, *leaf.shape[1:]), leaf.dtype.element_type)
         return with_dynamic(logical, signature.dynamic_axes(leaf, self.devices))
 
+    def _output_kinds(self) -> list[str]:
+        """Each output's leaf kind (tp.Numpy, tp.ListNumpy, ...), the returned ones, then the watched."""
+        return signature.leaf_kinds(self._out, self.output_count) + [kind for _, kind in self._watchers]
+
     def _joinable(self, trace: Trace, values: list[Any]) -> list[Any]:
         """The outputs returned whole (tp.Numpy: the devices' rows one after another) need one width: their
         dynamic axes past 0 pinned at their bound, checked per device when the step starts (docs/dynamic.md)."""
-        kinds = signature.leaf_kinds(self._out, self.output_count) + [kind for _, kind in self._watchers]
+        kinds = self._output_kinds()
         joinable = []
         for value, kind in zip(values, kinds, strict=True):
             uneven = [a for a in dynamic_axes(value.type) if a > 0]
@@ -228,7 +232,7 @@ class JobFunction:
                         self._where,
                     )
             # tp.Numpy outputs of each device's rows may come back gathered too: every device's rows, whole
-            kinds = signature.leaf_kinds(self._out, self.output_count) + [kind for _, kind in self._watchers]
+            kinds = self._output_kinds()
             gathered = [i for i, (v, kind) in enumerate(zip(values, kinds)) if kind == "numpy" and 0 in dynamic_axes(v.type)]
             if gathered:
                 func.attributes["whole_results"] = i64_array(gathered)
@@ -304,7 +308,7 @@ class JobFunction:
             inputs = [*inputs, *self._host.next()]
         outputs = exe(inputs)
         if self.devices > 1:  # mirrored: each output is this process's devices' (padded) pieces of its split(0) value
-            kinds = signature.leaf_kinds(self._out, self.output_count) + [kind for _, kind in self._watchers]
+            kinds = self._output_kinds()
             outputs = [_mirrored_output(exe, i, pieces, kind) for i, (pieces, kind) in enumerate(zip(outputs, kinds))]
         # An output with the rows of a tensor-list input comes back as that input's instances (each device's).
         instances = [signature.instance_rows(inputs[i]) if i is not None else None for i in exe.row_sources]

@@ -370,8 +370,8 @@ class Executor:
             if isinstance(op, buffer.AddSizesOp):
                 return op.constant.value.data + sum(size(s, r) for s in op.sizes)
             if isinstance(op, buffer.ScaleSizeOp):  # each device's own sizes in the mirrored view: name the one
-                device = r if self.summed else self.comm.rank if self.comm is not None else 0  # r: a key's row
-                return scaled(op, size(op.size, r), f" on device {device}" if self.comm is not None and self.comm.size > 1 else "")
+                on = "" if self.comm is None or self.comm.size == 1 else f" on device {r if self.summed else self.comm.rank}"
+                return scaled(op, size(op.size, r), on)
             assert isinstance(op, buffer.SumSizesOp) and self.comm is not None
             return sum(size(op.size, q) for q in mesh_group(r, self.comm.mesh, op.mesh_axis.value.data))
 
