@@ -652,6 +652,30 @@ class ScaleSizeOp(BufferOp):
 
 
 @irdl_op_definition
+class SliceSizeOp(BufferOp):
+    """The length of `range(start, min(stop, size), step)`: the rows a slice of a dynamic axis keeps of `size`,
+    clamped as Python's and numpy's slices are (none where `size` <= `start`)."""
+
+    name = "buffer.slice_size"
+    size = operand_def(IndexType)
+    start = prop_def(IntegerAttr)
+    stop = prop_def(IntegerAttr)
+    step = prop_def(IntegerAttr)
+    res = result_def(IndexType)
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "$size attr-dict `:` type($size) `->` type($res)"
+
+    def verify_(self) -> None:
+        start, stop, step = (p.value.data for p in (self.start, self.stop, self.step))
+        if step <= 0 or not 0 <= start <= stop:
+            raise VerifyException(f"slice_size needs 0 <= start <= stop and a positive step, got [{start}:{stop}:{step}]")
+
+    def of(self, size: int) -> int:
+        """The sliced length of an actual `size`."""
+        return len(range(self.start.value.data, min(self.stop.value.data, size), self.step.value.data))
+
+
+@irdl_op_definition
 class CutOp(BufferOp):
     """The dynamic value held in a buffer planned at its bound: its first elements, at the actual sizes.
 
@@ -750,7 +774,7 @@ Buffer = Dialect(
     "buffer",
     [
         ProgramOp, ArenaOp, ViewOp, AllocOp, VariableOp, ConstantOp, InputOp, OutputOp, KernelOp, CopyOp,
-        InputDimOp, ConstSizeOp, AddSizesOp, ScaleSizeOp, CutOp, SubviewOp, AssertSameSizeOp, StoreSizeOp,
+        InputDimOp, ConstSizeOp, AddSizesOp, ScaleSizeOp, SliceSizeOp, CutOp, SubviewOp, AssertSameSizeOp, StoreSizeOp,
         AllReduceOp, AllGatherOp, ReduceScatterOp, SumSizesOp, AllToAllOp, BroadcastOp, ReduceOp, SendOp, RecvOp,
         TransferOp,
     ],

@@ -290,13 +290,23 @@ class JobOp(IRDLOperation):
         return 1, 1
 
     @classmethod
+    def sliced_axes(cls, types: Sequence[Attribute], props: Props) -> list[tuple[int, OperandAxis, tuple[int, int, int]]]:
+        """Result axes whose actual size is a strided range of one operand axis's (a slice's), each as (result axis,
+        operand axis, (start, stop, step)).
+
+        An axis listed here needs no size group: where its operand axis is dynamic, the result axis is dynamic at
+        `len(range(start, min(stop, actual), step))` (`buffer.slice_size` at run time)."""
+        return []
+
+    @classmethod
     def accepted_axes(cls, types: Sequence[Attribute], props: Props) -> set[OperandAxis] | None:
-        """The operand axes whose actual sizes the op relates to its result: its size groups' and summed axes'
-        members (None where it needs static shapes)."""
+        """The operand axes whose actual sizes the op relates to its result: its size groups', summed axes' and
+        sliced axes' members (None where it needs static shapes)."""
         groups = cls.size_groups(types, props)
         if groups is None:
             return None
-        return {m for _, members in groups for m in members} | {m for _, ms in cls.summed_axes(types, props) for m in ms}
+        summed = {m for _, ms in cls.summed_axes(types, props) for m in ms}
+        return {m for _, members in groups for m in members} | summed | {m for _, m, _ in cls.sliced_axes(types, props)}
 
     TAKES_TENSOR_BUFFERS: ClassVar[bool] = False
     """Only the TensorBuffer ops read a TensorBuffer: others would read its padding as values."""
@@ -336,6 +346,7 @@ class JobOp(IRDLOperation):
         for r, members in cls.summed_axes(types, props):
             if any(a in dynamic_axes(types[i]) for i, a in members):  # a sum with a dynamic part
                 axes.append(r)
+        axes += [r for r, (i, a), _ in cls.sliced_axes(types, props) if a in dynamic_axes(types[i])]
         return with_dynamic(result, sorted(axes))
 
     @classmethod
@@ -1306,17 +1317,29 @@ class SliceOp(JobOp):
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
-        """A dynamic axis passes through a slice that keeps all of it; other axes are sliced statically."""
+        """A dynamic axis passes through a slice that keeps all of it."""
         return [(a, ((0, a),)) for a in whole_axes(shape_of(types[0]), props)]
+
+    @classmethod
+    def sliced_axes(cls, types: Sequence[Attribute], props: Props) -> list[tuple[int, OperandAxis, tuple[int, int, int]]]:
+        """The other axes keep the part of their actual size the slice reaches: x[2:5] of 4 rows is 2 rows."""
+        whole = whole_axes(shape_of(types[0]), props)
+        bounds = zip(ints(props, "start"), ints(props, "stop"), ints(props, "step"))
+        return [(a, (0, a), b) for a, b in enumerate(bounds) if a not in whole]
 
 
 @irdl_op_definition
 class SliceGradOp(JobOp):
-    """Scatter `dy` into zeros of the sliced input's shape."""
+    """Scatter `dy` into zeros of the sliced input's shape.
+
+    Where the slice cut a dynamic axis, `like` is the sliced input: it gives the result its actual sizes,
+    never its values, so its buffer need not live on to the backward pass.
+    """
 
     name = "job.slice_grad"
     LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     dy = operand_def(TensorType)
+    like = opt_operand_def(TensorType)
     res = result_def(TensorType)
     start = prop_def(DenseArrayBase)
     stop = prop_def(DenseArrayBase)
@@ -1327,18 +1350,30 @@ class SliceGradOp(JobOp):
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
         if slice_shape(shape_of(result), props) != shape_of(types[0]):
             raise VerifyException(f"slice of {fmt(result)} does not have the gradient's shape {fmt(types[0])}")
+        if len(types) > 1 and shape_of(types[1]) != shape_of(result):
+            raise VerifyException(f"slice_grad's like {fmt(types[1])} does not have its result's shape {fmt(result)}")
 
     @classmethod
     def dynamic_result(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> Attribute:
-        """As job.slice: a dynamic axis of dy is the result's when the slice kept all of it."""
+        """`like`'s dynamic axes; without it, as job.slice: a dynamic axis of dy is the result's when the slice
+        kept all of it."""
         assert isinstance(result, TensorType)
+        if len(types) > 1:
+            return with_dynamic(result, dynamic_axes(types[1]))
         dynamic = dynamic_axes(types[0])
         if not set(dynamic) <= set(whole_axes(shape_of(result), props)):
-            raise VerifyException(f"job.slice_grad cannot relate dynamic axes {list(dynamic)} of {describe(types[0])} to its result")
+            raise VerifyException(
+                f"job.slice_grad cannot relate dynamic axes {list(dynamic)} of {describe(types[0])} to its result "
+                "(give it the sliced input as `like`)"
+            )
         return with_dynamic(result, dynamic)
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """The result's sizes are `like`'s; dy's only place it (groups of one, which check nothing)."""
+        if len(types) > 1:
+            rank = len(shape_of(types[1]))
+            return [(a, ((1, a),)) for a in range(rank)] + [(None, ((0, a),)) for a in range(rank)]
         return [(a, ((0, a),)) for a in dynamic_axes(types[0])]
 
 

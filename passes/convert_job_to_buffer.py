@@ -131,7 +131,9 @@ class _Lowering:
                     parts.append(f"its bound {size}" if a in pinned else f"operand #{i} axis {a} (static {size})")
                 what = f"{op.name}: {' and '.join(parts)}"
                 users = [use.operation.name for use in op.results[0].uses]
-                if pinned and users:  # name the op that takes these axes only at their bound
+                if isinstance(reason := op.attributes.get("reason"), StringAttr):  # the frontend's words for the pin
+                    what = f"{reason.data}: {what}"
+                elif pinned and users:  # name the op that takes these axes only at their bound
                     what = f"{users[0]} takes axes {sorted(pinned)} of operand #0 at their bound: {what}"
                 check = buffer.AssertSameSizeOp.create(operands=distinct, properties={"what": StringAttr(what)})
                 self.emit(check, op)
@@ -140,6 +142,13 @@ class _Lowering:
         for axis, members in op.summed_axes(types, op.properties):
             if any(a in dynamic_axes(types[i]) for i, a in members):
                 result[axis] = self.sum_of(op, [(op.operands[i], a) for i, a in members])
+        for axis, (i, a), (start, stop, step) in op.sliced_axes(types, op.properties):
+            if a in dynamic_axes(types[i]):
+                sliced = buffer.SliceSizeOp.create(
+                    operands=[self.sizes[op.operands[i]][a]], result_types=[IndexType()],
+                    properties={"start": job.to_attr(start), "stop": job.to_attr(stop), "step": job.to_attr(step)},
+                )  # fmt: skip
+                result[axis] = self.emit(sliced, op).results[0]
         if op.results:
             for axis, size in result.items():
                 multiplier, divisor = op.size_scale(types, op.properties, op.results[0].type, axis)
@@ -354,7 +363,7 @@ class _Lowering:
                 params["shapes"] = job.i64_array([d for s in shapes for d in s])
                 params["rank"] = job.to_attr(len(shapes[0]))
             out = self.alloc(op.results[0], op)
-            if isinstance(op, job.UnpinSizeOp):  # `like` gave the sizes only: its buffer need not live on
+            if isinstance(op, (job.UnpinSizeOp, job.SliceGradOp)):  # `like` gave the sizes only: its buffer need not live on
                 ins = ins[:1]
             kernel = self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], params), op)
             if "logical_shape" in op.attributes and op.sbp is not None:  # a piece that ends in padding

@@ -144,10 +144,13 @@ class GradientBuilder:
         return self.emit(job.SizeOfOp, [x], tensor((), dtype_of(like.type)), axes=list(axes))
 
     def mean_seed(self, loss: SSAValue) -> SSAValue:
-        """d mean(loss) / d loss: 1/numel everywhere (numel counted at run time when the loss is dynamic)."""
+        """d mean(loss) / d loss: 1/numel everywhere (numel counted at run time when the loss is dynamic; a loss
+        with no elements takes its seed nowhere, so a count of 0 divides as 1, without numpy's warning)."""
         if not dynamic_axes(loss.type):
             return self.fill(1.0 / math.prod(shape_of(loss.type)), loss.type)
-        share = self.emit(job.DivOp, [self.scalar(1.0, loss), self.count(loss, range(len(shape_of(loss.type))), loss)])
+        count = self.count(loss, range(len(shape_of(loss.type))), loss)
+        one = self.scalar(1.0, loss)
+        share = self.emit(job.DivOp, [one, self.emit(job.MaximumOp, [count, one])])
         return self.emit(job.BroadcastLikeOp, [share, loss])
 
 
@@ -516,13 +519,16 @@ _SLICE = ("start", "stop", "step")
 
 @gradient(job.SliceOp)
 def _slice(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
-    return [b.emit(job.SliceGradOp, [dy], op.operands[0].type, **_props(op, *_SLICE))]
+    x = op.operands[0]
+    cut = {a for _, (_, a), _ in job.SliceOp.sliced_axes([x.type], op.properties)} & set(dynamic_axes(x.type))
+    like = [x] if cut else []  # where the slice cut a dynamic axis, x's actual sizes place dy
+    return [b.emit(job.SliceGradOp, [dy, *like], x.type, **_props(op, *_SLICE))]
 
 
 @gradient(job.SliceGradOp)
 def _slice_grad(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
-    # slice_grad is the adjoint of slice, so slice is the adjoint of slice_grad.
-    return [b.emit(job.SliceOp, [dy], **_props(op, *_SLICE))]
+    # slice_grad is the adjoint of slice, so slice is the adjoint of slice_grad; `like` gives sizes only.
+    return [b.emit(job.SliceOp, [dy], **_props(op, *_SLICE)), *[None] * (len(op.operands) - 1)]
 
 
 @gradient(job.GatherOp)

@@ -204,8 +204,8 @@ def _slice(op: Operation, p: int) -> list[Sig1]:
 
 @rule(job.SliceGradOp)
 def _slice_grad(op: Operation, p: int) -> list[Sig1]:
-    out = _out(op)
-    return [((i,), i) for i in _whole_dims(out, op) if out[i] >= p]
+    out = _out(op)  # `like`, where given, has the result's shape: split alike
+    return [((i,) * len(op.operands), i) for i in _whole_dims(out, op) if out[i] >= p]
 
 
 def _gathered(op: Operation) -> tuple[int, int, int]:

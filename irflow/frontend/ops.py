@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, StringAttr
 
 from irflow.dialects import job
 from irflow.dialects.bounds import describe, dynamic_axes
@@ -372,6 +372,8 @@ def slice(x: Blob, begin: Sequence[int | None], size: Sequence[int | None], name
     start, stop = [], []
     for axis, (b, s, d) in enumerate(zip(begin, size, shape)):
         b = 0 if b is None else int(b)
+        if b < 0 and axis in dynamic_axes(x.value.type):
+            _from_actual_end(x, axis, "flow.slice", f"begin {b}")
         if not -d <= b < max(d, 1):
             fail(f"flow.slice: begin {b} is out of range for axis {axis} of size {d}")
         b %= max(d, 1)
@@ -384,6 +386,18 @@ def slice(x: Blob, begin: Sequence[int | None], size: Sequence[int | None], name
         start.append(b)
         stop.append(e)
     return build(job.SliceOp, [x], None, name, "flow.slice", start=start, stop=stop, step=[1] * len(shape))
+
+
+def _bounds(item: Any) -> tuple[Any, ...]:
+    """An index item's ints: itself, or a slice's start and stop."""
+    return (item.start, item.stop) if isinstance(item, builtins.slice) else (item,)
+
+
+def _from_actual_end(x: Blob, axis: int, what: str, given: str) -> NoReturn:
+    fail(
+        f"{what}: {given} counts from the end of axis {axis} of {describe(x.value.type)}, which is dynamic: its "
+        "actual size is known only at run time, so a slice of it takes indices from its start (docs/dynamic.md)"
+    )
 
 
 def static_slice(x: Blob, index: Any, reshape_fn: Any) -> Blob:
@@ -400,7 +414,11 @@ def static_slice(x: Blob, index: Any, reshape_fn: Any) -> Blob:
         fail(f"too many indices ({len(items)}) for a Blob of shape {x.shape}")
     items += [builtins.slice(None)] * (x.ndim - len(items))
     start, stop, step, dropped = [], [], [], []
+    dynamic = dynamic_axes(x.value.type)
     for axis, (item, d) in enumerate(zip(items, x.shape)):
+        if axis in dynamic and any(isinstance(i, (int, np.integer)) and i < 0 for i in _bounds(item)):
+            shown = item if not isinstance(item, builtins.slice) else ":".join("" if i is None else str(i) for i in _bounds(item))
+            _from_actual_end(x, axis, "Blob[...]", f"index {shown}")
         if isinstance(item, (int, np.integer)):
             if not -d <= item < d:
                 fail(f"index {item} is out of range for axis {axis} of size {d}")
@@ -415,6 +433,10 @@ def static_slice(x: Blob, index: Any, reshape_fn: Any) -> Blob:
         stop.append(max(a, b))
         step.append(s)
     out = build(job.SliceOp, [x], None, None, "Blob[...]", start=start, stop=stop, step=step)
+    if pinned := [axis for axis in dropped if axis in dynamic]:  # one row, there at run time: a static axis of 1
+        out = build(job.PinSizeOp, [out], None, None, "Blob[...]", axes=pinned)
+        needs = ", ".join(f"index {start[a]} of axis {a} needs a size of {start[a] + 1} or more" for a in pinned)
+        out.value.owner.attributes["reason"] = StringAttr(f"Blob[...]: {needs}")
     if dropped:
         out = reshape_fn(out, [n for axis, n in enumerate(out.shape) if axis not in dropped])
     return out

@@ -174,8 +174,9 @@ def unaccepted_axes(
         meets_static = {m for _, members in groups or () if any(m not in dynamic for m in members) for m in members}
         # reduced or contracted over the devices' rows, the result moves between them (a gather, an all-reduce)
         over_rows = {i for result, members in groups or () if result is None for i, a in members if a == 0}
-        # concatenated along the devices' rows, the inputs are gathered first
+        # concatenated or sliced along the devices' rows, the inputs are gathered first
         over_rows |= {i for _, members in op_class.summed_axes(types, attrs) for i, a in members if a == 0}
+        over_rows |= {i for _, (i, a), _ in op_class.sliced_axes(types, attrs) if a == 0}
         over_rows &= {i for i, a in dynamic if a == 0}
         # unless the op is linear in it and reduces all its dynamic axes (a sum or a mean of every element):
         # its partial sums are static, and nothing dynamic moves (the rows of a transposed value included)

@@ -101,7 +101,8 @@ class Executor:
         self.dims: list[tuple[SSAValue, int, int, int]] = []  # (size value, input index, axis, bound)
         self.cuts: list[buffer.CutOp | buffer.SubviewOp] = []
         self.const_sizes: dict[SSAValue, int] = {}
-        self.derived: list[buffer.AddSizesOp | buffer.ScaleSizeOp] = []  # sizes made of others (a concatenation's)
+        # Sizes made of others (a concatenation's, a reshape's, a slice's).
+        self.derived: list[buffer.AddSizesOp | buffer.ScaleSizeOp | buffer.SliceSizeOp] = []
         # Sizes summed over devices (`buffer.sum_sizes`): the variant's key is then every rank's input sizes.
         self.summed: list[buffer.SumSizesOp] = []
         self.plan: list[Callable[[], None] | Any] = []
@@ -196,7 +197,7 @@ class Executor:
                 where = list(self.comm.mesh) if self.comm else "one device"
                 raise CompileError(f"'{op.name}' sums sizes over the mesh {list(mesh)}, but runs on {where}", source_location(op))
             self.summed.append(op)
-        elif isinstance(op, (buffer.AddSizesOp, buffer.ScaleSizeOp)):
+        elif isinstance(op, (buffer.AddSizesOp, buffer.ScaleSizeOp, buffer.SliceSizeOp)):
             self.derived.append(op)
         elif isinstance(op, buffer.SubviewOp):
             self.cuts.append(op)
@@ -369,6 +370,8 @@ class Executor:
             op = v.owner
             if isinstance(op, buffer.AddSizesOp):
                 return op.constant.value.data + sum(size(s, r) for s in op.sizes)
+            if isinstance(op, buffer.SliceSizeOp):
+                return op.of(size(op.size, r))
             if isinstance(op, buffer.ScaleSizeOp):  # each device's own sizes in the mirrored view: name the one
                 on = "" if self.comm is None or self.comm.size == 1 else f" on device {r if self.summed else self.comm.rank}"
                 return scaled(op, size(op.size, r), on)

@@ -583,6 +583,81 @@ def test_training_through_a_concat_along_the_rows_matches_finite_differences():
     assert "buffer.subview" in train.ir("buffer")
 
 
+def test_slices_of_a_dynamic_axis_keep_the_rows_they_reach_as_numpy_does():
+    @flow.global_function(type="predict")
+    def cut(x: tp.ListNumpy.Placeholder((8, 3), dtype=flow.float)) -> Tuple[tp.ListNumpy, tp.ListNumpy, tp.Numpy]:
+        strided = x[1:6:2] * 2.0  # (<=3, 3): the rows 1, 3 and 5 the actual ones reach
+        window = flow.slice(x, [2, 1], [3, None])  # rows 2-4, columns 1 on
+        return strided, window, x[3] + 1.0  # MARK-row-index: one row, static, there at run time
+
+    rng = np.random.default_rng(40)
+    for n in (8, 6, 4, 3, 2, 1):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        if n > 3:
+            (strided,), (window,), row = cut([x])
+            np.testing.assert_array_equal(row, x[3] + 1.0)
+        else:
+            with pytest.raises(flow.ExecutionError, match=r"Blob\[...\]: index 3 of axis 0 needs a size of 4 or more: "
+                               r".* must have the same size, given 0 and 1") as info:
+                cut([x])
+            assert info.value.location.line == line_of("MARK-row-index")
+            continue
+        np.testing.assert_array_equal(strided, x[1:6:2] * 2.0)
+        np.testing.assert_array_equal(window, x[2:5, 1:])
+    assert "buffer.slice_size" in cut.ir("buffer")
+
+
+def test_a_dynamic_axis_is_sliced_from_its_start_only():
+    def job(given):
+        flow.clear_default_session()
+
+        @flow.global_function(type="predict")
+        def cut(x: tp.ListNumpy.Placeholder((8, 3), dtype=flow.float)) -> tp.ListNumpy:
+            if given == "index -1":
+                return x[-1]  # MARK-index -1
+            if given == "index 2:-1":
+                return x[2:-1]  # MARK-index 2:-1
+            return flow.slice(x, [-2, 0], [None, None])  # MARK-begin -2
+
+    for given in ("index -1", "index 2:-1", "begin -2"):
+        with pytest.raises(flow.TraceError, match=f"{given} counts from the end of axis 0 of \\(<=8, <=3\\), which is "
+                           "dynamic: its actual size is known only at run time") as info:
+            job(given)
+        assert info.value.location.line == line_of(f"MARK-{given}")
+
+
+def test_training_through_a_slice_of_the_rows_matches_finite_differences():
+    config = flow.function_config()
+    config.default_data_type(flow.double)
+    w0 = np.random.default_rng(41).standard_normal((3, 2))
+
+    @flow.global_function(type="train", function_config=config)
+    def train(x: tp.ListNumpy.Placeholder((9, 3), dtype=flow.double)) -> tp.Numpy:
+        w = flow.get_variable("w", shape=(3, 2), dtype=flow.double, initializer=flow.zeros_initializer())
+        h = flow.math.tanh(flow.matmul(x, w))
+        loss = flow.math.reduce_mean(flow.math.square(h[1:7:2] - 0.5)) + flow.math.reduce_sum(h[0] * 0.25)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    def loss_of(w: np.ndarray, x: np.ndarray) -> float:
+        h = np.tanh(x @ w)
+        return float(np.mean((h[1:7:2] - 0.5) ** 2) + np.sum(h[0] * 0.25))
+
+    flow.load_variables({"w": w0})
+    rng, w = np.random.default_rng(42), w0.copy()
+    for n in (9, 4, 2, 7, 6):
+        x = rng.standard_normal((n, 3))
+        np.testing.assert_allclose(train([x]), loss_of(w, x), rtol=1e-10)
+        gradient = np.zeros_like(w)
+        for at in np.ndindex(*w.shape):
+            step = np.zeros_like(w)
+            step[at] = 1e-6
+            gradient[at] = (loss_of(w + step, x) - loss_of(w - step, x)) / 2e-6
+        w = w - float(np.float32(0.1)) * gradient  # the learning rate as the job holds it
+        np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-7, err_msg=f"{n} rows")
+    assert "job.slice_grad" in train.ir("autodiff")
+
+
 def test_steps_with_two_changing_axes_allocate_nothing_a_static_step_does_not(monkeypatch):
     columns = columns_job()
 
@@ -930,6 +1005,30 @@ def test_training_through_a_concat_along_every_devices_rows_matches_numpy(hierar
         np.testing.assert_allclose(train(a, b), (x @ w) ** 2, rtol=1e-12)
         w = w - rate * x.T @ (2 * x @ w) / (x @ w).size  # the mean of the loss's elements, OneFlow's seed
         np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-12)
+
+
+@MESHES
+def test_training_through_a_slice_of_every_devices_rows_gathers_them_first(hierarchy):
+    @flow.global_function(type="train", function_config=mirrored_config(flow.double, hierarchy))
+    def train(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.double)) -> Tuple[tp.Numpy, tp.Numpy]:
+        w = flow.get_variable("w", shape=(3, 2), dtype=flow.double, initializer=flow.ones_initializer())
+        picked = flow.matmul(x, w)[2:40:3]  # every device's rows, one after another, then every third from 2
+        loss = flow.math.square(picked)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss, picked
+
+    rate = float(np.float32(0.1))  # the learning rate as the job holds it
+    rng, w = np.random.default_rng(43), np.ones((3, 2))
+    for rows in [(3, 0, 5, 1), (0, 1, 0, 0), (25,) * 4, (10, 12, 0, 9)]:
+        pieces = [rng.standard_normal((n, 3)) for n in rows]
+        x = np.concatenate(pieces)[2:40:3]
+        loss, picked = train(pieces)
+        np.testing.assert_allclose(picked, x @ w, rtol=1e-12)
+        np.testing.assert_allclose(loss, (x @ w) ** 2, rtol=1e-12)
+        if len(x):  # the mean of the loss's elements, OneFlow's seed; no rows, no step
+            w = w - rate * x.T @ (2 * x @ w) / (x @ w).size
+        np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-12)
+    assert "job.all_gather" in train.ir("lower-to-physical")
 
 
 @MESHES

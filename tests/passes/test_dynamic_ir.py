@@ -288,3 +288,33 @@ def test_subview_add_sizes_and_scale_size_verifiers():
     assert "buffer.scale_size %s {divisor = 2 : i64, multiplier = 3 : i64, what = \"rows\"}" in print_module(parse_module(scaled))
     with pytest.raises(Exception, match="scale_size needs a positive multiplier and divisor, got 3 / 0"):
         parse_module(scaled.replace("divisor = 2", "divisor = 0"))
+
+
+def test_slice_size_verifier_and_its_clamped_length():
+    text = """builtin.module {
+  buffer.program @p on "cpu" {
+    %n = buffer.input_dim {index = 0 : i64, axis = 0 : i64} : index
+    %m = buffer.slice_size %n {start = 1 : i64, stop = 6 : i64, step = 2 : i64} : index -> index
+  }
+}"""
+    module = parse_module(text)
+    assert print_module(module) == print_module(parse_module(print_module(module)))
+    (sliced,) = [op for op in module.walk() if isinstance(op, buffer.SliceSizeOp)]
+    assert [sliced.of(n) for n in range(9)] == [len(range(9)[:n][1:6:2]) for n in range(9)]  # numpy's clamping
+    with pytest.raises(Exception, match=r"slice_size needs 0 <= start <= stop and a positive step, got \[1:6:0\]"):
+        parse_module(text.replace("step = 2", "step = 0"))
+    with pytest.raises(Exception, match=r"got \[7:6:2\]"):
+        parse_module(text.replace("start = 1", "start = 7"))
+
+
+def test_a_slice_of_a_dynamic_axis_is_dynamic_and_its_gradient_takes_the_sizes_of_like():
+    (x,) = Block(arg_types=[with_dynamic(tensor((8, 3), f32), [0])]).args
+    props = {"start": [1, 0], "stop": [6, 3], "step": [2, 1]}
+    s = job.SliceOp.make([x], **props).res
+    assert s.type == with_dynamic(tensor((3, 3), f32), [0])
+    assert job.SliceGradOp.make([s, x], x.type, **props).res.type == x.type
+    with pytest.raises(VerifyException, match=r"cannot relate dynamic axes \[0\].*give it the sliced input as `like`"):
+        job.SliceGradOp.make([s], x.type, **props)
+    (other,) = Block(arg_types=[with_dynamic(tensor((9, 3), f32), [0])]).args
+    with pytest.raises(VerifyException, match="slice_grad's like tensor<9x3xf32.* does not have its result's shape"):
+        job.SliceGradOp.make([s, other], x.type, **props)

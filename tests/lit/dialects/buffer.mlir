@@ -115,6 +115,7 @@ buffer.program @dynamic on "cpu" {
   buffer.all_gather %xn, %gs {axis = 0 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : memref<?x8xf32>, memref<?x8xf32>
   %t = buffer.add_sizes %n, %m {constant = 2 : i64} : index, index -> index
   %r = buffer.scale_size %t {multiplier = 3 : i64, divisor = 2 : i64, what = "job.reshape: operand #0 axis 0, rows of 3 regrouped into rows of 2"} : index -> index
+  %q = buffer.slice_size %t {start = 1 : i64, stop = 6 : i64, step = 2 : i64} : index -> index
   %p = buffer.subview %gs, %n, %m {axis = 0 : i64} : (memref<?x8xf32>, index, index) -> memref<?x8xf32>
 }
 
@@ -134,5 +135,6 @@ buffer.program @dynamic on "cpu" {
 // CHECK-NEXT:    buffer.all_gather %xn, %gs {axis = 0 : i64, mesh = array<i64: 4>, mesh_axis = 0 : i64} : memref<?x8xf32>, memref<?x8xf32>
 // CHECK-NEXT:    %t = buffer.add_sizes %n, %m {constant = 2 : i64} : index, index -> index
 // CHECK-NEXT:    %r = buffer.scale_size %t {divisor = 2 : i64, multiplier = 3 : i64, what = "job.reshape: operand #0 axis 0, rows of 3 regrouped into rows of 2"} : index -> index
+// CHECK-NEXT:    %q = buffer.slice_size %t {start = 1 : i64, step = 2 : i64, stop = 6 : i64} : index -> index
 // CHECK-NEXT:    %p = buffer.subview %gs, %n, %m {axis = 0 : i64} : (memref<?x8xf32>, index, index) -> memref<?x8xf32>
 // CHECK-NEXT:  }
