@@ -1776,7 +1776,8 @@ class TopKOp(JobOp):
     """The int32 indices of the k largest entries along `axis`, largest first (OneFlow's flow.math.top_k).
 
     Equal entries in index order and NaN above everything, as torch.topk; OneFlow's comparator
-    leaves NaN's place undefined. The axis must be static: k of its entries are always there.
+    leaves NaN's place undefined. Along a dynamic axis it is the indices of min(k, actual size) entries,
+    as OneFlow's kernel clamps k.
     """
 
     name = "job.top_k"
@@ -1797,10 +1798,16 @@ class TopKOp(JobOp):
 
     @classmethod
     def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
-        """Every axis but `axis` passes its size on; a dynamic `axis` is refused (uncovered)."""
+        """Every axis but `axis` passes its size on."""
         rank = len(shape_of(types[0]))
         axis = normalize_axis(integer(props, "axis", -1), rank, "top_k axis")
         return [(a, ((0, a),)) for a in range(rank) if a != axis]
+
+    @classmethod
+    def sliced_axes(cls, types: Sequence[Attribute], props: Props) -> list[tuple[int, OperandAxis, tuple[int, int, int]]]:
+        """`axis` keeps k of its entries, or all of them where fewer are there."""
+        axis = normalize_axis(integer(props, "axis", -1), len(shape_of(types[0])), "top_k axis")
+        return [(axis, (0, axis), (0, integer(props, "k"), 1))]
 
 
 # ----------------------------------------------------------------- nn

@@ -626,6 +626,20 @@ def test_a_dynamic_axis_is_sliced_from_its_start_only():
         assert info.value.location.line == line_of(f"MARK-{given}")
 
 
+def test_top_k_along_a_dynamic_axis_takes_k_of_its_entries_or_all_there_are():
+    @flow.global_function(type="predict")
+    def largest(x: tp.ListNumpy.Placeholder((6, 5), dtype=flow.float)) -> Tuple[tp.ListNumpy, tp.ListNumpy]:
+        return flow.math.top_k(x, k=3), flow.math.top_k(x, axis=0, k=4)
+
+    rng = np.random.default_rng(44)
+    for n, m in ((6, 5), (4, 2), (3, 3), (0, 5), (5, 0), (2, 5)):
+        x = rng.standard_normal((n, m)).astype(np.float32)
+        (columns,), (rows,) = largest([x])
+        np.testing.assert_array_equal(columns, np.argsort(-x, axis=1, kind="stable")[:, :3])
+        np.testing.assert_array_equal(rows, np.argsort(-x, axis=0, kind="stable")[:4])
+        assert columns.dtype == rows.dtype == np.int32
+
+
 def test_training_through_a_slice_of_the_rows_matches_finite_differences():
     config = flow.function_config()
     config.default_data_type(flow.double)
@@ -1029,6 +1043,21 @@ def test_training_through_a_slice_of_every_devices_rows_gathers_them_first(hiera
             w = w - rate * x.T @ (2 * x @ w) / (x @ w).size
         np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-12)
     assert "job.all_gather" in train.ir("lower-to-physical")
+
+
+@MESHES
+def test_top_k_over_every_devices_rows_gathers_them_and_within_a_row_stays_on_its_device(hierarchy):
+    @flow.global_function(type="predict", function_config=mirrored_config(hierarchy=hierarchy))
+    def largest(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.float)) -> Tuple[tp.Numpy, tp.ListNumpy]:
+        return flow.math.top_k(x, axis=0, k=4), flow.math.top_k(x, k=2)
+
+    rng = np.random.default_rng(45)
+    for rows in [(3, 0, 5, 1), (0, 1, 0, 0), (25,) * 4]:
+        pieces = [rng.standard_normal((n, 3)).astype(np.float32) for n in rows]
+        over_rows, within = largest(pieces)
+        np.testing.assert_array_equal(over_rows, np.argsort(-np.concatenate(pieces), axis=0, kind="stable")[:4])
+        for got, piece in zip(within, pieces):
+            np.testing.assert_array_equal(got, np.argsort(-piece, axis=1, kind="stable")[:, :2])
 
 
 @MESHES
