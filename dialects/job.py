@@ -1395,6 +1395,26 @@ def gather_shape(params: Attribute, indices: Attribute, props: Props) -> Shape:
     return shape[:axis] + index_shape[batch:] + shape[axis + 1 :]
 
 
+def gather_groups(params_rank: int, indices_rank: int, props: Props, params: int | None, out: int) -> list[SizeGroup]:
+    """Size groups of a gather's three shapes: the batch axes, the indices' other axes (at `axis` of the gathered
+    value) and params' other axes; `params` and `out` are the operand indices of params (None: none) and of the
+    gathered value (-1: the result). params' indexed axis relates to nothing: the kernel checks every index
+    against its actual size."""
+    axis = normalize_axis(integer(props, "axis"), params_rank, "gather axis")
+    batch = integer(props, "batch_dims")
+    at_out = [(out, r) for r in range(params_rank + indices_rank - batch - 1)] if out >= 0 else None
+
+    def group(r: int, members: list[OperandAxis]) -> SizeGroup:
+        return (r, tuple(members)) if at_out is None else (None, (at_out[r], *members))
+
+    mine = [] if params is None else [(params, a) for a in range(params_rank)]
+    groups = [group(b, [(1, b), *mine[b : b + 1]]) for b in range(batch)]
+    groups += [group(axis + j - batch, [(1, j)]) for j in range(batch, indices_rank)]
+    groups += [group(a if a < axis else a + indices_rank - batch - 1, mine[a : a + 1])
+               for a in range(batch, params_rank) if a != axis]  # fmt: skip
+    return groups + ([(None, (mine[axis],))] if mine else [])
+
+
 @irdl_op_definition
 class GatherOp(JobOp):
     """The slices of params along `axis` at `indices` (OneFlow's flow.gather); with `batch_dims` b, the
@@ -1417,6 +1437,12 @@ class GatherOp(JobOp):
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         return tensor(gather_shape(types[0], types[1], props), dtype_of(types[0]))
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """The result's axes are params' and the indices' (a batch axis both); the indexed axis of params relates
+        to nothing (its indices are checked against its actual size)."""
+        return gather_groups(len(shape_of(types[0])), len(shape_of(types[1])), props, 0, -1)
+
 
 @irdl_op_definition
 class GatherGradOp(JobOp):
@@ -1428,6 +1454,7 @@ class GatherGradOp(JobOp):
     LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     dy = operand_def(TensorType)
     indices = operand_def(TensorType)
+    like = opt_operand_def(TensorType)  # params, where dynamic: its actual sizes, never its values
     res = result_def(TensorType)
     axis = prop_def(IntegerAttr, default_value=IntegerAttr(0, i64))
     batch_dims = opt_prop_def(IntegerAttr)  # absent: 0, no batch axes
@@ -1439,6 +1466,20 @@ class GatherGradOp(JobOp):
             raise VerifyException(
                 f"gather of {fmt(result)} at indices {fmt(types[1])} does not have the gradient's type {fmt(types[0])}"
             )
+        if len(types) > 2 and shape_of(types[2]) != shape_of(result):
+            raise VerifyException(f"gather_grad's like {fmt(types[2])} does not have its result's shape {fmt(result)}")
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """dy's axes are the indices' (checked against them) and params'; the result's are `like`'s where it is
+        given (params' indexed axis is known only from it), else dy's."""
+        indices_rank, batch = len(shape_of(types[1])), integer(props, "batch_dims")
+        rank = len(shape_of(types[0])) - indices_rank + batch + 1  # params'
+        checks = gather_groups(rank, indices_rank, props, None, 0)
+        if len(types) > 2:
+            return [(a, ((2, a),)) for a in range(rank)] + checks
+        axis = normalize_axis(integer(props, "axis"), rank, "gather axis")
+        return checks + [(a, ((0, a if a < axis else a + indices_rank - batch - 1),)) for a in range(rank) if a != axis]
 
 
 def dim_gather_check(input: Attribute, index: Attribute, props: Props) -> None:

@@ -363,8 +363,8 @@ class _Lowering:
                 params["shapes"] = job.i64_array([d for s in shapes for d in s])
                 params["rank"] = job.to_attr(len(shapes[0]))
             out = self.alloc(op.results[0], op)
-            if isinstance(op, (job.UnpinSizeOp, job.SliceGradOp)):  # `like` gave the sizes only: its buffer need not live on
-                ins = ins[:1]
+            if isinstance(op, (job.UnpinSizeOp, job.SliceGradOp, job.GatherGradOp)):  # `like` gave the sizes only:
+                ins = ins[: len(ins) - (op.like is not None)]  # its buffer need not live on
             kernel = self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], params), op)
             if "logical_shape" in op.attributes and op.sbp is not None:  # a piece that ends in padding
                 kernel.attributes.update(logical_shape=op.attributes["logical_shape"], sbp=op.sbp)

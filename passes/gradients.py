@@ -534,13 +534,14 @@ def _slice_grad(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -
 @gradient(job.GatherOp)
 def _gather(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
     params, indices = _operands(op)
-    return [b.emit(job.GatherGradOp, [dy, indices], params.type, **_props(op, "axis", "batch_dims")), None]
+    like = [params] if dynamic_axes(params.type) else []  # its actual sizes shape the gradient
+    return [b.emit(job.GatherGradOp, [dy, indices, *like], params.type, **_props(op, "axis", "batch_dims")), None]
 
 
 @gradient(job.GatherGradOp)
 def _gather_grad(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -> Grads:
     # gather_grad is the adjoint of gather (for fixed indices), so gather is the adjoint of gather_grad.
-    return [b.emit(job.GatherOp, [g, op.operands[1]], **_props(op, "axis", "batch_dims")), None]
+    return [b.emit(job.GatherOp, [g, op.operands[1]], **_props(op, "axis", "batch_dims")), *[None] * (len(op.operands) - 1)]
 
 
 @gradient(job.DimGatherOp)

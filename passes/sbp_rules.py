@@ -249,7 +249,10 @@ def _gather_grad(op: Operation, p: int) -> list[Sig1]:
     give dparams split along a batch axis, or partial sums (each device adds its own slices) along another."""
     _, _, batch = _gathered(op)
     sigs: list[Sig1] = [((j, BROADCAST), i) for i, j in _params_axes(_out(op), op, p)]
-    return sigs + [((j, k), k if k < batch else PARTIAL) for k, j in _split_indices(op, p)]
+    sigs += [((j, k), k if k < batch else PARTIAL) for k, j in _split_indices(op, p)]
+    if len(op.operands) > 2:  # `like` (params, for its sizes) split as the result, or whole beside partial sums
+        sigs = [((*ins, BROADCAST if out == PARTIAL else out), out) for ins, out in sigs]
+    return sigs
 
 
 def _dim_gathered(op: Operation, p: int) -> tuple[int, list[int]]:

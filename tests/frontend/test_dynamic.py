@@ -89,12 +89,12 @@ def test_over_the_bound_is_an_error_naming_argument_bound_and_shape(shape, expec
 
 
 def test_a_static_only_op_on_a_dynamic_value_is_a_located_trace_error():
-    with pytest.raises(flow.TraceError, match=r"flow.gather: job.gather needs static shapes, but operand #0 "
+    with pytest.raises(flow.TraceError, match=r"flow.gather_nd: job.gather_nd needs static shapes, but operand #0 "
                        r"\(<=100, <=784\) has a dynamic axis 0") as info:
 
         @flow.global_function(type="predict")
-        def pick(images: tp.ListNumpy.Placeholder((BOUND, 784)), rows: tp.Numpy.Placeholder((3,), dtype=flow.int32)) -> tp.Numpy:
-            return flow.gather(images, rows)
+        def pick(images: tp.ListNumpy.Placeholder((BOUND, 784)), rows: tp.Numpy.Placeholder((3, 1), dtype=flow.int32)) -> tp.Numpy:
+            return flow.gather_nd(images, rows)
 
     assert f"{__file__}:" in str(info.value)
 
@@ -640,6 +640,69 @@ def test_top_k_along_a_dynamic_axis_takes_k_of_its_entries_or_all_there_are():
         assert columns.dtype == rows.dtype == np.int32
 
 
+def test_training_through_gathers_of_dynamic_ids_and_rows_matches_numpy_and_finite_differences():
+    config = flow.function_config()
+    config.default_data_type(flow.double)
+
+    @flow.global_function(type="train", function_config=config)
+    def train(
+        ids: tp.ListNumpy.Placeholder((8,), dtype=flow.int32),
+        x: tp.ListNumpy.Placeholder((6, 3), dtype=flow.double),
+        pick: tp.ListNumpy.Placeholder((4,), dtype=flow.int32),
+    ) -> Tuple[tp.Numpy, tp.ListNumpy]:
+        table = flow.get_variable("emb", shape=(10, 3), dtype=flow.double, initializer=flow.ones_initializer())
+        w = flow.get_variable("w", shape=(3, 3), dtype=flow.double, initializer=flow.ones_initializer())
+        embedded = flow.gather(table, ids)  # an embedding of each call's own number of ids
+        rows = flow.gather(flow.math.tanh(flow.matmul(x, w)), pick)  # MARK-pick: rows of a dynamic value
+        loss = flow.math.reduce_sum(flow.math.square(embedded)) + flow.math.reduce_sum(rows * 0.5)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss, rows
+
+    def loss_of(table: np.ndarray, w: np.ndarray, ids: np.ndarray, x: np.ndarray, pick: np.ndarray) -> float:
+        return float(np.sum(table[ids] ** 2) + np.sum(np.tanh(x @ w)[pick] * 0.5))
+
+    rng, table, w = np.random.default_rng(46), np.ones((10, 3)), np.ones((3, 3))
+    rate = float(np.float32(0.1))  # the learning rate as the job holds it
+    for n, m, k in ((3, 6, 4), (8, 2, 3), (0, 1, 0), (5, 4, 4)):
+        ids, x = rng.integers(0, 10, n).astype(np.int32), rng.standard_normal((m, 3))
+        pick = rng.integers(0, m, k).astype(np.int32)
+        loss, (rows,) = train([ids], [x], [pick])
+        np.testing.assert_allclose(loss, loss_of(table, w, ids, x, pick), rtol=1e-7)
+        np.testing.assert_allclose(rows, np.tanh(x @ w)[pick], rtol=1e-7)
+        dtable = np.zeros_like(table)
+        np.add.at(dtable, ids, 2 * table[ids])  # repeated ids add up
+        dw = np.zeros_like(w)
+        for at in np.ndindex(*w.shape):
+            step = np.zeros_like(w)
+            step[at] = 1e-6
+            dw[at] = (loss_of(table, w + step, ids, x, pick) - loss_of(table, w - step, ids, x, pick)) / 2e-6
+        table, w = table - rate * dtable, w - rate * dw
+        variables = flow.get_all_variables()
+        np.testing.assert_allclose(variables["emb"].numpy(), table, rtol=1e-12, err_msg=f"{n} ids")
+        np.testing.assert_allclose(variables["w"].numpy(), w, rtol=1e-7, err_msg=f"{m} rows")
+    before = {name: v.numpy().copy() for name, v in flow.get_all_variables().items()}
+    with pytest.raises(flow.ExecutionError, match=r"gather: index 2 at position \[0\] is outside \[0, 2\) "
+                       r"\(axis 0 of params has 2 entries\)") as info:
+        train([np.array([1], np.int32)], [rng.standard_normal((2, 3))], [np.array([2], np.int32)])
+    assert info.value.location.line == line_of("MARK-pick")
+    for name, value in before.items():  # the failed step changed nothing
+        np.testing.assert_array_equal(flow.get_all_variables()[name].numpy(), value, err_msg=name)
+    assert "gather_grad" in train.ir("autodiff")
+
+
+def test_a_batched_gather_of_dynamic_batches_matches_numpy():
+    @flow.global_function(type="predict")
+    def picked(x: tp.ListNumpy.Placeholder((4, 5, 3), dtype=flow.float),
+               at: tp.ListNumpy.Placeholder((4, 2), dtype=flow.int32)) -> tp.ListNumpy:
+        return flow.gather(x, at, axis=1, batch_dims=1)  # each batch entry's own rows of its own x
+
+    rng = np.random.default_rng(47)
+    for n, m, k in ((4, 5, 2), (2, 3, 1), (0, 5, 2), (3, 1, 2)):
+        x, at = rng.standard_normal((n, m, 3)).astype(np.float32), rng.integers(0, m, (n, k)).astype(np.int32)
+        (got,) = picked([x], [at])
+        np.testing.assert_array_equal(got, np.take_along_axis(x, at[:, :, None], axis=1))
+
+
 def test_training_through_a_slice_of_the_rows_matches_finite_differences():
     config = flow.function_config()
     config.default_data_type(flow.double)
@@ -1058,6 +1121,34 @@ def test_top_k_over_every_devices_rows_gathers_them_and_within_a_row_stays_on_it
         np.testing.assert_array_equal(over_rows, np.argsort(-np.concatenate(pieces), axis=0, kind="stable")[:4])
         for got, piece in zip(within, pieces):
             np.testing.assert_array_equal(got, np.argsort(-piece, axis=1, kind="stable")[:, :2])
+
+
+@MESHES
+def test_an_embedding_of_every_devices_own_ids_learns_from_all_of_them(hierarchy):
+    @flow.global_function(type="train", function_config=mirrored_config(flow.double, hierarchy))
+    def train(ids: tp.ListNumpy.Placeholder((PER_DEVICE,), dtype=flow.int32),
+              x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.double)) -> Tuple[tp.Numpy, tp.ListNumpy]:
+        table = flow.get_variable("emb", shape=(10, 3), dtype=flow.double, initializer=flow.ones_initializer())
+        embedded = flow.gather(table, ids)  # each device's own ids: its own rows
+        # rows 0 and 2 of every device's rows, one after another: gathered first
+        picked = flow.gather(x, flow.constant(np.array([0, 2], np.int32), dtype=flow.int32))
+        loss = flow.math.reduce_sum(flow.math.square(embedded), axis=1) + flow.math.reduce_sum(picked)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss, embedded
+
+    rng, table = np.random.default_rng(48), np.ones((10, 3))
+    for rows in [(3, 0, 5, 1), (0, 4, 0, 0), (25,) * 4]:
+        ids = [rng.integers(0, 10, n).astype(np.int32) for n in rows]
+        xs = [rng.standard_normal((n, 3)) for n in rows]
+        every = np.concatenate(ids)
+        loss, embedded = train(ids, xs)
+        np.testing.assert_allclose(loss, np.sum(table[every] ** 2, axis=1) + np.concatenate(xs)[[0, 2]].sum(), rtol=1e-12)
+        for got, own in zip(embedded, ids):
+            np.testing.assert_allclose(got, table[own], rtol=1e-12)
+        dtable = np.zeros_like(table)
+        np.add.at(dtable, every, 2 * table[every] / len(every))  # the mean of the loss's elements, OneFlow's seed
+        table = table - float(np.float32(0.1)) * dtable
+        np.testing.assert_allclose(flow.get_all_variables()["emb"].numpy(), table, rtol=1e-12)
 
 
 @MESHES

@@ -4,7 +4,7 @@ carry actual sizes, and their text round trip (docs/dynamic.md)."""
 from __future__ import annotations
 
 import pytest
-from xdsl.dialects.builtin import f32
+from xdsl.dialects.builtin import f32, i32
 from xdsl.ir import Block
 from xdsl.utils.exceptions import VerifyException
 
@@ -318,3 +318,15 @@ def test_a_slice_of_a_dynamic_axis_is_dynamic_and_its_gradient_takes_the_sizes_o
     (other,) = Block(arg_types=[with_dynamic(tensor((9, 3), f32), [0])]).args
     with pytest.raises(VerifyException, match="slice_grad's like tensor<9x3xf32.* does not have its result's shape"):
         job.SliceGradOp.make([s, other], x.type, **props)
+
+
+def test_gather_relates_dynamic_ids_and_params_and_its_gradient_takes_the_sizes_of_like():
+    params, ids = Block(arg_types=[with_dynamic(tensor((6, 3), f32), [0]), with_dynamic(tensor((4,), i32), [0])]).args
+    picked = job.GatherOp.make([params, ids], axis=0).res
+    assert picked.type == with_dynamic(tensor((4, 3), f32), [0])  # the ids' count; params' rows only checked
+    assert job.GatherGradOp.make([picked, ids, params], params.type, axis=0).res.type == params.type
+    # without `like`, params' rows are its bound: a static table, an embedding's
+    assert job.GatherGradOp.make([picked, ids], params.type, axis=0).res.type == tensor((6, 3), f32)
+    (wide,) = Block(arg_types=[with_dynamic(tensor((7, 3), f32), [0])]).args
+    with pytest.raises(VerifyException, match="gather_grad's like tensor<7x3xf32.* does not have its result's shape"):
+        job.GatherGradOp.make([picked, ids, wide], params.type, axis=0)

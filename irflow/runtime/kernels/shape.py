@@ -109,7 +109,7 @@ class _Gathered:
         rest = math.prod(params.shape[self.axis + 1 :])
         self.params_blocks = (nb, lead, size, rest)
         self.out_blocks = (nb, lead, math.prod(indices.shape[batch:]), rest)
-        self.at = indices.reshape(nb, 1, -1, 1)  # each batch entry's indices, along the blocks' axis 2
+        self.at = indices.reshape(nb, 1, self.out_blocks[2], 1)  # each batch entry's indices, along the blocks' axis 2
 
 
 @register("gather", checks_data=True)
