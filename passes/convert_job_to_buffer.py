@@ -102,6 +102,13 @@ class _Lowering:
         self.buffers[value] = res
         return res
 
+    def leading_part(self, value: SSAValue, buf: SSAValue, origin: Operation) -> SSAValue:
+        """The first elements of `buf`'s storage at `value`'s actual sizes, as `value` holds them: where `buf`
+        is at those sizes already (a pinned axis checked equal to its bound), the same elements."""
+        sizes = [self.sizes[value][a] for a in dynamic_axes(value.type)]
+        cut = buffer.CutOp.create(operands=[buffer.storage_of(buf), *sizes], result_types=[cut_type(value.type)])
+        return self.emit(cut, origin).results[0]
+
     def const_size(self, value: int, origin: Operation) -> SSAValue:
         make = buffer.ConstSizeOp.create(properties={"value": job.to_attr(value)}, result_types=[IndexType()])
         return self.emit(make, origin).results[0]
@@ -365,6 +372,8 @@ class _Lowering:
             out = self.alloc(op.results[0], op)
             if isinstance(op, (job.UnpinSizeOp, job.SliceGradOp, job.GatherGradOp)):  # `like` gave the sizes only:
                 ins = ins[: len(ins) - (op.like is not None)]  # its buffer need not live on
+            if isinstance(op, job.UnpinSizeOp):  # x's leading elements at like's sizes: all of them after a pin
+                ins = [self.leading_part(op.res, ins[0], op)]
             kernel = self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], params), op)
             if "logical_shape" in op.attributes and op.sbp is not None:  # a piece that ends in padding
                 kernel.attributes.update(logical_shape=op.attributes["logical_shape"], sbp=op.sbp)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from irflow.dialects import job
+from irflow.dialects.bounds import dynamic_axes
 from irflow.frontend.blob import Blob
 from irflow.frontend import dtypes, initializers, math
 from irflow.frontend.math import _mask, _softplus_tail, multiply
@@ -780,7 +781,7 @@ def dropout(
     if trace.job_type != "train" or rate == 0.0:
         return x
     name = name or trace.unique_name("dropout")
-    return multiply(x, _keep_mask(x.value.type, rate, seed, name, what), name)
+    return multiply(x, _keep_mask(x, rate, seed, name, what), name)
 
 
 def random_mask_like(
@@ -796,7 +797,7 @@ def random_mask_like(
         fail(f"{what}: like must be a Blob, got {like!r}")
     _check_mask(like, rate, noise_shape, what)
     name = name or trace.unique_name("RandomMaskLike")
-    scaled = _keep_mask(job.tensor(like.shape, dtypes.float32.element_type), rate, seed, name, what)
+    scaled = _keep_mask(like, rate, seed, name, what, dtypes.float32.element_type)
     return math.greater(scaled, 0.0, name)  # a comparison's int8 0/1
 
 
@@ -807,12 +808,19 @@ def _check_mask(x: Blob, rate: object, noise_shape: Sequence[int] | None, what: 
         fail(f"{what}: rate must be in [0, 1), got {rate!r}")
 
 
-def _keep_mask(mask_type: Any, rate: float, seed: int | None, name: str, what: str) -> Blob:
-    """`<name>-mask`, a job.dropout_mask: 0 with probability `rate`, else 1/(1-rate); without a seed,
-    the job's and the op's names make one (Trace.op_seed)."""
+def _keep_mask(like: Blob, rate: float, seed: int | None, name: str, what: str, dtype: Any = None) -> Blob:
+    """`<name>-mask`, a job.dropout_mask of `like`'s shape: 0 with probability `rate`, else 1/(1-rate); without a
+    seed, the job's and the op's names make one (Trace.op_seed).
+
+    The mask is drawn at the bound of a dynamic `like` (one generator, whatever each step's sizes) and its
+    leading elements taken at like's actual sizes (job.unpin_size)."""
     if seed is None:
         seed = current(what).op_seed(name)
-    return build(job.DropoutMaskOp, [], mask_type, f"{name}-mask", what, rate=float(rate), seed=int(seed))
+    mask_type = job.tensor(like.shape, dtype or like.value.type.element_type)
+    mask = build(job.DropoutMaskOp, [], mask_type, f"{name}-mask", what, rate=float(rate), seed=int(seed))
+    if dynamic := dynamic_axes(like.value.type):
+        mask = build(job.UnpinSizeOp, [mask, like], None, None, what, axes=list(dynamic))
+    return mask
 
 
 # ----------------------------------------------------------------- losses

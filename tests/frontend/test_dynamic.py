@@ -703,6 +703,33 @@ def test_a_batched_gather_of_dynamic_batches_matches_numpy():
         np.testing.assert_array_equal(got, np.take_along_axis(x, at[:, :, None], axis=1))
 
 
+def test_dropout_of_a_dynamic_batch_masks_the_actual_rows_with_one_stream_of_draws():
+    config = flow.function_config()
+    config.default_data_type(flow.double)
+
+    @flow.global_function(type="train", function_config=config)
+    def train(x: tp.ListNumpy.Placeholder((16, 8), dtype=flow.double)) -> Tuple[tp.ListNumpy, tp.ListNumpy]:
+        w = flow.get_variable("w", shape=(8,), dtype=flow.double, initializer=flow.ones_initializer())
+        kept = flow.nn.dropout(x * w, rate=0.5)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(
+            flow.math.reduce_sum(kept, axis=1)
+        )
+        return kept, flow.nn.random_mask_like(x, 0.3)
+
+    rng, w, scales = np.random.default_rng(49), np.ones(8), []
+    for n in (5, 16, 5, 0, 3):
+        x = rng.random((n, 8)) + 0.5
+        (kept,), (mask,) = train([x])
+        assert kept.shape == mask.shape == (n, 8) and mask.dtype == np.int8
+        scale = kept / (x * w)  # each element dropped or kept at 1/(1 - rate)
+        assert np.all(np.isclose(scale, 0.0) | np.isclose(scale, 2.0)) and set(np.unique(mask)) <= {0, 1}
+        scales.append(scale)
+        w = w - float(np.float32(0.1)) * (scale * x).sum(axis=0) / max(n, 1)  # the mean of the loss's rows
+        np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-12, err_msg=f"{n} rows")
+    assert not np.array_equal(scales[0], scales[2])  # steps of one size draw on from the same generator
+    assert 0.3 < np.mean(np.concatenate(scales) == 0.0) < 0.7
+
+
 def test_training_through_a_slice_of_the_rows_matches_finite_differences():
     config = flow.function_config()
     config.default_data_type(flow.double)
