@@ -1511,6 +1511,14 @@ class DimGatherOp(JobOp):
         dim_gather_check(types[0], types[1], props)
         return tensor(shape_of(types[1]), dtype_of(types[0]))
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """input and index share every axis but `dim`, where the result has index's and input's relates to nothing
+        (each index is checked against its actual size)."""
+        rank = len(shape_of(types[0]))
+        dim = normalize_axis(integer(props, "dim"), rank, "dim_gather dim")
+        return [(a, ((1, a),) if a == dim else ((0, a), (1, a))) for a in range(rank)] + [(None, ((0, dim),))]
+
 
 @irdl_op_definition
 class DimGatherGradOp(JobOp):
@@ -1521,6 +1529,7 @@ class DimGatherGradOp(JobOp):
     LINEAR_OPERANDS: ClassVar[tuple[tuple[int, ...], ...]] = ((0,),)
     dy = operand_def(TensorType)
     index = operand_def(TensorType)
+    like = opt_operand_def(TensorType)  # input, where dynamic: its actual sizes, never its values
     res = result_def(TensorType)
     dim = prop_def(IntegerAttr)
     traits = traits_def(Pure())
@@ -1532,6 +1541,18 @@ class DimGatherGradOp(JobOp):
             raise VerifyException(
                 f"dim_gather of {fmt(result)} at index {fmt(types[1])} does not have the gradient's type {fmt(types[0])}"
             )
+        if len(types) > 2 and shape_of(types[2]) != shape_of(result):
+            raise VerifyException(f"dim_gather_grad's like {fmt(types[2])} does not have its result's shape {fmt(result)}")
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """dy has index's sizes; the result's are `like`'s where it is given (input's `dim` is known only from
+        it), else dy's but along `dim`."""
+        rank = len(shape_of(types[0]))
+        dim = normalize_axis(integer(props, "dim"), rank, "dim_gather dim")
+        if len(types) > 2:
+            return [(a, ((2, a),)) for a in range(rank)] + [(None, ((0, a), (1, a))) for a in range(rank)]
+        return [(None if a == dim else a, ((0, a), (1, a))) for a in range(rank)]
 
 
 def gather_nd_shape(params: Attribute, indices: Attribute) -> Shape:

@@ -370,8 +370,8 @@ class _Lowering:
                 params["shapes"] = job.i64_array([d for s in shapes for d in s])
                 params["rank"] = job.to_attr(len(shapes[0]))
             out = self.alloc(op.results[0], op)
-            if isinstance(op, (job.UnpinSizeOp, job.SliceGradOp, job.GatherGradOp)):  # `like` gave the sizes only:
-                ins = ins[: len(ins) - (op.like is not None)]  # its buffer need not live on
+            if isinstance(op, (job.UnpinSizeOp, job.SliceGradOp, job.GatherGradOp, job.DimGatherGradOp)):  # `like`: sizes only,
+                ins = ins[: len(ins) - (op.like is not None)]  # so its buffer need not live on
             if isinstance(op, job.UnpinSizeOp):  # x's leading elements at like's sizes: all of them after a pin
                 ins = [self.leading_part(op.res, ins[0], op)]
             kernel = self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], params), op)

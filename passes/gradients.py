@@ -547,13 +547,14 @@ def _gather_grad(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -
 @gradient(job.DimGatherOp)
 def _dim_gather(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
     x, index = _operands(op)
-    return [b.emit(job.DimGatherGradOp, [dy, index], x.type, **_props(op, "dim")), None]
+    like = [x] if dynamic_axes(x.type) else []  # its actual sizes shape the gradient
+    return [b.emit(job.DimGatherGradOp, [dy, index, *like], x.type, **_props(op, "dim")), None]
 
 
 @gradient(job.DimGatherGradOp)
 def _dim_gather_grad(b: GradientBuilder, op: Operation, g: SSAValue, needs: Needs) -> Grads:
     # as for gather: each is the other's adjoint for fixed indices
-    return [b.emit(job.DimGatherOp, [g, op.operands[1]], **_props(op, "dim")), None]
+    return [b.emit(job.DimGatherOp, [g, op.operands[1]], **_props(op, "dim")), *[None] * (len(op.operands) - 1)]
 
 
 @gradient(job.GatherNdOp)

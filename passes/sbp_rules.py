@@ -204,8 +204,8 @@ def _slice(op: Operation, p: int) -> list[Sig1]:
 
 @rule(job.SliceGradOp)
 def _slice_grad(op: Operation, p: int) -> list[Sig1]:
-    out = _out(op)  # `like`, where given, has the result's shape: split alike
-    return [((i,) * len(op.operands), i) for i in _whole_dims(out, op) if out[i] >= p]
+    out = _out(op)
+    return _with_like(op, [((i,), i) for i in _whole_dims(out, op) if out[i] >= p], 1)
 
 
 def _gathered(op: Operation) -> tuple[int, int, int]:
@@ -250,9 +250,15 @@ def _gather_grad(op: Operation, p: int) -> list[Sig1]:
     _, _, batch = _gathered(op)
     sigs: list[Sig1] = [((j, BROADCAST), i) for i, j in _params_axes(_out(op), op, p)]
     sigs += [((j, k), k if k < batch else PARTIAL) for k, j in _split_indices(op, p)]
-    if len(op.operands) > 2:  # `like` (params, for its sizes) split as the result, or whole beside partial sums
-        sigs = [((*ins, BROADCAST if out == PARTIAL else out), out) for ins, out in sigs]
-    return sigs
+    return _with_like(op, sigs, 2)
+
+
+def _with_like(op: Operation, sigs: list[Sig1], like: int) -> list[Sig1]:
+    """A gradient's signatures with its operand `like` (the forward input, for its sizes), where given: split as
+    the result, or whole beside partial sums."""
+    if len(op.operands) <= like:
+        return sigs
+    return [((*ins, BROADCAST if out == PARTIAL else out), out) for ins, out in sigs]
 
 
 def _dim_gathered(op: Operation, p: int) -> tuple[int, list[int]]:
@@ -275,7 +281,8 @@ def _dim_gather_grad(op: Operation, p: int) -> list[Sig1]:
     """dy and index split alike give dinput split alike off the indexed dim, and partial sums along it
     (each device adds its own elements)."""
     dim, axes = _dim_gathered(op, p)
-    return [((i, i), i if i != dim else PARTIAL) for i in axes]
+    sigs: list[Sig1] = [((i, i), i if i != dim else PARTIAL) for i in axes]
+    return _with_like(op, sigs, 2)
 
 
 def _nd_axes(op: Operation, whole: tuple[int, ...], p: int) -> tuple[list[tuple[int, int]], list[int]]:

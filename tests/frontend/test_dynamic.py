@@ -690,6 +690,33 @@ def test_training_through_gathers_of_dynamic_ids_and_rows_matches_numpy_and_fini
     assert "gather_grad" in train.ir("autodiff")
 
 
+def test_training_through_a_dim_gather_of_dynamic_rows_and_columns_matches_finite_differences():
+    config = flow.function_config()
+    config.default_data_type(flow.double)
+
+    @flow.global_function(type="train", function_config=config)
+    def train(x: tp.ListNumpy.Placeholder((8, 5), dtype=flow.double),
+              at: tp.ListNumpy.Placeholder((8, 2), dtype=flow.int32)) -> Tuple[tp.Numpy, tp.ListNumpy]:
+        s = flow.get_variable("s", shape=(1,), dtype=flow.double, initializer=flow.ones_initializer())
+        picked = flow.dim_gather(flow.math.tanh(x * s), 1, at)  # each row's own columns of its own number
+        loss = flow.math.reduce_sum(flow.math.square(picked))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss, picked
+
+    def loss_of(s: np.ndarray, x: np.ndarray, at: np.ndarray) -> float:
+        return float(np.sum(np.take_along_axis(np.tanh(x * s), at, axis=1) ** 2))
+
+    rng, s = np.random.default_rng(50), np.ones(1)
+    for n, m, k in ((8, 5, 2), (3, 4, 1), (0, 5, 2), (5, 2, 2)):
+        x, at = rng.standard_normal((n, m)), rng.integers(0, m, (n, k)).astype(np.int32)
+        loss, (picked,) = train([x], [at])
+        np.testing.assert_allclose(picked, np.take_along_axis(np.tanh(x * s), at, axis=1), rtol=1e-7)
+        np.testing.assert_allclose(loss, loss_of(s, x, at), rtol=1e-7)
+        s = s - float(np.float32(0.1)) * (loss_of(s + 1e-6, x, at) - loss_of(s - 1e-6, x, at)) / 2e-6
+        np.testing.assert_allclose(flow.get_all_variables()["s"].numpy(), s, rtol=1e-7, err_msg=f"{n} x {m}")
+    assert "job.dim_gather_grad" in train.ir("autodiff")
+
+
 def test_a_batched_gather_of_dynamic_batches_matches_numpy():
     @flow.global_function(type="predict")
     def picked(x: tp.ListNumpy.Placeholder((4, 5, 3), dtype=flow.float),

@@ -330,3 +330,9 @@ def test_gather_relates_dynamic_ids_and_params_and_its_gradient_takes_the_sizes_
     (wide,) = Block(arg_types=[with_dynamic(tensor((7, 3), f32), [0])]).args
     with pytest.raises(VerifyException, match="gather_grad's like tensor<7x3xf32.* does not have its result's shape"):
         job.GatherGradOp.make([picked, ids, wide], params.type, axis=0)
+    (at,) = Block(arg_types=[with_dynamic(tensor((6, 2), i32), [0, 1])]).args
+    columns = job.DimGatherOp.make([params, at], dim=1).res
+    assert columns.type == with_dynamic(tensor((6, 2), f32), [0, 1])  # the index's sizes
+    assert job.DimGatherGradOp.make([columns, at, params], params.type, dim=1).res.type == params.type
+    with pytest.raises(VerifyException, match="dim_gather_grad's like tensor<7x3xf32.* does not have its result's shape"):
+        job.DimGatherGradOp.make([columns, at, wide], params.type, dim=1)
