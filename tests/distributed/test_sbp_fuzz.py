@@ -711,8 +711,10 @@ def feeds(program: Program, distributed: bool) -> list[tuple[tuple[Any, ...], tu
     n = devices(mesh_placement(program.mesh)[0])
     per_step = []
     for _ in range(STEPS if program.train else 1):
-        # an axis of bound 1 is exact; otherwise a device may have fewer rows (none included), in half the steps
-        full = program.rows == 1 or rng.integers(0, 2) == 0
+        # an axis of bound 1 is exact; otherwise a device may have fewer rows (none included), in half the steps,
+        # but for a dropout: its mask is drawn at the bound, a device's rows taking the first of its piece, so only
+        # full devices mask their rows as one device masks all of them (docs/dynamic.md)
+        full = program.rows == 1 or rng.integers(0, 2) == 0 or any(s.op == "dropout" for s in program.steps)
         counts = [program.rows if full else int(rng.integers(0, program.rows + 1)) for _ in range(n)]
         rows = lambda shape: (sum(counts), *shape[1:]) if program.rows else shape  # noqa: E731
         floats = [rng.standard_normal(rows(s)) for s in float_shapes]

@@ -1205,6 +1205,27 @@ def test_an_embedding_of_every_devices_own_ids_learns_from_all_of_them(hierarchy
         np.testing.assert_allclose(flow.get_all_variables()["emb"].numpy(), table, rtol=1e-12)
 
 
+def test_dropout_masks_each_devices_own_rows_in_the_mirrored_view():
+    @flow.global_function(type="train", function_config=mirrored_config(flow.double))
+    def train(x: tp.ListNumpy.Placeholder((PER_DEVICE, 4), dtype=flow.double)) -> tp.ListNumpy:
+        w = flow.get_variable("w", shape=(4,), dtype=flow.double, initializer=flow.ones_initializer())
+        kept = flow.nn.dropout(x * w, rate=0.25, seed=3)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(
+            flow.math.reduce_sum(kept, axis=1)
+        )
+        return kept
+
+    rng, w = np.random.default_rng(51), np.ones(4)
+    for rows in [(3, 0, 25, 1), (25,) * 4, (0, 2, 0, 0)]:
+        pieces = [rng.random((n, 4)) + 0.5 for n in rows]
+        kept = train(pieces)
+        assert [k.shape for k in kept] == [p.shape for p in pieces]
+        scale = np.concatenate(kept) / (np.concatenate(pieces) * w)
+        assert np.all(np.isclose(scale, 0.0) | np.isclose(scale, 4 / 3))
+        w = w - float(np.float32(0.1)) * (scale * np.concatenate(pieces)).sum(axis=0) / sum(rows)
+        np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-12, err_msg=f"rows {rows}")
+
+
 @MESHES
 def test_each_devices_rows_regrouped_by_a_reshape_stay_in_the_devices_order(hierarchy):
     @flow.global_function(type="predict", function_config=mirrored_config(hierarchy=hierarchy))
