@@ -8,6 +8,7 @@ forward pass, PyTorch for training.
 from __future__ import annotations
 
 import tracemalloc
+from collections.abc import Callable
 from typing import Tuple
 
 import numpy as np
@@ -30,7 +31,7 @@ def fresh_session():
 def mlp_predict():
     @flow.global_function(type="predict")
     def mlp(images: tp.ListNumpy.Placeholder((BOUND, 784), dtype=flow.float)) -> tp.ListNumpy:
-        hidden = flow.layers.dense(images, 512, activation=flow.nn.relu, name="dense1")
+        hidden = flow.layers.dense(images, 512, activation=flow.nn.relu, name="dense1")  # MARK-dense1
         return flow.layers.dense(hidden, 10, name="dense2")
 
     return mlp
@@ -440,7 +441,7 @@ def test_an_axis_that_must_equal_a_static_one_is_checked_at_run_time_naming_the_
     with pytest.raises(flow.ExecutionError, match=r"job.matmul: operand #0 axis 1 \(argument 'images' axis 1\) and "
                        r"operand #1 axis 1 \(static 784\) must have the same size, given 700 and 784") as info:
         mlp([np.zeros((5, 700), np.float32)])
-    assert f"{__file__}:33:" in str(info.value)  # the dense layer's line in mlp_predict
+    assert f"{__file__}:{line_of('MARK-dense1')}:" in str(info.value)  # the dense layer's line in mlp_predict
     assert mlp([np.zeros((5, 784), np.float32)])[0].shape == (5, 10)  # nothing was left half-done
 
 
@@ -493,12 +494,7 @@ def test_training_through_regrouped_rows_matches_finite_differences():
     for n in (4, 1, 3, 4):
         x = rng.standard_normal((n, 6))
         np.testing.assert_allclose(train([x]), loss_of(w, x), rtol=1e-10)
-        gradient = np.zeros_like(w)
-        for at in np.ndindex(*w.shape):
-            step = np.zeros_like(w)
-            step[at] = 1e-6
-            gradient[at] = (loss_of(w + step, x) - loss_of(w - step, x)) / 2e-6
-        w = w - float(np.float32(0.1)) * gradient
+        w = w - float(np.float32(0.1)) * central_differences(lambda v: loss_of(v, x), w)
         np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-7, err_msg=f"{n} rows")
 
 
@@ -573,12 +569,7 @@ def test_training_through_a_concat_along_the_rows_matches_finite_differences():
     for n, m in ((4, 5), (1, 3), (0, 2), (3, 0), (4, 5)):
         a, b = rng.standard_normal((n, 3)), rng.standard_normal((m, 3))
         np.testing.assert_allclose(train([a], [b]), loss_of(w, a, b), rtol=1e-10)
-        gradient = np.zeros_like(w)
-        for at in np.ndindex(*w.shape):
-            step = np.zeros_like(w)
-            step[at] = 1e-6
-            gradient[at] = (loss_of(w + step, a, b) - loss_of(w - step, a, b)) / 2e-6
-        w = w - float(np.float32(0.1)) * gradient  # the learning rate as the job holds it
+        w = w - float(np.float32(0.1)) * central_differences(lambda v: loss_of(v, a, b), w)  # the job's rate
         np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-7, err_msg=f"rows {n}, {m}")
     assert "buffer.subview" in train.ir("buffer")
 
@@ -671,11 +662,7 @@ def test_training_through_gathers_of_dynamic_ids_and_rows_matches_numpy_and_fini
         np.testing.assert_allclose(rows, np.tanh(x @ w)[pick], rtol=1e-7)
         dtable = np.zeros_like(table)
         np.add.at(dtable, ids, 2 * table[ids])  # repeated ids add up
-        dw = np.zeros_like(w)
-        for at in np.ndindex(*w.shape):
-            step = np.zeros_like(w)
-            step[at] = 1e-6
-            dw[at] = (loss_of(table, w + step, ids, x, pick) - loss_of(table, w - step, ids, x, pick)) / 2e-6
+        dw = central_differences(lambda v: loss_of(table, v, ids, x, pick), w)
         table, w = table - rate * dtable, w - rate * dw
         variables = flow.get_all_variables()
         np.testing.assert_allclose(variables["emb"].numpy(), table, rtol=1e-12, err_msg=f"{n} ids")
@@ -712,7 +699,7 @@ def test_training_through_a_dim_gather_of_dynamic_rows_and_columns_matches_finit
         loss, (picked,) = train([x], [at])
         np.testing.assert_allclose(picked, np.take_along_axis(np.tanh(x * s), at, axis=1), rtol=1e-7)
         np.testing.assert_allclose(loss, loss_of(s, x, at), rtol=1e-7)
-        s = s - float(np.float32(0.1)) * (loss_of(s + 1e-6, x, at) - loss_of(s - 1e-6, x, at)) / 2e-6
+        s = s - float(np.float32(0.1)) * central_differences(lambda v: loss_of(v, x, at), s)
         np.testing.assert_allclose(flow.get_all_variables()["s"].numpy(), s, rtol=1e-7, err_msg=f"{n} x {m}")
     assert "job.dim_gather_grad" in train.ir("autodiff")
 
@@ -779,12 +766,7 @@ def test_training_through_a_slice_of_the_rows_matches_finite_differences():
     for n in (9, 4, 2, 7, 6):
         x = rng.standard_normal((n, 3))
         np.testing.assert_allclose(train([x]), loss_of(w, x), rtol=1e-10)
-        gradient = np.zeros_like(w)
-        for at in np.ndindex(*w.shape):
-            step = np.zeros_like(w)
-            step[at] = 1e-6
-            gradient[at] = (loss_of(w + step, x) - loss_of(w - step, x)) / 2e-6
-        w = w - float(np.float32(0.1)) * gradient  # the learning rate as the job holds it
+        w = w - float(np.float32(0.1)) * central_differences(lambda v: loss_of(v, x), w)  # the job's rate
         np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-7, err_msg=f"{n} rows")
     assert "job.slice_grad" in train.ir("autodiff")
 
@@ -1277,6 +1259,16 @@ def test_steps_gathering_changing_rows_allocate_nothing_a_static_gather_does_not
     assert left == 0  # new sizes on each device: views and closures, no array memory
     assert grown <= static_grown + 512
     assert peak_bytes <= static_peak + 4096
+
+
+def central_differences(loss_of: Callable[[np.ndarray], float], w: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """d loss_of / d w by central differences: the oracle the dynamic jobs' gradients are checked against."""
+    gradient = np.zeros_like(w)
+    for at in np.ndindex(*w.shape):
+        step = np.zeros_like(w)
+        step[at] = eps
+        gradient[at] = (loss_of(w + step) - loss_of(w - step)) / (2 * eps)
+    return gradient
 
 
 def line_of(marker: str) -> int:
