@@ -370,8 +370,8 @@ class _Lowering:
                 params["shapes"] = job.i64_array([d for s in shapes for d in s])
                 params["rank"] = job.to_attr(len(shapes[0]))
             out = self.alloc(op.results[0], op)
-            if isinstance(op, (job.UnpinSizeOp, job.SliceGradOp, job.GatherGradOp, job.DimGatherGradOp)):  # `like`: sizes only,
-                ins = ins[: len(ins) - (op.like is not None)]  # so its buffer need not live on
+            if isinstance(op, _SIZED_BY_LIKE) and op.like is not None:  # sizes only: its buffer need not live on
+                ins = ins[:-1]
             if isinstance(op, job.UnpinSizeOp):  # x's leading elements at like's sizes: all of them after a pin
                 ins = [self.leading_part(op.res, ins[0], op)]
             kernel = self.emit(buffer.KernelOp(_kernel_name(op), ins, [out], params), op)
@@ -379,6 +379,10 @@ class _Lowering:
                 kernel.attributes.update(logical_shape=op.attributes["logical_shape"], sbp=op.sbp)
         else:
             raise CompileError(f"convert-job-to-buffer cannot lower '{op.name}'", source_location(op))
+
+
+# Ops whose last operand `like` gives the result's actual sizes, never values: their kernels do not read it.
+_SIZED_BY_LIKE = (job.UnpinSizeOp, job.SliceGradOp, job.GatherGradOp, job.DimGatherGradOp)
 
 
 def _kernel_name(op: Operation) -> str:

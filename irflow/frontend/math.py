@@ -399,9 +399,9 @@ def argmax(input: Blob, axis: int = -1, name: str | None = None) -> Blob:  # noq
 def top_k(input: Blob, axis: int = -1, k: int = 1, sorted: bool = True, name: str | None = None) -> Blob:  # noqa: A002
     """The int32 indices of the k largest entries along `axis`, largest first, as OneFlow's (indices only).
 
-    k above the axis' size (along a dynamic axis, its actual size) takes the whole axis, as OneFlow's. Equal entries come in index
-    order and NaN counts as the largest, as torch.topk; `sorted=False` (OneFlow's order left
-    open) gives the same sorted indices. Integer indices: no gradient.
+    k above the axis' size (along a dynamic axis, its actual size) takes the whole axis, as OneFlow's.
+    Equal entries come in index order and NaN counts as the largest, as torch.topk; `sorted=False`
+    (OneFlow's order left open) gives the same sorted indices. Integer indices: no gradient.
     """
     what = "flow.math.top_k"
     if not isinstance(input, Blob) or not input.ndim:
