@@ -154,8 +154,9 @@ def test_mirrored_train_job_with_each_ranks_own_rows_matches_one_process(tmp_pat
 
 def test_each_ranks_own_rows_gather_over_both_axes_of_a_mesh(tmp_path):
     """4 ranks as a 2x2 mesh, rows differing per rank and step (zero included): a max over all of them, the
-    rows themselves, a concatenation along them and the rows flattened, gathered along each mesh axis in turn
-    (the concatenation's inputs on the devices), as one process gives them and numpy."""
+    rows themselves, a concatenation along them, the rows flattened, a slice and a top_k of all of them, and an
+    embedding of each rank's own ids, gathered along each mesh axis in turn (the concatenation's, the slice's and
+    the top_k's inputs on the devices), as one process gives them and numpy."""
     (tmp_path / "one").mkdir()
     (tmp_path / "ranks").mkdir()
     run(["mirrored_mesh.py", str(tmp_path / "one")], None)
@@ -164,7 +165,7 @@ def test_each_ranks_own_rows_gather_over_both_axes_of_a_mesh(tmp_path):
     for rank in range(4):
         got = dict(np.load(tmp_path / "ranks" / f"rank{rank}.npz"))
         for step in range(4):
-            for name in ("peak", "rows", "joined", "flat"):
+            for name in ("peak", "rows", "joined", "flat", "thirds", "top", "embedded"):
                 np.testing.assert_array_equal(got[f"{name}{step}"], got[f"numpy_{name}{step}"], err_msg=f"{name}{step}")
                 np.testing.assert_array_equal(simulated[f"{name}{step}"], got[f"{name}{step}"], err_msg=f"{name}{step}")
 
