@@ -1583,6 +1583,18 @@ class GatherNdOp(JobOp):
     def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
         return tensor(gather_nd_shape(types[0], types[1]), dtype_of(types[0]))
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """The result's axes are the indices' but the last (the K coordinates, static) and params' past K; params'
+        axis 0, when indexed, relates to nothing (each coordinate is checked against its actual size)."""
+        params, indices = shape_of(types[0]), shape_of(types[1])
+        lead, k = len(indices) - 1, indices[-1] if indices else 0
+        groups: list[SizeGroup] = [(j, ((1, j),)) for j in range(lead)]
+        groups += [(lead + a - k, ((0, a),)) for a in range(k, len(params))]
+        # params' other indexed axes are pinned when dynamic: the gradient's rows past them would not be its leading
+        # elements (job.unpin_size)
+        return groups + ([(None, ((0, 0),))] if k else [])
+
 
 @irdl_op_definition
 class ScatterNdOp(JobOp):
@@ -1602,6 +1614,15 @@ class ScatterNdOp(JobOp):
             raise VerifyException(
                 f"gather_nd of {fmt(result)} at indices {fmt(types[1])} does not have the updates' type {fmt(types[0])}"
             )
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """The updates' leading axes are the indices' but the last; their other axes are the result's past K. The
+        result's first K axes are its type's: a dynamic one is sized after it (job.unpin_size)."""
+        updates, indices = shape_of(types[0]), shape_of(types[1])
+        lead, k = len(indices) - 1, indices[-1] if indices else 0
+        groups: list[SizeGroup] = [(None, ((0, j), (1, j))) for j in range(lead)]
+        return groups + [(k + t, ((0, lead + t),)) for t in range(len(updates) - lead)]
 
 
 class TensorScatterNdOp(JobOp):

@@ -90,12 +90,13 @@ def test_over_the_bound_is_an_error_naming_argument_bound_and_shape(shape, expec
 
 
 def test_a_static_only_op_on_a_dynamic_value_is_a_located_trace_error():
-    with pytest.raises(flow.TraceError, match=r"flow.gather_nd: job.gather_nd needs static shapes, but operand #0 "
-                       r"\(<=100, <=784\) has a dynamic axis 0") as info:
+    with pytest.raises(flow.TraceError, match=r"flow.tensor_scatter_nd_add: job.tensor_scatter_nd_add needs static "
+                       r"shapes, but operand #0 \(<=100, <=784\) has a dynamic axis 0") as info:
 
         @flow.global_function(type="predict")
-        def pick(images: tp.ListNumpy.Placeholder((BOUND, 784)), rows: tp.Numpy.Placeholder((3, 1), dtype=flow.int32)) -> tp.Numpy:
-            return flow.gather_nd(images, rows)
+        def pick(images: tp.ListNumpy.Placeholder((BOUND, 784)), rows: tp.Numpy.Placeholder((3, 1), dtype=flow.int32),
+                 updates: tp.Numpy.Placeholder((3, 784))) -> tp.Numpy:
+            return flow.tensor_scatter_nd_add(images, rows, updates)
 
     assert f"{__file__}:" in str(info.value)
 
@@ -702,6 +703,42 @@ def test_training_through_a_dim_gather_of_dynamic_rows_and_columns_matches_finit
         s = s - float(np.float32(0.1)) * central_differences(lambda v: loss_of(v, x, at), s)
         np.testing.assert_allclose(flow.get_all_variables()["s"].numpy(), s, rtol=1e-7, err_msg=f"{n} x {m}")
     assert "job.dim_gather_grad" in train.ir("autodiff")
+
+
+def test_training_through_gather_nd_of_dynamic_coordinates_and_rows_matches_numpy_and_finite_differences():
+    config = flow.function_config()
+    config.default_data_type(flow.double)
+
+    @flow.global_function(type="train", function_config=config)
+    def train(
+        at: tp.ListNumpy.Placeholder((8, 2), dtype=flow.int32),
+        x: tp.ListNumpy.Placeholder((6, 4), dtype=flow.double),
+        rows: tp.ListNumpy.Placeholder((5, 1), dtype=flow.int32),
+    ) -> Tuple[tp.Numpy, tp.ListNumpy]:
+        table = flow.get_variable("t", shape=(5, 4, 3), dtype=flow.double, initializer=flow.ones_initializer())
+        s = flow.get_variable("s", shape=(1,), dtype=flow.double, initializer=flow.ones_initializer())
+        picked = flow.gather_nd(table, at)  # each call's own number of (i, j) pairs
+        taken = flow.gather_nd(flow.math.tanh(x * s), rows)  # rows of a value dynamic in both axes
+        loss = flow.math.reduce_sum(flow.math.square(picked)) + flow.math.reduce_sum(taken * taken * 0.5)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss, taken
+
+    def loss_of(t: np.ndarray, s: np.ndarray, at: np.ndarray, x: np.ndarray, rows: np.ndarray) -> float:
+        return float(np.sum(t[at[:, 0], at[:, 1]] ** 2) + np.sum(np.tanh(x * s)[rows[:, 0]] ** 2 * 0.5))
+
+    rng, t, s = np.random.default_rng(52), np.ones((5, 4, 3)), np.ones(1)
+    rate = float(np.float32(0.1))  # the learning rate as the job holds it
+    for n, m, c, k in ((3, 6, 4, 2), (8, 2, 3, 5), (0, 1, 1, 0), (5, 4, 2, 3)):
+        at = np.stack([rng.integers(0, 5, n), rng.integers(0, 4, n)], axis=1).astype(np.int32)
+        x, rows = rng.standard_normal((m, c)), rng.integers(0, m, (k, 1)).astype(np.int32)
+        loss, (taken,) = train([at], [x], [rows])
+        np.testing.assert_allclose(loss, loss_of(t, s, at, x, rows), rtol=1e-7)
+        np.testing.assert_allclose(taken, np.tanh(x * s)[rows[:, 0]], rtol=1e-7)
+        dt = np.zeros_like(t)
+        np.add.at(dt, (at[:, 0], at[:, 1]), 2 * t[at[:, 0], at[:, 1]])  # repeated pairs add up
+        t, s = t - rate * dt, s - rate * central_differences(lambda v: loss_of(t, v, at, x, rows), s)
+        np.testing.assert_allclose(flow.get_all_variables()["t"].numpy(), t, rtol=1e-12, err_msg=f"{n} pairs")
+        np.testing.assert_allclose(flow.get_all_variables()["s"].numpy(), s, rtol=1e-7, err_msg=f"{m} x {c}")
 
 
 def test_a_batched_gather_of_dynamic_batches_matches_numpy():
