@@ -1224,6 +1224,32 @@ def test_an_embedding_of_every_devices_own_ids_learns_from_all_of_them(hierarchy
         np.testing.assert_allclose(flow.get_all_variables()["emb"].numpy(), table, rtol=1e-12)
 
 
+@MESHES
+def test_gather_nd_of_every_devices_own_coordinates_and_of_all_their_rows(hierarchy):
+    @flow.global_function(type="train", function_config=mirrored_config(flow.double, hierarchy))
+    def train(at: tp.ListNumpy.Placeholder((PER_DEVICE, 2), dtype=flow.int32),
+              x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.double)) -> Tuple[tp.Numpy, tp.Numpy]:
+        t = flow.get_variable("t", shape=(5, 4), dtype=flow.double, initializer=flow.ones_initializer())
+        picked = flow.gather_nd(t, at)  # each device's own (i, j) pairs
+        first = flow.gather_nd(x, flow.constant(np.array([[0], [2]], np.int32), dtype=flow.int32))  # of all rows
+        loss = flow.math.square(picked) + flow.math.reduce_sum(first)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss, first
+
+    rng, t = np.random.default_rng(53), np.ones((5, 4))
+    for rows in [(3, 0, 5, 1), (0, 4, 0, 0), (25,) * 4]:
+        ats = [np.stack([rng.integers(0, 5, n), rng.integers(0, 4, n)], axis=1).astype(np.int32) for n in rows]
+        xs = [rng.standard_normal((n, 3)) for n in rows]
+        at, x = np.concatenate(ats), np.concatenate(xs)
+        loss, first = train(ats, xs)
+        np.testing.assert_allclose(first, x[[0, 2]], rtol=1e-12)
+        np.testing.assert_allclose(loss, t[at[:, 0], at[:, 1]] ** 2 + x[[0, 2]].sum(), rtol=1e-12)
+        dt = np.zeros_like(t)
+        np.add.at(dt, (at[:, 0], at[:, 1]), 2 * t[at[:, 0], at[:, 1]] / len(at))  # the mean of the loss's elements
+        t = t - float(np.float32(0.1)) * dt
+        np.testing.assert_allclose(flow.get_all_variables()["t"].numpy(), t, rtol=1e-12, err_msg=f"rows {rows}")
+
+
 def test_dropout_masks_each_devices_own_rows_in_the_mirrored_view():
     @flow.global_function(type="train", function_config=mirrored_config(flow.double))
     def train(x: tp.ListNumpy.Placeholder((PER_DEVICE, 4), dtype=flow.double)) -> tp.ListNumpy:
