@@ -781,6 +781,11 @@ class BernoulliOp(JobOp):
         if dtype_of(result) not in FLOAT_TYPES + INT_TYPES:
             raise VerifyException(f"samples must be a number tensor, got {fmt(result)}")
 
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """Elementwise: the draws are taken at the probabilities' sizes."""
+        return [(a, ((0, a), (1, a))) for a in range(len(shape_of(types[1])))]
+
 
 @irdl_op_definition
 class BiasAddOp(JobOp):
@@ -898,6 +903,14 @@ class BroadcastToOp(JobOp):
     def check(cls, types: Sequence[Attribute], props: Props, result: Attribute) -> None:
         if broadcast_shapes(shape_of(types[0]), shape_of(result)) != shape_of(result):
             raise VerifyException(f"cannot broadcast {fmt(types[0])} to {fmt(result)}")
+        if dynamic_axes(types[0]) and len(shape_of(types[0])) != len(shape_of(result)):
+            raise VerifyException(f"broadcast_to of {describe(types[0])} keeps its rank, got {fmt(result)}")
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """An axis not broadcast (of more than one entry; a dynamic value keeps its rank) passes its size on; a
+        dynamic axis of one entry is refused: its actual size could be 0."""
+        return [(a, ((0, a),)) for a, d in enumerate(shape_of(types[0])) if d != 1]
 
 
 @irdl_op_definition
@@ -1643,6 +1656,17 @@ class TensorScatterNdOp(JobOp):
             raise VerifyException(f"gather_nd of params {fmt(params)} at indices {fmt(indices)} does not have the "
                                   f"updates' type {fmt(updates)}")  # fmt: skip
         return params
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """The result has params' sizes, the updates' leading axes the indices' but the last and their others
+        params' past K; as in gather_nd, of params' indexed axes only axis 0 may stay dynamic (the updates'
+        gradient is a gather_nd of dy)."""
+        params, indices = shape_of(types[0]), shape_of(types[1])
+        lead, k = len(indices) - 1, indices[-1] if indices else 0
+        groups: list[SizeGroup] = [(None, ((1, j), (2, j))) for j in range(lead)]
+        groups += [(a, ((0, a), (2, lead + a - k))) for a in range(k, len(params))]
+        return groups + ([(0, ((0, 0),))] if k else [])
 
 
 @irdl_op_definition

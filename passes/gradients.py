@@ -575,7 +575,9 @@ def _tensor_scatter_nd(b: GradientBuilder, op: Operation, dy: SSAValue, needs: N
     params, indices, updates = _operands(op)
     dparams: SSAValue | None = dy
     if needs[0] and isinstance(op, job.TensorScatterNdUpdateOp):
-        dparams = b.emit(job.TensorScatterNdUpdateOp, [dy, indices, b.fill(0.0, updates.type)])
+        zeros = b.emit(job.BroadcastLikeOp, [b.scalar(0.0, updates), updates]) if dynamic_axes(updates.type) else (
+            b.fill(0.0, updates.type))  # fmt: skip
+        dparams = b.emit(job.TensorScatterNdUpdateOp, [dy, indices, zeros])
     dupdates = b.emit(job.GatherNdOp, [dy, indices]) if needs[2] else None
     return [dparams if needs[0] else None, None, dupdates]
 

@@ -10,6 +10,8 @@ and flow.random_normal_initializer initialize variables only), so neither has ir
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import f64
+
 from irflow.dialects import job
 from irflow.dialects.bounds import dynamic_axes
 from irflow.frontend import dtypes
@@ -35,9 +37,14 @@ def _seed(value: object, name: str, what: str) -> int:
 
 
 def _samples(p: Blob, seed: int, dtype: dtypes.DType, name: str, what: str) -> Blob:
-    """Bernoulli(p) samples of `dtype`: a job.random_uniform `<name>-uniform` of p's shape, then job.bernoulli."""
+    """Bernoulli(p) samples of `dtype`: a job.random_uniform `<name>-uniform` of p's shape, then job.bernoulli.
+
+    For a dynamic p the draws are made at its bound, their first taken at its actual sizes (job.unpin_size), as
+    a dropout mask's."""
     draws = job.tensor(p.shape, (dtypes.float64 if p.dtype is dtypes.float64 else dtypes.float32).element_type)
     u = build(job.RandomUniformOp, [], draws, f"{name}-uniform", what, seed=seed)
+    if dynamic := dynamic_axes(p.value.type):
+        u = build(job.UnpinSizeOp, [u, p], None, None, what, axes=list(dynamic))
     return build(job.BernoulliOp, [u, p], job.tensor(p.shape, dtype.element_type), name, what)
 
 
@@ -79,8 +86,7 @@ CoinFlip = coin_flip
 def generate_random_batch_permutation_indices(value: Blob, seed: int | None = None, name: str | None = None) -> Blob:
     """An int32 Blob (n,): a random permutation of 0..n-1 for `value`'s n entries along axis 0, new each step.
 
-    Only value's size is read. Its axis 0 must be static: a permutation of a dynamic axis would
-    need the actual size, which irflow fixes when a step starts (docs/dynamic.md).
+    Only value's size is read; a dynamic axis 0 gives a permutation of its actual entries (docs/dynamic.md).
     """
     return _permutation(value, seed, name, "flow.random.generate_random_batch_permutation_indices")
 
@@ -97,8 +103,15 @@ def _permutation(value: Blob, seed: int | None, name: str | None, what: str) -> 
     trace = current(what)
     if not isinstance(value, Blob) or not value.shape:
         fail(f"{what}: value must be a Blob with an axis 0 to permute, got {value!r}")
-    if 0 in dynamic_axes(value.value.type):
-        fail(f"{what}: axis 0 of value {value!r} is dynamic; a permutation needs a static axis 0")
     name = name or trace.unique_name("random_batch_permutation_indices")
-    result = job.tensor((value.shape[0],), dtypes.int32.element_type)
-    return build(job.RandomPermutationOp, [], result, name, what, seed=_seed(seed, name, what))
+    if 0 not in dynamic_axes(value.value.type):
+        result = job.tensor((value.shape[0],), dtypes.int32.element_type)
+        return build(job.RandomPermutationOp, [], result, name, what, seed=_seed(seed, name, what))
+    # A dynamic axis 0: the order of as many draws as it has entries, largest first, which is a uniformly random
+    # permutation of them (random_permutation's own draws, sorted). The draws are made at its bound and their
+    # first taken at its actual size, as a dropout mask's (job.unpin_size), sized by its entries' sums.
+    rows = value if value.ndim == 1 else build(job.ReduceSumOp, [value], None, None, what, axes=list(range(1, value.ndim)))
+    draws = build(job.RandomUniformOp, [], job.tensor((value.shape[0],), f64), f"{name}-uniform", what,
+                  seed=_seed(seed, name, what))  # fmt: skip
+    draws = build(job.UnpinSizeOp, [draws, rows], None, None, what, axes=[0])
+    return build(job.TopKOp, [draws], None, name, what, axis=0, k=value.shape[0])

@@ -89,16 +89,36 @@ def test_over_the_bound_is_an_error_naming_argument_bound_and_shape(shape, expec
     assert __file__ in str(info.value)  # at the caller's line
 
 
-def test_a_static_only_op_on_a_dynamic_value_is_a_located_trace_error():
-    with pytest.raises(flow.TraceError, match=r"flow.tensor_scatter_nd_add: job.tensor_scatter_nd_add needs static "
-                       r"shapes, but operand #0 \(<=100, <=784\) has a dynamic axis 0") as info:
+def test_a_dynamic_batch_is_upsampled_shuffled_and_sampled_at_its_actual_size():
+    config = flow.function_config()
+    config.default_data_type(flow.double)
 
-        @flow.global_function(type="predict")
-        def pick(images: tp.ListNumpy.Placeholder((BOUND, 784)), rows: tp.Numpy.Placeholder((3, 1), dtype=flow.int32),
-                 updates: tp.Numpy.Placeholder((3, 784))) -> tp.Numpy:
-            return flow.tensor_scatter_nd_add(images, rows, updates)
+    @flow.global_function(type="train", function_config=config)
+    def train(x: tp.ListNumpy.Placeholder((5, 2, 3, 3), dtype=flow.double),
+              p: tp.ListNumpy.Placeholder((50, 40), dtype=flow.double)) -> Tuple[tp.Numpy, tp.ListNumpy, tp.ListNumpy, tp.ListNumpy]:
+        s = flow.get_variable("s", shape=(1,), dtype=flow.double, initializer=flow.ones_initializer())
+        larger = flow.layers.upsample_2d(x * s, size=(2, 3), data_format="NCHW")
+        loss = flow.math.reduce_sum(flow.math.square(flow.math.tanh(larger)))
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss, larger, flow.random.shuffle(x), flow.random.bernoulli(p)
 
-    assert f"{__file__}:" in str(info.value)
+    def loss_of(s: np.ndarray, x: np.ndarray) -> float:
+        return float(np.sum(np.tanh(np.repeat(np.repeat(x * s, 2, axis=2), 3, axis=3)) ** 2))
+
+    rng, s, orders = np.random.default_rng(55), np.ones(1), []
+    for n, rows in ((5, 50), (2, 20), (0, 0), (5, 30), (3, 50)):
+        x = rng.standard_normal((n, 2, 3, 3))
+        loss, (larger,), (shuffled,), (samples,) = train([x], [np.full((rows, 40), 0.3)])
+        np.testing.assert_allclose(larger, np.repeat(np.repeat(x * s, 2, axis=2), 3, axis=3), rtol=1e-7)
+        np.testing.assert_allclose(loss, loss_of(s, x), rtol=1e-7)
+        s = s - float(np.float32(0.1)) * central_differences(lambda v: loss_of(v, x), s)
+        np.testing.assert_allclose(flow.get_all_variables()["s"].numpy(), s, rtol=1e-6, err_msg=f"{n} images")
+        order = [int(np.flatnonzero((x == row).all(axis=(1, 2, 3)))[0]) for row in shuffled]
+        assert sorted(order) == list(range(n))  # a permutation of the actual images
+        orders.append(order)
+        assert samples.shape == (rows, 40) and set(np.unique(samples)) <= {0.0, 1.0}
+        assert rows == 0 or 0.25 < samples.mean() < 0.35
+    assert orders[0] != list(range(5)) or orders[3] != list(range(5))  # not the identity every time
 
 
 def test_a_reshape_regroups_the_actual_rows_and_checks_they_make_whole_ones():
@@ -739,6 +759,45 @@ def test_training_through_gather_nd_of_dynamic_coordinates_and_rows_matches_nump
         t, s = t - rate * dt, s - rate * central_differences(lambda v: loss_of(t, v, at, x, rows), s)
         np.testing.assert_allclose(flow.get_all_variables()["t"].numpy(), t, rtol=1e-12, err_msg=f"{n} pairs")
         np.testing.assert_allclose(flow.get_all_variables()["s"].numpy(), s, rtol=1e-7, err_msg=f"{m} x {c}")
+
+
+def test_training_through_tensor_scatters_into_dynamic_rows_matches_numpy_and_finite_differences():
+    config = flow.function_config()
+    config.default_data_type(flow.double)
+
+    @flow.global_function(type="train", function_config=config)
+    def train(
+        x: tp.ListNumpy.Placeholder((6, 3), dtype=flow.double),
+        at: tp.ListNumpy.Placeholder((4, 1), dtype=flow.int32),
+        updates: tp.ListNumpy.Placeholder((4, 3), dtype=flow.double),
+    ) -> Tuple[tp.Numpy, tp.ListNumpy, tp.ListNumpy]:
+        s = flow.get_variable("s", shape=(1,), dtype=flow.double, initializer=flow.ones_initializer())
+        added = flow.tensor_scatter_nd_add(flow.math.tanh(x * s), at, updates * s)
+        replaced = flow.tensor_scatter_nd_update(x * s, at, flow.math.square(updates * s))
+        loss = flow.math.reduce_sum(added * added) + flow.math.reduce_sum(replaced)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss, added, replaced
+
+    def forward(s: np.ndarray, x: np.ndarray, at: np.ndarray, updates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        added, replaced = np.tanh(x * s), x * s
+        np.add.at(added, at[:, 0], updates * s)  # repeated rows add up
+        replaced[at[:, 0]] = 0.0  # OneFlow's update: the rows zeroed, then every update added
+        np.add.at(replaced, at[:, 0], (updates * s) ** 2)
+        return added, replaced
+
+    def loss_of(s: np.ndarray, *data: np.ndarray) -> float:
+        added, replaced = forward(s, *data)
+        return float(np.sum(added * added) + np.sum(replaced))
+
+    rng, s = np.random.default_rng(54), np.ones(1)
+    for m, k in ((6, 4), (2, 3), (1, 0), (5, 2)):
+        data = rng.standard_normal((m, 3)), rng.integers(0, m, (k, 1)).astype(np.int32), rng.standard_normal((k, 3))
+        loss, (added,), (replaced,) = train(*([a] for a in data))
+        for got, want in zip((added, replaced), forward(s, *data)):
+            np.testing.assert_allclose(got, want, rtol=1e-7)
+        np.testing.assert_allclose(loss, loss_of(s, *data), rtol=1e-7)
+        s = s - float(np.float32(0.1)) * central_differences(lambda v: loss_of(v, *data), s)
+        np.testing.assert_allclose(flow.get_all_variables()["s"].numpy(), s, rtol=1e-6, err_msg=f"{m} rows, {k} updates")
 
 
 def test_a_batched_gather_of_dynamic_batches_matches_numpy():

@@ -531,8 +531,8 @@ def test_gradient_matches_central_differences(case: Case):
 
 
 def test_a_gradient_rule_that_cannot_build_its_ops_is_a_compile_error_at_the_op(monkeypatch):
-    """A rule whose op does not verify (here one that needs static shapes, given a dynamic gradient)."""
-    broken = lambda b, op, dy, needs: [b.emit(job.BroadcastToOp, [dy], op.operands[0].type)]  # noqa: E731
+    """A rule whose op does not verify (here a broadcast that would add an axis to a dynamic gradient)."""
+    broken = lambda b, op, dy, needs: [b.emit(job.BroadcastToOp, [dy], tensor((2, 3, 5), f32))]  # noqa: E731
     monkeypatch.setitem(GRADIENTS, job.NegOp, broken)
     text = f"""
 job.func @train(%x: tensor<3x5xf32, #job.bounded<[0, 1]>>) -> tensor<f32> attributes {{job_type = "train"}} {{
@@ -545,5 +545,5 @@ job.func @train(%x: tensor<3x5xf32, #job.bounded<[0, 1]>>) -> tensor<f32> attrib
 }}"""
     with pytest.raises(CompileError) as info:
         autodiff(text)
-    assert str(info.value).startswith("net.py:4:9: error: the gradient of 'job.neg' cannot be built: job.broadcast_to "
-                                      "needs static shapes")
+    assert str(info.value).startswith("net.py:4:9: error: the gradient of 'job.neg' cannot be built: broadcast_to "
+                                      "of (<=3, <=5) keeps its rank")

@@ -79,8 +79,12 @@ def test_static_only_op_on_a_dynamic_value_is_a_verify_error():
     assert job.ReshapeOp.make([x], tensor((1, 78400), f32)).res.type == with_dynamic(tensor((1, 78400), f32), [0])
     with pytest.raises(VerifyException, match=r"and \(<=100, 784\) cannot become \(112, 700\)"):
         job.ReshapeOp.make([x], tensor((112, 700), f32))
-    with pytest.raises(VerifyException, match=r"job.broadcast_to needs static shapes, but operand #0 \(<=100, 784\)"):
+    # broadcast_to passes on the axes it does not broadcast, of a value that keeps its rank
+    assert job.BroadcastToOp.make([x], tensor((100, 784), f32)).res.type == x.type
+    with pytest.raises(VerifyException, match=r"broadcast_to of \(<=100, 784\) keeps its rank"):
         job.BroadcastToOp.make([x], tensor((2, 100, 784), f32))
+    with pytest.raises(VerifyException, match=r"job.all_reduce needs static shapes, but operand #0 \(<=100, 784\)"):
+        job.AllReduceOp.make([x], mesh=job.i64_array([2]), mesh_axis=0)
     # concat relates every axis but the concatenated one, where its size is the inputs' sum
     assert dynamic_axes(job.ConcatOp.make([x, x], axis=1).res.type) == (0,)
     assert job.ConcatOp.make([x, x], axis=0).res.type == with_dynamic(tensor((200, 784), f32), [0])
