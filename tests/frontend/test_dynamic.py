@@ -940,8 +940,9 @@ def test_the_tracer_pins_what_an_ops_size_groups_do_not_take():
     # concatenated along the rows of several devices, the inputs are gathered: their features pinned
     assert unaccepted_axes(job.ConcatOp, [rows, rows], {"axis": 0}, own_sizes=True) == {0: [1], 1: [1]}
     # an op that refuses a dynamic batch gets no pin: its verifier's own error is reported
-    assert unaccepted_axes(job.BroadcastToOp, [rows], {}) == {}
-    assert unaccepted_axes(job.BroadcastToOp, [with_dynamic(job.tensor((8, 784), f32), [1])], {}) == {0: [1]}
+    mesh = {"mesh": job.i64_array([2]), "mesh_axis": 0}
+    assert unaccepted_axes(job.AllReduceOp, [rows], mesh) == {}
+    assert unaccepted_axes(job.AllReduceOp, [with_dynamic(job.tensor((8, 784), f32), [1])], mesh) == {0: [1]}
 
 
 # ----------------------------------------------------------------- the mirrored view on several devices

@@ -125,12 +125,17 @@ def test_bad_arguments_are_trace_errors_at_the_users_line(call, message):
     assert info.value.location.file == HERE
 
 
-def test_a_dynamic_batch_cannot_be_permuted():
-    with pytest.raises(flow.TraceError, match=r"shuffle: axis 0 of value .* is dynamic; a permutation needs a static axis 0"):
+def test_a_dynamic_batch_is_permuted_at_its_actual_size():
+    @flow.global_function()
+    def f(x: tp.ListNumpy.Placeholder((8, 3))) -> tp.ListNumpy:
+        return flow.random.generate_random_batch_permutation_indices(x)
 
-        @flow.global_function()
-        def f(x: tp.ListNumpy.Placeholder((8, 3))) -> tp.ListNumpy:
-            return flow.random.shuffle(x)
+    seen = set()
+    for n in (8, 3, 0, 5, 5, 5):
+        (order,) = f([np.zeros((n, 3), np.float32)])
+        assert order.dtype == np.int32 and sorted(order.tolist()) == list(range(n))
+        seen.add(tuple(order.tolist()))
+    assert len(seen) > 4  # new draws each step
 
 
 def test_coin_flips_are_int8_with_the_probability():
