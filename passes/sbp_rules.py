@@ -130,10 +130,15 @@ def _whole_only(op: Operation, p: int) -> list[Sig1]:
 
 @rule(job.SizeOfOp)
 def _size_of(op: Operation, p: int) -> list[Sig1]:
-    """A count over an evenly split axis is the sum of the devices' counts (each device's own rows when dynamic)."""
+    """A count over an evenly split axis is the sum of the devices' counts (each device's own rows when dynamic).
+
+    Split along an axis it does not count, each device counts its own piece: the same count where the counted
+    axes are static; where they are dynamic (the mirrored view), each device's own, which only the gradient of
+    a mean over them reads, dividing that device's own rows (docs/dynamic.md)."""
     x = shape_of(op.operands[0].type)
     axes = {job.normalize_axis(a, len(x), "size_of axis") for a in ints(op.properties, "axes")}
-    return [((i,), PARTIAL) for i in sorted(axes) if x[i] >= p and x[i] % p == 0]
+    sigs: list[Sig1] = [((i,), PARTIAL) for i in sorted(axes) if x[i] >= p and x[i] % p == 0]
+    return sigs + [((i,), BROADCAST) for i in range(len(x)) if i not in axes and x[i] >= p]
 
 
 def _axis(op: Operation, default: int = -1) -> int:

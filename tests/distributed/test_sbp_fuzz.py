@@ -13,7 +13,7 @@ mesh with them. A predict job must return the reference's outputs; a train job
 its losses and outputs at every step and its variables after the last (SGD with
 momentum, clipped Adam, AdamW, LazyAdam, centered RMSProp, LAMB or LARS, the
 last two taking the norms of split variables from all their pieces; only
-SGD after a batch_norm, whose gradients can be rounding alone), up to float64
+SGD after a batch_norm or layer_norm, whose gradients can be rounding alone), up to float64
 reassociation. A hint the compiler cannot honour may be refused,
 with a CompileError or TraceError located at this file, never with a wrong answer.
 
@@ -520,9 +520,10 @@ def programs(draw: Any, train: bool, mirrored: bool = False) -> Program:
     if d.train:  # the loss must depend on a variable
         assume(any(s.op in ("variable", "batch_norm") for s in (d.steps[i] for i in ancestors(d.steps, sinks[-3:]))))
     optimizer = draw(st.sampled_from(sorted(OPTIMIZERS)))
-    if any(s.op == "batch_norm" for s in d.steps):
-        # its beta's gradient can be 0 but for rounding (two rows normalize to -1 and 1), which Adam-like updates
-        # (g / sqrt(g^2)) blow up to the learning rate: plain momentum keeps the rounding where it is
+    if any(s.op in ("batch_norm", "layer_norm") for s in d.steps):
+        # their beta's gradient can be 0 but for rounding (two rows normalize to -1 and 1; a layer norm's output
+        # normalized again by l2_normalize), which Adam-like updates (g / sqrt(g^2)) blow up to the learning rate:
+        # plain momentum keeps the rounding where it is
         optimizer = "sgd"
     ranges, hierarchy = mesh_placement(mesh)
     per_machine = {devices([r]) for r in ranges}

@@ -1310,6 +1310,23 @@ def test_gather_nd_of_every_devices_own_coordinates_and_of_all_their_rows(hierar
         np.testing.assert_allclose(flow.get_all_variables()["t"].numpy(), t, rtol=1e-12, err_msg=f"rows {rows}")
 
 
+def test_a_mean_over_each_devices_own_length_trains_in_the_mirrored_view():
+    @flow.global_function(type="train", function_config=mirrored_config(flow.double))
+    def train(x: tp.ListNumpy.Placeholder((PER_DEVICE, 6), dtype=flow.double)) -> tp.ListNumpy:
+        w = flow.get_variable("w", shape=(1,), dtype=flow.double, initializer=flow.ones_initializer())
+        loss = flow.math.square(flow.math.reduce_mean(x * w, axis=1))  # each row over its device's own length
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return loss
+
+    rng, w = np.random.default_rng(56), 1.0
+    for shapes in [((2, 3), (1, 5), (0, 6), (3, 2)), ((25, 6),) * 4, ((1, 1), (2, 6), (1, 4), (0, 1))]:
+        pieces = [rng.standard_normal(shape) for shape in shapes]
+        means = np.concatenate([piece.mean(axis=1) if piece.shape[1] else np.zeros(len(piece)) for piece in pieces])
+        np.testing.assert_allclose(np.concatenate(train(pieces)), (means * w) ** 2, rtol=1e-12)
+        w = w - float(np.float32(0.1)) * np.sum(2 * means * w * means) / len(means)
+        np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), [w], rtol=1e-12, err_msg=f"{shapes}")
+
+
 def test_dropout_masks_each_devices_own_rows_in_the_mirrored_view():
     @flow.global_function(type="train", function_config=mirrored_config(flow.double))
     def train(x: tp.ListNumpy.Placeholder((PER_DEVICE, 4), dtype=flow.double)) -> tp.ListNumpy:

@@ -44,3 +44,10 @@ def test_ofrecord_example_writes_records_and_trains_from_them(tmp_path):
     assert "wrote 4000 training records in 4 part files" in out
     assert sorted(p.name for p in (tmp_path / "train").iterdir()) == ["part-0", "part-1", "part-2", "part-3"]
     assert accuracy(out) > 80
+
+
+def test_variable_length_example_learns_from_each_devices_own_count_and_length():
+    out = run("variable_length.py")
+    assert "rows [28, 17]" in out  # the first step's counts, each device its own
+    assert "the last batch's surest sequences, of both devices' rows: [" in out
+    assert accuracy(out) > 75
