@@ -254,8 +254,9 @@ OPS = ["unary", "binary", "matmul", "reduce", "transpose", "reshape", "concat", 
        "tensor_scatter_nd", "argmax", "top_k", "softmax_xent", "dropout", "batch_norm", "stack",
        "l2_normalize"]  # fmt: skip
 NOT_DIFFERENTIABLE = ("argmax", "top_k")  # and the cast to int32
-# the mirrored view's indices are inputs too, with the batch's rows: only these ops draw such indices
-MIRRORED_OPS = [op for op in OPS if op not in ("gather", "dim_gather", "gather_nd", "scatter_nd", "tensor_scatter_nd",
+# the mirrored view's indices are inputs too, with the batch's rows: of these ops only gather draws such indices
+# (into a variable: an embedding)
+MIRRORED_OPS = [op for op in OPS if op not in ("dim_gather", "gather_nd", "scatter_nd", "tensor_scatter_nd",
                                                "segment_sum")]  # fmt: skip
 
 
@@ -365,6 +366,13 @@ def draw_op(d: Draft) -> None:
         else:
             axis = draw(st.integers(0, len(sa)))
             step, shape = Step("expand_dims", (a,), {"axis": axis}), sa[:axis] + (1,) + sa[axis:]
+    elif op == "gather" and d.batch:  # an embedding: a table looked up at each device's own indices (its rows)
+        sa = d.dims(draw(st.integers(1, 2)))
+        a = d.add(Step("variable"), sa)
+        axis = draw(st.integers(0, len(sa) - 1))
+        index_shape = (d.batch, *d.dims(draw(st.integers(0, 1))))
+        indices = d.add(Step("indices", params={"high": sa[axis]}), index_shape, is_float=False)
+        step, shape = Step("gather", (a, indices), {"axis": axis, "batch_dims": 0}), sa[:axis] + index_shape + sa[axis + 1 :]
     elif op == "gather":
         a = d.pick(rank_at_least=1)
         sa = d.shapes[a]
