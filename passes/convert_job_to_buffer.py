@@ -382,7 +382,7 @@ class _Lowering:
 
 
 # Ops whose last operand `like` gives the result's actual sizes, never values: their kernels do not read it.
-_SIZED_BY_LIKE = (job.UnpinSizeOp, job.SliceGradOp, job.GatherGradOp, job.DimGatherGradOp)
+_SIZED_BY_LIKE = (job.UnpinSizeOp, job.SliceGradOp, job.GatherGradOp, job.DimGatherGradOp, job.BroadcastLikeOp)
 
 
 def _kernel_name(op: Operation) -> str:

@@ -340,3 +340,14 @@ def test_gather_relates_dynamic_ids_and_params_and_its_gradient_takes_the_sizes_
     assert job.DimGatherGradOp.make([columns, at, params], params.type, dim=1).res.type == params.type
     with pytest.raises(VerifyException, match="dim_gather_grad's like tensor<7x3xf32.* does not have its result's shape"):
         job.DimGatherGradOp.make([columns, at, wide], params.type, dim=1)
+
+
+def test_an_op_sized_by_like_hands_its_kernel_no_like():
+    program = lowered("""builtin.module {
+  job.func @expand(%s: tensor<8xf32>, %x: tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<100x8xf32, #job.bounded<[0]>> {
+    %y = job.broadcast_like %s, %x : (tensor<8xf32>, tensor<100x8xf32, #job.bounded<[0]>>) -> tensor<100x8xf32, #job.bounded<[0]>>
+    job.return %y : tensor<100x8xf32, #job.bounded<[0]>>
+  }
+}""")
+    (kernel,) = [op for op in program.body.block.ops if isinstance(op, buffer.KernelOp)]
+    assert [v.name_hint for v in kernel.ins] == ["s"]  # x's buffer is not read, so it need not live on

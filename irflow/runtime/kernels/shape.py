@@ -34,8 +34,8 @@ def transpose(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], ou
 
 @register("broadcast_to", "broadcast_like")
 def broadcast_to(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
-    """y = x broadcast to y's shape; broadcast_like's second input only gave y its (actual) shape, and
-    its `axes` are y's axes that x lacks (a view of x with them as size 1)."""
+    """y = x broadcast to y's shape; broadcast_like's `like` only gave y its (actual) shape, so the kernel is not
+    handed it, and its `axes` are y's axes that x lacks (a view of x with them as size 1)."""
     x, (y,) = ins[0], outs
     shape = list(x.shape)
     for a in attrs.get("axes", ()):
