@@ -109,8 +109,13 @@ def _permutation(value: Blob, seed: int | None, name: str | None, what: str) -> 
         return build(job.RandomPermutationOp, [], result, name, what, seed=_seed(seed, name, what))
     # A dynamic axis 0: the order of as many draws as it has entries, largest first, which is a uniformly random
     # permutation of them (random_permutation's own draws, sorted). The draws are made at its bound and their
-    # first taken at its actual size, as a dropout mask's (job.unpin_size), sized by its entries' sums.
-    rows = value if value.ndim == 1 else build(job.ReduceSumOp, [value], None, None, what, axes=list(range(1, value.ndim)))
+    # first taken at its actual size, as a dropout mask's (job.unpin_size), sized by a sum over the first element
+    # of each entry (its only use is its size: no pass over the whole value).
+    rows = value
+    if value.ndim > 1:
+        ends = [value.shape[0], *(min(d, 1) for d in value.shape[1:])]
+        first = build(job.SliceOp, [value], None, None, what, start=[0] * value.ndim, stop=ends, step=[1] * value.ndim)
+        rows = build(job.ReduceSumOp, [first], None, None, what, axes=list(range(1, value.ndim)))
     draws = build(job.RandomUniformOp, [], job.tensor((value.shape[0],), f64), f"{name}-uniform", what,
                   seed=_seed(seed, name, what))  # fmt: skip
     draws = build(job.UnpinSizeOp, [draws, rows], None, None, what, axes=[0])
