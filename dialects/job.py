@@ -1917,6 +1917,36 @@ class TopKOp(JobOp):
         return [(axis, (0, axis), (0, integer(props, "k"), 1))]
 
 
+@irdl_op_definition
+class ArgSortOp(JobOp):
+    """The int32 indices that sort `axis`, ascending or `descending` (OneFlow's flow.argsort).
+
+    Equal entries keep their index order either way and NaN counts as the largest (last ascending,
+    first descending, as top_k), where OneFlow's comparator leaves both open. Along a dynamic axis
+    it sorts the actual entries.
+    """
+
+    name = "job.arg_sort"
+    x = operand_def(TensorType)
+    res = result_def(TensorType)
+    axis = prop_def(IntegerAttr, default_value=IntegerAttr(-1, i64))
+    descending = prop_def(BoolAttr, default_value=BoolAttr.from_bool(False))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        shape = shape_of(types[0])
+        if not shape:
+            raise VerifyException("arg_sort needs an operand with at least one axis, got a scalar")
+        normalize_axis(integer(props, "axis", -1), len(shape), "arg_sort axis")
+        return tensor(shape, i32)
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        """Every axis passes its size on, the sorted one too."""
+        return [(a, ((0, a),)) for a in range(len(shape_of(types[0])))]
+
+
 # ----------------------------------------------------------------- nn
 
 
@@ -3158,7 +3188,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     GatherOp, GatherGradOp, DimGatherOp, DimGatherGradOp, GatherNdOp, ScatterNdOp, TensorScatterNdUpdateOp,
     TensorScatterNdAddOp,
     MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ReduceMinOp, ReduceMinGradOp, ReduceProdOp,
-    ReduceProdGradOp, ArgmaxOp, TopKOp,
+    ReduceProdGradOp, ArgmaxOp, TopKOp, ArgSortOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
     SparseSoftmaxCrossEntropyOp, SoftmaxCrossEntropyOp,
     SparseSoftmaxCrossEntropyGradOp, SoftmaxCrossEntropyGradOp,

@@ -57,6 +57,7 @@ from irflow.frontend.math import (
     unsorted_segment_sum_like,
 )
 from irflow.frontend.ops import (
+    argsort,
     argwhere,
     broadcast_like,
     cast,
@@ -82,6 +83,7 @@ from irflow.frontend.ops import (
     reshape_like,
     scatter_nd,
     slice,
+    sort,
     squeeze,
     stack,
     tensor_scatter_nd_add,

@@ -42,6 +42,7 @@ NO_GRADIENT: frozenset[type[Operation]] = frozenset(
         job.BernoulliOp,  # samples: piecewise constant in p
         job.ArgmaxOp,
         job.TopKOp,
+        job.ArgSortOp,
         job.SizeOfOp,  # counts elements: piecewise constant
         job.GenTensorBufferOp,
         job.EqualOp,

@@ -391,9 +391,9 @@ def _argmax(op: Operation, p: int) -> list[Sig1]:
     return [((i,), j) for i, j in _kept(x, {_axis(op)}, False).items() if x[i] >= p]
 
 
-@rule(job.TopKOp)
+@rule(job.TopKOp, job.ArgSortOp)
 def _top_k(op: Operation, p: int) -> list[Sig1]:
-    """Split along any axis but the one searched, which every device needs whole."""
+    """Split along any axis but the one searched or sorted, which every device needs whole."""
     x = shape_of(op.operands[0].type)
     return [((i,), i) for i in range(len(x)) if i != _axis(op) and x[i] >= p]
 

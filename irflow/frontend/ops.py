@@ -534,6 +534,32 @@ def dim_gather(input: Blob, dim: int, index: Blob, name: str | None = None) -> B
     return build(job.DimGatherOp, [input, index], None, name, what, dim=axis_index(dim, input.ndim, what))
 
 
+def argsort(input: Blob, direction: str = "ASCENDING", name: str | None = None) -> Blob:  # noqa: A002
+    """flow.argsort: the int32 indices that sort input's last axis, "ASCENDING" or "DESCENDING".
+
+    Equal entries keep their index order both ways and NaN counts as the largest (job.arg_sort).
+    Integer indices: no gradient.
+    """
+    return _arg_sort(input, direction, name, "flow.argsort")
+
+
+def sort(input: Blob, direction: str = "ASCENDING", name: str | None = None) -> Blob:  # noqa: A002
+    """flow.sort: input's last axis sorted, "ASCENDING" or "DESCENDING" (NaN largest).
+
+    The entries argsort's indices pick (dim_gather), so each value's gradient goes back to the
+    entry it came from.
+    """
+    return dim_gather(input, -1, _arg_sort(input, direction, None, "flow.sort"), name)
+
+
+def _arg_sort(input: Blob, direction: str, name: str | None, what: str) -> Blob:  # noqa: A002
+    if not isinstance(input, Blob) or not input.ndim:
+        fail(f"{what}: input must be a Blob with at least one axis, got {input!r}")
+    if direction not in ("ASCENDING", "DESCENDING"):
+        fail(f"{what}: direction must be 'ASCENDING' or 'DESCENDING', got {direction!r}")
+    return build(job.ArgSortOp, [input], None, name, what, axis=input.ndim - 1, descending=direction == "DESCENDING")
+
+
 def gather_nd(params: Blob, indices: Blob, name: str | None = None) -> Blob:
     """flow.gather_nd: the slices of params that int32/int64 `indices` (..., K) pick by their first K
     coordinates, shaped indices.shape[:-1] + params.shape[K:]. Its gradient is scatter_nd (repeats add

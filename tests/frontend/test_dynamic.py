@@ -652,6 +652,19 @@ def test_top_k_along_a_dynamic_axis_takes_k_of_its_entries_or_all_there_are():
         assert columns.dtype == rows.dtype == np.int32
 
 
+def test_sort_along_a_dynamic_axis_sorts_the_entries_there_are():
+    @flow.global_function(type="predict")
+    def ordered(x: tp.ListNumpy.Placeholder((6, 5), dtype=flow.float)) -> Tuple[tp.ListNumpy, tp.ListNumpy]:
+        return flow.sort(x), flow.argsort(flow.transpose(x, [1, 0]), "DESCENDING")
+
+    rng = np.random.default_rng(46)
+    for n, m in ((6, 5), (4, 2), (0, 5), (5, 0), (1, 5)):
+        x = rng.standard_normal((n, m)).astype(np.float32)
+        (rows,), (columns,) = ordered([x])
+        np.testing.assert_array_equal(rows, np.sort(x, axis=1))
+        np.testing.assert_array_equal(columns, np.argsort(-x.T, axis=1, kind="stable"))
+
+
 def test_training_through_gathers_of_dynamic_ids_and_rows_matches_numpy_and_finite_differences():
     config = flow.function_config()
     config.default_data_type(flow.double)
@@ -1254,6 +1267,30 @@ def test_top_k_over_every_devices_rows_gathers_them_and_within_a_row_stays_on_it
         np.testing.assert_array_equal(over_rows, np.argsort(-np.concatenate(pieces), axis=0, kind="stable")[:4])
         for got, piece in zip(within, pieces):
             np.testing.assert_array_equal(got, np.argsort(-piece, axis=1, kind="stable")[:, :2])
+
+
+@MESHES
+def test_a_sort_within_each_devices_rows_stays_there_and_trains(hierarchy):
+    @flow.global_function(type="train", function_config=mirrored_config(flow.double, hierarchy))
+    def train(x: tp.ListNumpy.Placeholder((PER_DEVICE, 3), dtype=flow.double)) -> tp.ListNumpy:
+        w = flow.get_variable("w", shape=(3,), dtype=flow.double, initializer=flow.constant_initializer(0.5))
+        ordered = flow.sort(x * w, "DESCENDING")
+        loss = flow.math.reduce_sum(ordered * flow.constant(np.array([3.0, 2.0, 1.0]), dtype=flow.double), axis=1)
+        flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.1]), momentum=0).minimize(loss)
+        return ordered
+
+    rng, w = np.random.default_rng(49), np.full(3, 0.5)
+    for rows in [(3, 0, 5, 1), (25,) * 4]:
+        pieces = [rng.standard_normal((n, 3)) for n in rows]
+        got = train(pieces)
+        for ordered, piece in zip(got, pieces):
+            np.testing.assert_allclose(ordered, -np.sort(-(piece * w), axis=1), rtol=1e-12)
+        whole = np.concatenate(pieces)
+        # the mean loss's gradient in w (OneFlow's seed): each entry's factor by its rank in its row, times x
+        rank = np.argsort(np.argsort(-(whole * w), axis=1, kind="stable"), axis=1)
+        w = w - float(np.float32(0.1)) * (np.array([3.0, 2.0, 1.0])[rank] * whole).sum(axis=0) / len(whole)
+        np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), w, rtol=1e-12)
+    assert "job.all_gather" not in train.ir("lower-to-physical")
 
 
 @MESHES

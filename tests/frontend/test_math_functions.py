@@ -354,6 +354,57 @@ def test_a_train_job_with_top_k_trains_the_rest():
     np.testing.assert_allclose(flow.get_all_variables()["w"].numpy(), 1 - 0.01 * grad, rtol=1e-5)
 
 
+# ----------------------------------------------------------------- sort, argsort
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int8])
+@pytest.mark.parametrize("direction", ["ASCENDING", "DESCENDING"])
+def test_argsort_and_sort_are_pytorchs_stable_sort_of_the_last_axis(dtype, direction):
+    x = np.random.default_rng(2).integers(-3, 3, (3, 4, 7)).astype(dtype)  # many ties
+    if np.dtype(dtype).kind == "f":
+        x[0, 1, 2], x[2, 3, 0], x[1, 0, 4] = np.nan, np.inf, -np.inf
+    else:
+        x[0, 0, 0] = np.iinfo(dtype).min  # a negation would wrap it
+    indices = run(lambda b: flow.argsort(b, direction), x)
+    values = run(lambda b: flow.sort(b, direction=direction), x)
+    want = torch.sort(torch.tensor(x), dim=-1, descending=direction == "DESCENDING", stable=True)
+    assert indices.dtype == np.int32 and values.dtype == x.dtype
+    np.testing.assert_array_equal(indices, want.indices.numpy())
+    np.testing.assert_array_equal(values, want.values.numpy())
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_sends_each_gradient_to_the_entry_it_came_from(dtype, descending):
+    x = values(dtype, shape=(4, 6))  # distinct: each value has one source
+    direction = "DESCENDING" if descending else "ASCENDING"
+    check(lambda b: flow.sort(b, direction), lambda t: torch.sort(t, dim=-1, descending=descending).values, [x], dtype)
+
+
+def test_sort_refuses_a_bad_direction_or_a_scalar_at_the_users_line():
+    with pytest.raises(flow.TraceError, match=r"test_math_functions.py:\d+.*flow.sort: direction must be 'ASCENDING' or "
+                                              r"'DESCENDING', got 'UP'"):  # fmt: skip
+        run(lambda b: flow.sort(b, "UP"), np.zeros((2, 3), np.float32))
+    with pytest.raises(flow.TraceError, match="flow.argsort: input must be a Blob with at least one axis"):
+        run(lambda b: flow.argsort(flow.math.reduce_sum(b)), np.zeros((2, 3), np.float32))
+
+
+@pytest.mark.parametrize("devices", [2, 3])
+def test_argsort_on_several_devices_is_one_devices(devices):
+    """Rows split along the batch sort where they are; sorted along the split axis, the input moves first."""
+    x = np.random.default_rng(5).normal(size=(6, 6)).astype(np.float32)
+
+    def both(b):
+        b = b.with_distribute(flow.distribute.split(0))
+        return flow.argsort(b) * 10 + flow.transpose(flow.argsort(flow.transpose(b, [1, 0]), "DESCENDING"), [1, 0])
+
+    one = run(both, x)
+    flow.clear_default_session()
+    flow.config.cpu_device_num(devices)
+    np.testing.assert_array_equal(run(both, x), one)
+    np.testing.assert_array_equal(one, np.argsort(x, axis=1) * 10 + np.argsort(-x, axis=0))
+
+
 # ----------------------------------------------------------------- unsorted_segment_sum
 
 

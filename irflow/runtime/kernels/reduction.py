@@ -1,4 +1,4 @@
-"""Reductions over a set of axes (sum, mean, max, min, prod), argmax, top_k, and the gradients of max, min and prod."""
+"""Reductions over a set of axes (sum, mean, max, min, prod), argmax, top_k, arg_sort, and the gradients of max, min and prod."""
 
 from __future__ import annotations
 
@@ -68,6 +68,18 @@ def top_k(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: 
         xp.subtract(last, order[largest], out=y, casting="unsafe")
 
     return run
+
+
+@register("arg_sort")
+def arg_sort(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """The indices that sort `axis`, ties in index order and NaN largest both ways: ascending by one
+    stable sort, descending as top_k of the whole axis."""
+    (x,), (y,) = ins, outs
+    if attrs.get("descending", False):
+        return top_k(xp, attrs, ins, outs)
+    (axis,) = normalize_axes(attrs.get("axis", -1), x.ndim)
+    expect_shape("arg_sort", "output", y.shape, list(x.shape))
+    return lambda: xp.copyto(y, xp.argsort(x, axis=axis, kind="stable"), casting="unsafe")
 
 
 @register("reduce_max_grad", "reduce_min_grad")

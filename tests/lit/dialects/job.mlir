@@ -222,6 +222,20 @@ job.func @top_k(%x: tensor<4x8xf32>) -> tensor<4x3xi32> {
 
 // -----
 
+// OneFlow's flow.argsort: the int32 indices that sort an axis; ascending unless descending.
+
+job.func @arg_sort(%x: tensor<4x8xf32>) -> (tensor<4x8xi32>, tensor<4x8xi32>) {
+  %up = job.arg_sort %x {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xi32>
+  %down = job.arg_sort %x {axis = 1 : i64, descending = true} : (tensor<4x8xf32>) -> tensor<4x8xi32>
+  job.return %up, %down : tensor<4x8xi32>, tensor<4x8xi32>
+}
+
+// CHECK-LABEL: job.func @arg_sort
+// CHECK-NEXT:    %up = job.arg_sort %x {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xi32>
+// CHECK-NEXT:    %down = job.arg_sort %x {axis = 1 : i64, descending = true} : (tensor<4x8xf32>) -> tensor<4x8xi32>
+
+// -----
+
 // Casts and shape ops.
 
 job.func @shapes(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {

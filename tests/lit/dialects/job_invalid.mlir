@@ -57,6 +57,16 @@ job.func @f(%x: tensor<4x8xf32>) {
 
 // -----
 
+// arg_sort's indices are int32, one per entry.
+
+job.func @f(%x: tensor<4x8xf32>) {
+  // expected-error@+1 {{'job.arg_sort' op}}
+  %r = job.arg_sort %x {axis = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x8xi64>
+  job.return
+}
+
+// -----
+
 // Mixed element types.
 
 job.func @f(%x: tensor<4x8xf32>, %y: tensor<4x8xf64>) {

@@ -146,6 +146,30 @@ job.func @top_k_columns(%x: tensor<8x6xf32>) -> tensor<3x6xi32> attributes {plac
 
 // -----
 
+// arg_sort as top_k: the batch split stays for a sort of each row; a sort along
+// the split axis needs that axis whole: of the two signatures left (a column
+// split, or all of it everywhere) the cost model takes the second here.
+
+job.func @arg_sort_rows(%x: tensor<8x6xf32>) -> tensor<8x6xi32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[split(0)]>]} {
+  %r = job.arg_sort %x {axis = 1 : i64} : (tensor<8x6xf32>) -> tensor<8x6xi32>
+  job.return %r : tensor<8x6xi32>
+}
+
+// CHECK-LABEL: job.func @arg_sort_rows
+// CHECK-NEXT:    %r = job.arg_sort %x {{{.*}}, sbp = #job.nd_sbp<[split(0)]>, sbp_in = [#job.nd_sbp<[split(0)]>],
+
+// -----
+
+job.func @arg_sort_columns(%x: tensor<8x6xf32>) -> tensor<8x6xi32> attributes {placement = #job.placement<cpu, ["0:0-1"]>, arg_sbp = [#job.nd_sbp<[split(0)]>]} {
+  %c = job.arg_sort %x {axis = 0 : i64, descending = true} : (tensor<8x6xf32>) -> tensor<8x6xi32>
+  job.return %c : tensor<8x6xi32>
+}
+
+// CHECK-LABEL: job.func @arg_sort_columns
+// CHECK-NEXT:    %c = job.arg_sort %x {{{.*}}, sbp = #job.nd_sbp<[broadcast]>, sbp_in = [#job.nd_sbp<[broadcast]>],
+
+// -----
+
 // A hint its op cannot produce (an argmax's indices are never partial sums) goes to a boxing after it,
 // which its readers read: OneFlow's hint names the SBP a blob's consumers take it in.
 

@@ -115,6 +115,29 @@ def test_top_k_orders_by_value_then_index(kernel, rng, dtype, axis, k) -> None:
     np.testing.assert_array_equal(y, ref)
 
 
+def arg_sort_reference(row: list[float], descending: bool) -> list[int]:
+    """By hand: ties by index either way, NaN the largest (last ascending, first descending)."""
+    sign = -1 if descending else 1
+    return sorted(range(len(row)), key=lambda i: (math.isnan(row[i]) != descending, sign * row[i] if not math.isnan(row[i]) else 0, i))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.uint8, np.int64])
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("descending", [False, True])
+def test_arg_sort_orders_by_value_then_index(kernel, rng, dtype, axis, descending) -> None:
+    x = rng.integers(0, 4, (4, 5)).astype(dtype)  # many ties
+    if np.dtype(dtype).kind == "f":
+        x[1, 2] = x[3, 0] = np.nan
+        x[2, 1] = -np.inf
+    else:
+        x[0, 0], x[1, 1] = np.iinfo(dtype).min, np.iinfo(dtype).max  # a negation would wrap them
+    moved = np.moveaxis(x, axis, -1)
+    ref = np.array([arg_sort_reference(list(map(float, row)), descending) for row in moved.reshape(-1, moved.shape[-1])])
+    ref = np.moveaxis(ref.reshape(moved.shape), -1, axis)
+    (y,) = kernel("arg_sort", [x], [(x.shape, np.int32)], axis=axis, descending=descending)
+    np.testing.assert_array_equal(y, ref)
+
+
 @pytest.mark.parametrize("name, fn", [("reduce_max", max), ("reduce_min", min)])
 @pytest.mark.parametrize("shape, axes", AXES)
 @pytest.mark.parametrize("keepdims", [False, True])
