@@ -57,6 +57,7 @@ from irflow.frontend.math import (
     unsorted_segment_sum_like,
 )
 from irflow.frontend.ops import (
+    arange as range,  # noqa: A004  (OneFlow's flow.range)
     argsort,
     argwhere,
     broadcast_like,
@@ -72,15 +73,18 @@ from irflow.frontend.ops import (
     gather_nd,
     identity,
     identity_n,
+    masked_fill,
     matmul,
     nonzero,
     one_hot,
+    ones,
     ones_like,
     pad,
     reflection_pad2d,
     replication_pad2d,
     reshape,
     reshape_like,
+    reverse,
     scatter_nd,
     slice,
     sort,
@@ -91,6 +95,7 @@ from irflow.frontend.ops import (
     transpose,
     where,
     zero_pad2d,
+    zeros,
     zeros_like,
 )
 from irflow.frontend.session import clear_default_session, sync_default_session
@@ -110,6 +115,8 @@ name_scope = scope.name_scope  # OneFlow's older names for flow.scope.namespace
 experimental = _types.SimpleNamespace(name_scope=scope.name_scope, custom_op_module=_custom_op_module)
 deprecated = _types.SimpleNamespace(variable_scope=scope.name_scope)
 clip = clamp = clip_by_scalar = clip_by_value  # OneFlow's other names for flow.math.clip_by_value
+in_top_k = math.in_top_k  # OneFlow exports it at the top too
+linalg = _types.SimpleNamespace(matmul=matmul)  # OneFlow's flow.linalg.matmul
 FixedTensorDef = _tensor_def("numpy", "FixedTensorDef")  # deprecated: tp.Numpy.Placeholder
 MirroredTensorDef = _tensor_def("list_numpy", "MirroredTensorDef")  # deprecated: tp.ListNumpy.Placeholder
 

@@ -20,6 +20,7 @@ from irflow.frontend.blob import Blob
 from irflow.frontend import dtypes, initializers, math
 from irflow.frontend.math import _mask, _softplus_tail, multiply
 from irflow.frontend.math import relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
+from irflow.frontend.math import tril  # noqa: F401  (flow.nn.tril is flow.math.tril)
 from irflow.frontend.ops import cast, expand_dims, one_hot, one_of, reshape, squeeze, transpose, where
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, current, published

@@ -628,6 +628,63 @@ def constant(
     return fill(_dims(shape, "flow.constant") if shape is not None else (), float(value), dtype)
 
 
+def zeros(shape: Sequence[int], dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:
+    """flow.zeros: a Blob of `shape` holding 0, float32 unless `dtype` says (OneFlow's default)."""
+    return _filled(shape, 0, dtype, "flow.zeros")
+
+
+def ones(shape: Sequence[int], dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:
+    """flow.ones: a Blob of `shape` holding 1, float32 unless `dtype` says (OneFlow's default)."""
+    return _filled(shape, 1, dtype, "flow.ones")
+
+
+def _filled(shape: object, value: float, dtype: dtypes.DType | None, what: str) -> Blob:
+    dims = _dims(shape, what)
+    if any(d < 0 for d in dims):
+        fail(f"{what}: shape must not have a negative dimension, got {shape!r}")
+    return fill(dims, value, dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32, what)
+
+
+def arange(start: float, limit: float | None = None, delta: float = 1, dtype: dtypes.DType | None = None,
+           name: str | None = None) -> Blob:  # fmt: skip
+    """flow.range: start, start + delta, ... before limit, as Python's range (given one number, the limit,
+    counting from 0), int64 unless `dtype` says, as OneFlow's. A constant: the numbers are known when traced."""
+    what = "flow.range"
+    start, limit = (0, start) if limit is None else (start, limit)
+    for label, number in (("start", start), ("limit", limit), ("delta", delta)):
+        if isinstance(number, bool) or not isinstance(number, (int, builtins.float, np.integer, np.floating)):
+            fail(f"{what}: {label} must be a number, got {number!r}")
+    if delta == 0:
+        fail(f"{what}: delta must not be 0")
+    return constant(np.arange(start, limit, delta), dtypes.as_dtype(dtype) if dtype is not None else dtypes.int64, name=name)
+
+
+def masked_fill(x: Blob, mask: Blob, value: float, name: str | None = None) -> Blob:
+    """flow.masked_fill: x with `value` wherever the integer `mask` (broadcast to x) is nonzero; no
+    gradient flows to the filled entries (flow.where)."""
+    if not isinstance(x, Blob):
+        fail(f"flow.masked_fill: x must be a Blob, got {type(x).__name__} {x!r}")
+    return where(mask, value, x, name)
+
+
+def reverse(input: Blob, axis: int | Sequence[int], name: str | None = None) -> Blob:  # noqa: A002
+    """flow.reverse: input with its entries along each of `axis` in reverse order. A gather at reversed
+    indices per axis, so the gradient is reversed back (gather_grad); a dynamic axis is refused, its
+    last entry being known only when the step runs."""
+    what = "flow.reverse"
+    if not isinstance(input, Blob):
+        fail(f"{what}: input must be a Blob, got {type(input).__name__} {input!r}")
+    axes = sorted({axis_index(a, input.ndim, what) for a in (axis if isinstance(axis, (list, tuple)) else [axis])})
+    if dynamic := sorted(set(axes) & set(dynamic_axes(input.value.type))):
+        fail(f"{what}: axis {dynamic[0]} is dynamic, and its reverse order needs its actual size, known only when "
+             f"the step runs (docs/dynamic.md)")  # fmt: skip
+    out = input
+    for a in axes:
+        backwards = np.arange(input.shape[a] - 1, -1, -1, dtype=np.int32)
+        out = gather(out, constant(backwards, dtypes.int32), axis=a, name=name if a == axes[-1] else None)
+    return out
+
+
 def constant_like(like: Blob, value: float, dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:
     return fill(like.shape, value, dtypes.as_dtype(dtype) if dtype is not None else like.dtype, "flow.constant_like")
 

@@ -1,0 +1,104 @@
+"""OneFlow 0.x array functions made of existing job ops: zeros, ones, range, masked_fill, reverse,
+and the other names OneFlow exports for flow.math.in_top_k, flow.math.tril and flow.matmul.
+
+Values against numpy; gradients against PyTorch's autograd (test_composite_ops.py's `check`).
+"""
+
+from typing import Tuple
+
+import numpy as np
+import pytest
+
+import irflow as flow
+import irflow.typing as tp
+
+torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
+
+import test_composite_ops as _checks  # on pytest's pythonpath (pyproject.toml)
+from test_math_functions import run  # noqa: E402
+
+check, values, FLOATS = _checks.check, _checks.values, _checks.FLOATS
+
+
+def constants(make):
+    """The Blobs `make()` returns, from a predict job without inputs."""
+
+    @flow.global_function()
+    def job() -> Tuple[tp.Numpy, ...]:
+        return make()
+
+    return job()
+
+
+def test_zeros_and_ones_are_float32_unless_told():
+    zeros, ones, int_ones = constants(lambda: (flow.zeros((2, 3)), flow.ones([4]), flow.ones(2, dtype=flow.int32)))
+    np.testing.assert_array_equal(zeros, np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(ones, np.ones(4, np.float32))
+    np.testing.assert_array_equal(int_ones, np.ones(2, np.int32))
+    assert zeros.dtype == ones.dtype == np.float32 and int_ones.dtype == np.int32
+
+
+@pytest.mark.parametrize("args, kwargs", [((5,), {}), ((2, 9, 3), {}), ((3, -4, -2), {}), ((1, 2, 0.25), {"dtype": flow.float}),
+                                          ((4, 4), {}), ((0.5, 3), {"dtype": flow.double})])  # fmt: skip
+def test_range_counts_as_pythons_range(args, kwargs):
+    (got,) = constants(lambda: (flow.range(*args, **kwargs),))
+    want = np.arange(*args).astype(kwargs.get("dtype", flow.int64).np_dtype)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: flow.range(0, 3, 0), "flow.range: delta must not be 0"),
+    (lambda: flow.range("3"), "flow.range: limit must be a number, got '3'"),
+    (lambda: flow.zeros((2, -1)), r"flow.zeros: shape must not have a negative dimension, got \(2, -1\)"),
+    (lambda: flow.ones("2"), "flow.ones: shape must be a list or tuple of ints"),
+])  # fmt: skip
+def test_bad_constructors_are_trace_errors_at_the_users_line(make, match):
+    with pytest.raises(flow.TraceError, match=r"test_oneflow_array_ops.py:\d+.*" + match):
+        constants(lambda: (make(),))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("mask_shape", [(4, 5), (4, 1), (5,)])
+def test_masked_fill_writes_where_the_mask_is_set_and_passes_no_gradient_there(dtype, mask_shape):
+    x = values(dtype)
+    mask = np.random.default_rng(3).integers(0, 2, mask_shape).astype(np.int8)
+    (out,), (grad, _) = check(lambda b, m: flow.masked_fill(b, m, -7.5),
+                              lambda t, m: t.masked_fill(m.bool(), -7.5), [x, mask], dtype)  # fmt: skip
+    filled = np.broadcast_to(mask, x.shape).astype(bool)
+    assert (out[filled] == -7.5).all() and (grad[filled] == 0).all()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("axis", [0, -1, [0, 1], (1,), []])
+def test_reverse_is_torch_flip_with_its_gradient(dtype, axis):
+    x = values(dtype, shape=(3, 4))
+    dims = [axis] if isinstance(axis, int) else list(axis)
+    check(lambda b: flow.reverse(b, axis), lambda t: torch.flip(t, dims), [x], dtype)
+
+
+def test_reverse_on_two_devices_is_one_devices():
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+
+    def flipped(b):
+        return flow.reverse(b.with_distribute(flow.distribute.split(0)), [0, 1])
+
+    one = run(flipped, x)
+    flow.clear_default_session()
+    flow.config.cpu_device_num(2)
+    np.testing.assert_array_equal(run(flipped, x), one)
+    np.testing.assert_array_equal(one, x[::-1, ::-1])
+
+
+def test_reverse_refuses_a_dynamic_axis():
+    with pytest.raises(flow.TraceError, match=r"test_oneflow_array_ops.py:\d+.*flow.reverse: axis 1 is dynamic"):
+
+        @flow.global_function()
+        def backwards(x: tp.ListNumpy.Placeholder((5, 3))) -> tp.ListNumpy:
+            return flow.reverse(x, 1)
+
+
+def test_oneflows_other_names_are_the_same_functions():
+    assert flow.in_top_k is flow.math.in_top_k
+    assert flow.nn.tril is flow.math.tril
+    assert flow.linalg.matmul is flow.matmul
