@@ -87,6 +87,8 @@ from irflow.frontend.ops import (
     reverse,
     scatter_nd,
     slice,
+    slice_update,
+    slice_v2,
     sort,
     squeeze,
     stack,

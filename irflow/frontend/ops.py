@@ -388,6 +388,75 @@ def slice(x: Blob, begin: Sequence[int | None], size: Sequence[int | None], name
     return build(job.SliceOp, [x], None, name, "flow.slice", start=start, stop=stop, step=[1] * len(shape))
 
 
+def slice_v2(x: Blob, slice_tup_list: Sequence[Sequence[int | None]], name: str | None = None) -> Blob:
+    """flow.slice_v2: x sliced by a (start, stop, step) per leading axis (None as in a Python slice; axes not
+    listed are whole), negative steps too. A negative step is the positive one over the same entries,
+    then reversed (flow.reverse); its gradient comes back through both."""
+    what = "flow.slice_v2"
+    if not isinstance(x, Blob):
+        fail(f"{what}: x must be a Blob, got {type(x).__name__} {x!r}")
+    items, backwards = _ascending(x, slice_tup_list, what)
+    out = static_slice(x, tuple(items), reshape)
+    return reverse(out, backwards, name) if backwards else identity(out, name) if name is not None else out
+
+
+def slice_update(x: Blob, update: Blob, slice_tup_list: Sequence[Sequence[int | None]], name: str | None = None) -> Blob:
+    """flow.slice_update: x with the entries flow.slice_v2 would take replaced by `update`'s, of that slice's
+    shape. Composed as flow.where between x and update spread into x's shape (job.slice_grad), so x's
+    gradient is dy but at the updated entries and update's is the slice of dy."""
+    what = "flow.slice_update"
+    for label, blob in (("x", x), ("update", update)):
+        if not isinstance(blob, Blob):
+            fail(f"{what}: {label} must be a Blob, got {type(blob).__name__} {blob!r}")
+    if dynamic_axes(x.value.type):
+        fail(f"{what}: x of {describe(x.value.type)} has dynamic axes; its slice's shape is known only when the step "
+             f"runs (docs/dynamic.md)")  # fmt: skip
+    items, backwards = _ascending(x, slice_tup_list, what)
+    start, stop, step = (list(bounds) for bounds in zip(*(item.indices(d) for item, d in zip(items, x.shape))))
+    shape = tuple(len(range(a, b, c)) for a, b, c in zip(start, stop, step))
+    stop = [max(a, b) for a, b in zip(start, stop)]  # job.slice's form of an empty slice
+    if update.shape != shape or update.dtype is not x.dtype:
+        fail(f"{what}: update must be a {x.dtype.name} Blob of the slice's shape {shape}, got {update!r}")
+    if backwards:
+        update = reverse(update, backwards)
+    spread = build(job.SliceGradOp, [update], x.value.type, None, what, start=start, stop=stop, step=step)
+    marks = build(job.SliceGradOp, [fill(shape, 1, dtypes.int8, what)], job.tensor(x.shape, dtypes.int8.element_type),
+                  None, what, start=start, stop=stop, step=step)  # fmt: skip
+    return where(marks, spread, x, name)
+
+
+def _ascending(x: Blob, slice_tup_list: object, what: str) -> tuple[list[builtins.slice], list[int]]:
+    """Per axis, the ascending slice over the entries a (start, stop, step) takes, and the axes taken
+    backwards (a negative step), as OneFlow checks them: start in [-size, size), stop in [-size - 1, size]."""
+    if not isinstance(slice_tup_list, (list, tuple)) or len(slice_tup_list) > x.ndim:
+        fail(f"{what}: slice_tup_list must be a list of at most {x.ndim} (start, stop, step), one per leading axis of "
+             f"{x.shape}, got {slice_tup_list!r}")  # fmt: skip
+    items, backwards = [], []
+    dynamic = dynamic_axes(x.value.type)
+    for axis, (entry, d) in enumerate(zip([*slice_tup_list, *[(None,) * 3] * (x.ndim - len(slice_tup_list))], x.shape)):
+        if not isinstance(entry, (list, tuple)) or len(entry) != 3 or not all(
+            v is None or (isinstance(v, (int, np.integer)) and not isinstance(v, bool)) for v in entry
+        ):
+            fail(f"{what}: entry {axis} of slice_tup_list must be (start, stop, step) of ints or None, got {entry!r}")
+        start, stop, step = entry
+        if step == 0:
+            fail(f"{what}: the step of axis {axis} must not be 0")
+        if start is not None and not -d <= start < d:
+            fail(f"{what}: start {start} of axis {axis} is outside [-{d}, {d})")
+        if stop is not None and not -d - 1 <= stop <= d:
+            fail(f"{what}: stop {stop} of axis {axis} is outside [-{d + 1}, {d}]")
+        if step is not None and step < 0:
+            if axis in dynamic:
+                fail(f"{what}: axis {axis} is dynamic, and a negative step counts from its actual end, known only when "
+                     f"the step runs (docs/dynamic.md)")  # fmt: skip
+            taken = range(*builtins.slice(start, stop, step).indices(d))
+            items.append(builtins.slice(taken[-1], taken[0] + 1, -step) if taken else builtins.slice(0, 0))
+            backwards.append(axis)
+        else:
+            items.append(builtins.slice(start, stop, step))
+    return items, backwards
+
+
 def _bounds(item: Any) -> tuple[Any, ...]:
     """An index item's ints: itself, or a slice's start and stop."""
     return (item.start, item.stop) if isinstance(item, builtins.slice) else (item,)

@@ -1,4 +1,5 @@
 """OneFlow 0.x array functions made of existing job ops: zeros, ones, range, masked_fill, reverse,
+slice_v2, slice_update,
 and the other names OneFlow exports for flow.math.in_top_k, flow.math.tril and flow.matmul.
 
 Values against numpy; gradients against PyTorch's autograd (test_composite_ops.py's `check`).
@@ -96,6 +97,77 @@ def test_reverse_refuses_a_dynamic_axis():
         @flow.global_function()
         def backwards(x: tp.ListNumpy.Placeholder((5, 3))) -> tp.ListNumpy:
             return flow.reverse(x, 1)
+
+
+SLICES = [
+    [(None, None, None), (0, 5, 2), (0, 6, 3)],
+    [(None, None, -1), (5, 0, -2)],
+    [(-2, None, None), (None, -4, None), (8, None, -3)],
+    [(1, 2, 1)],
+    [(None, None, 2), (4, -7, -1), (-1, -10, -4)],
+]
+
+
+def taken(shape, tuples):
+    """The indices each axis' (start, stop, step) takes, as Python's slices do (OneFlow's reading)."""
+    tuples = [*tuples, *[(None, None, None)] * (len(shape) - len(tuples))]
+    return [np.arange(*slice(*t).indices(d)) for t, d in zip(tuples, shape)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("tuples", SLICES)
+def test_slice_v2_takes_pythons_slices_negative_steps_too(dtype, tuples):
+    x = values(dtype, shape=(3, 6, 9))
+    index = taken(x.shape, tuples)
+
+    def theirs(t):
+        for axis, i in enumerate(index):
+            t = torch.index_select(t, axis, torch.tensor(i, dtype=torch.long))
+        return t
+
+    (out,), _ = check(lambda b: flow.slice_v2(b, tuples), theirs, [x], dtype)
+    np.testing.assert_array_equal(out, x[np.ix_(*index)])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("tuples", SLICES)
+def test_slice_update_replaces_that_slice_and_splits_the_gradient(dtype, tuples):
+    x = values(dtype, shape=(3, 6, 9))
+    index = taken(x.shape, tuples)
+    update = values(dtype, shape=tuple(len(i) for i in index))
+
+    def theirs(t, u):
+        y = t.clone()
+        y[torch.meshgrid(*(torch.tensor(i, dtype=torch.long) for i in index), indexing="ij")] = u
+        return y
+
+    (out,), (dx, du) = check(lambda b, u: flow.slice_update(b, u, tuples), theirs, [x, update], dtype)
+    want = x.copy()
+    want[np.ix_(*index)] = update
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("tuples, match", [
+    ([(0, 3, 0)], "the step of axis 0 must not be 0"),
+    ([(3, None, 1)], r"start 3 of axis 0 is outside \[-3, 3\)"),
+    ([(None, -5, 1)], r"stop -5 of axis 0 is outside \[-4, 3\]"),
+    ([(0, 1)], r"entry 0 of slice_tup_list must be \(start, stop, step\)"),
+    ([(0, 1, 1)] * 3, "slice_tup_list must be a list of at most 2"),
+])  # fmt: skip
+def test_bad_slice_tuples_are_trace_errors_at_the_users_line(tuples, match):
+    with pytest.raises(flow.TraceError, match=r"test_oneflow_array_ops.py:\d+.*flow.slice_v2: " + match):
+        run(lambda b: flow.slice_v2(b, tuples), np.zeros((3, 4), np.float32))
+
+
+def test_slice_update_refuses_an_update_of_another_shape_or_a_dynamic_x():
+    with pytest.raises(flow.TraceError, match=r"flow.slice_update: update must be a float32 Blob of the slice's "
+                                              r"shape \(2, 4\)"):  # fmt: skip
+        run(lambda b, u: flow.slice_update(b, u, [(0, 2, 1)]), np.zeros((3, 4), np.float32), np.zeros((3, 4), np.float32))
+    with pytest.raises(flow.TraceError, match="flow.slice_update: x of .* has dynamic axes"):
+
+        @flow.global_function()
+        def job(x: tp.ListNumpy.Placeholder((5, 3)), u: tp.Numpy.Placeholder((1, 3))) -> tp.ListNumpy:
+            return flow.slice_update(x, u, [(0, 1, 1)])
 
 
 def test_oneflows_other_names_are_the_same_functions():
