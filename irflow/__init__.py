@@ -102,7 +102,7 @@ from irflow.frontend.ops import (
 )
 from irflow.frontend.session import clear_default_session, sync_default_session
 from irflow.frontend.signature import tensor_def as _tensor_def
-from irflow.frontend.variables import get_variable
+from irflow.frontend.variables import assign, get_variable
 from irflow.frontend.tensor_buffer import (
     gen_tensor_buffer,
     tensor_buffer_to_list_of_tensors,
@@ -118,6 +118,7 @@ experimental = _types.SimpleNamespace(name_scope=scope.name_scope, custom_op_mod
 deprecated = _types.SimpleNamespace(variable_scope=scope.name_scope)
 clip = clamp = clip_by_scalar = clip_by_value  # OneFlow's other names for flow.math.clip_by_value
 in_top_k = math.in_top_k  # OneFlow exports it at the top too
+system = _types.SimpleNamespace(assign=assign)  # OneFlow's flow.system.assign
 linalg = _types.SimpleNamespace(matmul=matmul)  # OneFlow's flow.linalg.matmul
 FixedTensorDef = _tensor_def("numpy", "FixedTensorDef")  # deprecated: tp.Numpy.Placeholder
 MirroredTensorDef = _tensor_def("list_numpy", "MirroredTensorDef")  # deprecated: tp.ListNumpy.Placeholder

@@ -348,6 +348,9 @@ def lower_apply_gradients(apply: job.ApplyGradientsOp) -> None:
             raise CompileError(f"variable '{name}' is given two gradients", location)
         if dtype_of(var.type) not in FLOAT_TYPES:
             raise CompileError(f"variable '{name}' of type {var.type} cannot be trained", location)
+        if assigned := [op for op in block.ops if isinstance(op, job.AssignOp) and op.variable == var]:
+            raise CompileError(f"variable '{name}' is trained here and written by flow.assign at "
+                               f"{source_location(assigned[0])}; a variable takes one write per step", location)  # fmt: skip
         seen.add(name)
     unknown = sorted(set(config.indexed_slices) - seen)
     if unknown:

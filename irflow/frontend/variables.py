@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from irflow.dialects import job
+from irflow.errors import source_location
 from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
 from irflow.frontend.distribute import hint
@@ -14,7 +15,7 @@ from irflow.frontend.regularizers import Regularizer
 from irflow.frontend.session import VariableDecl, default_session
 from irflow.frontend import tracing
 from irflow.frontend.locations import fail, user_location
-from irflow.frontend.tracing import build, current
+from irflow.frontend.tracing import append_op, build, current
 
 _KINDS = ("constant", "random_uniform", "random_normal", "truncated_normal", "variance_scaling")
 
@@ -90,6 +91,28 @@ def get_variable(
         name, shape, dtype, init, trainable, trace.name, user_location(), distribute
     )
     return blob
+
+
+def assign(ref: Blob, value: Blob, dtype: dtypes.DType | None = None, name: str | None = None) -> None:
+    """flow.assign: the variable `ref` (a Blob flow.get_variable returned) holds `value` from the next step on.
+
+    Like the optimizer's updates (job.assign), it is written once every read of the step is done, so the
+    job reads the old value throughout. One write per variable and step: a second flow.assign of it,
+    or one of a variable the optimizer trains, is an error naming both lines.
+    """
+    what = "flow.assign"
+    trace = current(what)
+    if not isinstance(ref, Blob) or not any(ref is v for v in trace.variables.values()):
+        fail(f"{what}: ref must be a variable of this job (a Blob flow.get_variable returned), got {ref!r}")
+    variable = ref.value.owner.var_name.data
+    wanted = dtypes.as_dtype(dtype) if dtype is not None else ref.dtype
+    if not isinstance(value, Blob) or value.shape != ref.shape or value.dtype is not ref.dtype or wanted is not ref.dtype:
+        fail(f"{what}: value must be a {ref.dtype.name} {ref.shape} Blob like variable '{variable}', got {value!r}")
+    for op in trace.block.ops:
+        if isinstance(op, job.AssignOp) and op.variable == ref.value:
+            fail(f"{what}: variable '{variable}' is already assigned in this step, at {source_location(op)}; a "
+                 f"variable takes one write per step")  # fmt: skip
+    append_op(job.AssignOp.create(operands=[ref.value, value.value]), what)
 
 
 def _agree(known: VariableDecl, shape: tuple[int, ...], dtype: dtypes.DType, distribute: object, what: str) -> None:

@@ -1,6 +1,6 @@
 """OneFlow 0.x array functions made of existing job ops: zeros, ones, range, masked_fill, reverse,
-slice_v2, slice_update,
-and the other names OneFlow exports for flow.math.in_top_k, flow.math.tril and flow.matmul.
+slice_v2 and slice_update, and OneFlow's other names for flow.math.in_top_k, flow.math.tril and
+flow.matmul.
 
 Values against numpy; gradients against PyTorch's autograd (test_composite_ops.py's `check`).
 """
