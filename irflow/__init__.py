@@ -36,6 +36,7 @@ from irflow.frontend.dtypes import char, double, float, float16, float32, float6
 from irflow.frontend.function import global_function
 from irflow.frontend.initializers import (
     constant_initializer,
+    empty_initializer,
     glorot_normal_initializer,
     glorot_uniform_initializer,
     kaiming_initializer,
@@ -52,6 +53,8 @@ from irflow.frontend.initializers import (
 from irflow.frontend.losses import smooth_l1_loss
 from irflow.frontend.math import (
     clip_by_value,
+    count_not_finite,
+    multi_count_not_finite,
     unsorted_batch_segment_sum,
     unsorted_segment_sum,
     unsorted_segment_sum_like,
@@ -60,13 +63,20 @@ from irflow.frontend.ops import (
     arange as range,  # noqa: A004  (OneFlow's flow.range)
     argsort,
     argwhere,
+    broadcast_to_compatible_with,
     broadcast_like,
     cast,
+    cast_to_static_shape,
     concat,
     constant,
     constant_like,
     constant_pad2d,
+    constant_scalar,
+    diag,
     dim_gather,
+    dynamic_reshape,
+    elem_cnt,
+    expand,
     expand_dims,
     flatten,
     gather,
@@ -80,6 +90,7 @@ from irflow.frontend.ops import (
     ones,
     ones_like,
     pad,
+    pad_grad,
     reflection_pad2d,
     replication_pad2d,
     reshape,
@@ -92,6 +103,7 @@ from irflow.frontend.ops import (
     sort,
     squeeze,
     stack,
+    sync_dynamic_resize,
     tensor_scatter_nd_add,
     tensor_scatter_nd_update,
     transpose,

@@ -31,6 +31,11 @@ def zeros_initializer(dtype: object = None) -> Initializer:
     return constant_initializer(0.0)
 
 
+def empty_initializer(dtype: object = None) -> Initializer:
+    """OneFlow's initializer that leaves a variable's memory as it is: unspecified values, which zeros are."""
+    return constant_initializer(0.0)
+
+
 def ones_initializer(dtype: object = None) -> Initializer:
     return constant_initializer(1.0)
 

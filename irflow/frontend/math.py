@@ -16,7 +16,8 @@ import numpy as np
 from irflow.dialects import job
 from irflow.frontend import dtypes
 from irflow.frontend.blob import Blob
-from irflow.frontend.ops import axis_index, cast, constant, constant_like, one_hot, operands, where
+from irflow.frontend.ops import axis_index, cast, constant, constant_like, element_count, one_hot, operands, reshape, where
+from irflow.frontend.ops import broadcast_to_compatible_with  # noqa: F401  (flow.math's too)
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, published
 
@@ -510,6 +511,46 @@ def tril(x: Blob, diagonal: int = 0, fill_value: float = 0, name: str | None = N
         fail(f"{what}: fill_value must be a number, got {fill_value!r}")
     kept = constant(np.tri(*x.shape[-2:], k=int(diagonal), dtype=np.int8))
     return where(kept, x, fill_value, name)
+
+
+def fused_scale_tril(x: Blob, diagonal: int = 0, fill_value: float = 0, scale: float = 1, name: str | None = None) -> Blob:
+    """flow.math.fused_scale_tril (also flow.nn's): tril of x * scale, fill_value above the diagonal."""
+    if not dtypes.is_number(scale):
+        fail(f"flow.math.fused_scale_tril: scale must be a number, got {scale!r}")
+    return tril(multiply(x, scale), diagonal, fill_value, name)
+
+
+def reduced_shape_elem_cnt(input_blob: Blob, axis: Sequence[int] | None = None, dtype: dtypes.DType | None = None,
+                           name: str | None = None) -> Blob:  # fmt: skip
+    """flow.math.reduced_shape_elem_cnt: the product of input_blob's sizes over `axis` (all by default; the
+    actual ones when dynamic), shape (1,), int32 unless `dtype` says, as OneFlow's."""
+    axes = [axis] if dtypes.is_int(axis) else axis
+    return element_count(input_blob, axes, dtype, name, "flow.math.reduced_shape_elem_cnt")
+
+
+def count_not_finite(x: Blob, name: str | None = None) -> Blob:
+    """flow.count_not_finite: how many entries of x are inf or NaN, int64 of shape (1,) (OneFlow's, for
+    dynamic loss scaling)."""
+    return multi_count_not_finite([x], name, "flow.count_not_finite")
+
+
+def multi_count_not_finite(x: Sequence[Blob] | None = None, name: str | None = None,
+                           what: str = "flow.multi_count_not_finite") -> Blob:  # fmt: skip
+    """flow.multi_count_not_finite: count_not_finite summed over the Blobs `x`."""
+    if not isinstance(x, (list, tuple)) or not x or not all(isinstance(b, Blob) for b in x):
+        fail(f"{what}: x must be a non-empty list of Blobs, got {x!r}")
+    counts = [reduce_sum(cast(equal(_finite(b), 0), dtypes.int64)) for b in x]
+    return reshape(add_n(counts) if len(counts) > 1 else counts[0], (1,), name)
+
+
+def sigmoid_grad(y: Blob, dy: Blob, name: str | None = None) -> Blob:
+    """flow.math.sigmoid_grad: sigmoid's backward from its output y and the gradient dy, dy y (1 - y)."""
+    return build(job.SigmoidGradOp, [dy, y], None, name, "flow.math.sigmoid_grad")
+
+
+def gelu_grad(x: Blob, dy: Blob, name: str | None = None) -> Blob:
+    """flow.math.gelu_grad: gelu's backward from its input x and the gradient dy."""
+    return build(job.GeluGradOp, [dy, x], None, name, "flow.math.gelu_grad")
 
 
 def _install_operators() -> None:

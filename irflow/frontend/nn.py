@@ -20,7 +20,7 @@ from irflow.frontend.blob import Blob
 from irflow.frontend import dtypes, initializers, math
 from irflow.frontend.math import _mask, _softplus_tail, multiply
 from irflow.frontend.math import relu  # noqa: F401  (flow.nn.relu is flow.math.relu)
-from irflow.frontend.math import tril  # noqa: F401  (flow.nn.tril is flow.math.tril)
+from irflow.frontend.math import fused_scale_tril, tril  # noqa: F401  (flow.nn's are flow.math's)
 from irflow.frontend.ops import cast, expand_dims, one_hot, one_of, reshape, squeeze, transpose, where
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, current, published
@@ -39,6 +39,11 @@ def log_softmax(logits: Blob, axis: int | None = None, name: str | None = None) 
 
 
 logsoftmax = log_softmax  # OneFlow 0.x's name; log_softmax is its later one
+
+
+def softmax_grad(y: Blob, dy: Blob, axis: int | None = None, name: str | None = None) -> Blob:
+    """flow.nn.softmax_grad: softmax's backward from its output y and the gradient dy, along `axis`."""
+    return build(job.SoftmaxGradOp, [dy, y], None, name, "flow.nn.softmax_grad", axis=-1 if axis is None else int(axis))
 
 
 def sparse_softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | None = None) -> Blob:

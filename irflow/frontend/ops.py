@@ -518,6 +518,125 @@ def cast(x: Blob, dtype: dtypes.DType, name: str | None = None) -> Blob:
     return build(job.CastOp, [x], job.tensor(x.shape, dtype.element_type), name, "flow.cast")
 
 
+def expand(x: Blob, expand_size: Sequence[int], name: str | None = None) -> Blob:
+    """flow.expand: x repeated along its size-1 axes to `expand_size` (-1 keeps an axis), new axes in front;
+    a job.broadcast_to, whose gradient sums over the repeats."""
+    what = "flow.expand"
+    if not isinstance(x, Blob):
+        fail(f"{what}: x must be a Blob, got {type(x).__name__} {x!r}")
+    size = _dims(expand_size, what)
+    new = len(size) - x.ndim
+    if new < 0:
+        fail(f"{what}: expand_size {size} has fewer axes than x {x.shape}")
+    shape = list(size)
+    for axis, (want, have) in enumerate(zip(size, (None,) * new + x.shape)):
+        if want == -1 and have is not None:
+            shape[axis] = have
+        elif want < 1 or (have is not None and have not in (1, want)):
+            kept = "-1 or " if have is not None else ""
+            fail(f"{what}: axis {axis} of expand_size {size} must be {kept}a size x's {have or 'new axis'} can be "
+                 f"repeated to, got {want}")  # fmt: skip
+    if tuple(shape) == x.shape:
+        return identity(x, name) if name is not None else x
+    return build(job.BroadcastToOp, [x], job.tensor(tuple(shape), x.dtype.element_type), name, what)
+
+
+def broadcast_to_compatible_with(x: Blob, compatible: Sequence[Blob], name: str | None = None) -> Blob:
+    """flow.broadcast_to_compatible_with: x broadcast to the shape x and every `compatible` Blob broadcast to."""
+    what = "flow.broadcast_to_compatible_with"
+    if not isinstance(x, Blob) or not all(isinstance(c, Blob) for c in compatible):
+        fail(f"{what}: x and compatible must be Blobs, got {x!r} and {compatible!r}")
+    shape = x.shape
+    for other in compatible:
+        rank = max(len(shape), other.ndim)
+        a, b = (1,) * (rank - len(shape)) + shape, (1,) * (rank - other.ndim) + other.shape
+        if any(m != n and 1 not in (m, n) for m, n in zip(a, b)):
+            fail(f"{what}: shape {shape} does not broadcast with {other.shape}")
+        shape = tuple(max(m, n) if 1 in (m, n) else m for m, n in zip(a, b))
+    return expand(x, shape, name)
+
+
+def diag(input: Blob, diagonal: int = 0, name: str | None = None) -> Blob:  # noqa: A002
+    """flow.diag: of a vector, the square matrix with it on the `diagonal`-th diagonal (above the main one for
+    diagonal > 0) and zeros elsewhere; of a matrix, that diagonal as a vector. A select against a constant
+    mask, or a gather at constant indices, so the gradient goes back to the diagonal's entries."""
+    what = "flow.diag"
+    if not isinstance(input, Blob) or input.ndim not in (1, 2):
+        fail(f"{what}: input must be a vector or a matrix Blob, got {input!r}")
+    if not dtypes.is_int(diagonal):
+        fail(f"{what}: diagonal must be an int, got {diagonal!r}")
+    if dynamic_axes(input.value.type):
+        fail(f"{what}: input of {describe(input.value.type)} is dynamic; its diagonal's place needs the actual sizes")
+    k = int(diagonal)
+    if input.ndim == 1:
+        n = input.shape[0] + abs(k)
+        # Entry (i, i + k) holds input[i] above the main diagonal: input down the rows; below it, across the columns.
+        spread = reshape(pad(input, [(0, abs(k))]), (n, 1) if k >= 0 else (1, n))
+        return where(constant(np.eye(n, k=k, dtype=np.int8)), expand(spread, (n, n)), 0, name)
+    rows, columns = np.nonzero(np.eye(*input.shape, k=k, dtype=bool))
+    if not len(rows):
+        fail(f"{what}: diagonal {k} lies outside a matrix of shape {input.shape}")
+    return gather_nd(input, constant(np.stack([rows, columns], axis=1).astype(np.int32)), name)
+
+
+def pad_grad(x: Blob, paddings: Sequence[Sequence[int]], constant_value: float = 0, name: str | None = None) -> Blob:
+    """flow.pad_grad: the adjoint of flow.pad, x without its `paddings` (a slice)."""
+    what = "flow.pad_grad"
+    if not isinstance(x, Blob):
+        fail(f"{what}: x must be a Blob, got {type(x).__name__} {x!r}")
+    widths = _pad_widths(paddings, x.ndim, what)
+    if any(before + after > d for (before, after), d in zip(widths, x.shape)):
+        fail(f"{what}: paddings {paddings!r} are wider than x {x.shape}")
+    return slice(x, [before for before, _ in widths], [d - before - after for (before, after), d in zip(widths, x.shape)],
+                 name)  # fmt: skip
+
+
+def constant_scalar(value: float, dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:
+    """flow.constant_scalar: `value` as a Blob of shape (1,), OneFlow's scalar blob."""
+    return constant(value, dtype, (1,), name)
+
+
+def dynamic_reshape(x: Blob, shape: Sequence[int], name: str | None = None) -> Blob:
+    """flow.dynamic_reshape: flow.reshape, which regroups dynamic rows already (docs/dynamic.md)."""
+    return reshape(x, shape, name)
+
+
+def cast_to_static_shape(x: Blob, name: str | None = None) -> Blob:
+    """flow.cast_to_static_shape: x with every dynamic axis static at its bound, checked when the step runs
+    (an ExecutionError at this line where x is smaller)."""
+    what = "flow.cast_to_static_shape"
+    if not isinstance(x, Blob):
+        fail(f"{what}: x must be a Blob, got {type(x).__name__} {x!r}")
+    if not (axes := dynamic_axes(x.value.type)):
+        return identity(x, name) if name is not None else x
+    out = build(job.PinSizeOp, [x], None, name, what, axes=sorted(axes))
+    needs = ", ".join(f"axis {a} needs its bound's size {x.shape[a]}" for a in sorted(axes))
+    out.value.owner.attributes["reason"] = StringAttr(f"{what}: {needs}")
+    return out
+
+
+def sync_dynamic_resize(inputs: Blob, size: Blob, name: str | None = None) -> NoReturn:
+    """OneFlow's flow.sync_dynamic_resize (a dynamic size set from a Blob's value): a TraceError, see
+    _data_dependent_size."""
+    _data_dependent_size("flow.sync_dynamic_resize", "give the job the rows it should see as its input instead")
+
+
+def elem_cnt(inputs: Blob, dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:
+    """flow.elem_cnt: the number of elements of `inputs` (its actual ones when dynamic), shape (1,), int32
+    unless `dtype` says, as OneFlow's."""
+    return element_count(inputs, None, dtype, name, "flow.elem_cnt")
+
+
+def element_count(x: Blob, axes: Sequence[int] | None, dtype: dtypes.DType | None, name: str | None, what: str) -> Blob:
+    """The product of x's sizes over `axes` (all for None) when the step runs: a job.size_of, shaped (1,)."""
+    if not isinstance(x, Blob):
+        fail(f"{what}: the input must be a Blob, got {type(x).__name__} {x!r}")
+    counted = range(x.ndim) if axes is None else sorted({axis_index(a, x.ndim, what) for a in axes})
+    dtype = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int32
+    count = build(job.SizeOfOp, [x], job.tensor((), dtype.element_type), None, what, axes=list(counted))
+    return reshape(count, (1,), name)
+
+
 def _data_dependent_size(what: str, instead: str) -> NoReturn:
     """A TraceError for OneFlow's ops whose result size depends on the values: irflow's dynamic sizes come
     from a job's inputs when its step starts (docs/dynamic.md), and no op can set one while the step runs."""

@@ -208,6 +208,8 @@ class Executor:
             self.dims = [(v, i, a, bounds.get(v, b) if b < 0 else b) for v, i, a, b in self.dims]
         elif isinstance(op, (buffer.InputOp, buffer.OutputOp)) and isinstance(op.buf.owner, buffer.CutOp):
             (self.inputs if isinstance(op, buffer.InputOp) else self.outputs).append((op.index.value.data, op.buf))
+        elif isinstance(op, buffer.StoreSizeOp) and not op.sizes:  # a count of static axes only: a constant
+            self.plan.append(partial(self.views[op.out].fill, op.factor.value.data))
         elif self.is_dynamic(op):
             self.plan.append(op)
         elif isinstance(op, buffer.ArenaOp):

@@ -21,6 +21,19 @@ from test_math_functions import run  # noqa: E402
 check, values, FLOATS = _checks.check, _checks.values, _checks.FLOATS
 
 
+def run_all(function, *arrays):
+    """`function` of the arrays in a predict job, its results (a tuple of Blobs) as numpy."""
+
+    def job(xs):
+        return function(*xs)
+
+    job.__annotations__ = {
+        "xs": Tuple[tuple(tp.Numpy.Placeholder(a.shape, dtype=flow.frontend.dtypes.from_numpy(a.dtype)) for a in arrays)],
+        "return": Tuple[tp.Numpy, ...],
+    }
+    return flow.global_function()(job)(tuple(arrays))
+
+
 def constants(make):
     """The Blobs `make()` returns, from a predict job without inputs."""
 
@@ -174,3 +187,126 @@ def test_oneflows_other_names_are_the_same_functions():
     assert flow.in_top_k is flow.math.in_top_k
     assert flow.nn.tril is flow.math.tril
     assert flow.linalg.matmul is flow.matmul
+
+
+# ----------------------------------------------------------------- expand, diag, pad_grad, counts and the rest
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape, size", [((1, 3, 1, 2), (1, 3, 2, 2)), ((3, 1), (2, 4, -1, 5)), ((2, 3), (-1, -1))])
+def test_expand_repeats_size_1_axes_with_torchs_gradient(dtype, shape, size):
+    x = values(dtype, shape=shape)
+    want = tuple(d if s == -1 else s for s, d in zip(size, (None,) * (len(size) - len(shape)) + shape))
+    (out,), _ = check(lambda b: flow.expand(b, size), lambda t: t.expand(*size), [x], dtype)
+    np.testing.assert_array_equal(out, np.broadcast_to(x, want))
+
+
+@pytest.mark.parametrize("size, match", [((3,), r"expand_size \(3,\) has fewer axes than x"), ((2, 4), "axis 1 of expand_size \\(2, 4\\) must be "
+                                         "-1 or a size x's 3 can be repeated to, got 4"), ((-1, 2, 3), "axis 0")])  # fmt: skip
+def test_expand_refuses_sizes_it_cannot_reach(size, match):
+    with pytest.raises(flow.TraceError, match=r"test_oneflow_array_ops.py:\d+.*flow.expand: " + match):
+        run(lambda b: flow.expand(b, size), np.zeros((2, 3), np.float32))
+
+
+def test_broadcast_to_compatible_with_takes_every_shapes_broadcast():
+    x, a, b = np.arange(4, dtype=np.float32).reshape(4, 1, 1), np.zeros((1, 5, 1), np.float32), np.zeros((3,), np.float32)
+    out = run(lambda x_, a_, b_: flow.math.broadcast_to_compatible_with(x_, [a_, b_]), x, a, b)
+    np.testing.assert_array_equal(out, np.broadcast_to(x, np.broadcast_shapes(x.shape, a.shape, b.shape)))
+    assert flow.broadcast_to_compatible_with is flow.math.broadcast_to_compatible_with
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("shape", [(4,), (3, 5), (5, 3)])
+@pytest.mark.parametrize("k", [0, 2, -1])
+def test_diag_builds_or_reads_a_diagonal_with_torchs_gradient(dtype, shape, k):
+    x = values(dtype, shape=shape)
+    (out,), _ = check(lambda b: flow.diag(b, k), lambda t: torch.diag(t, k), [x], dtype)
+    np.testing.assert_array_equal(out, np.diag(x, k))
+
+
+def test_diag_refuses_a_diagonal_outside_the_matrix():
+    with pytest.raises(flow.TraceError, match="flow.diag: diagonal 3 lies outside a matrix of shape \\(2, 3\\)"):
+        run(lambda b: flow.diag(b, 3), np.zeros((2, 3), np.float32))
+
+
+def test_pad_grad_is_pads_adjoint():
+    rng = np.random.default_rng(6)
+    x, y = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(6, 5)).astype(np.float32)
+    paddings = [(1, 2), (0, 1)]
+    padded, cut = run_all(lambda a, b: (flow.pad(a, paddings), flow.pad_grad(b, paddings)), x, y)
+    np.testing.assert_array_equal(cut, y[1:4, 0:4])
+    np.testing.assert_allclose(np.sum(padded * y), np.sum(x * cut), rtol=1e-5)
+
+
+def test_counts_of_elements_and_of_entries_not_finite():
+    x = np.array([[1.0, np.inf, 2.0], [np.nan, -np.inf, 0.0]], np.float32)
+    y = np.array([np.nan, 1.0], np.float64)
+    got = run_all(lambda a, b: (flow.elem_cnt(a), flow.math.reduced_shape_elem_cnt(a, axis=[1], dtype=flow.int64),
+                            flow.count_not_finite(a), flow.multi_count_not_finite([a, b]), flow.constant_scalar(2.5)),
+              x, y)  # fmt: skip
+    for out, want in zip(got, [np.array([6], np.int32), np.array([3], np.int64), np.array([3], np.int64),
+                               np.array([4], np.int64), np.array([2.5], np.float32)]):  # fmt: skip
+        assert out.dtype == want.dtype
+        np.testing.assert_array_equal(out, want)
+
+
+def test_counts_of_a_dynamic_blob_are_its_actual_ones():
+    @flow.global_function()
+    def counts(x: tp.ListNumpy.Placeholder((5, 3))) -> Tuple[tp.Numpy, tp.Numpy, tp.ListNumpy]:
+        return flow.elem_cnt(x), flow.math.reduced_shape_elem_cnt(x, axis=0), flow.dynamic_reshape(x, (-1,))
+
+    for n in (5, 2, 0):
+        x = np.arange(3 * n, dtype=np.float32).reshape(n, 3)
+        every, rows, flat = counts([x])
+        np.testing.assert_array_equal(every, [3 * n])
+        np.testing.assert_array_equal(rows, [n])
+        np.testing.assert_array_equal(flat[0], x.reshape(-1))
+
+
+def test_cast_to_static_shape_checks_the_rows_are_all_there_when_the_step_runs():
+    @flow.global_function()
+    def static(x: tp.ListNumpy.Placeholder((4, 3))) -> tp.Numpy:
+        return flow.cast_to_static_shape(x) * 2
+
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.testing.assert_array_equal(static([x]), 2 * x)
+    with pytest.raises(flow.ExecutionError, match=r"test_oneflow_array_ops.py:\d+.*flow.cast_to_static_shape: axis 0 "
+                                                  r"needs its bound's size 4"):  # fmt: skip
+        static([x[:2]])
+
+
+def test_sync_dynamic_resize_is_refused_at_the_users_line():
+    with pytest.raises(flow.TraceError, match=r"test_oneflow_array_ops.py:\d+.*flow.sync_dynamic_resize is not "
+                                              r"supported: its size depends on the values"):  # fmt: skip
+        run(lambda b: flow.sync_dynamic_resize(b, flow.constant(np.array([2], np.int32))), np.zeros((4, 3), np.float32))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_fused_scale_tril_is_tril_of_the_scaled_input_with_torchs_gradient(dtype):
+    x = values(dtype, shape=(2, 4, 5))
+    (out,), _ = check(lambda b: flow.math.fused_scale_tril(b, diagonal=1, fill_value=-3.0, scale=0.5),
+                      lambda t: torch.where(torch.ones(4, 5, dtype=torch.bool).tril(1), t * 0.5, torch.tensor(-3.0, dtype=t.dtype)),
+                      [x], dtype)  # fmt: skip
+    assert flow.nn.fused_scale_tril is flow.math.fused_scale_tril
+
+
+@pytest.mark.parametrize("name, forward, saved", [
+    ("nn.softmax_grad", lambda t: torch.softmax(t, dim=-1), "y"),
+    ("math.sigmoid_grad", torch.sigmoid, "y"),
+    ("math.gelu_grad", torch.nn.functional.gelu, "x"),
+])  # fmt: skip
+def test_the_explicit_backward_functions_are_torchs_vector_jacobian_products(name, forward, saved):
+    rng = np.random.default_rng(8)
+    x, dy = rng.normal(size=(3, 5)), rng.normal(size=(3, 5))
+    t = torch.tensor(x, requires_grad=True)
+    y = forward(t)
+    (want,) = torch.autograd.grad(y, t, torch.tensor(dy))
+    module, function = name.split(".")
+    given = y.detach().numpy() if saved == "y" else x
+    got = run(lambda a, d: getattr(getattr(flow, module), function)(a, d), given, dy)
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-7 if name != "math.gelu_grad" else 1e-6)
+
+
+def test_a_variable_with_the_empty_initializer_can_be_read():
+    (value,) = constants(lambda: (flow.get_variable("empty", shape=(2, 3), initializer=flow.empty_initializer()) + 0,))
+    assert value.shape == (2, 3) and np.isfinite(value).all()
