@@ -16,13 +16,14 @@ from irflow.frontend import dtypes, initializers, math
 from irflow.frontend.blob import Blob
 from irflow.frontend.distribute import Distribute, split
 from irflow.frontend.nn import (
-    _leaky, bias_add, conv1d as nn_conv1d, conv2d as nn_conv2d, layer_norm as nn_layer_norm, layer_norm_params, pair,
-    single,
+    _leaky, bias_add, conv1d as nn_conv1d, conv2d as nn_conv2d, layer_norm as nn_layer_norm, layer_norm_params, single,
 )
 from irflow.frontend.ops import constant, gather, matmul, reshape
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import append_op, build, current
 from irflow.frontend.variables import get_variable
+from irflow.frontend.volumes import conv3d as nn_conv3d, triple
+from irflow.frontend.windows import pair
 
 Activation = Callable[..., Blob]
 
@@ -137,6 +138,37 @@ def conv1d(
     weight, name = _conv_weight(inputs, filters, kernel, data_format, groups, kernel_initializer, kernel_regularizer,
                                 trainable, name, weight_name, "Conv1d", what)  # fmt: skip
     out = nn_conv1d(inputs, weight, strides, padding, data_format, dilation_rate, groups, name=name)
+    return _conv_tail(out, filters, activation, use_bias, bias_initializer, bias_regularizer, trainable, name,
+                      bias_name, data_format)  # fmt: skip
+
+
+def conv3d(
+    inputs: Blob,
+    filters: int,
+    kernel_size: int | Sequence[int] = 1,
+    strides: int | Sequence[int] = 1,
+    padding: str | Sequence[Any] = "VALID",
+    data_format: str = "NCDHW",
+    dilation_rate: int | Sequence[int] | None = None,
+    groups: int = 1,
+    activation: Activation | None = None,
+    use_bias: bool = True,
+    kernel_initializer: dict[str, Any] | None = None,
+    bias_initializer: dict[str, Any] | None = None,
+    kernel_regularizer: object = None,
+    bias_regularizer: object = None,
+    trainable: bool = True,
+    name: str | None = None,
+    weight_name: str | None = None,
+    bias_name: str | None = None,
+) -> Blob:
+    """3-D convolution layer (flow.nn.conv3d); weight (filters, in/groups, kd, kh, kw), or (filters, kd, kh, kw,
+    in/groups) for NDHWC. Without a `name` it is "Conv3d_<i>" (OneFlow: "Conv3d")."""
+    what = "flow.layers.conv3d"
+    kernel = triple(kernel_size, what, "kernel_size")
+    weight, name = _conv_weight(inputs, filters, kernel, data_format, groups, kernel_initializer, kernel_regularizer,
+                                trainable, name, weight_name, "Conv3d", what)  # fmt: skip
+    out = nn_conv3d(inputs, weight, strides, padding, data_format, dilation_rate, groups, name=name)
     return _conv_tail(out, filters, activation, use_bias, bias_initializer, bias_regularizer, trainable, name,
                       bias_name, data_format)  # fmt: skip
 

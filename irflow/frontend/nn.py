@@ -25,6 +25,8 @@ from irflow.frontend.ops import cast, expand_dims, one_hot, one_of, reshape, squ
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, current, published
 from irflow.frontend.variables import get_variable
+from irflow.frontend.volumes import avg_pool3d, conv3d, max_pool3d  # noqa: F401  (flow.nn's)
+from irflow.frontend.windows import pair, window_pads
 
 _NCHW_TO_NHWC = [0, 2, 3, 1]
 _NHWC_TO_NCHW = [0, 3, 1, 2]
@@ -418,65 +420,10 @@ def fused_bias_add_dropout(
     return dropout(bias_add(value, bias, data_format), rate, noise_shape, seed, name)
 
 
-def pair(value: int | Sequence[int], what: str, arg: str) -> tuple[int, int]:
-    if isinstance(value, int):
-        return value, value
-    if isinstance(value, (list, tuple)) and len(value) in (1, 2) and all(isinstance(v, int) for v in value):
-        return (value[0], value[-1])
-    fail(f"{what}: {arg} must be an int or a list of two ints, got {value!r}")
-
-
 def _channels_last(data_format: str, what: str) -> bool:
     if data_format.upper() not in ("NCHW", "NHWC"):
         fail(f"{what}: data_format must be 'NCHW' or 'NHWC', got {data_format!r}")
     return data_format.upper() == "NHWC"
-
-
-def window_pads(
-    padding: str | Sequence[Any],
-    size: tuple[int, int],
-    kernel: tuple[int, int],
-    strides: tuple[int, int],
-    dilations: tuple[int, int],
-    channels_last: bool,
-    what: str,
-) -> list[int]:
-    """[top, bottom, left, right] for OneFlow's `padding` argument.
-
-    SAME is OneFlow's SAME_LOWER: an odd total pad puts its larger half at the start (TensorFlow's
-    SAME, SAME_UPPER, at the end). Stride 2 over an even size is such a case, as in every
-    downsampling 3x3 convolution and pool of a ResNet.
-    """
-    if isinstance(padding, str):
-        mode = "SAME_LOWER" if padding.upper() == "SAME" else padding.upper()
-        if mode == "VALID":
-            return [0, 0, 0, 0]
-        if mode not in ("SAME_UPPER", "SAME_LOWER"):
-            fail(f"{what}: padding must be 'SAME', 'SAME_LOWER', 'SAME_UPPER', 'VALID' or explicit pads, got {padding!r}")
-        pads = []
-        for n, k, s, d in zip(size, kernel, strides, dilations):
-            out = -(-n // s)
-            total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-            small = total // 2
-            pads += [small, total - small] if mode != "SAME_LOWER" else [total - small, small]
-        return pads
-    if isinstance(padding, (list, tuple)) and len(padding) == 2:
-        per_axis = list(padding)
-    elif isinstance(padding, (list, tuple)) and len(padding) == 4:
-        spatial_axes = (1, 2) if channels_last else (2, 3)
-        for i, p in enumerate(padding):
-            if i not in spatial_axes and p not in (0, (0, 0), [0, 0]):
-                fail(f"{what}: explicit padding {list(padding)} may only pad the two spatial axes")
-        per_axis = [padding[i] for i in spatial_axes]
-    else:
-        fail(f"{what}: padding must be a string or one pad per axis (4 entries), got {padding!r}")
-    pads = []
-    for p in per_axis:
-        lo, hi = pair(p, what, "each pad")
-        if lo < 0 or hi < 0:
-            fail(f"{what}: pads must be non-negative, got {padding!r}")
-        pads += [lo, hi]
-    return pads
 
 
 def conv2d(
