@@ -128,3 +128,27 @@ def test_a_3d_convolution_layer_trains_as_torchs():
 def test_bad_3d_arguments_are_trace_errors_at_the_users_line(call, match):
     with pytest.raises(flow.TraceError, match=r"test_volumes.py:\d+.*" + match):
         run(call, np.zeros((1, 2, 3, 4, 4), np.float32), np.zeros((2, 2, 1, 1, 1), np.float32))
+
+
+def test_a_3d_network_on_two_devices_is_one_devices():
+    """Batch split over 2 devices: the 2-D ops' SBP rules carry the composed 3-D ones."""
+    x = np.random.default_rng(6).normal(size=(4, 2, 4, 5, 5)).astype(np.float32)
+
+    def train():
+        @flow.global_function(type="train")
+        def step(images: tp.Numpy.Placeholder(x.shape)) -> tp.Numpy:
+            y = flow.layers.conv3d(images.with_distribute(flow.distribute.split(0)), 3, (2, 3, 3), padding="SAME",
+                                   name="c", kernel_initializer=flow.random_normal_initializer(seed=1))  # fmt: skip
+            loss = flow.math.reduce_mean(flow.nn.avg_pool3d(flow.nn.max_pool3d(y, 2, 1, "SAME"), 2, 2, "VALID"))
+            flow.optimizer.SGD(flow.optimizer.PiecewiseConstantScheduler([], [0.5]), momentum=0).minimize(loss)
+            return loss
+
+        losses = [step(x) for _ in range(2)]
+        return losses, flow.get_all_variables()["c-weight"].numpy()
+
+    one = train()
+    flow.clear_default_session()
+    flow.config.cpu_device_num(2)
+    two = train()
+    np.testing.assert_allclose(two[0], one[0], rtol=1e-5)
+    np.testing.assert_allclose(two[1], one[1], rtol=1e-5, atol=1e-7)
