@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, StringAttr
+from xdsl.utils.exceptions import VerifyException
 
 from irflow.dialects import job
 from irflow.dialects.bounds import describe, dynamic_axes
@@ -397,7 +398,7 @@ def slice_v2(x: Blob, slice_tup_list: Sequence[Sequence[int | None]], name: str 
         fail(f"{what}: x must be a Blob, got {type(x).__name__} {x!r}")
     items, backwards = _ascending(x, slice_tup_list, what)
     out = static_slice(x, tuple(items), reshape)
-    return reverse(out, backwards, name) if backwards else identity(out, name) if name is not None else out
+    return reverse(out, backwards, name) if backwards else _named(out, name)
 
 
 def slice_update(x: Blob, update: Blob, slice_tup_list: Sequence[Sequence[int | None]], name: str | None = None) -> Blob:
@@ -530,14 +531,15 @@ def expand(x: Blob, expand_size: Sequence[int], name: str | None = None) -> Blob
         fail(f"{what}: expand_size {size} has fewer axes than x {x.shape}")
     shape = list(size)
     for axis, (want, have) in enumerate(zip(size, (None,) * new + x.shape)):
-        if want == -1 and have is not None:
+        if have is None and want < 1:
+            fail(f"{what}: axis {axis} of expand_size {size} is a new axis and needs a size of 1 or more, got {want}")
+        if have is not None and want == -1:
             shape[axis] = have
-        elif want < 1 or (have is not None and have not in (1, want)):
-            kept = "-1 or " if have is not None else ""
-            fail(f"{what}: axis {axis} of expand_size {size} must be {kept}a size x's {have or 'new axis'} can be "
-                 f"repeated to, got {want}")  # fmt: skip
+        elif have is not None and (want < 1 or have not in (1, want)):
+            fail(f"{what}: axis {axis} of expand_size {size} must be -1 or a size x's {have} can be repeated to, "
+                 f"got {want}")  # fmt: skip
     if tuple(shape) == x.shape:
-        return identity(x, name) if name is not None else x
+        return _named(x, name)
     return build(job.BroadcastToOp, [x], job.tensor(tuple(shape), x.dtype.element_type), name, what)
 
 
@@ -548,11 +550,10 @@ def broadcast_to_compatible_with(x: Blob, compatible: Sequence[Blob], name: str 
         fail(f"{what}: x and compatible must be Blobs, got {x!r} and {compatible!r}")
     shape = x.shape
     for other in compatible:
-        rank = max(len(shape), other.ndim)
-        a, b = (1,) * (rank - len(shape)) + shape, (1,) * (rank - other.ndim) + other.shape
-        if any(m != n and 1 not in (m, n) for m, n in zip(a, b)):
-            fail(f"{what}: shape {shape} does not broadcast with {other.shape}")
-        shape = tuple(max(m, n) if 1 in (m, n) else m for m, n in zip(a, b))
+        try:
+            shape = job.broadcast_shapes(shape, other.shape)
+        except VerifyException as err:
+            fail(f"{what}: {err}")
     return expand(x, shape, name)
 
 
@@ -608,7 +609,7 @@ def cast_to_static_shape(x: Blob, name: str | None = None) -> Blob:
     if not isinstance(x, Blob):
         fail(f"{what}: x must be a Blob, got {type(x).__name__} {x!r}")
     if not (axes := dynamic_axes(x.value.type)):
-        return identity(x, name) if name is not None else x
+        return _named(x, name)
     out = build(job.PinSizeOp, [x], None, name, what, axes=sorted(axes))
     needs = ", ".join(f"axis {a} needs its bound's size {x.shape[a]}" for a in sorted(axes))
     out.value.owner.attributes["reason"] = StringAttr(f"{what}: {needs}")
@@ -635,6 +636,11 @@ def element_count(x: Blob, axes: Sequence[int] | None, dtype: dtypes.DType | Non
     dtype = dtypes.as_dtype(dtype) if dtype is not None else dtypes.int32
     count = build(job.SizeOfOp, [x], job.tensor((), dtype.element_type), None, what, axes=list(counted))
     return reshape(count, (1,), name)
+
+
+def _named(x: Blob, name: str | None) -> Blob:
+    """x itself, or under `name` (an identity) where one is given."""
+    return identity(x, name) if name is not None else x
 
 
 def _data_dependent_size(what: str, instead: str) -> NoReturn:

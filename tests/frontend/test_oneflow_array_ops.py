@@ -201,8 +201,11 @@ def test_expand_repeats_size_1_axes_with_torchs_gradient(dtype, shape, size):
     np.testing.assert_array_equal(out, np.broadcast_to(x, want))
 
 
-@pytest.mark.parametrize("size, match", [((3,), r"expand_size \(3,\) has fewer axes than x"), ((2, 4), "axis 1 of expand_size \\(2, 4\\) must be "
-                                         "-1 or a size x's 3 can be repeated to, got 4"), ((-1, 2, 3), "axis 0")])  # fmt: skip
+@pytest.mark.parametrize("size, match", [
+    ((3,), r"expand_size \(3,\) has fewer axes than x"),
+    ((2, 4), r"axis 1 of expand_size \(2, 4\) must be -1 or a size x's 3 can be repeated to, got 4"),
+    ((-1, 2, 3), r"axis 0 of expand_size \(-1, 2, 3\) is a new axis and needs a size of 1 or more, got -1"),
+])  # fmt: skip
 def test_expand_refuses_sizes_it_cannot_reach(size, match):
     with pytest.raises(flow.TraceError, match=r"test_oneflow_array_ops.py:\d+.*flow.expand: " + match):
         run(lambda b: flow.expand(b, size), np.zeros((2, 3), np.float32))
@@ -213,6 +216,9 @@ def test_broadcast_to_compatible_with_takes_every_shapes_broadcast():
     out = run(lambda x_, a_, b_: flow.math.broadcast_to_compatible_with(x_, [a_, b_]), x, a, b)
     np.testing.assert_array_equal(out, np.broadcast_to(x, np.broadcast_shapes(x.shape, a.shape, b.shape)))
     assert flow.broadcast_to_compatible_with is flow.math.broadcast_to_compatible_with
+    with pytest.raises(flow.TraceError, match=r"flow.broadcast_to_compatible_with: shapes \(4, 1, 1\) and \(3, 1, 1\) "
+                                              r"do not broadcast"):  # fmt: skip
+        run(lambda x_, c_: flow.broadcast_to_compatible_with(x_, [c_]), x, np.zeros((3, 1, 1), np.float32))
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
