@@ -812,6 +812,43 @@ class BiasAddOp(JobOp):
         return [(r, ((0, r), (1, 0)) if r == axis else ((0, r),)) for r in range(len(shape_of(types[0])))]
 
 
+@irdl_op_definition
+class FakeQuantizationOp(JobOp):
+    """x quantized to `quantization_bit` bits and back (OneFlow's fake_quantization, for quantization-aware
+    training): round(x / scale) clipped to +-(2**(bits-1) - 1), times scale; with `affine`, round(x / scale +
+    zero_point) clipped to [0, 2**bits - 1], less zero_point, times scale. Halves round away from zero (C's
+    round). `scale` and `zero_point` hold one value (per layer) or one per entry of x's axis 0 (per channel).
+    Its gradient passes dy to x as it is (the straight-through estimator), none to scale and zero_point."""
+
+    name = "job.fake_quantization"
+    x = operand_def(TensorType)
+    scale = operand_def(TensorType)
+    zero_point = operand_def(TensorType)
+    res = result_def(TensorType)
+    quantization_bit = prop_def(IntegerAttr, default_value=IntegerAttr(8, i64))
+    affine = prop_def(BoolAttr, default_value=BoolAttr.from_bool(False))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        x = shape_of(types[0])
+        same_dtype(types)
+        require_float(types[0], "fake_quantization's x")
+        if not 2 <= integer(props, "quantization_bit", 8) <= 8:
+            raise VerifyException(f"fake_quantization takes 2 to 8 bits, got {integer(props, 'quantization_bit', 8)}")
+        per = shape_of(types[1])
+        if per != shape_of(types[2]) or per not in ((1,), x[:1]):
+            raise VerifyException(f"fake_quantization's scale {fmt(types[1])} and zero_point {fmt(types[2])} must both "
+                                  f"hold one value or one per entry of axis 0 of x {fmt(types[0])}")  # fmt: skip
+        return types[0]
+
+    @classmethod
+    def size_groups(cls, types: Sequence[Attribute], props: Props) -> list[SizeGroup] | None:
+        per_channel = shape_of(types[1]) != (1,)  # then one per entry of x's axis 0, which sizes them
+        return [(r, ((0, r), (1, 0), (2, 0)) if r == 0 and per_channel else ((0, r),))
+                for r in range(len(shape_of(types[0])))]  # fmt: skip
+
+
 # ----------------------------------------------------------------- shape ops
 
 
@@ -3188,7 +3225,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     GatherOp, GatherGradOp, DimGatherOp, DimGatherGradOp, GatherNdOp, ScatterNdOp, TensorScatterNdUpdateOp,
     TensorScatterNdAddOp,
     MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ReduceMinOp, ReduceMinGradOp, ReduceProdOp,
-    ReduceProdGradOp, ArgmaxOp, TopKOp, ArgSortOp,
+    ReduceProdGradOp, ArgmaxOp, TopKOp, ArgSortOp, FakeQuantizationOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
     SparseSoftmaxCrossEntropyOp, SoftmaxCrossEntropyOp,
     SparseSoftmaxCrossEntropyGradOp, SoftmaxCrossEntropyGradOp,

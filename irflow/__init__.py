@@ -17,7 +17,9 @@ import types as _types
 from irflow import data, typing
 from irflow.checkpoint_store import CheckpointError
 from irflow.errors import CompileError, ExecutionError, IrflowError, TraceError
-from irflow.frontend import checkpoint, distribute, layers, losses, math, nn, optimizer, random, regularizers, scope
+from irflow.frontend import (
+    checkpoint, distribute, layers, losses, math, nn, optimizer, quantization, random, regularizers, scope,
+)
 from irflow.frontend.blob import Blob
 from irflow.frontend.checkpoint import CheckPoint as _CheckPoint
 from irflow.frontend.checkpoint import get_all_variables, load_variables
@@ -147,7 +149,7 @@ __all__ = [
     "function_config", "gather", "get_all_variables", "get_variable", "global_function", "glorot_normal_initializer",
     "glorot_uniform_initializer", "identity", "identity_n", "int8", "int32", "int64", "kaiming_initializer", "layers",
     "load_variables", "losses", "math", "matmul", "name_scope", "nn", "one_hot", "ones_initializer", "ones_like",
-    "optimizer", "parallel_cast", "random",
+    "optimizer", "parallel_cast", "quantization", "random",
     "random_normal_initializer", "random_uniform_initializer", "regularizers", "reshape", "scope", "slice", "squeeze",
     "sync_default_session", "train", "transpose", "where",
     "truncated_normal", "truncated_normal_initializer", "typing", "uint8", "unsorted_batch_segment_sum",

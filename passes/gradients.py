@@ -452,6 +452,12 @@ def _bias_add(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> 
     return [dy if needs[0] else None, dbias]
 
 
+@gradient(job.FakeQuantizationOp)
+def _fake_quantization(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    """The straight-through estimator, as OneFlow's: dy to x as it is; scale and zero_point get none."""
+    return [dy if needs[0] else None, None, None]
+
+
 # ----------------------------------------------------------------- shape ops
 
 

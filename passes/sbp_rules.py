@@ -161,6 +161,14 @@ def _bias_add(op: Operation, p: int) -> list[Sig1]:
     return [((i, 0 if i == axis else BROADCAST), i) for i, d in enumerate(x) if d >= p]
 
 
+@rule(job.FakeQuantizationOp)
+def _fake_quantization(op: Operation, p: int) -> list[Sig1]:
+    """Split x along any axis, scale and zero_point with it along axis 0 where they hold one value per channel."""
+    x = shape_of(op.operands[0].type)
+    per_channel = shape_of(op.operands[1].type) != (1,)
+    return [((i, *(0 if i == 0 and per_channel else BROADCAST,) * 2), i) for i, d in enumerate(x) if d >= p]
+
+
 # ----------------------------------------------------------------- shape ops
 
 

@@ -211,6 +211,35 @@ def bias_add(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], out
     return partial(xp.add, x, bias_column("bias_add", attrs, x, bias), out=y)
 
 
+@register("fake_quantization")
+def fake_quantization(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
+    """y = (clip(round(x / scale [+ zero_point])) [- zero_point]) * scale, halves away from zero as C's round:
+    rint takes them to the even neighbour, so there the truncation moved one away from zero replaces it."""
+    (x, scale, zero_point), (y,) = ins, outs
+    bits, affine = int(attrs.get("quantization_bit", 8)), bool(attrs.get("affine", False))
+    low, high = (0, 2**bits - 1) if affine else (1 - 2 ** (bits - 1), 2 ** (bits - 1) - 1)
+    column = (-1, *(1,) * (x.ndim - 1)) if scale.size > 1 else (1,) * x.ndim
+    s, z = scale.reshape(column), zero_point.reshape(column)
+    away, part, half = scratch(xp, x.shape, x.dtype), scratch(xp, x.shape, x.dtype), scratch(xp, x.shape, bool)
+
+    def run() -> None:
+        xp.divide(x, s, out=y)
+        if affine:
+            xp.add(y, z, out=y)
+        xp.trunc(y, out=away)
+        xp.abs(xp.subtract(y, away, out=part), out=part)
+        xp.equal(part, 0.5, out=half)
+        xp.add(away, xp.sign(y, out=part), out=away)
+        xp.rint(y, out=y)
+        xp.copyto(y, away, where=half)
+        xp.clip(y, low, high, out=y)
+        if affine:
+            xp.subtract(y, z, out=y)
+        xp.multiply(y, s, out=y)
+
+    return run
+
+
 @register("bias_add_relu")
 def bias_add_relu(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Array], outs: Sequence[Array]) -> Run:
     """y = relu(x + bias along `axis`): bias_add then relu, fused by the fuse-elementwise pass.

@@ -236,6 +236,20 @@ job.func @arg_sort(%x: tensor<4x8xf32>) -> (tensor<4x8xi32>, tensor<4x8xi32>) {
 
 // -----
 
+// OneFlow's fake_quantization: per layer (one scale) or per channel (one per entry of axis 0).
+
+job.func @fake_quantization(%x: tensor<4x8xf32>, %s: tensor<1xf32>, %c: tensor<4xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %layer = job.fake_quantization %x, %s, %s : (tensor<4x8xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<4x8xf32>
+  %channel = job.fake_quantization %x, %c, %c {affine = true, quantization_bit = 4 : i64} : (tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4x8xf32>
+  job.return %layer, %channel : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// CHECK-LABEL: job.func @fake_quantization
+// CHECK-NEXT:    %layer = job.fake_quantization %x, %s, %s : (tensor<4x8xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<4x8xf32>
+// CHECK-NEXT:    %channel = job.fake_quantization %x, %c, %c {affine = true, quantization_bit = 4 : i64} : (tensor<4x8xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<4x8xf32>
+
+// -----
+
 // Casts and shape ops.
 
 job.func @shapes(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {

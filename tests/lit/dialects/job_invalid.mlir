@@ -67,6 +67,16 @@ job.func @f(%x: tensor<4x8xf32>) {
 
 // -----
 
+// fake_quantization's scale: one value, or one per entry of axis 0.
+
+job.func @f(%x: tensor<4x8xf32>, %s: tensor<8xf32>) {
+  // expected-error@+1 {{'job.fake_quantization' op fake_quantization's scale tensor<8xf32> and zero_point tensor<8xf32> must both hold one value or one per entry of axis 0 of x tensor<4x8xf32>}}
+  %r = job.fake_quantization %x, %s, %s : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  job.return
+}
+
+// -----
+
 // Mixed element types.
 
 job.func @f(%x: tensor<4x8xf32>, %y: tensor<4x8xf64>) {
