@@ -812,6 +812,96 @@ class BiasAddOp(JobOp):
         return [(r, ((0, r), (1, 0)) if r == axis else ((0, r),)) for r in range(len(shape_of(types[0])))]
 
 
+def _ctc_shapes(types: Sequence[Attribute], lengths: int, what: str) -> tuple[int, int, int]:
+    """(T, N, C) of log_probs (types[0]), with `lengths` int (N,) operands after it (input and target lengths
+    past the targets) checked: CTC's operands."""
+    log_probs = shape_of(types[0])
+    require_float(types[0], f"{what}'s log_probs")
+    if len(log_probs) != 3:
+        raise VerifyException(f"{what}'s log_probs must be (frames, batch, classes), got {fmt(types[0])}")
+    frames, batch, classes = log_probs
+    for t in types[len(types) - lengths :]:
+        if shape_of(t) != (batch,) or dtype_of(t) not in (i32, i64):
+            raise VerifyException(f"{what}'s lengths must be int32 or int64 of shape ({batch},), got {fmt(t)}")
+    return frames, batch, classes
+
+
+class CtcLossBase(JobOp):
+    """(log_probs (T, N, C), targets (N, S), input_lengths (N,), target_lengths (N,)), after dloss for the gradient."""
+
+    blank = prop_def(IntegerAttr, default_value=IntegerAttr(0, i64))
+    zero_infinity = prop_def(BoolAttr, default_value=BoolAttr.from_bool(False))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def check_ctc(cls, types: Sequence[Attribute], props: Props) -> tuple[int, int, int]:
+        frames, batch, classes = _ctc_shapes(types, 2, cls.name)
+        targets = types[-3]
+        if len(shape_of(targets)) != 2 or shape_of(targets)[0] != batch or dtype_of(targets) not in (i32, i64):
+            raise VerifyException(f"{cls.name}'s targets must be int32 or int64 of shape ({batch}, S), got {fmt(targets)}")
+        if not 0 <= integer(props, "blank", 0) < classes:
+            raise VerifyException(f"{cls.name}'s blank {integer(props, 'blank', 0)} is not one of the {classes} classes")
+        return frames, batch, classes
+
+
+@irdl_op_definition
+class CtcLossOp(CtcLossBase):
+    """Connectionist temporal classification's negative log likelihood per sequence (OneFlow's and PyTorch's
+    ctc_loss before its reduction): inf where no alignment fits, or 0 with `zero_infinity`."""
+
+    name = "job.ctc_loss"
+    log_probs = operand_def(TensorType)
+    targets = operand_def(TensorType)
+    input_lengths = operand_def(TensorType)
+    target_lengths = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        _, batch, _ = cls.check_ctc(types, props)
+        return tensor((batch,), dtype_of(types[0]))
+
+
+@irdl_op_definition
+class CtcLossGradOp(CtcLossBase):
+    """The gradient of ctc_loss with respect to log_probs, OneFlow's and PyTorch's: dloss (exp(lp) - the
+    alignments' occupancy of each class over exp(lp)), 0 past each sequence's frames."""
+
+    name = "job.ctc_loss_grad"
+    dloss = operand_def(TensorType)
+    log_probs = operand_def(TensorType)
+    targets = operand_def(TensorType)
+    input_lengths = operand_def(TensorType)
+    target_lengths = operand_def(TensorType)
+    res = result_def(TensorType)
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        _, batch, _ = cls.check_ctc(types[1:], props)
+        if types[0] != tensor((batch,), dtype_of(types[1])):
+            raise VerifyException(f"job.ctc_loss_grad's dloss must be one value per sequence, got {fmt(types[0])}")
+        return types[1]
+
+
+@irdl_op_definition
+class CtcGreedyDecodeOp(JobOp):
+    """(log_probs (T, N, C), input_lengths (N,)) -> (N, T) int64: each sequence's most likely class per frame
+    without the blank, which OneFlow's decoder takes to be the last class, and with `merge_repeated` a run of
+    one class given once; 0 past the decoded length."""
+
+    name = "job.ctc_greedy_decode"
+    log_probs = operand_def(TensorType)
+    input_lengths = operand_def(TensorType)
+    res = result_def(TensorType)
+    merge_repeated = prop_def(BoolAttr, default_value=BoolAttr.from_bool(True))
+    traits = traits_def(Pure())
+
+    @classmethod
+    def infer(cls, types: Sequence[Attribute], props: Props) -> Attribute:
+        frames, batch, _ = _ctc_shapes(types, 1, cls.name)
+        return tensor((batch, frames), i64)
+
+
 @irdl_op_definition
 class FakeQuantizationOp(JobOp):
     """x quantized to `quantization_bit` bits and back (OneFlow's fake_quantization, for quantization-aware
@@ -3225,7 +3315,7 @@ COMPUTE_OPS: list[type[Operation]] = [
     GatherOp, GatherGradOp, DimGatherOp, DimGatherGradOp, GatherNdOp, ScatterNdOp, TensorScatterNdUpdateOp,
     TensorScatterNdAddOp,
     MatmulOp, ReduceSumOp, ReduceMeanOp, ReduceMaxOp, ReduceMaxGradOp, ReduceMinOp, ReduceMinGradOp, ReduceProdOp,
-    ReduceProdGradOp, ArgmaxOp, TopKOp, ArgSortOp, FakeQuantizationOp,
+    ReduceProdGradOp, ArgmaxOp, TopKOp, ArgSortOp, FakeQuantizationOp, CtcLossOp, CtcLossGradOp, CtcGreedyDecodeOp,
     SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LogSoftmaxGradOp,
     SparseSoftmaxCrossEntropyOp, SoftmaxCrossEntropyOp,
     SparseSoftmaxCrossEntropyGradOp, SoftmaxCrossEntropyGradOp,

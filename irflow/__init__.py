@@ -52,6 +52,7 @@ from irflow.frontend.initializers import (
     xavier_uniform_initializer,
     zeros_initializer,
 )
+from irflow.frontend.ctc import ctc_loss
 from irflow.frontend.losses import smooth_l1_loss
 from irflow.frontend.math import (
     clip_by_value,

@@ -43,6 +43,7 @@ NO_GRADIENT: frozenset[type[Operation]] = frozenset(
         job.ArgmaxOp,
         job.TopKOp,
         job.ArgSortOp,
+        job.CtcGreedyDecodeOp,
         job.SizeOfOp,  # counts elements: piecewise constant
         job.GenTensorBufferOp,
         job.EqualOp,
@@ -450,6 +451,15 @@ def _bias_add(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> 
         axes = [i for i in range(rank) if i != axis]
         dbias = b.emit(job.ReduceSumOp, [dy], axes=axes, keepdims=False) if axes else dy
     return [dy if needs[0] else None, dbias]
+
+
+@gradient(job.CtcLossOp)
+def _ctc_loss(b: GradientBuilder, op: Operation, dy: SSAValue, needs: Needs) -> Grads:
+    """log_probs' only: the integer targets and lengths take none."""
+    if not needs[0]:
+        return [None] * 4
+    return [b.emit(job.CtcLossGradOp, [dy, *op.operands], op.operands[0].type, **_props(op, "blank", "zero_infinity")),
+            None, None, None]  # fmt: skip
 
 
 @gradient(job.FakeQuantizationOp)

@@ -161,6 +161,15 @@ def _bias_add(op: Operation, p: int) -> list[Sig1]:
     return [((i, 0 if i == axis else BROADCAST), i) for i, d in enumerate(x) if d >= p]
 
 
+@rule(job.CtcLossOp, job.CtcLossGradOp, job.CtcGreedyDecodeOp)
+def _ctc(op: Operation, p: int) -> list[Sig1]:
+    """Split along the batch: log_probs' axis 1, the targets' and every per-sequence operand's axis 0."""
+    batch = shape_of(op.operands[-1].type)[0]
+    axes = tuple(1 if len(shape_of(o.type)) == 3 else 0 for o in op.operands)
+    result = 1 if len(_out(op)) == 3 else 0
+    return [(axes, result)] if batch >= p else []
+
+
 @rule(job.FakeQuantizationOp)
 def _fake_quantization(op: Operation, p: int) -> list[Sig1]:
     """Split x along any axis, scale and zero_point with it along axis 0 where they hold one value per channel."""

@@ -17,6 +17,7 @@ import numpy as np
 from irflow.dialects import job
 from irflow.dialects.bounds import dynamic_axes
 from irflow.frontend.blob import Blob
+from irflow.frontend.ctc import ctc_greedy_decoder  # noqa: F401  (flow.nn's)
 from irflow.frontend import dtypes, initializers, math
 from irflow.frontend.math import _mask, _softplus_tail, multiply
 from irflow.frontend.math import relu  # noqa: F401  (flow.nn.relu is flow.math.relu)

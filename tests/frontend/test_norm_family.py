@@ -54,8 +54,10 @@ def test_a_constant_group_normalizes_to_0_with_a_finite_gradient(dtype):
     x = values(dtype, shape=(2, 4, 2, 4))
     x[0, :2] = 0.75  # sample 0's first group of 2 channels: 16 equal entries, their mean exact
     x[1, 3] = -2.0  # sample 1's last channel, for the instance norm
+    # float32: the constant group's gradient is 1/sqrt(eps) ~ 316 times dy, and its small entries keep
+    # float32's rounding of those (~316 x 6e-8 = 2e-5): an absolute tolerance at that scale
     (out,), (grad,) = check(lambda a: flow.nn.GroupNorm(a, 2), lambda t: F.group_norm(t, 2, eps=1e-5), [x], dtype,
-                            oracle_dtype=torch.float64)  # fmt: skip
+                            oracle_dtype=torch.float64, grad_atol=1e-4 if dtype is flow.float32 else None)  # fmt: skip
     assert (out[0, :2] == 0).all() and np.isfinite(grad).all()
     (out,), (grad,) = check(flow.nn.InstanceNorm2d, lambda t: F.instance_norm(t, eps=1e-5), [x], dtype,
                             oracle_dtype=torch.float64)  # fmt: skip

@@ -212,10 +212,11 @@ job.func @predict(%x: tensor<2xf32>) -> tensor<2xf32> attributes {job_type = "pr
 
 def test_every_op_is_classified():
     """Each op is differentiable, gradient-free, or without a rule: the two max backward ops, reduce_min's, reduce_prod's,
-    a concatenation's along a dynamic axis, digamma (lgamma's backward) and the TensorBuffer conversions (none in
-    OneFlow either)."""
+    a concatenation's along a dynamic axis, digamma (lgamma's backward), ctc_loss's and the TensorBuffer conversions
+    (none in OneFlow either)."""
     without_rule = {job.ReduceMaxGradOp, job.ReduceMinGradOp, job.ReduceProdGradOp, job.MaxPool2DGradOp, job.ConcatGradOp,
-                    job.TensorToTensorBufferOp, job.TensorBufferToTensorOp, job.TensorBufferGetOp, job.DigammaOp}
+                    job.TensorToTensorBufferOp, job.TensorBufferToTensorOp, job.TensorBufferGetOp, job.DigammaOp,
+                    job.CtcLossGradOp}
     effects = {job.AssignOp, job.SgdUpdateOp, job.MomentumUpdateOp, job.AdamUpdateOp, job.RmsPropUpdateOp,
                job.CenteredRmsPropUpdateOp, job.LambUpdateOp, job.LarsUpdateOp, job.LazyAdamUpdateOp,
                job.IndexedSlicesSgdUpdateOp, job.IndexedSlicesMomentumUpdateOp, job.IndexedSlicesAdamUpdateOp,
@@ -399,6 +400,12 @@ CASES = [
          inputs={"x": DYNAMIC_X}, bounds={"x": ((3, 4), (0,))}),
     Case("softmax", job.SoftmaxOp, {"a": (3, 4)}, lambda e, v: e(job.SoftmaxOp, [v["a"]])),
     Case("log_softmax", job.LogSoftmaxOp, {"a": (3, 4)}, lambda e, v: e(job.LogSoftmaxOp, [v["a"]], axis=0)),
+    # CTC over log_softmax outputs (its gradient is the logits' through log_softmax, as OneFlow's and PyTorch's):
+    # 3 sequences of 6, 4 and 5 frames, targets of 3, 1 and 2 labels, one repeated.
+    Case("ctc_loss", job.CtcLossOp, {"a": (6, 3, 4)},
+         lambda e, v: e(job.CtcLossOp, [e(job.LogSoftmaxOp, [v["a"]], axis=2), v["targets"], v["frames"], v["labels"]]),
+         inputs={"targets": np.array([[1, 1, 3], [2, 0, 0], [3, 2, 0]]), "frames": np.array([6, 4, 5]),
+                 "labels": np.array([3, 1, 2])}),  # fmt: skip
     Case("sparse_softmax_cross_entropy", job.SparseSoftmaxCrossEntropyOp, {"logits": (3, 4)},
          lambda e, v: e(job.SparseSoftmaxCrossEntropyOp, [v["logits"], v["labels"]]), inputs={"labels": LABELS}),
     Case("softmax_cross_entropy", job.SoftmaxCrossEntropyOp, {"logits": (3, 4), "labels": (3, 4)},

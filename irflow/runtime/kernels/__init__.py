@@ -4,7 +4,8 @@ See docs/kernels.md for the contract. Importing this package registers every
 kernel; each module holds one theme.
 """
 
-from . import activation, conv, elementwise, linalg, mesh, nn, normalization, optimizer, pooling, random, reduction, schedule
+from . import activation, conv, ctc, elementwise, linalg, mesh, nn, normalization, optimizer, pooling, random, reduction
+from . import schedule
 from . import shape
 from . import tensor_buffer
 from .registry import CHECKS_DATA, KERNELS, Array, DataError, KernelFactory, Run, checks_data, get_kernel, register, sequence
@@ -12,6 +13,7 @@ from .registry import CHECKS_DATA, KERNELS, Array, DataError, KernelFactory, Run
 __all__ = [
     "CHECKS_DATA", "KERNELS", "Array", "DataError", "KernelFactory", "Run", "checks_data", "get_kernel", "register", "sequence"
 ]
-del activation, conv, elementwise, linalg, mesh, nn, normalization, optimizer, pooling, random, reduction, schedule
+del activation, conv, ctc, elementwise, linalg, mesh, nn, normalization, optimizer, pooling, random, reduction
+del schedule
 del shape
 del tensor_buffer

@@ -250,6 +250,22 @@ job.func @fake_quantization(%x: tensor<4x8xf32>, %s: tensor<1xf32>, %c: tensor<4
 
 // -----
 
+// Connectionist temporal classification: the loss per sequence, its gradient, greedy decoding.
+
+job.func @ctc(%lp: tensor<6x2x4xf32>, %t: tensor<2x3xi64>, %il: tensor<2xi64>, %tl: tensor<2xi32>, %d: tensor<2xf32>) -> (tensor<2xf32>, tensor<6x2x4xf32>, tensor<2x6xi64>) {
+  %loss = job.ctc_loss %lp, %t, %il, %tl {blank = 3 : i64, zero_infinity = true} : (tensor<6x2x4xf32>, tensor<2x3xi64>, tensor<2xi64>, tensor<2xi32>) -> tensor<2xf32>
+  %grad = job.ctc_loss_grad %d, %lp, %t, %il, %tl : (tensor<2xf32>, tensor<6x2x4xf32>, tensor<2x3xi64>, tensor<2xi64>, tensor<2xi32>) -> tensor<6x2x4xf32>
+  %best = job.ctc_greedy_decode %lp, %il {merge_repeated = false} : (tensor<6x2x4xf32>, tensor<2xi64>) -> tensor<2x6xi64>
+  job.return %loss, %grad, %best : tensor<2xf32>, tensor<6x2x4xf32>, tensor<2x6xi64>
+}
+
+// CHECK-LABEL: job.func @ctc
+// CHECK-NEXT:    %loss = job.ctc_loss %lp, %t, %il, %tl {blank = 3 : i64, zero_infinity = true} : (tensor<6x2x4xf32>, tensor<2x3xi64>, tensor<2xi64>, tensor<2xi32>) -> tensor<2xf32>
+// CHECK-NEXT:    %grad = job.ctc_loss_grad %d, %lp, %t, %il, %tl : (tensor<2xf32>, tensor<6x2x4xf32>, tensor<2x3xi64>, tensor<2xi64>, tensor<2xi32>) -> tensor<6x2x4xf32>
+// CHECK-NEXT:    %best = job.ctc_greedy_decode %lp, %il {merge_repeated = false} : (tensor<6x2x4xf32>, tensor<2xi64>) -> tensor<2x6xi64>
+
+// -----
+
 // Casts and shape ops.
 
 job.func @shapes(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {

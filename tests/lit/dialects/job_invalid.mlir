@@ -77,6 +77,16 @@ job.func @f(%x: tensor<4x8xf32>, %s: tensor<8xf32>) {
 
 // -----
 
+// ctc_loss's blank is one of the classes.
+
+job.func @f(%lp: tensor<6x2x4xf32>, %t: tensor<2x3xi64>, %n: tensor<2xi64>) {
+  // expected-error@+1 {{'job.ctc_loss' op job.ctc_loss's blank 4 is not one of the 4 classes}}
+  %r = job.ctc_loss %lp, %t, %n, %n {blank = 4 : i64} : (tensor<6x2x4xf32>, tensor<2x3xi64>, tensor<2xi64>, tensor<2xi64>) -> tensor<2xf32>
+  job.return
+}
+
+// -----
+
 // Mixed element types.
 
 job.func @f(%x: tensor<4x8xf32>, %y: tensor<4x8xf64>) {

@@ -6,7 +6,7 @@ EXPECTED = """
 add sub mul div maximum minimum pow equal not_equal less less_equal greater greater_equal where
 neg exp log sqrt rsqrt square relu sigmoid tanh gelu abs identity cast erf
 reduce_sum reduce_mean reduce_max reduce_min reduce_prod argmax top_k arg_sort softmax log_softmax
-sparse_softmax_cross_entropy softmax_cross_entropy bias_add fake_quantization matmul conv2d max_pool2d avg_pool2d
+sparse_softmax_cross_entropy softmax_cross_entropy bias_add fake_quantization ctc_loss ctc_loss_grad ctc_greedy_decode matmul conv2d max_pool2d avg_pool2d
 reshape transpose concat slice gather dim_gather gather_nd scatter_nd tensor_scatter_nd_update tensor_scatter_nd_add
 broadcast_to fill dropout_mask random_uniform random_permutation bernoulli
 relu_grad sigmoid_grad tanh_grad gelu_grad softmax_grad log_softmax_grad
