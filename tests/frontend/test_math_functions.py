@@ -17,19 +17,8 @@ import irflow.typing as tp
 torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
 
 import test_composite_ops as _checks  # on pytest's pythonpath (pyproject.toml)
+from predict_jobs import run  # noqa: E402
 check, values, FLOATS = _checks.check, _checks.values, _checks.FLOATS
-
-
-def run(function, *arrays):
-    """`function` of the arrays in a predict job, its result as numpy."""
-    def job(xs):
-        return function(*xs)
-
-    job.__annotations__ = {
-        "xs": Tuple[tuple(tp.Numpy.Placeholder(a.shape, dtype=flow.frontend.dtypes.from_numpy(a.dtype)) for a in arrays)],
-        "return": tp.Numpy,
-    }
-    return flow.global_function()(job)(tuple(arrays))
 
 
 # ----------------------------------------------------------------- xlogy, xdivy

@@ -16,22 +16,14 @@ import irflow.typing as tp
 torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
 
 import test_composite_ops as _checks  # on pytest's pythonpath (pyproject.toml)
-from test_math_functions import run  # noqa: E402
+from predict_jobs import run  # noqa: E402
 
 check, values, FLOATS = _checks.check, _checks.values, _checks.FLOATS
 
 
 def run_all(function, *arrays):
     """`function` of the arrays in a predict job, its results (a tuple of Blobs) as numpy."""
-
-    def job(xs):
-        return function(*xs)
-
-    job.__annotations__ = {
-        "xs": Tuple[tuple(tp.Numpy.Placeholder(a.shape, dtype=flow.frontend.dtypes.from_numpy(a.dtype)) for a in arrays)],
-        "return": Tuple[tp.Numpy, ...],
-    }
-    return flow.global_function()(job)(tuple(arrays))
+    return run(function, *arrays, returns=Tuple[tp.Numpy, ...])
 
 
 def constants(make):

@@ -9,6 +9,9 @@ import pytest
 
 import irflow as flow
 import irflow.typing as tp
+from predict_jobs import run
+
+OUTS = Tuple[tp.Numpy, ...]
 
 
 def c_round(v: np.ndarray) -> np.ndarray:
@@ -35,17 +38,6 @@ def observed(x, bits, affine, axes=None):
     return scale, np.zeros_like(scale)
 
 
-def job_of(function, *arrays, kind="predict"):
-    def job(xs):
-        return function(*xs)
-
-    job.__annotations__ = {
-        "xs": Tuple[tuple(tp.Numpy.Placeholder(a.shape, dtype=flow.frontend.dtypes.from_numpy(a.dtype)) for a in arrays)],
-        "return": Tuple[tp.Numpy, ...],
-    }
-    return flow.global_function(type=kind)(job)
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("bits", [8, 4, 2])
 @pytest.mark.parametrize("affine", [False, True])
@@ -54,10 +46,9 @@ def test_fake_quantization_of_an_observers_levels_is_oneflows(dtype, bits, affin
     rng = np.random.default_rng(bits)
     x = (rng.normal(size=(3, 4, 5)) * 2).astype(dtype)
     scheme = "affine" if affine else "symmetric"
-    job = job_of(lambda b: (flow.quantization.fake_quantization(b, *flow.quantization.min_max_observer(
+    out, got_scale, got_zero = run(lambda b: (flow.quantization.fake_quantization(b, *flow.quantization.min_max_observer(
         b, bits, scheme, per_layer_quantization=per_layer), bits, scheme),
-        *flow.quantization.min_max_observer(b, bits, scheme, per_layer_quantization=per_layer)), x)  # fmt: skip
-    out, got_scale, got_zero = job((x,))
+        *flow.quantization.min_max_observer(b, bits, scheme, per_layer_quantization=per_layer)), x, returns=OUTS)  # fmt: skip
     want_scale, want_zero = observed(x, bits, affine, None if per_layer else (1, 2))
     np.testing.assert_allclose(got_scale, np.atleast_1d(want_scale), rtol=1e-6)
     np.testing.assert_allclose(got_zero, np.atleast_1d(want_zero), rtol=1e-5, atol=1e-6)
@@ -67,9 +58,8 @@ def test_fake_quantization_of_an_observers_levels_is_oneflows(dtype, bits, affin
 
 def test_halves_round_away_from_zero_as_c_does():
     x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 126.5, -127.5], np.float32)  # the last two clipped
-    job = job_of(lambda b, s, z: (flow.quantization.fake_quantization(b, s, z),), x, np.ones(1, np.float32),
-                 np.zeros(1, np.float32))  # fmt: skip
-    (out,) = job((x, np.ones(1, np.float32), np.zeros(1, np.float32)))
+    (out,) = run(lambda b, s, z: (flow.quantization.fake_quantization(b, s, z),), x, np.ones(1, np.float32),
+                 np.zeros(1, np.float32), returns=OUTS)  # fmt: skip
     np.testing.assert_array_equal(out, [1, 2, 3, -1, -2, -3, 0, 127, -127])
 
 
@@ -175,4 +165,4 @@ def test_a_per_channel_weight_split_over_two_devices_is_one_devices():
 ])  # fmt: skip
 def test_bad_arguments_are_trace_errors_at_the_users_line(call, match):
     with pytest.raises(flow.TraceError, match=r"test_quantization.py:\d+.*" + match):
-        job_of(lambda b: (call(b),), np.zeros((2, 3), np.float32))
+        run(call, np.zeros((2, 3), np.float32), returns=OUTS)

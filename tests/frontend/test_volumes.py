@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not
 F = torch.nn.functional
 
 import test_composite_ops as _checks  # on pytest's pythonpath (pyproject.toml)
-from test_math_functions import run  # noqa: E402
+from predict_jobs import run  # noqa: E402
 
 check, values, FLOATS = _checks.check, _checks.values, _checks.FLOATS
 
