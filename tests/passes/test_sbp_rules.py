@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
-from xdsl.dialects.builtin import TensorType, f64, i32
+from xdsl.dialects.builtin import TensorType, f64, i32, i64
 from xdsl.ir import Attribute, Block, Operation
 
 from irflow.dialects import job
@@ -90,6 +90,14 @@ SAMPLES: list[tuple[str, Operation]] = [
     ("reduce_prod", make(job.ReduceProdOp, [t(4, 6, 5)], axes=[1], keepdims=True)),
     ("reduce_prod_grad", make(job.ReduceProdGradOp, [t(4, 5), t(4, 6, 5)], axes=[1])),
     ("argmax", make(job.ArgmaxOp, [t(4, 6)], axis=1)),
+    ("top_k", make(job.TopKOp, [t(4, 6)], axis=1, k=3)),
+    ("arg_sort", make(job.ArgSortOp, [t(5, 6)], axis=0, descending=True)),
+    ("fake_quantization-layer", make(job.FakeQuantizationOp, [t(4, 6), t(1), t(1)], affine=True)),
+    ("fake_quantization-channel", make(job.FakeQuantizationOp, [t(4, 6, 2), t(4), t(4)], quantization_bit=4)),
+    ("ctc_loss", make(job.CtcLossOp, [t(6, 5, 4), tensor((5, 3), i64), tensor((5,), i64), tensor((5,), i64)])),
+    ("ctc_loss_grad", make(job.CtcLossGradOp, [t(5), t(6, 5, 4), tensor((5, 3), i64), tensor((5,), i64),
+                                               tensor((5,), i64)], blank=2)),
+    ("ctc_greedy_decode", make(job.CtcGreedyDecodeOp, [t(6, 5, 4), tensor((5,), i64)])),
     ("softmax", make(job.SoftmaxOp, [t(4, 6)], axis=1)),
     ("log_softmax", make(job.LogSoftmaxOp, [t(4, 6)], axis=0)),
     ("softmax_grad", make(job.SoftmaxGradOp, [t(4, 6), t(4, 6)], axis=1)),
@@ -125,7 +133,33 @@ def _dtype(t: Attribute) -> np.dtype:
 GATHERS = (job.GatherOp, job.GatherGradOp, job.DimGatherOp, job.DimGatherGradOp)
 
 
+CTC = (job.CtcLossOp, job.CtcLossGradOp, job.CtcGreedyDecodeOp)
+
+
+def ctc_inputs(op: Operation, rng: np.random.Generator) -> list[np.ndarray]:
+    """Log probabilities, then labels other than the blank and lengths within their bounds (each as the op takes them)."""
+    shapes = [tuple(v.type.get_shape()) for v in op.operands]  # type: ignore[attr-defined]
+    frames, batch, classes = next(s for s in shapes if len(s) == 3)
+    blank = job.integer(op.properties, "blank", 0)
+    scores = rng.standard_normal((frames, batch, classes))
+    log_probs = scores - np.log(np.exp(scores).sum(axis=2, keepdims=True))
+    labels = rng.choice([c for c in range(classes) if c != blank], (batch, 3))
+    given = {3: log_probs, 2: labels}
+    lengths = [rng.integers(2, frames + 1, batch), rng.integers(0, 4, batch)]  # input, then target lengths
+    arrays = []
+    for shape in shapes:
+        if len(shape) in given:
+            arrays.append(given[len(shape)])
+        elif len(arrays) == 0:  # the gradient's dloss
+            arrays.append(rng.standard_normal(shape))
+        else:
+            arrays.append(lengths.pop(0))
+    return arrays
+
+
 def logical_inputs(op: Operation, rng: np.random.Generator) -> list[np.ndarray]:
+    if isinstance(op, CTC):
+        return ctc_inputs(op, rng)
     arrays = []
     for i, v in enumerate(op.operands):
         shape = tuple(v.type.get_shape())  # type: ignore[attr-defined]
