@@ -53,7 +53,7 @@ from irflow.frontend.initializers import (
     zeros_initializer,
 )
 from irflow.frontend.ctc import ctc_loss
-from irflow.frontend.losses import smooth_l1_loss
+from irflow.frontend.losses import combined_margin_loss, smooth_l1_loss
 from irflow.frontend.math import (
     clip_by_value,
     count_not_finite,

@@ -301,6 +301,35 @@ def test_smooth_l1_loss(dtype, beta):
     assert np.isfinite(grad).all() and grad.flat[2] == 0
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("m1, m2, m3", [(1.0, 0.5, 0.0), (2.0, 0.0, 0.0), (1.0, 0.0, 0.35), (1.0, 0.3, 0.2)])
+def test_combined_margin_loss_changes_the_label_entries_only(dtype, m1, m2, m3):
+    cosines = np.tanh(values(dtype, shape=(5, 6))) * dtype.np_dtype.type(0.9)  # away from +-1: 1/sin(theta) stays small
+    cosines[1, 0] = 1.0  # an entry at a bound off the label: its gradient is dy, not NaN
+    label = np.array([2, 1, 5, 0, 9], np.int64)  # 9 is outside the classes: that row stays as it is
+
+    def theirs(x, lab):
+        hit = F.one_hot(lab.clamp(max=5), 6).bool() & (lab < 6)[:, None]
+        theta = torch.acos(torch.where(hit, x, torch.zeros_like(x)))
+        return torch.where(hit, torch.cos(theta * m1 + m2) - m3, x)
+
+    (out,), (grad, _) = check(lambda x, lab: flow.combined_margin_loss(x, lab, m1, m2, m3), theirs, [cosines, label],
+                              dtype)  # fmt: skip
+    np.testing.assert_array_equal(out[4], cosines[4])
+    assert np.isfinite(grad).all()
+    theta = np.arccos(cosines[0, 2].astype(np.float64))
+    np.testing.assert_allclose(out[0, 2], np.cos(m1 * theta + m2) - m3, rtol=1e-5)
+
+
+def test_combined_margin_loss_refuses_other_shapes_at_the_users_line():
+    with pytest.raises(flow.TraceError, match=r"test_losses.py:\d+.*flow.combined_margin_loss: label must be a Blob of "
+                                              r"shape \(5,\)"):  # fmt: skip
+
+        @flow.global_function()
+        def job(x: tp.Numpy.Placeholder((5, 6)), label: tp.Numpy.Placeholder((6,), dtype=flow.int32)) -> tp.Numpy:
+            return flow.combined_margin_loss(x, label, m2=0.5)
+
+
 def test_smooth_l1_loss_is_oneflows_example():
     @flow.global_function()
     def job(prediction: tp.Numpy.Placeholder((5,)), label: tp.Numpy.Placeholder((5,))) -> tp.Numpy:
