@@ -49,6 +49,27 @@ def softmax_grad(y: Blob, dy: Blob, axis: int | None = None, name: str | None = 
     return build(job.SoftmaxGradOp, [dy, y], None, name, "flow.nn.softmax_grad", axis=-1 if axis is None else int(axis))
 
 
+def fused_self_attention_query_mul_key_and_value(x: Blob, head_size: int, alpha: float = 1.0,
+                                                  name: str | None = None) -> tuple[Blob, Blob]:  # fmt: skip
+    """OneFlow's GPT attention head: x (seq, batch, heads * 3 * head_size) holds each head's query, key and
+    value side by side, (seq, batch, heads, 3, head_size); returns alpha q k^T (batch, heads, seq, seq) and
+    the values (batch, heads, seq, head_size). OneFlow's one kernel, composed here of a reshape, slices,
+    transposes and a batched matmul, so its gradient and SBP are theirs."""
+    what = "flow.nn.fused_self_attention_query_mul_key_and_value"
+    if not isinstance(x, Blob) or x.ndim != 3:
+        fail(f"{what}: x must be a (seq, batch, hidden) Blob, got {x!r}")
+    if not dtypes.is_int(head_size) or head_size < 1 or x.shape[2] % (3 * head_size):
+        fail(f"{what}: head_size must be a positive int dividing x's hidden size {x.shape[2]} by 3 heads' worth, "
+             f"got {head_size!r}")  # fmt: skip
+    if not dtypes.is_number(alpha):
+        fail(f"{what}: alpha must be a number, got {alpha!r}")
+    seq, batch, hidden = x.shape
+    parts = reshape(x, (seq, batch, hidden // (3 * head_size), 3, head_size))
+    query, key, value = (transpose(parts[:, :, :, i], [1, 2, 0, 3]) for i in range(3))  # (batch, heads, seq, head)
+    scores = build(job.MatmulOp, [query, key], None, None, what, transpose_a=False, transpose_b=True)
+    return multiply(scores, float(alpha), name) if alpha != 1.0 else scores, value
+
+
 def sparse_softmax_cross_entropy_with_logits(labels: Blob, logits: Blob, name: str | None = None) -> Blob:
     """Per-sample cross entropy of int labels (batch,) against logits (batch, classes)."""
     return build(job.SparseSoftmaxCrossEntropyOp, [logits, labels], None, name, "flow.nn.sparse_softmax_cross_entropy_with_logits")

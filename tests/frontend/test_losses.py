@@ -330,6 +330,20 @@ def test_combined_margin_loss_refuses_other_shapes_at_the_users_line():
             return flow.combined_margin_loss(x, label, m2=0.5)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("alpha", [1.0, 0.125])
+def test_fused_self_attention_query_mul_key_and_value(dtype, alpha):
+    x = values(dtype, shape=(5, 2, 2 * 3 * 4))  # (seq, batch, heads x (q, k, v) x head_size)
+
+    def theirs(t):
+        q, k, v = t.reshape(5, 2, 2, 3, 4).permute(3, 1, 2, 0, 4)  # each (batch, heads, seq, head_size)
+        return alpha * q @ k.transpose(-1, -2), v
+
+    check(lambda b: flow.nn.fused_self_attention_query_mul_key_and_value(b, 4, alpha), theirs, [x], dtype)
+    with pytest.raises(flow.TraceError, match="head_size must be a positive int dividing x's hidden size 24"):
+        check(lambda b: flow.nn.fused_self_attention_query_mul_key_and_value(b, 5), theirs, [x], dtype)
+
+
 def test_smooth_l1_loss_is_oneflows_example():
     @flow.global_function()
     def job(prediction: tp.Numpy.Placeholder((5,)), label: tp.Numpy.Placeholder((5,))) -> tp.Numpy:
