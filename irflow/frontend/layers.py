@@ -525,6 +525,47 @@ def layer_norm(
     return nn_layer_norm(inputs, gamma, beta, begin_norm_axis, begin_params_axis, epsilon)
 
 
+def layer_norm_grad(dy: Blob, x: Blob, mean: Blob, inv_variance: Blob, begin_norm_axis: int = 1,
+                    name: str = "LayerNormGrad") -> Blob:  # fmt: skip
+    """flow.layers.layer_norm_grad: the gradient of a layer normalization (without gamma) with respect to x,
+    from its per-instance `mean` and `inv_variance` (1 / sqrt(variance + epsilon), shape x.shape[:begin_norm_axis]):
+    inv_variance (dy - mean(dy) - x_hat mean(dy x_hat)) over the normalized axes, OneFlow's op composed."""
+    what = "flow.layers.layer_norm_grad"
+    begin, kept = _instances(x, begin_norm_axis, what)
+    for label, blob in (("dy", dy), ("mean", mean), ("inv_variance", inv_variance)):
+        want = x.shape if label == "dy" else x.shape[:begin]
+        if not isinstance(blob, Blob) or blob.shape != want:
+            fail(f"{what}: {label} must be a Blob of shape {want}, got {blob!r}")
+    scale = reshape(inv_variance, kept)
+    x_hat = (x - reshape(mean, kept)) * scale
+    axes = list(range(begin, x.ndim))
+    centered = dy - math.reduce_mean(dy, axes, keepdims=True)
+    return math.multiply(scale, centered - x_hat * math.reduce_mean(dy * x_hat, axes, keepdims=True), name)
+
+
+def layer_norm_param_grad(dy: Blob, norm: Blob, gamma: Blob, begin_params_axis: int = -1,
+                          name: str = "LayerNormParamGrad") -> tuple[Blob, Blob, Blob]:  # fmt: skip
+    """flow.layers.layer_norm_param_grad: from dy and the normalized input (norm), the gradients with respect to
+    norm (dy gamma), beta (dy summed over the axes before begin_params_axis) and gamma (dy norm summed so)."""
+    what = "flow.layers.layer_norm_param_grad"
+    begin, _ = _instances(dy, begin_params_axis, what)
+    for label, blob, want in (("norm", norm, dy.shape), ("gamma", gamma, dy.shape[begin:])):
+        if not isinstance(blob, Blob) or blob.shape != want:
+            fail(f"{what}: {label} must be a Blob of shape {want}, got {blob!r}")
+    leading = list(range(begin))
+    return dy * gamma, math.reduce_sum(dy, leading), math.reduce_sum(dy * norm, leading)
+
+
+def _instances(x: object, axis: int, what: str) -> tuple[int, tuple[int, ...]]:
+    """`axis` (where the normalized or parameter axes begin) as an index >= 1, and x's shape with those axes 1."""
+    if not isinstance(x, Blob):
+        fail(f"{what}: expected a Blob, got {type(x).__name__} {x!r}")
+    if not dtypes.is_int(axis) or not -x.ndim < axis < x.ndim or axis % x.ndim == 0:
+        fail(f"{what}: the begin axis must be in [1, {x.ndim}) (negative from the end), got {axis!r}")
+    begin = axis % x.ndim
+    return begin, x.shape[:begin] + (1,) * (x.ndim - begin)
+
+
 def _assign(variable: Blob, value: Blob, what: str) -> None:
     """job.assign of a moving statistic: `value` is (1, C, 1, ...) like the view, the variable itself (C,).
 

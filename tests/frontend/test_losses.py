@@ -344,6 +344,36 @@ def test_fused_self_attention_query_mul_key_and_value(dtype, alpha):
         check(lambda b: flow.nn.fused_self_attention_query_mul_key_and_value(b, 5), theirs, [x], dtype)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("begin", [1, -1])
+def test_the_explicit_layer_norm_gradients_are_pytorchs(dtype, begin):
+    """layers.layer_norm_grad from the statistics, and layers.layer_norm_param_grad, against torch's backward."""
+    x, dy = values(dtype, shape=(3, 4, 5)), values(dtype, shape=(3, 4, 5))
+    gamma = values(dtype, shape=(4, 5)[begin - 1 if begin > 0 else 1:])
+    normalized = tuple(range(begin % 3, 3))
+    mean = x.mean(axis=normalized)
+    inv = (1 / np.sqrt(x.var(axis=normalized) + 1e-5)).astype(x.dtype)
+    norm = (x - mean.reshape(mean.shape + (1,) * len(normalized))) * inv.reshape(inv.shape + (1,) * len(normalized))
+
+    @flow.global_function()
+    def grads(d: tp.Numpy.Placeholder(x.shape, dtype=dtype), a: tp.Numpy.Placeholder(x.shape, dtype=dtype),
+              m: tp.Numpy.Placeholder(mean.shape, dtype=dtype), iv: tp.Numpy.Placeholder(inv.shape, dtype=dtype),
+              n: tp.Numpy.Placeholder(x.shape, dtype=dtype), g: tp.Numpy.Placeholder(gamma.shape, dtype=dtype)
+              ) -> Tuple[tp.Numpy, tp.Numpy, tp.Numpy, tp.Numpy]:  # fmt: skip
+        return (flow.layers.layer_norm_grad(d, a, m, iv, begin_norm_axis=begin),
+                *flow.layers.layer_norm_param_grad(d, n, g, begin_params_axis=begin))  # fmt: skip
+
+    dx, dnorm, dbeta, dgamma = grads(dy, x, mean, inv, norm, gamma)
+    t = torch.tensor(x, dtype=torch.float64, requires_grad=True)
+    F.layer_norm(t, x.shape[begin % 3:], eps=1e-5).backward(torch.tensor(dy, dtype=torch.float64))
+    tolerance = dict(rtol=1e-4, atol=1e-5) if dtype is flow.float32 else dict(rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dx, t.grad.numpy(), **tolerance)
+    leading = tuple(range(begin % 3))
+    np.testing.assert_allclose(dnorm, dy * gamma, **tolerance)
+    np.testing.assert_allclose(dbeta, dy.sum(axis=leading), **tolerance)
+    np.testing.assert_allclose(dgamma, (dy * norm).sum(axis=leading), **tolerance)
+
+
 def test_smooth_l1_loss_is_oneflows_example():
     @flow.global_function()
     def job(prediction: tp.Numpy.Placeholder((5,)), label: tp.Numpy.Placeholder((5,))) -> tp.Numpy:
