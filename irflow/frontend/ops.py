@@ -504,9 +504,8 @@ def static_slice(x: Blob, index: Any, reshape_fn: Any) -> Blob:
         step.append(s)
     out = build(job.SliceOp, [x], None, None, "Blob[...]", start=start, stop=stop, step=step)
     if pinned := [axis for axis in dropped if axis in dynamic]:  # one row, there at run time: a static axis of 1
-        out = build(job.PinSizeOp, [out], None, None, "Blob[...]", axes=pinned)
         needs = ", ".join(f"index {start[a]} of axis {a} needs a size of {start[a] + 1} or more" for a in pinned)
-        out.value.owner.attributes["reason"] = StringAttr(f"Blob[...]: {needs}")
+        out = _pinned(out, pinned, needs, "Blob[...]")
     if dropped:
         out = reshape_fn(out, [n for axis, n in enumerate(out.shape) if axis not in dropped])
     return out
@@ -608,10 +607,14 @@ def cast_to_static_shape(x: Blob, name: str | None = None) -> Blob:
     what = "flow.cast_to_static_shape"
     if not isinstance(x, Blob):
         fail(f"{what}: x must be a Blob, got {type(x).__name__} {x!r}")
-    if not (axes := dynamic_axes(x.value.type)):
+    if not (axes := sorted(dynamic_axes(x.value.type))):
         return _named(x, name)
-    out = build(job.PinSizeOp, [x], None, name, what, axes=sorted(axes))
-    needs = ", ".join(f"axis {a} needs its bound's size {x.shape[a]}" for a in sorted(axes))
+    return _pinned(x, axes, ", ".join(f"axis {a} needs its bound's size {x.shape[a]}" for a in axes), what, name)
+
+
+def _pinned(x: Blob, axes: list[int], needs: str, what: str, name: str | None = None) -> Blob:
+    """x with dynamic `axes` static (job.pin_size); `needs` is what the step's check says when an axis falls short."""
+    out = build(job.PinSizeOp, [x], None, name, what, axes=axes)
     out.value.owner.attributes["reason"] = StringAttr(f"{what}: {needs}")
     return out
 

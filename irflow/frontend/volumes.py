@@ -20,7 +20,7 @@ from irflow.frontend import dtypes, math
 from irflow.frontend.blob import Blob
 from irflow.frontend.locations import fail
 from irflow.frontend.ops import constant, pad, reshape, stack, transpose
-from irflow.frontend.tracing import build
+from irflow.frontend.tracing import build, published
 from irflow.frontend.windows import window_pads
 
 _TO_FIRST, _TO_LAST = (0, 4, 1, 2, 3), (0, 2, 3, 4, 1)
@@ -62,33 +62,29 @@ def conv3d(
     weight = reshape(transpose(filters, (0, 2, 1, 3, 4)), (f, kernel[0] * per_group, *kernel[1:]))
     out = build(job.Conv2DOp, [images, weight], None, None, what, strides=s[1:], pads=pads[2:], dilations=d[1:],
                 groups=int(groups))  # fmt: skip
-    out = transpose(reshape(out, (n, depth, f, *out.shape[2:])), (0, 2, 1, 3, 4), name=None if last else name)
-    return transpose(out, _TO_LAST, name=name) if last else out
+    return _volume(out, n, depth, last, name)
 
 
-def max_pool3d(
-    input: Blob,  # noqa: A002
-    ksize: int | Sequence[int],
-    strides: int | Sequence[int],
-    padding: str | Sequence[Any],
-    data_format: str = "NCDHW",
-    name: str | None = None,
-) -> Blob:
-    """The max over each (kd, kh, kw) window: along depth first (its padding -inf), then max_pool2d per slice."""
-    return _pool3d(input, ksize, strides, padding, data_format, name, "flow.nn.max_pool3d")
+def _pool(largest: bool, what: str, doc: str) -> Any:
+    def pool(
+        input: Blob,  # noqa: A002
+        ksize: int | Sequence[int],
+        strides: int | Sequence[int],
+        padding: str | Sequence[Any],
+        data_format: str = "NCDHW",
+        name: str | None = None,
+    ) -> Blob:
+        return _pool3d(input, ksize, strides, padding, data_format, name, largest, what)
+
+    return published(pool, what, f"{what}(input, ksize, strides, padding, data_format='NCDHW'): {doc}")
 
 
-def avg_pool3d(
-    input: Blob,  # noqa: A002
-    ksize: int | Sequence[int],
-    strides: int | Sequence[int],
-    padding: str | Sequence[Any],
-    data_format: str = "NCDHW",
-    name: str | None = None,
-) -> Blob:
-    """The mean over each (kd, kh, kw) window's elements in bounds (padding excluded, as OneFlow's): along
-    depth over the taps in bounds, then avg_pool2d per slice, which excludes its own."""
-    return _pool3d(input, ksize, strides, padding, data_format, name, "flow.nn.avg_pool3d")
+max_pool3d = _pool(True, "flow.nn.max_pool3d",
+                   "the max over each (kd, kh, kw) window: along depth first (its padding -inf), then max_pool2d per "
+                   "slice.")  # fmt: skip
+avg_pool3d = _pool(False, "flow.nn.avg_pool3d",
+                   "the mean over each (kd, kh, kw) window's elements in bounds (padding excluded, as OneFlow's): "
+                   "along depth over the taps in bounds, then avg_pool2d per slice, which excludes its own.")  # fmt: skip
 
 
 def _pool3d(
@@ -98,6 +94,7 @@ def _pool3d(
     padding: str | Sequence[Any],
     data_format: str,
     name: str | None,
+    largest: bool,
     what: str,
 ) -> Blob:
     last = _channels_last(data_format, what)
@@ -108,7 +105,6 @@ def _pool3d(
     (n, c, *size) = input.shape
     k, s = triple(ksize, what, "ksize"), triple(strides, what, "strides")
     pads = window_pads(padding, tuple(size), k, s, (1, 1, 1), last, what)
-    largest = what.endswith("max_pool3d")
     taps = _depth_taps(input, k[0], s[0], 1, pads[:2], -np.inf if largest else 0.0, what)
     depth = taps[0].shape[2]
     if largest:
@@ -122,7 +118,12 @@ def _pool3d(
     slices = reshape(transpose(along, (0, 2, 1, 3, 4)), (n * depth, c, *size[1:]))
     out = build(job.MaxPool2DOp if largest else job.AvgPool2DOp, [slices], None, None, what, kernel=k[1:], strides=s[1:],
                 pads=pads[2:])  # fmt: skip
-    out = transpose(reshape(out, (n, depth, c, *out.shape[2:])), (0, 2, 1, 3, 4), name=None if last else name)
+    return _volume(out, n, depth, last, name)
+
+
+def _volume(slices: Blob, n: int, depth: int, last: bool, name: str | None) -> Blob:
+    """The 2-D op's output over (n depth) slices back as a volume, NCDHW, or NDHWC where the input was."""
+    out = transpose(reshape(slices, (n, depth, *slices.shape[1:])), (0, 2, 1, 3, 4), name=None if last else name)
     return transpose(out, _TO_LAST, name=name) if last else out
 
 

@@ -1,4 +1,5 @@
-"""Predict jobs made on the fly by tests: a function of numpy arrays, traced and run as one job."""
+"""Jobs made on the fly by tests: a function of numpy arrays run as a predict job, and a run on one device
+against the same run on several."""
 
 from typing import Tuple
 
@@ -17,3 +18,11 @@ def run(function, *arrays, returns=tp.Numpy):
         "return": returns,
     }
     return flow.global_function()(job)(tuple(arrays))
+
+
+def on_one_device_and(devices, make):
+    """`make()` on one device, then again in a session of its own on `devices` simulated devices: both results."""
+    one = make()
+    flow.clear_default_session()
+    flow.config.cpu_device_num(devices)
+    return one, make()

@@ -12,6 +12,7 @@ import irflow.typing as tp
 torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
 
 import test_composite_ops as _checks  # on pytest's pythonpath (pyproject.toml)
+from predict_jobs import on_one_device_and  # noqa: E402
 
 check, FLOATS = _checks.check, _checks.FLOATS
 
@@ -138,9 +139,6 @@ def test_training_with_the_batch_split_over_two_devices_is_one_devices():
 
         return [step(x, targets, frames, labels) for _ in range(3)], flow.get_all_variables()["w"].numpy()
 
-    one = train()
-    flow.clear_default_session()
-    flow.config.cpu_device_num(2)
-    two = train()
+    one, two = on_one_device_and(2, train)
     np.testing.assert_allclose(two[0], one[0], rtol=1e-5)
     np.testing.assert_allclose(two[1], one[1], rtol=1e-5)

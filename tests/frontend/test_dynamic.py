@@ -28,6 +28,13 @@ def fresh_session():
     flow.clear_default_session()
 
 
+def double_config() -> flow.FunctionConfig:
+    """A job config whose values default to float64, for comparisons at 1e-7 and central differences."""
+    config = flow.function_config()
+    config.default_data_type(flow.double)
+    return config
+
+
 def mlp_predict():
     @flow.global_function(type="predict")
     def mlp(images: tp.ListNumpy.Placeholder((BOUND, 784), dtype=flow.float)) -> tp.ListNumpy:
@@ -90,8 +97,7 @@ def test_over_the_bound_is_an_error_naming_argument_bound_and_shape(shape, expec
 
 
 def test_a_dynamic_batch_is_upsampled_shuffled_and_sampled_at_its_actual_size():
-    config = flow.function_config()
-    config.default_data_type(flow.double)
+    config = double_config()
 
     @flow.global_function(type="train", function_config=config)
     def train(x: tp.ListNumpy.Placeholder((5, 2, 3, 3), dtype=flow.double),
@@ -497,8 +503,7 @@ def test_ops_that_take_an_axis_only_whole_pin_it_and_check_it_at_run_time():
 
 
 def test_training_through_regrouped_rows_matches_finite_differences():
-    config = flow.function_config()
-    config.default_data_type(flow.double)
+    config = double_config()
 
     @flow.global_function(type="train", function_config=config)
     def train(x: tp.ListNumpy.Placeholder((4, 6), dtype=flow.double)) -> tp.Numpy:
@@ -565,8 +570,7 @@ def test_concat_and_pad_along_a_dynamic_axis_take_the_actual_sizes_and_match_num
 
 
 def test_training_through_a_concat_along_the_rows_matches_finite_differences():
-    config = flow.function_config()
-    config.default_data_type(flow.double)
+    config = double_config()
     w0 = np.random.default_rng(31).standard_normal((3, 2))
 
     @flow.global_function(type="train", function_config=config)
@@ -666,8 +670,7 @@ def test_sort_along_a_dynamic_axis_sorts_the_entries_there_are():
 
 
 def test_training_through_gathers_of_dynamic_ids_and_rows_matches_numpy_and_finite_differences():
-    config = flow.function_config()
-    config.default_data_type(flow.double)
+    config = double_config()
 
     @flow.global_function(type="train", function_config=config)
     def train(
@@ -712,8 +715,7 @@ def test_training_through_gathers_of_dynamic_ids_and_rows_matches_numpy_and_fini
 
 
 def test_training_through_a_dim_gather_of_dynamic_rows_and_columns_matches_finite_differences():
-    config = flow.function_config()
-    config.default_data_type(flow.double)
+    config = double_config()
 
     @flow.global_function(type="train", function_config=config)
     def train(x: tp.ListNumpy.Placeholder((8, 5), dtype=flow.double),
@@ -739,8 +741,7 @@ def test_training_through_a_dim_gather_of_dynamic_rows_and_columns_matches_finit
 
 
 def test_training_through_gather_nd_of_dynamic_coordinates_and_rows_matches_numpy_and_finite_differences():
-    config = flow.function_config()
-    config.default_data_type(flow.double)
+    config = double_config()
 
     @flow.global_function(type="train", function_config=config)
     def train(
@@ -775,8 +776,7 @@ def test_training_through_gather_nd_of_dynamic_coordinates_and_rows_matches_nump
 
 
 def test_training_through_tensor_scatters_into_dynamic_rows_matches_numpy_and_finite_differences():
-    config = flow.function_config()
-    config.default_data_type(flow.double)
+    config = double_config()
 
     @flow.global_function(type="train", function_config=config)
     def train(
@@ -827,8 +827,7 @@ def test_a_batched_gather_of_dynamic_batches_matches_numpy():
 
 
 def test_dropout_of_a_dynamic_batch_masks_the_actual_rows_with_one_stream_of_draws():
-    config = flow.function_config()
-    config.default_data_type(flow.double)
+    config = double_config()
 
     @flow.global_function(type="train", function_config=config)
     def train(x: tp.ListNumpy.Placeholder((16, 8), dtype=flow.double)) -> Tuple[tp.ListNumpy, tp.ListNumpy]:
@@ -854,8 +853,7 @@ def test_dropout_of_a_dynamic_batch_masks_the_actual_rows_with_one_stream_of_dra
 
 
 def test_training_through_a_slice_of_the_rows_matches_finite_differences():
-    config = flow.function_config()
-    config.default_data_type(flow.double)
+    config = double_config()
     w0 = np.random.default_rng(41).standard_normal((3, 2))
 
     @flow.global_function(type="train", function_config=config)

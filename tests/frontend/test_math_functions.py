@@ -17,7 +17,7 @@ import irflow.typing as tp
 torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
 
 import test_composite_ops as _checks  # on pytest's pythonpath (pyproject.toml)
-from predict_jobs import run  # noqa: E402
+from predict_jobs import on_one_device_and, run  # noqa: E402
 check, values, FLOATS = _checks.check, _checks.values, _checks.FLOATS
 
 
@@ -316,10 +316,8 @@ def test_top_k_on_several_devices_is_one_devices(devices):
         b = b.with_distribute(flow.distribute.split(0))
         return flow.math.top_k(b, k=2) * 10 + flow.transpose(flow.math.top_k(b, axis=0, k=2), [1, 0])
 
-    one = run(both, x)
-    flow.clear_default_session()
-    flow.config.cpu_device_num(devices)
-    np.testing.assert_array_equal(run(both, x), one)
+    one, many = on_one_device_and(devices, lambda: run(both, x))
+    np.testing.assert_array_equal(many, one)
     want = torch.topk(torch.tensor(x), 2, dim=1).indices * 10 + torch.topk(torch.tensor(x), 2, dim=0).indices.T
     np.testing.assert_array_equal(one, want.numpy())
 
@@ -387,10 +385,8 @@ def test_argsort_on_several_devices_is_one_devices(devices):
         b = b.with_distribute(flow.distribute.split(0))
         return flow.argsort(b) * 10 + flow.transpose(flow.argsort(flow.transpose(b, [1, 0]), "DESCENDING"), [1, 0])
 
-    one = run(both, x)
-    flow.clear_default_session()
-    flow.config.cpu_device_num(devices)
-    np.testing.assert_array_equal(run(both, x), one)
+    one, many = on_one_device_and(devices, lambda: run(both, x))
+    np.testing.assert_array_equal(many, one)
     np.testing.assert_array_equal(one, np.argsort(x, axis=1) * 10 + np.argsort(-x, axis=0))
 
 

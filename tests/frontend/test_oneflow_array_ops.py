@@ -16,7 +16,7 @@ import irflow.typing as tp
 torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not installed (CI installs it)
 
 import test_composite_ops as _checks  # on pytest's pythonpath (pyproject.toml)
-from predict_jobs import run  # noqa: E402
+from predict_jobs import on_one_device_and, run  # noqa: E402
 
 check, values, FLOATS = _checks.check, _checks.values, _checks.FLOATS
 
@@ -89,10 +89,8 @@ def test_reverse_on_two_devices_is_one_devices():
     def flipped(b):
         return flow.reverse(b.with_distribute(flow.distribute.split(0)), [0, 1])
 
-    one = run(flipped, x)
-    flow.clear_default_session()
-    flow.config.cpu_device_num(2)
-    np.testing.assert_array_equal(run(flipped, x), one)
+    one, two = on_one_device_and(2, lambda: run(flipped, x))
+    np.testing.assert_array_equal(two, one)
     np.testing.assert_array_equal(one, x[::-1, ::-1])
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import irflow as flow
 import irflow.typing as tp
-from predict_jobs import run
+from predict_jobs import on_one_device_and, run
 
 OUTS = Tuple[tp.Numpy, ...]
 
@@ -149,10 +149,7 @@ def test_a_per_channel_weight_split_over_two_devices_is_one_devices():
         flow.load_variables({"w": w0})
         return [step(x) for _ in range(3)], flow.get_all_variables()["w"].numpy()
 
-    one = train()
-    flow.clear_default_session()
-    flow.config.cpu_device_num(2)
-    two = train()
+    one, two = on_one_device_and(2, train)
     np.testing.assert_allclose(two[0], one[0], rtol=1e-5)
     np.testing.assert_allclose(two[1], one[1], rtol=1e-5, atol=1e-7)
 

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")  # the oracle; skipped where PyTorch is not
 F = torch.nn.functional
 
 import test_composite_ops as _checks  # on pytest's pythonpath (pyproject.toml)
-from predict_jobs import run  # noqa: E402
+from predict_jobs import on_one_device_and, run  # noqa: E402
 
 check, values, FLOATS = _checks.check, _checks.values, _checks.FLOATS
 
@@ -146,9 +146,6 @@ def test_a_3d_network_on_two_devices_is_one_devices():
         losses = [step(x) for _ in range(2)]
         return losses, flow.get_all_variables()["c-weight"].numpy()
 
-    one = train()
-    flow.clear_default_session()
-    flow.config.cpu_device_num(2)
-    two = train()
+    one, two = on_one_device_and(2, train)
     np.testing.assert_allclose(two[0], one[0], rtol=1e-5)
     np.testing.assert_allclose(two[1], one[1], rtol=1e-5, atol=1e-7)

@@ -93,17 +93,22 @@ class _Alignments:
 
 def _check(xp: ModuleType, lengths: Array, target_lengths: Array, targets: Array, frames: int, classes: int, blank: int,
            kernel: str) -> None:  # fmt: skip
-    for name, values, bound in (("input length", lengths, frames), ("target length", target_lengths, targets.shape[1])):
-        bad = (values < 0) | (values > bound)
-        if bool(bad.any()):
-            n = int(xp.argmax(bad))
-            raise DataError(f"{kernel}: {name} {int(values[n])} of sequence {n} is outside [0, {bound}]")
+    _check_lengths(xp, lengths, frames, "input length", kernel)
+    _check_lengths(xp, target_lengths, targets.shape[1], "target length", kernel)
     used = xp.arange(targets.shape[1])[None, :] < target_lengths[:, None]
     bad = used & ((targets < 0) | (targets >= classes) | (targets == blank))
     if bool(bad.any()):
         n, s = (int(i) for i in np.unravel_index(int(xp.argmax(bad.reshape(-1))), bad.shape))
         raise DataError(f"{kernel}: target {int(targets[n, s])} at position [{n}, {s}] is not a label: outside "
                         f"[0, {classes}) or the blank {blank}")  # fmt: skip
+
+
+def _check_lengths(xp: ModuleType, values: Array, bound: int, name: str, kernel: str) -> None:
+    """A DataError naming the first sequence whose length is outside [0, bound]."""
+    bad = (values < 0) | (values > bound)
+    if bool(bad.any()):
+        n = int(xp.argmax(bad))
+        raise DataError(f"{kernel}: {name} {int(values[n])} of sequence {n} is outside [0, {bound}]")
 
 
 def _shifted(xp: ModuleType, a: Array, by: int) -> Array:
@@ -176,10 +181,7 @@ def ctc_greedy_decode(xp: ModuleType, attrs: Mapping[str, Any], ins: Sequence[Ar
 
     def run() -> None:
         lengths = input_lengths.astype(np.int64)
-        bad = (lengths < 0) | (lengths > frames)
-        if bool(bad.any()):
-            n = int(xp.argmax(bad))
-            raise DataError(f"ctc_greedy_decode: input length {int(lengths[n])} of sequence {n} is outside [0, {frames}]")
+        _check_lengths(xp, lengths, frames, "input length", "ctc_greedy_decode")
         best = xp.argmax(log_probs, axis=2)  # (T, N)
         kept = (xp.arange(frames)[:, None] < lengths[None, :]) & (best != classes - 1)
         if merge:
