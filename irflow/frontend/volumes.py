@@ -147,8 +147,7 @@ def _channels_last(data_format: object, what: str) -> bool:
 
 def triple(value: int | Sequence[int], what: str, arg: str) -> tuple[int, int, int]:
     """A 3-D window's size, stride or dilation: an int, or a list of three."""
-    if dtypes.is_int(value):
-        return (int(value),) * 3  # type: ignore[arg-type]
-    if isinstance(value, (list, tuple)) and len(value) == 3 and all(dtypes.is_int(v) and v > 0 for v in value):
-        return tuple(int(v) for v in value)  # type: ignore[return-value]
+    values = [value] * 3 if dtypes.is_int(value) else value
+    if isinstance(values, (list, tuple)) and len(values) == 3 and all(dtypes.is_int(v) and v > 0 for v in values):
+        return tuple(int(v) for v in values)  # type: ignore[return-value]
     fail(f"{what}: {arg} must be an int or a list of three positive ints, got {value!r}")

@@ -123,6 +123,8 @@ def test_a_3d_convolution_layer_trains_as_torchs():
     (lambda a, b: flow.nn.conv3d(a, b, 1, "VALID", data_format="NCHW"), "data_format must be 'NCDHW' or 'NDHWC'"),
     (lambda a, b: flow.nn.conv3d(a, b, 1, "VALID", groups=3), "do not match"),
     (lambda a, b: flow.nn.conv3d(a, b, (1, 2), "VALID"), "strides must be an int or a list of three positive ints"),
+    (lambda a, b: flow.nn.conv3d(a, b, -1, "VALID"), "strides must be an int or a list of three positive ints, got -1"),
+    (lambda a, b: flow.nn.max_pool3d(a, 2, 0, "SAME"), "strides must be an int or a list of three positive ints, got 0"),
     (lambda a, b: flow.nn.max_pool3d(a, 5, 1, "VALID"), "the window reaches 5 along depth, more than the padded depth 3"),
 ])  # fmt: skip
 def test_bad_3d_arguments_are_trace_errors_at_the_users_line(call, match):
