@@ -33,6 +33,9 @@ def window_pads(
     downsampling 3x3 convolution and pool of a ResNet.
     """
     n = len(size)
+    for arg, values in (("strides", strides), ("dilations", dilations)):
+        if any(v < 1 for v in values):  # before SAME divides by them
+            fail(f"{what}: {arg} must be positive, got {list(values)}")
     if isinstance(padding, str):
         mode = "SAME_LOWER" if padding.upper() == "SAME" else padding.upper()
         if mode == "VALID":

@@ -441,6 +441,10 @@ def trace(body):
          "interpolation 'nearest' does not take align_corners"),
         (lambda x, w: flow.layers.upsample_2d(x, data_format="NCW"),  # the bad line
          "data_format must be 'NCHW' or 'NHWC', got 'NCW'"),
+        (lambda x, w: flow.nn.conv2d(x, w, 0, "SAME"),  # the bad line
+         r"flow.nn.conv2d: strides must be positive, got \[0, 0\]"),
+        (lambda x, w: flow.nn.max_pool2d(x, 2, [1, 0], "SAME"),  # the bad line
+         r"flow.nn.max_pool2d: strides must be positive, got \[1, 0\]"),
         (lambda x, w: flow.layers.prelu(x, shared_axes=[0]),  # the bad line
          r"shared_axes must be a list of axes in \[1, 4\), got \[0\]"),
     ],
