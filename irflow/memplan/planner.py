@@ -4,8 +4,10 @@ The default runs these steps, each keeping the plan only if strictly smaller
 (docs/memplan.md, "Design", says why each is there):
 
 1. Tight instances (the load at the lower bound almost everywhere) first pack
-   the rectangles `coalesce` finds, with the default's work, and the earlier
-   of them (before stacks of any size) once more in time mirrored.
+   the rectangles `coalesce` finds, with the default's work (without the exact
+   search above 2,000 buffers), then up to 10,000 buffers once more block by
+   block of `split`, and the earlier rectangles (before stacks of any size)
+   once more in time mirrored.
 2. The skyline packer runs under a few priority orders (`orderings.py`), the
    chain orders first on tight instances.  How many scales down with the
    number of buffers (about 20,000 placements in all, one order at least):
@@ -99,6 +101,9 @@ _GREEDY_TOP_MAX = 50_000
 # and can cost a whole run: pangu's plan (1.0076 of the bound) is greedy by size's too, which reaches it
 # only at its 18,686th buffer of 18,692 (0.7 CPU s).
 _GREEDY_WHOLE_MAX, _GREEDY_WHOLE_GAP = 40_000, 100
+# Up to this size a tiling's rectangles are also planned per block of `split` (`_blockwise`); on tiled
+# 100k (seeds 0-15) that changed no plan and cost up to 0.4 CPU s.
+_BLOCKWISE_MAX = 10_000
 
 
 def plan(
@@ -238,6 +243,27 @@ def split(
     return offsets, blocks
 
 
+def _blockwise(
+    size: np.ndarray, first: np.ndarray, last: np.ndarray, work: int, clock: Callable[[], float]
+) -> np.ndarray | None:
+    """Offsets of rectangles from `split`'s blocks, each planned by default without the exact
+    search, or None where `split` leaves them whole.
+
+    Coalescing a tiling rebuilds its guillotine cuts: a cut across time becomes a boundary no
+    rectangle crosses, one across bytes a rectangle spanning its block.  Packed whole, one order
+    serves every block and raises merge segments across their boundaries; apart, each block gets
+    its best order (tiled 10k seeds 0-47: 9 plans smaller, seed 12's 1.1557 -> 1.0668 of the bound;
+    docs/memplan.md, "Blocks of rectangles").  The whole's pack stays a candidate: it wins
+    elsewhere (seed 11: 1.0690 against 1.1281).
+    """
+    offsets, blocks = split(size, first, last)
+    if len(blocks) < 2:
+        return None
+    for idx, base in blocks:
+        offsets[idx] = base + _place(size[idx], first[idx], last[idx], float("inf"), False, clock, work, True, False)
+    return offsets
+
+
 def _place_blocks(
     size: np.ndarray,
     first: np.ndarray,
@@ -285,12 +311,14 @@ def _place(
     clock: Callable[[], float],
     work: int = _DEFAULT_WORK,
     coalesced: bool = False,
+    search_small: bool = True,
 ) -> np.ndarray:
     """Offsets in units for positive unit sizes.
 
     With a budget, the improvement phase continues the default's steps, so more time never
     gives a worse plan.  `work` is the default's number of placements (orders x buffers);
-    `coalesced` marks an instance of rectangles already at coalescing's fixed point.
+    `coalesced` marks an instance of rectangles already at coalescing's fixed point;
+    `search_small` False skips the default's exact search of small instances (see `_blockwise`).
     """
     cfirst, clast, steps = compress(first, last)
     load = step_load(cfirst, clast, size, steps)
@@ -306,9 +334,15 @@ def _place(
         early, coarse = coalesce(size, cfirst, clast)
         if len(coarse.size) < len(size):
             until = deadline if not improve_plan else began + (deadline - began) / 2
-            placed = _place(coarse.size, coarse.first, coarse.last, until, improve_plan, clock, work, True)
+            # Above _GREEDY_MAX buffers the default skips the exact search of the rectangles: on tiled 10k
+            # (seeds 0-23) it never beat the packs there, and cost up to 0.15 s.
+            small = improve_plan or len(size) <= _GREEDY_MAX
+            placed = _place(coarse.size, coarse.first, coarse.last, until, improve_plan, clock, work, True, small)
             best = coarse.expand(placed)
             height = int((best + size).max())
+            if len(size) <= _BLOCKWISE_MAX and (placed := _blockwise(coarse.size, coarse.first, coarse.last, work, clock)) is not None:
+                if (top := int(((placed := coarse.expand(placed)) + size).max())) < height:
+                    best, height = placed, top
             work -= _packed_work(orders, len(coarse.size), work)
             # A second candidate: the rectangles before stacks of any size, packed once in time mirrored
             # (tiled 100k seeds 2 and 3: 1.1838 and 1.1882 of the bound, the final ones 1.2866, 1.2592).
@@ -380,7 +414,7 @@ def _place(
         if len(size) <= _GREEDY_WHOLE_MAX and height >= lower + lower // _GREEDY_WHOLE_GAP:
             greedy(float("inf"))
             greedy_ran = True
-    searched = _SEARCH_MAX if improve_plan else _DEFAULT_SEARCH_MAX
+    searched = _SEARCH_MAX if improve_plan else _DEFAULT_SEARCH_MAX if search_small else 0
     exact = Search(cfirst, clast, size, steps, clock) if len(size) <= searched and height > lower else None
     # A budgeted search runs the default's search first, whatever the clock says, and goes on
     # from there: the same steps, so never a worse plan.
