@@ -260,7 +260,8 @@ def _blockwise(
     if len(blocks) < 2:
         return None
     for idx, base in blocks:
-        offsets[idx] = base + _place(size[idx], first[idx], last[idx], float("inf"), False, clock, work, True, False)
+        block = (size[idx], first[idx], last[idx])
+        offsets[idx] = base + _place(*block, float("inf"), False, clock, work, coalesced=True, search_small=False)
     return offsets
 
 
@@ -337,11 +338,13 @@ def _place(
             # Above _GREEDY_MAX buffers the default skips the exact search of the rectangles: on tiled 10k
             # (seeds 0-23) it never beat the packs there, and cost up to 0.15 s.
             small = improve_plan or len(size) <= _GREEDY_MAX
-            placed = _place(coarse.size, coarse.first, coarse.last, until, improve_plan, clock, work, True, small)
+            rectangles = (coarse.size, coarse.first, coarse.last)
+            placed = _place(*rectangles, until, improve_plan, clock, work, coalesced=True, search_small=small)
             best = coarse.expand(placed)
             height = int((best + size).max())
-            if len(size) <= _BLOCKWISE_MAX and (placed := _blockwise(coarse.size, coarse.first, coarse.last, work, clock)) is not None:
-                if (top := int(((placed := coarse.expand(placed)) + size).max())) < height:
+            if len(size) <= _BLOCKWISE_MAX and (by_block := _blockwise(*rectangles, work, clock)) is not None:
+                placed = coarse.expand(by_block)
+                if (top := int((placed + size).max())) < height:
                     best, height = placed, top
             work -= _packed_work(orders, len(coarse.size), work)
             # A second candidate: the rectangles before stacks of any size, packed once in time mirrored
