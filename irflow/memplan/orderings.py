@@ -69,6 +69,9 @@ TIGHT_ORDERS: list[Order] = _CHAIN + [("last", False, True), ("area", False, Fal
 # instance (see `plan`): by first step there, flush, chain.  Of the 16 (order, flush, mirrored)
 # chain packs of those rectangles, the only one below 1.20 of the bound on tiled 100k seeds 2-3.
 MIRRORED_ORDER: Order = ("first", True, True)
+# Above 10,000 buffers, where the default's work holds a single pack of a tiling's final rectangles
+# (chain by `size`), they get one more, by chain `area` (see `plan`).
+SECOND_RECTANGLES_ORDER: Order = ("area", False, True)
 
 # The orders the exact search restarts with: on the MiniMalloc set, every run that found a
 # plan first ran under one of these; `size` and `last` only cost time there.

@@ -5,9 +5,9 @@ The default runs these steps, each keeping the plan only if strictly smaller
 
 1. Tight instances (the load at the lower bound almost everywhere) first pack
    the rectangles `coalesce` finds, with the default's work (without the exact
-   search above 2,000 buffers), then up to 10,000 buffers once more block by
-   block of `split`, and the earlier rectangles (before stacks of any size)
-   once more in time mirrored.
+   search above 2,000 buffers), then once more: up to 10,000 buffers block by
+   block of `split`, above that by a second chain order; and the earlier
+   rectangles (before stacks of any size) once more in time mirrored.
 2. The skyline packer runs under a few priority orders (`orderings.py`), the
    chain orders first on tight instances.  How many scales down with the
    number of buffers (about 20,000 placements in all, one order at least):
@@ -56,7 +56,15 @@ import numpy as np
 
 from irflow.memplan.coalesce import coalesce
 from irflow.memplan.greedy import greedy_by_size
-from irflow.memplan.orderings import MIRRORED_ORDER, ORDERINGS, ORDERS, SEARCH_ORDERS, TIGHT_ORDERS, Order
+from irflow.memplan.orderings import (
+    MIRRORED_ORDER,
+    ORDERINGS,
+    ORDERS,
+    SEARCH_ORDERS,
+    SECOND_RECTANGLES_ORDER,
+    TIGHT_ORDERS,
+    Order,
+)
 from irflow.memplan.problem import Buffer, Plan, as_arrays, check_alignment, load_profile
 from irflow.memplan.search import Search, improve
 from irflow.memplan.skyline import compress, skyline, skyline_pack, span_max, step_load
@@ -102,7 +110,9 @@ _GREEDY_TOP_MAX = 50_000
 # only at its 18,686th buffer of 18,692 (0.7 CPU s).
 _GREEDY_WHOLE_MAX, _GREEDY_WHOLE_GAP = 40_000, 100
 # Up to this size a tiling's rectangles are also planned per block of `split` (`_blockwise`); on tiled
-# 100k (seeds 0-15) that changed no plan and cost up to 0.4 CPU s.
+# 100k (seeds 0-15) that changed no plan and cost up to 0.4 CPU s.  Above it they are packed once
+# more by SECOND_RECTANGLES_ORDER instead: tiled 100k seeds 0-31 go from 9 to 7 above 1.20 of the
+# bound, for 0.1-0.15 CPU s (docs/memplan.md, "Blocks of rectangles").
 _BLOCKWISE_MAX = 10_000
 
 
@@ -153,12 +163,17 @@ def _packed_work(orders: list[Order], n: int, work: int) -> int:
     return int(_pack_costs(orders, n)[max(1, _orders_within(orders, n, work)) - 1])
 
 
-def _mirrored_pack(size: np.ndarray, first: np.ndarray, last: np.ndarray, order: Order) -> np.ndarray:
-    """Offsets from a skyline pack of the time-mirrored instance: the same conflicts, so a plan of
-    this one, but the packer fills from the other end of time and meets other choices first."""
+def _pack_once(
+    size: np.ndarray, first: np.ndarray, last: np.ndarray, order: Order, mirrored: bool = False
+) -> np.ndarray:
+    """Offsets from one skyline pack by `order`.  `mirrored` packs the time-mirrored instance: the
+    same conflicts, so a plan of this one, but the packer fills from the other end of time and meets
+    other choices first."""
     name, flush, chain = order
-    mfirst, mlast, steps = compress(-last, -first)
-    offsets = skyline_pack(mfirst, mlast, size, ORDERINGS[name](size, mfirst, mlast), steps, flush, chain)
+    if mirrored:
+        first, last = -last, -first
+    cfirst, clast, steps = compress(first, last)
+    offsets = skyline_pack(cfirst, clast, size, ORDERINGS[name](size, first, last), steps, flush, chain)
     return np.array(offsets, np.int64)
 
 
@@ -342,14 +357,17 @@ def _place(
             placed = _place(*rectangles, until, improve_plan, clock, work, coalesced=True, search_small=small)
             best = coarse.expand(placed)
             height = int((best + size).max())
-            if len(size) <= _BLOCKWISE_MAX and (by_block := _blockwise(*rectangles, work, clock)) is not None:
-                placed = coarse.expand(by_block)
-                if (top := int((placed + size).max())) < height:
-                    best, height = placed, top
+            if len(size) <= _BLOCKWISE_MAX:
+                by_block = _blockwise(*rectangles, work, clock)
+                placed = None if by_block is None else coarse.expand(by_block)
+            else:  # the work above held a single pack of the rectangles: one more, by another order
+                placed = coarse.expand(_pack_once(*rectangles, SECOND_RECTANGLES_ORDER))
+            if placed is not None and (top := int((placed + size).max())) < height:
+                best, height = placed, top
             work -= _packed_work(orders, len(coarse.size), work)
             # A second candidate: the rectangles before stacks of any size, packed once in time mirrored
             # (tiled 100k seeds 2 and 3: 1.1838 and 1.1882 of the bound, the final ones 1.2866, 1.2592).
-            placed = early.expand(_mirrored_pack(early.size, early.first, early.last, MIRRORED_ORDER))
+            placed = early.expand(_pack_once(early.size, early.first, early.last, MIRRORED_ORDER, mirrored=True))
             if (top := int((placed + size).max())) < height:
                 best, height = placed, top
             work -= _packed_work([MIRRORED_ORDER], len(early.size), work)

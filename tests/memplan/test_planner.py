@@ -161,6 +161,13 @@ def test_tilings_are_also_packed_by_chain_in_order_of_last_step():
     assert planned(buffers).size <= 1.099 * lower_bound(buffers)
 
 
+def test_large_tilings_rectangles_get_a_second_chain_order():
+    # Above 10k buffers the default's work holds one pack of the rectangles, chain by size: 1.1045 of
+    # the optimum here; a second, chain by area, gives 1.0577.
+    buffers = tiled(100_000, seed=5)
+    assert planned(buffers).size <= 1.06 * lower_bound(buffers)
+
+
 def test_budget_on_a_coalesced_tiling_is_never_worse():
     buffers = tiled(3_000, seed=1)
     assert planned(buffers, budget_s=0.5).size <= planned(buffers).size
