@@ -114,7 +114,7 @@ _GREEDY_WHOLE_MAX, _GREEDY_WHOLE_GAP = 40_000, 100
 # more by SECOND_RECTANGLES_ORDER instead: tiled 100k seeds 0-31 go from 9 to 7 above 1.20 of the
 # bound, for 0.1-0.15 CPU s (docs/memplan.md, "Blocks of rectangles").
 _BLOCKWISE_MAX = 10_000
-# ... and only where no block holds more than this share of the rectangles.
+# ... and only where no block holds more than this share of the rectangles (`_blocks`).
 _BLOCK_SHARE = 0.9
 
 
@@ -260,25 +260,32 @@ def split(
     return offsets, blocks
 
 
-def _blockwise(
-    size: np.ndarray, first: np.ndarray, last: np.ndarray, work: int, clock: Callable[[], float]
-) -> np.ndarray | None:
-    """Offsets of rectangles from `split`'s blocks, each planned by default without the exact
-    search, or None where `split` leaves them whole.
+Blocks = tuple[np.ndarray, list[tuple[np.ndarray, int]]]  # `split`'s result
+
+
+def _blocks(size: np.ndarray, first: np.ndarray, last: np.ndarray) -> Blocks | None:
+    """`split` of a tiling's rectangles where planning them block by block may pay, else None.
 
     Coalescing a tiling rebuilds its guillotine cuts: a cut across time becomes a boundary no
     rectangle crosses, one across bytes a rectangle spanning its block.  Packed whole, one order
     serves every block and raises merge segments across their boundaries; apart, each block gets
     its best order (tiled 10k seeds 0-47: 9 plans smaller, seed 12's 1.1557 -> 1.0668 of the bound;
-    docs/memplan.md, "Blocks of rectangles").  The whole's pack stays a candidate: it wins
-    elsewhere (seed 11: 1.0690 against 1.1281).
+    docs/memplan.md, "Blocks of rectangles").  That needs two blocks at least, and none holding
+    nearly every rectangle, which is nearly the whole problem again: every plan this improved on
+    those seeds had its largest block at 88% of the rectangles or less, and seed 2's 778 of 802
+    cost 0.05 CPU s for nothing.
     """
     offsets, blocks = split(size, first, last)
-    # Where one block holds nearly every rectangle, it is nearly the whole problem again: little to
-    # gain (tiled 10k seeds 0-47: every plan it improved had its largest block at most 88% of the
-    # rectangles) for a pack of nearly all of them (0.05 CPU s on seed 2, 778 of 802).
     if max((len(idx) for idx, _ in blocks), default=0) > _BLOCK_SHARE * len(size):
         return None
+    return offsets, blocks
+
+
+def _blockwise(
+    size: np.ndarray, first: np.ndarray, last: np.ndarray, parts: Blocks, work: int, clock: Callable[[], float]
+) -> np.ndarray:
+    """Offsets of rectangles from `_blocks`' blocks, each planned by default without the exact search."""
+    offsets, blocks = parts
     for idx, base in blocks:
         block = (size[idx], first[idx], last[idx])
         offsets[idx] = base + _place(*block, float("inf"), False, clock, work, coalesced=True, search_small=False)
@@ -359,16 +366,21 @@ def _place(
             # (seeds 0-23) it never beat the packs there, and cost up to 0.15 s.
             small = improve_plan or len(size) <= _GREEDY_MAX
             rectangles = (coarse.size, coarse.first, coarse.last)
-            placed = _place(*rectangles, until, improve_plan, clock, work, coalesced=True, search_small=small)
+            parts = _blocks(*rectangles) if len(size) <= _BLOCKWISE_MAX else None
+            # Where the blocks are planned apart, the whole gets the chain orders alone (they come first):
+            # on tiled 10k seeds 0-47 its other orders never beat the blocks' plan there.
+            chains = sum(chain for _, _, chain in orders)
+            given = work if parts is None else int(_pack_costs(orders, len(coarse.size))[chains - 1])
+            placed = _place(*rectangles, until, improve_plan, clock, given, coalesced=True, search_small=small)
             best = coarse.expand(placed)
             height = int((best + size).max())
-            if len(size) <= _BLOCKWISE_MAX:
-                by_block = _blockwise(*rectangles, work, clock)
-                placed = None if by_block is None else coarse.expand(by_block)
-            else:  # the work above held a single pack of the rectangles: one more, by another order
-                placed = coarse.expand(_pack_once(*rectangles, SECOND_RECTANGLES_ORDER))
-            if placed is not None and (top := int((placed + size).max())) < height:
-                best, height = placed, top
+            second = None
+            if parts is not None:
+                second = coarse.expand(_blockwise(*rectangles, parts, work, clock))
+            elif len(size) > _BLOCKWISE_MAX:  # the work above held a single pack of them: one more
+                second = coarse.expand(_pack_once(*rectangles, SECOND_RECTANGLES_ORDER))
+            if second is not None and (top := int((second + size).max())) < height:
+                best, height = second, top
             work -= _packed_work(orders, len(coarse.size), work)
             # A second candidate: the rectangles before stacks of any size, packed once in time mirrored
             # (tiled 100k seeds 2 and 3: 1.1838 and 1.1882 of the bound, the final ones 1.2866, 1.2592).
