@@ -112,7 +112,7 @@ _GREEDY_WHOLE_MAX, _GREEDY_WHOLE_GAP = 40_000, 100
 # Up to this size a tiling's rectangles are also planned per block of `split` (`_blockwise`); on tiled
 # 100k (seeds 0-15) that changed no plan and cost up to 0.4 CPU s.  Above it they are packed once
 # more by SECOND_RECTANGLES_ORDER instead: tiled 100k seeds 0-31 go from 9 to 7 above 1.20 of the
-# bound, for 0.1-0.15 CPU s (docs/memplan.md, "Blocks of rectangles").
+# bound, for 0.06-0.21 CPU s (docs/memplan.md, "Blocks of rectangles").
 _BLOCKWISE_MAX = 10_000
 # ... and only where no block holds more than this share of the rectangles (`_blocks`).
 _BLOCK_SHARE = 0.9
@@ -219,9 +219,11 @@ def _greedy_top(
     return repacked
 
 
-def split(
-    size: np.ndarray, first: np.ndarray, last: np.ndarray
-) -> tuple[np.ndarray, list[tuple[np.ndarray, int]]]:
+# `split`'s result: the offsets of the buffers at their blocks' bottoms, and each block with its base.
+Blocks = tuple[np.ndarray, list[tuple[np.ndarray, int]]]
+
+
+def split(size: np.ndarray, first: np.ndarray, last: np.ndarray) -> Blocks:
     """Offsets of the buffers that go at the bottom of their block, and the blocks left to plan.
 
     A block is a set of buffers with its base offset.  Where no buffer of a block lives
@@ -258,9 +260,6 @@ def split(
         bounds = np.searchsorted(side[by_side], np.arange(len(cuts) + 2))
         todo.extend((idx[by_side[a:b]], base) for a, b in zip(bounds[:-1], bounds[1:]))
     return offsets, blocks
-
-
-Blocks = tuple[np.ndarray, list[tuple[np.ndarray, int]]]  # `split`'s result
 
 
 def _blocks(size: np.ndarray, first: np.ndarray, last: np.ndarray) -> Blocks | None:
@@ -382,7 +381,7 @@ def _place(
             if second is not None and (top := int((second + size).max())) < height:
                 best, height = second, top
             work -= _packed_work(orders, len(coarse.size), work)
-            # A second candidate: the rectangles before stacks of any size, packed once in time mirrored
+            # Another candidate: the rectangles before stacks of any size, packed once in time mirrored
             # (tiled 100k seeds 2 and 3: 1.1838 and 1.1882 of the bound, the final ones 1.2866, 1.2592).
             placed = early.expand(_pack_once(early.size, early.first, early.last, MIRRORED_ORDER, mirrored=True))
             if (top := int((placed + size).max())) < height:
