@@ -47,8 +47,10 @@ def _binary(op: type[job.JobOp], x: Any, y: Any, what: str, name: str | None = N
     return build(op, list(operands(x, y, what)), None, name, what)
 
 
-def fill(shape: Sequence[int], value: float, dtype: dtypes.DType, what: str = "flow.constant") -> Blob:
-    return build(job.FillOp, [], job.tensor(shape, dtype.element_type), what=what, value=float(value))
+def fill(
+    shape: Sequence[int], value: float, dtype: dtypes.DType, what: str = "flow.constant", name: str | None = None
+) -> Blob:
+    return build(job.FillOp, [], job.tensor(shape, dtype.element_type), name, what, value=float(value))
 
 
 def _dims(shape: object, what: str) -> tuple[int, ...]:
@@ -822,24 +824,24 @@ def constant(
     if not isinstance(value, (bool, int, float, np.number)):
         fail(f"flow.constant expects a number or an array, got {type(value).__name__}")
     dtype = dtypes.as_dtype(dtype) if dtype is not None else trace.config.data_type
-    return fill(_dims(shape, "flow.constant") if shape is not None else (), float(value), dtype)
+    return fill(_dims(shape, "flow.constant") if shape is not None else (), float(value), dtype, name=name)
 
 
 def zeros(shape: Sequence[int], dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:
     """flow.zeros: a Blob of `shape` holding 0, float32 unless `dtype` says (OneFlow's default)."""
-    return _filled(shape, 0, dtype, "flow.zeros")
+    return _filled(shape, 0, dtype, "flow.zeros", name)
 
 
 def ones(shape: Sequence[int], dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:
     """flow.ones: a Blob of `shape` holding 1, float32 unless `dtype` says (OneFlow's default)."""
-    return _filled(shape, 1, dtype, "flow.ones")
+    return _filled(shape, 1, dtype, "flow.ones", name)
 
 
-def _filled(shape: object, value: float, dtype: dtypes.DType | None, what: str) -> Blob:
+def _filled(shape: object, value: float, dtype: dtypes.DType | None, what: str, name: str | None) -> Blob:
     dims = _dims(shape, what)
     if any(d < 0 for d in dims):
         fail(f"{what}: shape must not have a negative dimension, got {shape!r}")
-    return fill(dims, value, dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32, what)
+    return fill(dims, value, dtypes.as_dtype(dtype) if dtype is not None else dtypes.float32, what, name)
 
 
 def arange(start: float, limit: float | None = None, delta: float = 1, dtype: dtypes.DType | None = None,
@@ -883,7 +885,7 @@ def reverse(input: Blob, axis: int | Sequence[int], name: str | None = None) -> 
 
 
 def constant_like(like: Blob, value: float, dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:
-    return fill(like.shape, value, dtypes.as_dtype(dtype) if dtype is not None else like.dtype, "flow.constant_like")
+    return fill(like.shape, value, dtypes.as_dtype(dtype) if dtype is not None else like.dtype, "flow.constant_like", name)
 
 
 def zeros_like(like: Blob, dtype: dtypes.DType | None = None, name: str | None = None) -> Blob:

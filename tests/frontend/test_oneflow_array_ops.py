@@ -44,6 +44,20 @@ def test_zeros_and_ones_are_float32_unless_told():
     assert zeros.dtype == ones.dtype == np.float32 and int_ones.dtype == np.int32
 
 
+def test_filled_constants_take_their_name():
+    names = []
+
+    @flow.global_function()
+    def job() -> tp.Numpy:
+        blobs = (flow.zeros((2,), name="z"), flow.ones((2,), name="o"), flow.constant(3.0, shape=(2,), name="c"))
+        blobs += (flow.constant_like(blobs[0], 2.0, name="cl"),)
+        names.extend(b.name for b in blobs)
+        return blobs[0]
+
+    job()
+    assert names == ["z", "o", "c", "cl"]
+
+
 @pytest.mark.parametrize("args, kwargs", [((5,), {}), ((2, 9, 3), {}), ((3, -4, -2), {}), ((1, 2, 0.25), {"dtype": flow.float}),
                                           ((4, 4), {}), ((0.5, 3), {"dtype": flow.double})])  # fmt: skip
 def test_range_counts_as_pythons_range(args, kwargs):
