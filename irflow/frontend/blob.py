@@ -67,3 +67,10 @@ class Blob:
 
     __hash__ = object.__hash__  # Blobs compare elementwise (flow.math installs ==), yet stay usable as dict keys
     __array_ufunc__ = None  # `np.float32(2) * blob` defers to Blob.__rmul__ instead of making an object array
+
+
+def expect_blobs(what: str, **arguments: object) -> None:
+    """Fail at the user's line, naming the first of `arguments` (name=value, in order) that is not a Blob."""
+    for label, value in arguments.items():
+        if not isinstance(value, Blob):
+            fail(f"{what}: {label} must be a Blob, got {type(value).__name__} {value!r}")

@@ -12,7 +12,7 @@ import numpy as np
 
 from irflow.dialects import job
 from irflow.frontend import dtypes, math
-from irflow.frontend.blob import Blob
+from irflow.frontend.blob import Blob, expect_blobs
 from irflow.frontend.locations import fail
 from irflow.frontend.ops import cast, constant, reshape, where
 from irflow.frontend.tracing import build
@@ -38,10 +38,7 @@ def ctc_loss(
     runs: an ExecutionError at this line names the first one at fault.
     """
     what = "flow.ctc_loss"
-    for label, blob in (("log_probs", log_probs), ("targets", targets), ("input_lengths", input_lengths),
-                        ("target_lengths", target_lengths)):  # fmt: skip
-        if not isinstance(blob, Blob):
-            fail(f"{what}: {label} must be a Blob, got {type(blob).__name__} {blob!r}")
+    expect_blobs(what, log_probs=log_probs, targets=targets, input_lengths=input_lengths, target_lengths=target_lengths)
     if not dtypes.is_int(blank):
         fail(f"{what}: blank must be an int, got {blank!r}")
     if reduction not in _REDUCTIONS:
@@ -67,9 +64,7 @@ def ctc_greedy_decoder(
     probability over the sequence's frames.
     """
     what = "flow.nn.ctc_greedy_decoder"
-    for label, blob in (("log_probs", log_probs), ("input_lengths", input_lengths)):
-        if not isinstance(blob, Blob):
-            fail(f"{what}: {label} must be a Blob, got {type(blob).__name__} {blob!r}")
+    expect_blobs(what, log_probs=log_probs, input_lengths=input_lengths)
     decoded = build(job.CtcGreedyDecodeOp, [log_probs, input_lengths], None, name, what, merge_repeated=bool(merge_repeated))
     frames, batch = log_probs.shape[:2]
     frame = constant(np.arange(frames, dtype=np.int64).reshape(frames, 1))

@@ -17,7 +17,7 @@ from xdsl.utils.exceptions import VerifyException
 from irflow.dialects import job
 from irflow.dialects.bounds import describe, dynamic_axes
 from irflow.frontend import dtypes
-from irflow.frontend.blob import Blob
+from irflow.frontend.blob import Blob, expect_blobs
 from irflow.frontend.locations import fail
 from irflow.frontend.tracing import build, current
 
@@ -396,8 +396,7 @@ def slice_v2(x: Blob, slice_tup_list: Sequence[Sequence[int | None]], name: str 
     listed are whole), negative steps too. A negative step is the positive one over the same entries,
     then reversed (flow.reverse); its gradient comes back through both."""
     what = "flow.slice_v2"
-    if not isinstance(x, Blob):
-        fail(f"{what}: x must be a Blob, got {type(x).__name__} {x!r}")
+    expect_blobs(what, x=x)
     items, backwards = _ascending(x, slice_tup_list, what)
     out = static_slice(x, tuple(items), reshape)
     return reverse(out, backwards, name) if backwards else _named(out, name)
@@ -408,9 +407,7 @@ def slice_update(x: Blob, update: Blob, slice_tup_list: Sequence[Sequence[int | 
     shape. Composed as flow.where between x and update spread into x's shape (job.slice_grad), so x's
     gradient is dy but at the updated entries and update's is the slice of dy."""
     what = "flow.slice_update"
-    for label, blob in (("x", x), ("update", update)):
-        if not isinstance(blob, Blob):
-            fail(f"{what}: {label} must be a Blob, got {type(blob).__name__} {blob!r}")
+    expect_blobs(what, x=x, update=update)
     if dynamic_axes(x.value.type):
         fail(f"{what}: x of {describe(x.value.type)} has dynamic axes; its slice's shape is known only when the step "
              f"runs (docs/dynamic.md)")  # fmt: skip
@@ -524,8 +521,7 @@ def expand(x: Blob, expand_size: Sequence[int], name: str | None = None) -> Blob
     """flow.expand: x repeated along its size-1 axes to `expand_size` (-1 keeps an axis), new axes in front;
     a job.broadcast_to, whose gradient sums over the repeats."""
     what = "flow.expand"
-    if not isinstance(x, Blob):
-        fail(f"{what}: x must be a Blob, got {type(x).__name__} {x!r}")
+    expect_blobs(what, x=x)
     size = _dims(expand_size, what)
     new = len(size) - x.ndim
     if new < 0:
@@ -584,8 +580,7 @@ def diag(input: Blob, diagonal: int = 0, name: str | None = None) -> Blob:  # no
 def pad_grad(x: Blob, paddings: Sequence[Sequence[int]], constant_value: float = 0, name: str | None = None) -> Blob:
     """flow.pad_grad: the adjoint of flow.pad, x without its `paddings` (a slice)."""
     what = "flow.pad_grad"
-    if not isinstance(x, Blob):
-        fail(f"{what}: x must be a Blob, got {type(x).__name__} {x!r}")
+    expect_blobs(what, x=x)
     widths = _pad_widths(paddings, x.ndim, what)
     if any(before + after > d for (before, after), d in zip(widths, x.shape)):
         fail(f"{what}: paddings {paddings!r} are wider than x {x.shape}")
@@ -607,8 +602,7 @@ def cast_to_static_shape(x: Blob, name: str | None = None) -> Blob:
     """flow.cast_to_static_shape: x with every dynamic axis static at its bound, checked when the step runs
     (an ExecutionError at this line where x is smaller)."""
     what = "flow.cast_to_static_shape"
-    if not isinstance(x, Blob):
-        fail(f"{what}: x must be a Blob, got {type(x).__name__} {x!r}")
+    expect_blobs(what, x=x)
     if not (axes := sorted(dynamic_axes(x.value.type))):
         return _named(x, name)
     return _pinned(x, axes, ", ".join(f"axis {a} needs its bound's size {x.shape[a]}" for a in axes), what, name)
@@ -675,8 +669,7 @@ def where(condition: Blob, x: Any = None, y: Any = None, name: str | None = None
     if x is None or y is None:
         _data_dependent_size("flow.where with only a condition (the indices of its nonzero entries)",
                              "give both x and y to select between them")
-    if not isinstance(condition, Blob):
-        fail(f"flow.where: condition must be a Blob, got {type(condition).__name__} {condition!r}")
+    expect_blobs("flow.where", condition=condition)
     a, b = operands(x, y, "flow.where")
     return build(job.WhereOp, [condition, a, b], None, name, "flow.where")
 
@@ -702,8 +695,7 @@ def gather(
     position, whatever `validate_indices` says (OneFlow ignores that argument too).
     """
     what = "flow.gather"
-    if not isinstance(params, Blob):
-        fail(f"{what}: params must be a Blob, got {type(params).__name__} {params!r}")
+    expect_blobs(what, params=params)
     if not dtypes.is_int(batch_dims) or batch_dims < 0:
         fail(f"{what}: batch_dims must be a non-negative int, got {batch_dims!r}")
     if not batch_dims:
@@ -728,8 +720,7 @@ def dim_gather(input: Blob, dim: int, index: Blob, name: str | None = None) -> B
     outside the dim stops the step with an ExecutionError at this line, naming it and its position.
     """
     what = "flow.dim_gather"
-    if not isinstance(input, Blob):
-        fail(f"{what}: input must be a Blob, got {type(input).__name__} {input!r}")
+    expect_blobs(what, input=input)
     return build(job.DimGatherOp, [input, index], None, name, what, dim=axis_index(dim, input.ndim, what))
 
 
@@ -763,8 +754,7 @@ def gather_nd(params: Blob, indices: Blob, name: str | None = None) -> Blob:
     """flow.gather_nd: the slices of params that int32/int64 `indices` (..., K) pick by their first K
     coordinates, shaped indices.shape[:-1] + params.shape[K:]. Its gradient is scatter_nd (repeats add
     up); a coordinate outside its axis stops the step with an ExecutionError at this line."""
-    if not isinstance(params, Blob):
-        fail(f"flow.gather_nd: params must be a Blob, got {type(params).__name__} {params!r}")
+    expect_blobs("flow.gather_nd", params=params)
     return build(job.GatherNdOp, [params, indices], None, name, "flow.gather_nd")
 
 
@@ -772,8 +762,7 @@ def scatter_nd(indices: Blob, updates: Blob, shape: Sequence[int], name: str | N
     """flow.scatter_nd: zeros of `shape` with each slice of `updates` added where `indices` (..., K) point,
     repeated indices adding up as in OneFlow's kernel; gather_nd's adjoint."""
     what = "flow.scatter_nd"
-    if not isinstance(updates, Blob):
-        fail(f"{what}: updates must be a Blob, got {type(updates).__name__} {updates!r}")
+    expect_blobs(what, updates=updates)
     dims = _dims(shape, what)
     return build(job.ScatterNdOp, [updates, indices], job.tensor(dims, updates.dtype.element_type), name, what)
 
@@ -795,9 +784,7 @@ def tensor_scatter_nd_add(params: Blob, indices: Blob, updates: Blob, name: str 
 
 def _tensor_scatter_nd(op: type[job.TensorScatterNdOp], params: Blob, indices: Blob, updates: Blob,
                        name: str | None, what: str) -> Blob:  # fmt: skip
-    for argument, blob in (("params", params), ("updates", updates)):
-        if not isinstance(blob, Blob):
-            fail(f"{what}: {argument} must be a Blob, got {type(blob).__name__} {blob!r}")
+    expect_blobs(what, params=params, updates=updates)
     return build(op, [params, indices, updates], None, name, what)
 
 
@@ -861,8 +848,7 @@ def arange(start: float, limit: float | None = None, delta: float = 1, dtype: dt
 def masked_fill(x: Blob, mask: Blob, value: float, name: str | None = None) -> Blob:
     """flow.masked_fill: x with `value` wherever the integer `mask` (broadcast to x) is nonzero; no
     gradient flows to the filled entries (flow.where)."""
-    if not isinstance(x, Blob):
-        fail(f"flow.masked_fill: x must be a Blob, got {type(x).__name__} {x!r}")
+    expect_blobs("flow.masked_fill", x=x)
     return where(mask, value, x, name)
 
 
@@ -871,8 +857,7 @@ def reverse(input: Blob, axis: int | Sequence[int], name: str | None = None) -> 
     indices per axis, so the gradient is reversed back (gather_grad); a dynamic axis is refused, its
     last entry being known only when the step runs."""
     what = "flow.reverse"
-    if not isinstance(input, Blob):
-        fail(f"{what}: input must be a Blob, got {type(input).__name__} {input!r}")
+    expect_blobs(what, input=input)
     axes = sorted({axis_index(a, input.ndim, what) for a in (axis if isinstance(axis, (list, tuple)) else [axis])})
     if dynamic := sorted(set(axes) & set(dynamic_axes(input.value.type))):
         fail(f"{what}: axis {dynamic[0]} is dynamic, and its reverse order needs its actual size, known only when "

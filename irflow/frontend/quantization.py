@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from irflow.dialects import job
 from irflow.frontend import dtypes, initializers
-from irflow.frontend.blob import Blob
+from irflow.frontend.blob import Blob, expect_blobs
 from irflow.frontend.locations import fail
 from irflow.frontend.math import abs, maximum, reduce_max, reduce_min  # noqa: A004
 from irflow.frontend.ops import reshape, where, zeros_like
@@ -95,9 +95,7 @@ def fake_quantization(
     reaches `input` unchanged (the straight-through estimator, as OneFlow's)."""
     what = "flow.quantization.fake_quantization"
     affine = _scheme(input, quantization_bit, quantization_scheme, what)
-    for label, blob in (("scale", scale), ("zero_point", zero_point)):
-        if not isinstance(blob, Blob):
-            fail(f"{what}: {label} must be a Blob, got {type(blob).__name__} {blob!r}")
+    expect_blobs(what, scale=scale, zero_point=zero_point)
     return build(job.FakeQuantizationOp, [input, scale, zero_point], None, name, what,
                  quantization_bit=int(quantization_bit), affine=affine)  # fmt: skip
 
